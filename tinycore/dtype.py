@@ -1,0 +1,148 @@
+"""Data types, their promotion lattice, and conversions to numpy and Python values."""
+from __future__ import annotations
+import functools, math, struct
+from dataclasses import dataclass
+import numpy as np
+
+@dataclass(frozen=True, eq=True)
+class DType:
+  priority: int          # promotion order among scalars of the same kind
+  itemsize: int          # bytes of one scalar
+  name: str
+  fmt: str | None        # struct format character, None where struct has none (bfloat16)
+  count: int = 1         # vector width: >1 only inside kernels
+  def __repr__(self): return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
+  def __lt__(self, o: DType): return (self.priority, self.itemsize, self.name, self.count) < (o.priority, o.itemsize, o.name, o.count)
+  @property
+  def nbytes(self) -> int: return self.itemsize * self.count
+  @property
+  def scalar(self) -> DType: return self if self.count == 1 else DTYPES_BY_NAME[self.name]
+  def vec(self, n: int) -> DType:
+    if self.count != 1: raise ValueError(f"cannot vectorize {self}, it is already a vector")
+    return self if n == 1 else DType(self.priority, self.itemsize, self.name, None, n)
+  def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, addrspace)
+
+@dataclass(frozen=True, eq=True)
+class PtrDType(DType):
+  base: DType = None  # type: ignore[assignment]
+  size: int = -1
+  addrspace: str = "global"  # "global", "local" (shared memory) or "reg" (accumulators)
+  def __repr__(self): return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
+
+def _d(priority, itemsize, name, fmt): return DType(priority, itemsize, name, fmt)
+
+class dtypes:
+  """The scalar types a tensor can hold. `dtypes.default_float`/`default_int` pick what Python floats/ints become."""
+  bool = _d(0, 1, "bool", "?")
+  int8, uint8 = _d(1, 1, "char", "b"), _d(2, 1, "uchar", "B")
+  int16, uint16 = _d(3, 2, "short", "h"), _d(4, 2, "ushort", "H")
+  int32, uint32 = _d(5, 4, "int", "i"), _d(6, 4, "uint", "I")
+  int64, uint64 = _d(7, 8, "long", "q"), _d(8, 8, "ulong", "Q")
+  float16, bfloat16 = _d(11, 2, "half", "e"), _d(12, 2, "bfloat16", None)
+  float32, float64 = _d(13, 4, "float", "f"), _d(14, 8, "double", "d")
+  void = _d(-1, 0, "void", None)
+  index = _d(-2, 8, "index", None)  # kernel index arithmetic: lowered to int32 or int64 by codegen
+  half, float, double = float16, float32, float64
+  char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
+  default_float: DType = float32
+  default_int: DType = int32
+
+  @staticmethod
+  def is_float(x: DType) -> bool: return x.scalar in FLOATS
+  @staticmethod
+  def is_int(x: DType) -> bool: return x.scalar in INTS or x.scalar == dtypes.index
+  @staticmethod
+  def is_unsigned(x: DType) -> bool: return x.scalar in UINTS
+  @staticmethod
+  def is_bool(x: DType) -> bool: return x.scalar == dtypes.bool
+  @staticmethod
+  def from_py(x) -> DType:
+    if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), default=dtypes.default_float)
+    if isinstance(x, bool): return dtypes.bool
+    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, float): return dtypes.default_float
+    raise TypeError(f"cannot infer a dtype from Python value {x!r} of type {type(x).__name__}")
+  @staticmethod
+  def min(dt: DType): return dtype_min(dt)
+  @staticmethod
+  def max(dt: DType): return dtype_max(dt)
+  @staticmethod
+  def fields() -> dict[str, DType]: return dict(DTYPES_BY_NAME_PUBLIC)
+
+SINTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
+UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
+INTS = SINTS + UINTS
+FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+ALL_DTYPES = (dtypes.bool,) + INTS + FLOATS
+DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES + (dtypes.void, dtypes.index)}
+DTYPES_BY_NAME_PUBLIC = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
+
+def to_dtype(x: DType | str) -> DType:
+  if isinstance(x, DType): return x
+  if isinstance(x, str) and x in DTYPES_BY_NAME_PUBLIC: return DTYPES_BY_NAME_PUBLIC[x]
+  raise TypeError(f"{x!r} is not a dtype; use one of {sorted(DTYPES_BY_NAME_PUBLIC)}")
+
+# promotion lattice (as in JAX/tinygrad): an edge a -> b means a promotes to b
+_PROMO = {dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,),
+          dtypes.int32: (dtypes.int64,), dtypes.int64: (dtypes.float16, dtypes.bfloat16),
+          dtypes.uint8: (dtypes.int16, dtypes.uint16), dtypes.uint16: (dtypes.int32, dtypes.uint32),
+          dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+          dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,), dtypes.float32: (dtypes.float64,)}
+
+@functools.cache
+def _upper(dt: DType) -> frozenset[DType]: return frozenset({dt}).union(*(_upper(x) for x in _PROMO.get(dt, ())))
+
+def least_upper_dtype(*ds: DType) -> DType:
+  """The smallest dtype every argument converts to without losing its kind (ints meet floats at float16/bfloat16 -> float32)."""
+  common = frozenset.intersection(*(_upper(d.scalar) for d in ds))
+  return min(common) if common else dtypes.float64
+
+def least_upper_float(dt: DType) -> DType: return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+def sum_acc_dtype(dt: DType) -> DType:
+  """The dtype `sum` accumulates and returns in: small ints widen like PyTorch, floats stay."""
+  if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)
+  if dtypes.is_int(dt) or dt == dtypes.bool: return least_upper_dtype(dt, dtypes.int32)
+  return dt
+
+_NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16, dtypes.uint16: np.uint16,
+       dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64, dtypes.uint64: np.uint64,
+       dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64}
+def to_np_dtype(dt: DType):
+  """numpy's dtype for `dt`; bfloat16 is stored as its raw uint16 bits."""
+  return np.uint16 if dt.scalar == dtypes.bfloat16 else _NP[dt.scalar]
+def from_np_dtype(npdt) -> DType:
+  npdt = np.dtype(npdt)
+  for k, v in _NP.items():
+    if np.dtype(v) == npdt: return k
+  raise TypeError(f"numpy dtype {npdt} has no tinycore equivalent; supported: {[np.dtype(v).name for v in _NP.values()]}")
+
+def dtype_min(dt: DType):
+  if dtypes.is_int(dt): return 0 if dtypes.is_unsigned(dt) else -2**(8*dt.itemsize-1)
+  return False if dt == dtypes.bool else -math.inf
+def dtype_max(dt: DType):
+  if dtypes.is_int(dt): return 2**(8*dt.itemsize)-1 if dtypes.is_unsigned(dt) else 2**(8*dt.itemsize-1)-1
+  return True if dt == dtypes.bool else math.inf
+
+# scalar conversions with the target dtype's exact semantics (wraparound for ints, IEEE rounding for floats)
+def f32_to_bf16_bits(x: float) -> int:
+  """Round-to-nearest-even conversion of a float to bfloat16 bits (NaN stays NaN)."""
+  bits = struct.unpack("<I", struct.pack("<f", x))[0]
+  if (bits & 0x7fffffff) > 0x7f800000: return ((bits >> 16) | 0x40) & 0xffff
+  return ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
+def bf16_bits_to_f32(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xffff) << 16))[0]
+
+def truncate(dt: DType, x):
+  """Convert a Python value to what `dt` holds exactly: the semantics constant folding must match."""
+  dt = dt.scalar
+  if dt == dtypes.bool: return bool(x)
+  if dtypes.is_int(dt):
+    if dt == dtypes.index: return int(x)
+    if isinstance(x, float):
+      if not math.isfinite(x): return 0
+      x = int(x)
+    x = int(x) & ((1 << (8*dt.itemsize)) - 1)
+    return x - (1 << (8*dt.itemsize)) if not dtypes.is_unsigned(dt) and x >= 1 << (8*dt.itemsize-1) else x
+  x = float(x)
+  if dt == dtypes.float64: return x
+  if dt == dtypes.bfloat16: return bf16_bits_to_f32(f32_to_bf16_bits(float(np.float32(x))))
+  with np.errstate(over="ignore"): return float(to_np_dtype(dt)(x))

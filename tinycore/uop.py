@@ -1,0 +1,396 @@
+"""UOp: the one immutable, hash-consed graph node used from Tensor down to the rendered kernel."""
+from __future__ import annotations
+import functools, math, weakref
+from enum import Enum, auto
+from typing import Any, Callable, Iterator, Sequence
+import numpy as np
+from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max
+from tinycore.helpers import prod, all_int
+
+class Ops(Enum):
+  # graph structure
+  SINK = auto(); NOOP = auto()
+  # tensor-level sources and boundaries
+  DEVICE = auto(); UNIQUE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()
+  CONTIGUOUS = auto(); CONTIGUOUS_BACKWARD = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto()
+  # movement (tensor-level, resolved into index math by codegen)
+  RESHAPE = auto(); EXPAND = auto(); PERMUTE = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
+  REDUCE_AXIS = auto()
+  # kernel-level
+  DEFINE_GLOBAL = auto(); DEFINE_ACC = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto(); REDUCE = auto()
+  INDEX = auto(); LOAD = auto(); STORE = auto(); IF = auto(); ENDIF = auto()
+  # dtype changes
+  CAST = auto(); BITCAST = auto()
+  # unary ALU
+  EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); TRUNC = auto()
+  # binary ALU
+  ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
+  CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); XOR = auto(); OR = auto(); AND = auto(); SHL = auto(); SHR = auto()
+  # ternary ALU
+  WHERE = auto(); MULACC = auto()
+  def __repr__(self): return f"Ops.{self.name}"
+
+class GroupOp:
+  Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
+  Binary = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
+            Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR}
+  Ternary = {Ops.WHERE, Ops.MULACC}
+  ALU = Unary | Binary | Ternary
+  Comparison = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
+  Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND}
+  Movement = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+  Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+  # ops whose zero input gives a zero output: padding may be pushed through them
+  SafePad = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.SQRT, Ops.TRUNC, Ops.SIN, Ops.CAST, Ops.BITCAST}
+
+REDUCE_IDENTITY = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: None}  # None: the dtype's minimum
+
+def identity_element(op: Ops, dt: DType):
+  return dtype_min(dt) if REDUCE_IDENTITY[op] is None else truncate(dt, REDUCE_IDENTITY[op])
+
+# ***** the node *****
+
+class UOpMeta(type):
+  """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
+  cache: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+  def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None):
+    key = (op, dtype, src, arg)
+    if (ret := UOpMeta.cache.get(key)) is not None: return ret
+    ret = super().__call__(op, dtype, src, arg)
+    UOpMeta.cache[key] = ret
+    for s in src:  # the children index: derived from the cache, kept in sync by weak references
+      if s._children is None: s._children = weakref.WeakSet()
+      s._children.add(ret)
+    return ret
+
+class UOp(metaclass=UOpMeta):
+  __slots__ = ("op", "dtype", "src", "arg", "_children", "__weakref__", "__dict__")
+  def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None):
+    self.op, self.dtype, self.src, self.arg, self._children = op, dtype, src, arg, None
+  def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
+  def replace(self, **kw) -> UOp:
+    return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
+  @property
+  def children(self) -> list[UOp]: return [] if self._children is None else list(self._children)
+
+  # ***** graph walking *****
+  def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
+    """Every node reachable from self, sources before users (iterative: deep graphs do not hit the recursion limit)."""
+    visited: set[UOp] = set()
+    out: list[UOp] = []
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      u, expanded = stack.pop()
+      if expanded: out.append(u); continue
+      if u in visited: continue
+      visited.add(u)
+      stack.append((u, True))
+      if gate is None or gate(u): stack.extend((s, False) for s in reversed(u.src) if s not in visited)
+    return out
+  def sparents(self) -> list[UOp]: return self.toposort()
+
+  # ***** printing *****
+  def __repr__(self) -> str: return pretty(self)
+  def key_str(self) -> str: return f"{self.op.name}:{self.dtype}:{self.arg}"
+
+  # ***** constructors *****
+  @staticmethod
+  def const(dtype: DType, b: Any, device: str | None = None) -> UOp:
+    if isinstance(b, UOp): return b if b.dtype == dtype else b.cast(dtype)
+    val = truncate(dtype, b)
+    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),) if device is not None else (), val)
+  def const_like(self, b: Any) -> UOp: return UOp.const(self.dtype, b, self.device if self.op is not Ops.CONST or self.src else None) if self._is_tensor_level() else UOp.const(self.dtype, b)
+  @staticmethod
+  def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
+    if not (isinstance(vmin, int) and isinstance(vmax, int) and vmin <= vmax):
+      raise ValueError(f"Variable {name!r} needs integer bounds with min <= max, got [{vmin}, {vmax}]")
+    return UOp(Ops.DEFINE_VAR, dtype, arg=(name, vmin, vmax))
+  def bind(self, val: int) -> UOp:
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not {self.op}")
+    if not self.arg[1] <= val <= self.arg[2]: raise ValueError(f"value {val} is outside {self.arg[0]}'s bounds [{self.arg[1]}, {self.arg[2]}]")
+    return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, val)))
+  def unbind(self) -> tuple[UOp, int]:
+    if self.op is not Ops.BIND: raise TypeError(f"{self.op} is not a bound variable")
+    return self.src[0], self.src[1].arg
+  @property
+  def expr(self) -> str: return self.arg[0]
+  def alu(self, op: Ops, *src: UOp | Any) -> UOp:
+    srcs = (self,) + tuple(s if isinstance(s, UOp) else self.const_like(s) for s in src)
+    out_dtype = dtypes.bool if op in GroupOp.Comparison else (srcs[-1].dtype if op is Ops.WHERE else self.dtype)
+    return UOp(op, out_dtype, srcs)
+  def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+  def bitcast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))
+  def where(self, a: UOp | Any, b: UOp | Any) -> UOp:
+    a_, b_ = (x if isinstance(x, UOp) else (b if isinstance(b, UOp) else a).const_like(x) for x in (a, b))
+    return UOp(Ops.WHERE, a_.dtype, (self, a_, b_))
+  def sink(self, *srcs: UOp) -> UOp: return UOp(Ops.SINK, dtypes.void, (self,) + srcs)
+  def index(self, idx: UOp, valid: UOp | None = None) -> UOp: return UOp(Ops.INDEX, self.dtype, (self, idx) if valid is None else (self, idx, valid))
+  def load(self, *src: UOp, dtype: DType | None = None) -> UOp:
+    return UOp(Ops.LOAD, dtype or (self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype), (self,) + src)
+  def store(self, val: UOp, *src: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void, (self, val) + src)
+
+  # python operators build ALU nodes: used by index math in codegen and by symbolic
+  def _b(self, x) -> UOp: return x if isinstance(x, UOp) else self.const_like(x)
+  def __add__(self, x): return self.alu(Ops.ADD, self._b(x))
+  def __radd__(self, x): return self._b(x).alu(Ops.ADD, self)
+  def __sub__(self, x): return self.alu(Ops.ADD, self._b(x).alu(Ops.MUL, self.const_like(-1))) if dtypes.is_int(self.dtype) else self.alu(Ops.SUB, self._b(x))
+  def __rsub__(self, x): return self._b(x) - self
+  def __mul__(self, x): return self.alu(Ops.MUL, self._b(x))
+  def __rmul__(self, x): return self._b(x).alu(Ops.MUL, self)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, self._b(x))
+  def __mod__(self, x): return self.alu(Ops.MOD, self._b(x))
+  def __truediv__(self, x): return self.alu(Ops.FDIV, self._b(x))
+  def __neg__(self): return self * -1 if dtypes.is_int(self.dtype) else self.alu(Ops.NEG)
+  def __lt__(self, x): return self.alu(Ops.CMPLT, self._b(x))
+  def __gt__(self, x): return self._b(x).alu(Ops.CMPLT, self)
+  def __ge__(self, x): return (self < x).logical_not()
+  def __le__(self, x): return (self > x).logical_not()
+  def __and__(self, x): return self.alu(Ops.AND, self._b(x))
+  def __or__(self, x): return self.alu(Ops.OR, self._b(x))
+  def __xor__(self, x): return self.alu(Ops.XOR, self._b(x))
+  def ne(self, x): return self.alu(Ops.CMPNE, self._b(x))
+  def eq(self, x): return self.alu(Ops.CMPEQ, self._b(x))
+  def maximum(self, x): return self.alu(Ops.MAX, self._b(x))
+  def minimum(self, x): return -((-self).maximum(-self._b(x)))
+  def logical_not(self): return self.alu(Ops.CMPNE, self.const_like(True))
+  __hash__ = object.__hash__  # identity: hash-consing makes equal UOps the same object
+  def __eq__(self, x): return self is x
+  def __bool__(self): raise TypeError(f"the truth value of a UOp is not defined (got {self.op}); use .eq()/.ne() to build a comparison")
+
+  # ***** properties *****
+  def _is_tensor_level(self) -> bool: return "device" in self.__dict__ or self._find_device() is not None
+  def _find_device(self):
+    if self.op is Ops.DEVICE: return self.arg
+    if self.op is Ops.COPY: return self.arg
+    for s in self.src:
+      if s.op is Ops.DEVICE: return s.arg
+    for s in self.src:
+      if (d := s._find_device()) is not None: return d
+    return None
+  @functools.cached_property
+  def device(self) -> str | tuple[str, ...] | None: return self._find_device()
+  @functools.cached_property
+  def shape(self) -> tuple[Any, ...] | None: return _shape(self)
+  @property
+  def size(self) -> Any: return prod(self.shape) if self.shape is not None else None
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  @functools.cached_property
+  def base(self) -> UOp:
+    """Through movement ops to the node that owns storage."""
+    return self.src[0].base if self.op in GroupOp.Movement else self
+  @property
+  def is_realized(self) -> bool: return self.base.op is Ops.BUFFER
+  @functools.cached_property
+  def vmin_vmax(self) -> tuple[Any, Any]: return _min_max(self)
+  @property
+  def vmin(self): return self.vmin_vmax[0]
+  @property
+  def vmax(self): return self.vmin_vmax[1]
+  def simplify(self) -> UOp:
+    from tinycore.symbolic import simplify
+    return simplify(self)
+  def variables(self) -> list[UOp]:
+    return sorted({u if u.op is Ops.DEFINE_VAR else u.src[0] for u in self.toposort() if u.op in (Ops.DEFINE_VAR, Ops.BIND)}, key=lambda v: v.arg)
+  def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+    from tinycore.rewrite import graph_substitute
+    return graph_substitute(self, mapping)
+  def render(self) -> str:
+    """An index expression as readable infix text (for errors and debugging)."""
+    return render_expr(self)
+
+def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
+  """A symbolic integer with bounds, usable in shapes and index math: `Variable("n", 1, 64).bind(8)`."""
+  return UOp.variable(name, min_val, max_val, dtype)
+
+def sint_to_uop(x: Any) -> UOp: return x if isinstance(x, UOp) else UOp.const(dtypes.index, x)
+def resolve(x: Any, default: bool = True) -> bool:
+  """A Python bool for a possibly symbolic comparison; `default` when it cannot be decided."""
+  if not isinstance(x, UOp): return bool(x)
+  lo, hi = x.simplify().vmin_vmax
+  return bool(lo) if lo == hi else default
+def smax(*xs): return max(xs) if all_int(xs) else functools.reduce(lambda a, b: sint_to_uop(a).maximum(b), xs)
+def smin(*xs): return min(xs) if all_int(xs) else functools.reduce(lambda a, b: sint_to_uop(a).minimum(b), xs)
+def ssimplify(x: Any) -> Any:
+  if not isinstance(x, UOp): return x
+  x = x.simplify()
+  return x.arg if x.op is Ops.CONST else x
+
+# ***** shapes of tensor-level nodes *****
+
+def _shape(u: UOp) -> tuple[Any, ...] | None:
+  op = u.op
+  if op is Ops.BUFFER: return (u.arg,)
+  if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return () if u.src or op is not Ops.CONST else None
+  if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg
+  if op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
+  if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(u.src[0].shape, u.arg))
+  if op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
+  if op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE) or op.name.startswith(("DEFINE", "END")) or op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE): return None
+  if op is Ops.COPY: return u.src[0].shape
+  if op is Ops.ASSIGN: return u.src[0].shape
+  for s in u.src:
+    if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh
+  return None
+
+# ***** bounds for symbolic math *****
+
+def _min_max(u: UOp) -> tuple[Any, Any]:
+  dt = u.dtype
+  if u.op is Ops.CONST: return u.arg, u.arg
+  if u.op is Ops.DEFINE_VAR: return u.arg[1], u.arg[2]
+  if u.op is Ops.BIND: return u.src[0].vmin_vmax
+  if u.op is Ops.RANGE: return 0, (u.src[0].vmax - 1)
+  if u.op is Ops.SPECIAL: return 0, (u.src[0].vmax - 1 if u.src else u.arg[1] - 1)
+  if dtypes.is_int(dt) or dt == dtypes.bool:
+    if u.op in GroupOp.ALU and u.op not in (Ops.SHL, Ops.SHR, Ops.XOR, Ops.OR, Ops.AND) or u.op in (Ops.AND, Ops.OR) and dt == dtypes.bool:
+      s = [x.vmin_vmax for x in u.src]
+      if u.op is Ops.ADD: return s[0][0] + s[1][0], s[0][1] + s[1][1]
+      if u.op is Ops.SUB: return s[0][0] - s[1][1], s[0][1] - s[1][0]
+      if u.op is Ops.MUL:
+        c = [a*b for a in s[0] for b in s[1]]
+        return min(c), max(c)
+      if u.op is Ops.NEG: return -s[0][1], -s[0][0]
+      if u.op is Ops.MAX: return max(s[0][0], s[1][0]), max(s[0][1], s[1][1])
+      if u.op is Ops.IDIV and s[1][0] == s[1][1] and s[1][0] != 0:
+        d = s[1][0]
+        c = [_cdiv(s[0][0], d), _cdiv(s[0][1], d)]
+        return min(c), max(c)
+      if u.op is Ops.MOD and s[1][0] == s[1][1] and s[1][0] > 0:
+        d = s[1][0]
+        if s[0][0] >= 0: return (s[0][0], s[0][1]) if s[0][1] < d and s[0][1] - s[0][0] < d else (0, d-1)
+        return (-(d-1), 0) if s[0][1] <= 0 else (-(d-1), d-1)
+      if u.op is Ops.WHERE: return min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
+      if u.op is Ops.CMPLT: return (s[0][1] < s[1][0], s[0][0] < s[1][1])
+      if u.op is Ops.CMPNE:
+        if s[0][1] < s[1][0] or s[1][1] < s[0][0]: return True, True
+        if s[0][0] == s[0][1] == s[1][0] == s[1][1]: return False, False
+        return False, True
+      if u.op is Ops.CMPEQ:
+        if s[0][1] < s[1][0] or s[1][1] < s[0][0]: return False, False
+        if s[0][0] == s[0][1] == s[1][0] == s[1][1]: return True, True
+        return False, True
+      if u.op is Ops.AND: return s[0][0] and s[1][0], s[0][1] and s[1][1]
+      if u.op is Ops.OR: return s[0][0] or s[1][0], s[0][1] or s[1][1]
+    if u.op is Ops.CAST and (dtypes.is_int(u.src[0].dtype) or u.src[0].dtype == dtypes.bool):
+      lo, hi = u.src[0].vmin_vmax
+      if dt == dtypes.index or dtype_min(dt) <= lo and hi <= dtype_max(dt): return (bool(lo), bool(hi)) if dt == dtypes.bool else (int(lo), int(hi))
+    if dt == dtypes.index: return -math.inf, math.inf
+    return dtype_min(dt), dtype_max(dt)
+  return -math.inf, math.inf
+
+def _cdiv(a, b):
+  """C-style (truncating) division of Python ints, what IDIV means in every kernel."""
+  if math.isinf(a): return a if b > 0 else -a
+  q = abs(a) // abs(b)
+  return q if (a >= 0) == (b > 0) else -q
+def _cmod(a, b): return a - b * _cdiv(a, b)
+
+# ***** UOp semantics on numpy arrays: the definition the PYTHON device runs and constant folding uses *****
+
+def _as(dt: DType, x): return np.asarray(x, dtype=to_np_dtype(dt))
+
+def _int_div(a, b, mod: bool):
+  """Truncating division/remainder. A zero divisor gives 0 instead of trapping (x86 faults); MIN // -1 wraps."""
+  bz = b == 0
+  bs = np.where(bz, 1, b).astype(a.dtype)
+  with np.errstate(all="ignore"):
+    q = np.floor_divide(a, bs)
+    fix = (a - q*bs != 0) & ((a < 0) != (bs < 0))  # numpy floors; step toward zero where signs differ
+    q = np.where(fix, q + 1, q).astype(a.dtype)
+    out = (a - q*bs).astype(a.dtype) if mod else q
+  return np.where(bz, np.zeros_like(a), out)
+
+def _float_to_int(x, dt: DType):
+  """Saturating float->int conversion (NaN -> 0): defined behaviour on every backend."""
+  npdt = to_np_dtype(dt)
+  lo, hi = np.array(dtype_min(dt), npdt), np.array(dtype_max(dt), npdt)
+  with np.errstate(invalid="ignore"):
+    xt = np.trunc(np.nan_to_num(np.asarray(x, np.float64), nan=0.0))
+    over, under = xt >= float(dtype_max(dt)), xt <= float(dtype_min(dt))
+    safe = np.where(over | under, 0, xt).astype(npdt)
+  return np.where(over, hi, np.where(under, lo, safe)).astype(npdt)
+
+def bf16_to_f32(bits): return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+def f32_to_bf16(x):
+  b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+  nan = (b & 0x7fffffff) > 0x7f800000
+  rounded = ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
+  return np.where(nan, ((b >> 16) | 0x40) & 0xffff, rounded).astype(np.uint16)
+
+def exec_cast(x, src: DType, dst: DType, bitcast: bool = False):
+  """CAST/BITCAST on numpy values. bfloat16 values travel as float32 numbers, stored as uint16 bits."""
+  if bitcast:
+    raw = f32_to_bf16(x) if src == dtypes.bfloat16 else _as(src, x)
+    out = raw.view(to_np_dtype(dst))
+    return bf16_to_f32(out) if dst == dtypes.bfloat16 else out
+  x = np.asarray(x)
+  if dst == dtypes.bool: return x != 0
+  if src == dtypes.bool: x = x.astype(np.uint8)
+  if dst == dtypes.bfloat16: return bf16_to_f32(f32_to_bf16(x.astype(np.float64).astype(np.float32) if dtypes.is_float(src) else x.astype(np.float32)))
+  if dtypes.is_int(dst) and dtypes.is_float(src): return _float_to_int(x, dst)
+  with np.errstate(all="ignore"):
+    if dtypes.is_int(dst): return x.astype(object).astype(np.int64).astype(to_np_dtype(dst)) if x.dtype == object else x.astype(to_np_dtype(dst))
+    return x.astype(to_np_dtype(dst))
+
+def exec_alu(op: Ops, dt: DType, srcs: Sequence[Any]):
+  """Evaluate one ALU op on numpy arrays (or scalars) with the exact semantics kernels have."""
+  cdt = dtypes.float32 if dt.scalar == dtypes.bfloat16 else dt.scalar  # bfloat16 math runs in float32, rounded after
+  a = [np.asarray(s) for s in srcs]
+  with np.errstate(all="ignore"):
+    if op is Ops.WHERE: out = np.where(a[0], a[1], a[2])
+    elif op in GroupOp.Comparison:
+      out = {Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal}[op](a[0], a[1])
+      return out
+    elif op in (Ops.IDIV, Ops.MOD) and dtypes.is_int(dt):
+      return _int_div(_as(cdt, a[0]), _as(cdt, a[1]), op is Ops.MOD)
+    elif op is Ops.MOD: out = np.fmod(a[0], a[1])
+    elif op is Ops.MAX: out = np.maximum(a[0], a[1]) if dt != dtypes.bool else a[0] | a[1]
+    elif op is Ops.MULACC: out = a[0] * a[1] + a[2]
+    elif op in (Ops.SHL, Ops.SHR):
+      x, n = _as(cdt, a[0]), _as(cdt, a[1]).astype(np.uint64) & (8*cdt.itemsize - 1)
+      out = np.left_shift(x, n.astype(x.dtype)) if op is Ops.SHL else np.right_shift(x, n.astype(x.dtype))
+    elif op is Ops.RECIP: out = np.reciprocal(_as(cdt, a[0]).astype(to_np_dtype(cdt)) if dtypes.is_float(cdt) else a[0])
+    else:
+      fn = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin, Ops.SQRT: np.sqrt, Ops.NEG: np.negative, Ops.TRUNC: np.trunc,
+            Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.true_divide, Ops.IDIV: np.floor_divide,
+            Ops.XOR: np.bitwise_xor, Ops.OR: np.bitwise_or, Ops.AND: np.bitwise_and}[op]
+      if dt == dtypes.bool and op is Ops.ADD: fn = np.logical_or
+      if dt == dtypes.bool and op is Ops.MUL: fn = np.logical_and
+      if dt == dtypes.bool and op is Ops.NEG: fn = np.logical_not
+      out = fn(*[_as(cdt, x) for x in a])
+  out = _as(cdt, out) if op is not Ops.WHERE else np.asarray(out)
+  return bf16_to_f32(f32_to_bf16(out)) if dt.scalar == dtypes.bfloat16 else out
+
+# ***** printing *****
+
+def render_expr(u: UOp) -> str:
+  if u.op is Ops.CONST: return str(u.arg)
+  if u.op is Ops.DEFINE_VAR: return u.arg[0]
+  if u.op is Ops.BIND: return render_expr(u.src[0])
+  if u.op is Ops.RANGE: return f"r{u.arg[0] if isinstance(u.arg, tuple) else u.arg}"
+  if u.op is Ops.SPECIAL: return str(u.arg[0])
+  sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
+         Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.FDIV: "/", Ops.SHL: "<<", Ops.SHR: ">>"}
+  if u.op in sym: return f"({render_expr(u.src[0])}{sym[u.op]}{render_expr(u.src[1])})"
+  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])}, {render_expr(u.src[1])})"
+  if u.op is Ops.WHERE: return f"({render_expr(u.src[1])} if {render_expr(u.src[0])} else {render_expr(u.src[2])})"
+  if u.op is Ops.NEG: return f"(-{render_expr(u.src[0])})"
+  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
+  return f"{u.op.name}({', '.join(render_expr(s) for s in u.src)})"
+
+def pretty(u: UOp, limit: int = 200) -> str:
+  """A numbered listing of the graph under u, shared nodes printed once."""
+  order = u.toposort()
+  if len(order) > limit: return f"<UOp {u.op.name} {u.dtype} arg={u.arg!r} ({len(order)} nodes)>"
+  ids = {x: i for i, x in enumerate(order)}
+  lines = [f"%{ids[x]:<3} {x.op.name:<14} {str(x.dtype):<22} {[ids[s] for s in x.src]!s:<16} {x.arg!r}" for x in order]
+  return "\n".join(lines)
+
+def print_uops(uops: Sequence[UOp]) -> None:
+  ids = {x: i for i, x in enumerate(uops)}
+  for i, x in enumerate(uops):
+    print(f"{i:4d} {x.op.name:<14} {str(x.dtype):<26} {[ids.get(s, '--') for s in x.src]!s:<22} {x.arg!r}")
+
+def iter_tensor_graph(u: UOp) -> Iterator[UOp]: yield from u.toposort()
