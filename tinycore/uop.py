@@ -99,7 +99,11 @@ class UOp(metaclass=UOpMeta):
     if isinstance(b, UOp): return b if b.dtype == dtype else b.cast(dtype)
     val = truncate(dtype, b)
     return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),) if device is not None else (), val)
-  def const_like(self, b: Any) -> UOp: return UOp.const(self.dtype, b, self.device if self.op is not Ops.CONST or self.src else None) if self._is_tensor_level() else UOp.const(self.dtype, b)
+  def const_like(self, b: Any) -> UOp:
+    """A constant of self's dtype; for tensor-level nodes also of its device and shape."""
+    if self.device is None: return UOp.const(self.dtype, b)
+    c = UOp.const(self.dtype, b, self.device)
+    return c.reshape((1,)*len(self.shape)).expand(self.shape) if self.shape else c
   @staticmethod
   def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
     if not (isinstance(vmin, int) and isinstance(vmax, int) and vmin <= vmax):
@@ -128,6 +132,38 @@ class UOp(metaclass=UOpMeta):
   def load(self, *src: UOp, dtype: DType | None = None) -> UOp:
     return UOp(Ops.LOAD, dtype or (self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype), (self,) + src)
   def store(self, val: UOp, *src: UOp) -> UOp: return UOp(Ops.STORE, dtypes.void, (self, val) + src)
+
+  # tensor-level builders: shapes are checked here, once, for Tensor and autograd alike
+  def reshape(self, shape: tuple) -> UOp:
+    shape = tuple(shape)
+    if self.shape == shape: return self
+    if resolve(prod(self.shape) != prod(shape), False) or any(resolve(s < 0, False) for s in shape):
+      raise ValueError(f"cannot reshape {self.shape} (size {prod(self.shape)}) to {shape} (size {prod(shape)})")
+    return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
+  def expand(self, shape: tuple) -> UOp:
+    shape = tuple(shape)
+    if self.shape == shape: return self
+    if len(shape) != len(self.shape) or any(s != n and s != 1 for s, n in zip(self.shape, shape)):
+      raise ValueError(f"cannot expand {self.shape} to {shape}: only size-1 dimensions can grow")
+    return UOp(Ops.EXPAND, self.dtype, (self,), shape)
+  def permute(self, order: tuple[int, ...]) -> UOp:
+    order = tuple(order)
+    if sorted(order) != list(range(len(self.shape))): raise ValueError(f"permute order {order} is not a permutation of {len(self.shape)} axes")
+    return self if order == tuple(range(len(order))) else UOp(Ops.PERMUTE, self.dtype, (self,), order)
+  def pad(self, arg: tuple[tuple[Any, Any], ...]) -> UOp:
+    arg = tuple((b, a) for b, a in arg)
+    if len(arg) != len(self.shape) or any(resolve(b < 0, False) or resolve(a < 0, False) for b, a in arg): raise ValueError(f"bad padding {arg} for shape {self.shape}")
+    return self if all(b == 0 and a == 0 for b, a in arg) else UOp(Ops.PAD, self.dtype, (self,), arg)
+  def shrink(self, arg: tuple[tuple[Any, Any], ...]) -> UOp:
+    arg = tuple((b, e) for b, e in arg)
+    if len(arg) != len(self.shape) or any(resolve(b < 0, False) or resolve(e > s, False) or resolve(b > e, False) for (b, e), s in zip(arg, self.shape)):
+      raise ValueError(f"bad shrink {arg} for shape {self.shape}")
+    return self if all(b == 0 and e == s for (b, e), s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), arg)
+  def flip(self, axes: tuple[bool, ...]) -> UOp:
+    return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
+  def r(self, op: Ops, axes: tuple[int, ...]) -> UOp:
+    axes = tuple(sorted(a for a in axes if resolve(self.shape[a] != 1)))
+    return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 
   # python operators build ALU nodes: used by index math in codegen and by symbolic
   def _b(self, x) -> UOp: return x if isinstance(x, UOp) else self.const_like(x)
@@ -158,17 +194,13 @@ class UOp(metaclass=UOpMeta):
   def __bool__(self): raise TypeError(f"the truth value of a UOp is not defined (got {self.op}); use .eq()/.ne() to build a comparison")
 
   # ***** properties *****
-  def _is_tensor_level(self) -> bool: return "device" in self.__dict__ or self._find_device() is not None
-  def _find_device(self):
-    if self.op is Ops.DEVICE: return self.arg
-    if self.op is Ops.COPY: return self.arg
-    for s in self.src:
-      if s.op is Ops.DEVICE: return s.arg
-    for s in self.src:
-      if (d := s._find_device()) is not None: return d
-    return None
   @functools.cached_property
-  def device(self) -> str | tuple[str, ...] | None: return self._find_device()
+  def device(self) -> str | None:
+    """The device of a tensor-level node; None for kernel-level nodes."""
+    if self.op is Ops.DEVICE or self.op is Ops.COPY: return self.arg
+    for s in self.src:
+      if (d := s.device) is not None: return d
+    return None
   @functools.cached_property
   def shape(self) -> tuple[Any, ...] | None: return _shape(self)
   @property
@@ -221,7 +253,8 @@ def ssimplify(x: Any) -> Any:
 def _shape(u: UOp) -> tuple[Any, ...] | None:
   op = u.op
   if op is Ops.BUFFER: return (u.arg,)
-  if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return () if u.src or op is not Ops.CONST else None
+  if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
+  if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
   if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg
   if op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
   if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(u.src[0].shape, u.arg))
@@ -394,3 +427,12 @@ def print_uops(uops: Sequence[UOp]) -> None:
     print(f"{i:4d} {x.op.name:<14} {str(x.dtype):<26} {[ids.get(s, '--') for s in x.src]!s:<22} {x.arg!r}")
 
 def iter_tensor_graph(u: UOp) -> Iterator[UOp]: yield from u.toposort()
+
+def sym_eval(x: Any, var_vals: dict[str, int]) -> int:
+  """The integer value of a possibly symbolic size, given values for its variables."""
+  if not isinstance(x, UOp): return x
+  from tinycore.symbolic import simplify
+  sub = {v: UOp.const(v.dtype, var_vals[v.arg[0]]) for v in x.toposort() if v.op is Ops.DEFINE_VAR}
+  out = simplify(x.substitute(sub))
+  if out.op is not Ops.CONST: raise ValueError(f"cannot evaluate {x.render()} with {var_vals}")
+  return out.arg

@@ -1,0 +1,237 @@
+"""Symbolic simplification: the rules codegen relies on, and a fuzz of random index math proved equal by z3."""
+import random
+import pytest
+import z3
+from tinycore.dtype import dtypes
+from tinycore.uop import UOp, Ops, Variable, _min_max
+from tinycore.symbolic import simplify
+
+def c(v: int) -> UOp: return UOp.const(dtypes.index, v)
+def rng(i: int, n: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (c(n),), (i, "global"))
+def same(got: UOp, want: UOp): assert got is want, f"got {got.render()}, want {want.render()}"
+
+a, b, n = Variable("a", 0, 7), Variable("b", 0, 3), Variable("n", 1, 64)
+s = Variable("s", -5, 5)  # a signed one: rules must keep C's truncating division right for negatives
+
+# ***** z3: the exact meaning of index math, C truncation included *****
+
+def z3_cdiv(x, d: int):
+  if d == 0: return z3.IntVal(0)
+  q = z3.If(x >= 0, x / abs(d), -((-x) / abs(d)))  # z3's / floors for a positive divisor
+  return q if d > 0 else -q
+
+def z3_expr(u: UOp, leaves: dict) -> dict:
+  """z3 terms for every node under u (Int for index math, Bool for bool), leaves as z3 variables with their bounds."""
+  z: dict[UOp, z3.ExprRef] = {}
+  for x in u.toposort():
+    o, v = x.op, [z[y] for y in x.src]
+    if o is Ops.CONST: z[x] = z3.BoolVal(x.arg) if x.dtype == dtypes.bool else z3.IntVal(x.arg)
+    elif o in (Ops.DEFINE_VAR, Ops.RANGE):
+      name = x.arg[0] if o is Ops.DEFINE_VAR else f"r{x.arg[0]}"
+      z[x] = leaves.setdefault(name, (z3.Int(name), x.vmin, x.vmax))[0]
+    elif o is Ops.ADD: z[x] = v[0] + v[1]
+    elif o is Ops.SUB: z[x] = v[0] - v[1]
+    elif o is Ops.MUL: z[x] = v[0] * v[1]
+    elif o is Ops.NEG: z[x] = -v[0]
+    elif o in (Ops.IDIV, Ops.MOD):
+      assert x.src[1].op is Ops.CONST, "the fuzzer divides by constants only"
+      q = z3_cdiv(v[0], x.src[1].arg)
+      z[x] = q if o is Ops.IDIV else (v[0] - x.src[1].arg * q if x.src[1].arg else z3.IntVal(0))
+    elif o is Ops.MAX: z[x] = z3.If(v[0] >= v[1], v[0], v[1])
+    elif o is Ops.CMPLT: z[x] = v[0] < v[1]
+    elif o is Ops.CMPNE: z[x] = v[0] != v[1]
+    elif o is Ops.CMPEQ: z[x] = v[0] == v[1]
+    elif o is Ops.AND: z[x] = z3.And(v[0], v[1])
+    elif o is Ops.OR: z[x] = z3.Or(v[0], v[1])
+    elif o is Ops.WHERE: z[x] = z3.If(v[0], v[1], v[2])
+    else: raise NotImplementedError(o)
+  return z
+
+def prove_simplify(u: UOp) -> UOp:
+  """Simplify u and prove with z3, for every value the leaves can take, that the result equals u and that the
+  vmin/vmax of every node of both graphs are true bounds. Returns the simplified UOp."""
+  out = simplify(u)
+  leaves: dict = {}
+  zu, zo = z3_expr(u, leaves), z3_expr(out, leaves)
+  claims = [(zu[u] != zo[out], "simplified != original")]
+  for nodes, zs in ((u.toposort(), zu), (out.toposort(), zo)):
+    for x in nodes:
+      lo, hi = x.vmin_vmax
+      if x.dtype == dtypes.bool:
+        if lo: claims.append((z3.Not(zs[x]), f"vmin=True of {x.render()}"))
+        if not hi: claims.append((zs[x], f"vmax=False of {x.render()}"))
+      else:
+        if lo != float("-inf"): claims.append((zs[x] < lo, f"vmin={lo} of {x.render()}"))
+        if hi != float("inf"): claims.append((zs[x] > hi, f"vmax={hi} of {x.render()}"))
+  solver = z3.Solver()
+  solver.set("timeout", 10000)
+  for zv, lo, hi in leaves.values(): solver.add(zv >= lo, zv <= hi)
+  solver.add(z3.Or([cl for cl, _ in claims]))
+  res = solver.check()
+  if res == z3.sat:
+    m = solver.model()
+    broken = [why for cl, why in claims if z3.is_true(m.eval(cl, model_completion=True))]
+    raise AssertionError(f"{u.render()}  ->  {out.render()}\n  counterexample {m}: {broken}")
+  assert res == z3.unsat, f"z3 could not decide {u.render()} -> {out.render()}: {res}"
+  return out
+
+# ***** constant folding and like terms *****
+
+def test_constant_folding():
+  same(simplify(c(3) + c(4) * c(2)), c(11))
+  same(simplify(c(-7) // c(2)), c(-3))  # C truncates toward zero
+  same(simplify(c(-7) % c(2)), c(-1))
+  same(simplify(c(7) // c(0)), c(0))    # a zero divisor gives 0
+  same(simplify(c(3) < c(4)), UOp.const(dtypes.bool, True))
+  same(simplify(c(3).maximum(c(9))), c(9))
+
+def test_combine_like_terms():
+  same(simplify(a + 3 + a * 2 - a), a * 2 + 3)
+  same(simplify(a - a), c(0))
+  same(simplify((a + b) * 3 - b * 3), a * 3)
+  same(simplify(a * 2 * 3), a * 6)
+  same(simplify(a + 1 + 2), a + 3)
+
+def test_sum_order_is_canonical():
+  same(simplify(a + b + n), simplify(n + b + a))
+  same(simplify((a + 1) * 4 + b), simplify(b + 4 + a * 4))
+
+# ***** div and mod *****
+
+@pytest.mark.parametrize("x", [a, a * 3 + b, rng(0, 100), n])
+@pytest.mark.parametrize("k", [2, 4, 7])
+def test_reshape_round_trip(x, k):
+  same(simplify((x // k) * k + x % k), simplify(x))
+
+def test_reshape_round_trip_signed():  # (x//k)*k + x%k == x holds for C division of negatives too
+  same(simplify((s // 3) * 3 + s % 3), s)
+
+def test_split_divmod():
+  same(simplify((a * 4 + b) // 4), a)
+  same(simplify((a * 4 + b) % 4), b)
+  same(simplify((a * 4 + b + 4) // 4), a + 1)
+  same(simplify((a * 8 + b * 2) // 2), a * 4 + b)
+  same(simplify((a * 8 + b * 2) % 4), (b % 2) * 2)
+  big_b = Variable("bb", 0, 9)
+  same(simplify((a * 4 + big_b) // 4), a + big_b // 4)  # the remainder does not fit: its quotient stays
+  same(simplify((a * 4 + big_b) % 4), big_b % 4)
+
+def test_nested_div_and_mod():
+  x = Variable("x", 0, 1000)
+  same(simplify((x // 2) // 3), x // 6)
+  same(simplify((s // 2) // 3), s // 6)  # also for negatives under truncation
+  same(simplify((x % 12) % 4), x % 4)
+  same(simplify((x % 4) % 12), x % 4)
+  same(simplify((x // 4) % 1), c(0))
+  same(simplify(x % 1), c(0))
+
+def test_div_mod_from_bounds():
+  same(simplify(b // 4), c(0))
+  same(simplify(b % 4), b)
+  same(simplify(rng(0, 16) // 16), c(0))
+  same(simplify((a + 2) // 10), c(0))
+
+# ***** comparisons *****
+
+def test_lt_common_factor():
+  T = UOp.const(dtypes.bool, True)
+  same(simplify(a * 4 < 9), a < 3)
+  same(simplify(a * 4 < 8), a < 2)
+  same(simplify((a * 4 + b) < 8), a < 2)       # 0 <= b < 4 cannot carry a*4 past a multiple of 4
+  same(simplify((a * 4 + b + 1) < 9), a < 2)
+  same(simplify(a + 3 < 5), a < 2)
+  same(simplify(a < 8), T)
+  same(simplify(a < 0), UOp.const(dtypes.bool, False))
+  same(simplify((a * 6 + b * 2) < 12), (a * 3 + b) < 6)
+
+def test_cmp_same():
+  F = UOp.const(dtypes.bool, False)
+  same(simplify(a < a), F)
+  same(simplify(a.ne(a)), F)
+
+# ***** bounds *****
+
+def test_bounds():
+  assert rng(0, 16).vmin_vmax == (0, 15)
+  assert a.vmin_vmax == (0, 7) and s.vmin_vmax == (-5, 5)
+  assert (a * 4 + b).vmin_vmax == (0, 31)
+  assert (a - b).vmin_vmax == (-3, 7)
+  assert (s * -2).vmin_vmax == (-10, 10)
+  assert (a // 2).vmin_vmax == (0, 3) and (s // 2).vmin_vmax == (-2, 2)
+  assert (a % 4).vmin_vmax == (0, 3) and (s % 4).vmin_vmax == (-3, 3) and (b % 4).vmin_vmax == (0, 3)
+  assert a.maximum(s).vmin_vmax == (0, 7)
+  assert (a < 8).vmin_vmax == (True, True) and (a < 3).vmin_vmax == (False, True)
+  assert (a < b).where(a, c(9)).vmin_vmax == (0, 9)
+
+# ***** where / and / or *****
+
+def test_where_and_or():
+  T, F = UOp.const(dtypes.bool, True), UOp.const(dtypes.bool, False)
+  cond = a < 3
+  same(simplify(cond.where(b, b)), b)
+  same(simplify((a < 8).where(a, b)), a)
+  same(simplify((a < 0).where(a, b)), b)
+  same(simplify(cond & T), cond)
+  same(simplify(cond & F), F)
+  same(simplify(cond | T), T)
+  same(simplify(cond | F), cond)
+  same(simplify(cond & cond), cond)
+  same(simplify(cond | cond), cond)
+  same(simplify(cond.where(T, F)), cond)
+  same(simplify(a.maximum(a + 1)), a + 1)
+  same(simplify(a.maximum(b + 8)), b + 8)
+
+def test_float_math_is_left_alone():
+  x = Variable("x", 0, 10).cast(dtypes.float32)
+  y = UOp(Ops.NEG, dtypes.float32, (x,))
+  assert simplify(y.ne(y)) is y.ne(y)  # NaN != NaN: not foldable for floats
+
+# ***** fuzz: random index expressions, proved by z3 *****
+
+VARS = [a, b, n, s, rng(0, 16), rng(1, 5)]
+
+def gen_int(r: random.Random, depth: int) -> UOp:
+  if depth == 0 or r.random() < 0.15:
+    return r.choice(VARS) if r.random() < 0.8 else c(r.randint(-8, 16))
+  k = r.randint(0, 12)
+  x = gen_int(r, depth - 1)
+  if k <= 2: return x + gen_int(r, depth - 1)
+  if k == 3: return x - gen_int(r, depth - 1)
+  if k <= 5: return x * r.choice([-3, -1, 2, 3, 4, 8, 16])
+  if k == 6: return x // r.choice([1, 2, 3, 4, 5, 8, 16])
+  if k == 7: return x % r.choice([1, 2, 3, 4, 6, 8, 16])
+  if k == 8: return x.maximum(gen_int(r, depth - 1))
+  if k == 9: return x.minimum(gen_int(r, depth - 1))
+  if k == 10: return gen_bool(r, depth - 1).where(x, gen_int(r, depth - 1))
+  # the shapes codegen builds: a strided sum, then unflattened by // and %
+  lin = sum((v * r.choice([1, 2, 3, 4, 8, 12, 16]) for v in r.sample(VARS, r.randint(1, 3))), c(r.randint(-2, 8)))
+  return (lin // r.choice([2, 4, 8, 3])) % r.choice([2, 3, 4, 16]) if r.random() < 0.5 else lin
+
+def gen_bool(r: random.Random, depth: int) -> UOp:
+  k = r.randint(0, 5)
+  if depth <= 0 or k <= 2:
+    x = gen_int(r, max(depth - 1, 0))
+    y = c(r.randint(-4, 40)) if r.random() < 0.6 else gen_int(r, max(depth - 1, 0))
+    return [x < y, x.ne(y), y < x][k % 3]
+  if k == 3: return gen_bool(r, depth - 1) & gen_bool(r, depth - 1)
+  if k == 4: return gen_bool(r, depth - 1) | gen_bool(r, depth - 1)
+  return gen_bool(r, depth - 1).logical_not()
+
+@pytest.mark.parametrize("seed", range(6))
+def test_fuzz_z3(seed):
+  r = random.Random(seed)
+  for _ in range(50):
+    prove_simplify(gen_bool(r, 3) if r.random() < 0.2 else gen_int(r, r.randint(1, 4)))
+
+def test_fuzz_checker_can_fail(monkeypatch):
+  """The prover rejects a wrong simplification and a wrong bound, and models C division exactly."""
+  x = Variable("x", 0, 9)
+  monkeypatch.setattr(__import__(__name__), "simplify", lambda u: (u // 2) * 2)
+  with pytest.raises(AssertionError, match="simplified != original"): prove_simplify(x)
+  monkeypatch.setattr(__import__(__name__), "simplify", lambda u: u)
+  wrong = UOp(Ops.MAX, dtypes.index, (x, c(3)))
+  monkeypatch.setattr(UOp, "vmin_vmax", property(lambda self: (4, 9) if self is wrong else _min_max(self)))
+  with pytest.raises(AssertionError, match="vmin=4"): prove_simplify(wrong)
+  assert z3.simplify(z3_cdiv(z3.IntVal(-7), 2)).as_long() == -3
+  assert z3.simplify(z3_cdiv(z3.IntVal(-7), -2)).as_long() == 3
+  assert z3.simplify(z3_cdiv(z3.IntVal(7), -2)).as_long() == -3

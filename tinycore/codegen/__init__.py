@@ -1,0 +1,60 @@
+"""The shared codegen: kernel AST -> lowered ranges -> optimisation -> linear UOps -> the renderer's text."""
+from __future__ import annotations
+from tinycore.dtype import dtypes
+from tinycore.helpers import DEBUG, prod
+from tinycore.uop import UOp, Ops, GroupOp, print_uops
+from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
+from tinycore.renderer import Renderer, ProgramSpec
+from tinycore.symbolic import symbolic_rules
+from tinycore.codegen.lowerer import lower_ast
+from tinycore.codegen.opt import map_globals, kernel_name
+from tinycore.codegen.linearize import linearize
+
+def _index_dtype(sink: UOp, ren: Renderer):
+  lim = max([max(abs(u.vmin), abs(u.vmax)) for u in sink.toposort() if u.dtype == dtypes.index], default=0)
+  return dtypes.int32 if lim < 2**31 else dtypes.int64
+
+def lower_index_dtype(sink: UOp, ren: Renderer) -> UOp:
+  """Index math has no fixed width until here: int32 when every index fits, else int64."""
+  dt = _index_dtype(sink, ren)
+  if dt == dtypes.int64 and ren.index_bits < 64:
+    from tinycore.runtime.errors import UnsupportedError
+    raise UnsupportedError(f"backend {ren.device} addresses with {ren.index_bits}-bit integers, but this kernel needs 64-bit indices")
+  def retype(x: UOp):
+    if x.dtype != dtypes.index: return None
+    if x.op is Ops.CONST: return UOp.const(dt, x.arg)
+    return x.replace(dtype=dt, arg=(x.arg[0], x.arg[1], x.arg[2]) if x.op is Ops.DEFINE_VAR else x.arg)
+  return graph_rewrite(sink, PatternMatcher([(UPat(dtype=dtypes.index, name="x"), retype)]), bottom_up=False)
+
+def estimate_cost(uops: list[UOp], gsize) -> tuple[int, int]:
+  """FLOPs (ALU ops times trip counts) and bytes touched by loads and stores."""
+  mult, flops, mem = 1, 0, 0
+  stack = []
+  for u in uops:
+    if u.op is Ops.RANGE:
+      end = u.src[0].arg if u.src[0].op is Ops.CONST else int(u.src[0].vmax)
+      stack.append(mult); mult *= max(end, 0)
+    elif u.op is Ops.ENDRANGE: mult = stack.pop()
+    elif u.op in GroupOp.ALU and u.dtype != dtypes.bool and u.op not in (Ops.WHERE,) and not dtypes.is_int(u.dtype): flops += mult
+    elif u.op is Ops.LOAD: mem += mult * u.dtype.itemsize
+    elif u.op is Ops.STORE: mem += mult * u.src[1].dtype.itemsize
+  g = prod(x if isinstance(x, int) else int(x.vmax) for x in gsize)
+  return flops * g, mem * g
+
+def get_program(ast: UOp, ren: Renderer, name: str | None = None) -> ProgramSpec:
+  for u in ast.toposort():
+    if u.op not in (Ops.SINK, Ops.STORE): ren.check_dtype(u.dtype.base if hasattr(u.dtype, "base") and u.dtype.base is not None else u.dtype)
+  sink = lower_ast(ast)
+  sink = graph_rewrite(sink, symbolic_rules)
+  sink, gsize = map_globals(sink, ren)
+  if ren.extra_matcher is not None: sink = graph_rewrite(sink, ren.extra_matcher)
+  sink = lower_index_dtype(sink, ren)
+  uops = linearize(sink)
+  if DEBUG >= 5: print_uops(uops)
+  name = name or kernel_name(ast)
+  flops, mem = estimate_cost(uops, gsize)
+  params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
+  written = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE}
+  src = ren.render(name, uops)
+  return ProgramSpec(name, src, ren.device, uops, gsize, None, tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)),
+                     tuple(sorted(written)), tuple(i for i, _ in params if i not in written), flops, mem)

@@ -1,0 +1,73 @@
+"""Linearizer: the kernel graph becomes the ordered list of UOps a renderer walks (loops opened and closed, reductions into accumulators)."""
+from __future__ import annotations
+from collections import defaultdict
+from tinycore.dtype import dtypes
+from tinycore.uop import UOp, Ops, identity_element
+
+def linearize(sink: UOp) -> list[UOp]:
+  order = sink.toposort()
+  deps: dict[UOp, frozenset[UOp]] = {}     # the loop ranges each node's value changes with
+  reduces_by_ranges: dict[tuple[UOp, ...], list[UOp]] = defaultdict(list)
+  for u in order:
+    if u.op is Ops.RANGE: deps[u] = frozenset({u})
+    elif u.op is Ops.REDUCE:
+      deps[u] = deps[u.src[0]] - set(u.src[1:])
+      reduces_by_ranges[u.src[1:]].append(u)
+    else: deps[u] = frozenset().union(*(deps[s] for s in u.src))
+  out: list[UOp] = []
+  new: dict[UOp, UOp] = {}
+  n_acc = 0
+
+  def emit(u: UOp) -> UOp:
+    if (done := new.get(u)) is not None: return done
+    stack = [(u, False)]
+    while stack:  # iterative post-order: long elementwise chains must not hit the recursion limit
+      x, ready = stack.pop()
+      if x in new: continue
+      if x.op is Ops.REDUCE: emit_reduce_group(x); continue
+      if not ready:
+        stack.append((x, True))
+        stack.extend((s, False) for s in reversed(x.src) if s not in new)
+        continue
+      srcs = tuple(new[s] for s in x.src)
+      n = x if all(a is b for a, b in zip(srcs, x.src)) else x.replace(src=srcs)
+      out.append(n)
+      new[x] = n
+    return new[u]
+
+  def emit_reduce_group(r: UOp) -> None:
+    nonlocal n_acc
+    rngs = r.src[1:]
+    group = [x for x in reduces_by_ranges[rngs] if x not in new]
+    inside = set(rngs)
+    # hoist everything the loop body needs that does not change inside the loop
+    for x in group:
+      for n in x.src[0].toposort(gate=lambda y: y.op is not Ops.REDUCE):
+        if not (deps[n] & inside) and n not in new: emit(n)
+    accs = []
+    for x in group:
+      acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity_element(x.arg, x.dtype)),), n_acc)
+      n_acc += 1
+      accs.append(emit(acc))
+    for rng in rngs:
+      emit(rng.src[0])
+      out.append(rng); new[rng] = rng
+    for x, acc in zip(group, accs):
+      upd = UOp(x.arg, x.dtype, (acc, emit(x.src[0])))
+      out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
+    for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,)))
+    for x, acc in zip(group, accs): new[x] = acc
+
+  # parameters and thread ids first, then everything loop-invariant, then the loops
+  for u in sorted((u for u in order if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): emit(u)
+  for u in sorted((u for u in order if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): emit(u)
+  for u in (u for u in order if u.op is Ops.SPECIAL): emit(u)
+  for u in order:
+    if not deps[u] and u.op not in (Ops.STORE, Ops.SINK): emit(u)
+  loops = sorted((u for u in order if u.op is Ops.RANGE and u.arg[1] != "reduce"), key=lambda u: u.arg[0])
+  for rng in loops:
+    emit(rng.src[0])
+    out.append(rng); new[rng] = rng
+  for st in sink.src: emit(st)
+  for rng in reversed(loops): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,)))
+  return out

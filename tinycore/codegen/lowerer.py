@@ -1,0 +1,77 @@
+"""Lowering: a kernel AST of tensor-level ops becomes loops (RANGE), loads, stores and index math."""
+from __future__ import annotations
+from tinycore.dtype import dtypes, PtrDType
+from tinycore.helpers import strides_for_shape
+from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, identity_element
+
+def _and(a: UOp | None, b: UOp) -> UOp: return b if a is None else a & b
+
+class Lowerer:
+  """Walks the AST from the store down, carrying the index of the element being computed through movement ops."""
+  def __init__(self): self.n_ranges, self.memo = 0, {}
+  def new_range(self, size, kind: str) -> UOp:
+    r = UOp(Ops.RANGE, dtypes.index, (sint_to_uop(size),), (self.n_ranges, kind))
+    self.n_ranges += 1
+    return r
+  def ranges_for(self, shape, kind: str) -> tuple[UOp, ...]:
+    return tuple(UOp.const(dtypes.index, 0) if s == 1 else self.new_range(s, kind) for s in shape)
+
+  def lower(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    key = (u, idx, valid)
+    if (ret := self.memo.get(key)) is None: ret = self.memo[key] = self._lower(u, idx, valid)
+    return ret
+
+  def _lower(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+    op = u.op
+    if op is Ops.DEFINE_GLOBAL:  # an input buffer: a 1-D view indexed by idx[0]
+      if u.dtype.size == 0: return UOp.const(u.dtype.base, 0)
+      i = idx[0] if valid is None else valid.where(idx[0], UOp.const(dtypes.index, 0))  # never address outside the buffer
+      return UOp(Ops.LOAD, u.dtype.base, (u.index(i),))
+    if op is Ops.CONST: return UOp.const(u.dtype, u.arg)
+    if op is Ops.DEFINE_VAR: return u.cast(u.dtype) if u.dtype != dtypes.index else u
+    if op in GroupOp.Elementwise: return u.replace(src=tuple(self.lower(s, idx, valid) for s in u.src))
+    src = u.src[0]
+    if op is Ops.RESHAPE:
+      flat = sum((i * st for i, st in zip(idx, strides_for_shape(u.shape))), UOp.const(dtypes.index, 0))
+      new = tuple(UOp.const(dtypes.index, 0) if s == 1 else (flat // st) % s for s, st in zip(src.shape, strides_for_shape(src.shape)))
+      return self.lower(src, tuple(x.simplify() for x in new), valid)
+    if op is Ops.EXPAND:
+      return self.lower(src, tuple(UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
+    if op is Ops.PERMUTE:
+      inv = [0] * len(u.arg)
+      for i, p in enumerate(u.arg): inv[p] = i
+      return self.lower(src, tuple(idx[inv[j]] for j in range(len(inv))), valid)
+    if op is Ops.SHRINK: return self.lower(src, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
+    if op is Ops.FLIP: return self.lower(src, tuple((s - 1) - i if f else i for i, s, f in zip(idx, src.shape, u.arg)), valid)
+    if op is Ops.PAD:
+      cond: UOp | None = None
+      new_idx = []
+      for i, s, (b, a) in zip(idx, src.shape, u.arg):
+        if b != 0: cond = _and(cond, (i < b).logical_not())
+        if a != 0: cond = _and(cond, i < (s + b))
+        new_idx.append(i - b if b != 0 else i)
+      if cond is None: return self.lower(src, tuple(new_idx), valid)
+      cond = cond.simplify()
+      inner = self.lower(src, tuple(x.simplify() for x in new_idx), _and(valid, cond))
+      return cond.where(inner, UOp.const(u.dtype, 0))
+    if op is Ops.REDUCE_AXIS:
+      rop, axes = u.arg
+      rng = {a: self.new_range(src.shape[a], "reduce") for a in axes}
+      inner = self.lower(src, tuple(rng.get(a, i) for a, i in enumerate(idx)), valid)
+      rr = tuple(r for r in rng.values() if r.op is Ops.RANGE)
+      return UOp(Ops.REDUCE, u.dtype, (inner,) + rr, rop) if rr else inner
+    raise NotImplementedError(f"codegen cannot lower {op} (the scheduler should have removed it)")
+
+def lower_ast(ast: UOp) -> UOp:
+  """SINK(STORE(param, value)...) -> SINK of kernel-level stores over RANGEs of the output shape."""
+  low = Lowerer()
+  stores = ast.src
+  shape = stores[0].src[1].shape
+  if any(s.src[1].shape != shape for s in stores): raise ValueError(f"all outputs of a kernel must have one shape, got {[s.src[1].shape for s in stores]}")
+  ranges = low.ranges_for(shape, "global")
+  flat = sum((r * st for r, st in zip(ranges, strides_for_shape(shape))), UOp.const(dtypes.index, 0))
+  out = []
+  for st in stores:
+    param, value = st.src
+    out.append(param.index(flat).store(low.lower(value, ranges, None)))
+  return UOp(Ops.SINK, dtypes.void, tuple(out))

@@ -1,0 +1,76 @@
+"""Autograd on the lazy graph: derivative rules as a PatternMatcher over UOps, and the reverse sweep that applies them."""
+from __future__ import annotations
+import math
+from tinycore.dtype import dtypes
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.rewrite import UPat, PatternMatcher
+
+def _reduce_to(g: UOp, shape: tuple) -> UOp:
+  """Sum g over the axes where `shape` was expanded."""
+  return g.r(Ops.ADD, tuple(i for i, (a, b) in enumerate(zip(shape, g.shape)) if a != b))
+
+def _max_grad(ctx: UOp, ret: UOp) -> tuple:
+  a, b = ret.src
+  # ties split the gradient evenly, as in PyTorch's maximum
+  one, half = ctx.const_like(1.0), ctx.const_like(0.5)
+  wa = a.alu(Ops.CMPLT, b).logical_not().where(a.alu(Ops.CMPEQ, b).where(half, one), ctx.const_like(0.0))
+  return (ctx * wa, ctx * (one - wa))
+
+def _reduce_max_grad(ctx: UOp, ret: UOp) -> tuple:
+  src = ret.src[0]
+  hit = src.alu(Ops.CMPEQ, ret.expand(src.shape)).cast(ctx.dtype)
+  count = hit.r(Ops.ADD, ret.arg[1]).expand(src.shape)
+  return (hit * ctx.expand(src.shape) / count,)
+
+_LN2 = math.log(2)
+
+# each rule maps (ctx = gradient of ret, ret) to the gradients of ret's sources (None: not differentiable)
+pm_gradient = PatternMatcher([
+  (UPat(Ops.CAST, name="ret"), lambda ctx, ret: (ctx.cast(ret.src[0].dtype),)),
+  (UPat(Ops.RECIP, name="ret"), lambda ctx, ret: (-ctx * ret * ret,)),
+  (UPat(Ops.SIN, name="ret"), lambda ctx, ret: (ctx * (ret.src[0].const_like(math.pi / 2) - ret.src[0]).alu(Ops.SIN),)),
+  (UPat(Ops.LOG2, name="ret"), lambda ctx, ret: (ctx / (ret.src[0] * ret.src[0].const_like(_LN2)),)),
+  (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * ret.const_like(_LN2),)),
+  (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx / (ret * ret.const_like(2)),)),
+  (UPat(Ops.NEG), lambda ctx: (-ctx,)),
+  (UPat(Ops.TRUNC), lambda ctx: (ctx.const_like(0),)),
+  (UPat((Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ)), lambda ctx: (None, None)),
+  (UPat(Ops.ADD), lambda ctx: (ctx, ctx)),
+  (UPat(Ops.SUB), lambda ctx: (ctx, -ctx)),
+  (UPat(Ops.MUL, name="ret"), lambda ctx, ret: (ret.src[1] * ctx, ret.src[0] * ctx)),
+  (UPat(Ops.FDIV, name="ret"), lambda ctx, ret: (ctx / ret.src[1], -ctx * ret.src[0] / (ret.src[1] * ret.src[1]))),
+  (UPat(Ops.MAX, name="ret"), _max_grad),
+  (UPat(Ops.WHERE, name="ret"), lambda ctx, ret: (None, ret.src[0].where(ctx, ctx.const_like(0)), ret.src[0].where(ctx.const_like(0), ctx))),
+  (UPat(Ops.REDUCE_AXIS, name="ret"), lambda ctx, ret: (ctx.expand(ret.src[0].shape),) if ret.arg[0] is Ops.ADD else
+                                                      _reduce_max_grad(ctx, ret) if ret.arg[0] is Ops.MAX else
+                                                      ((ctx * ret).expand(ret.src[0].shape) / ret.src[0],)),
+  (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (ctx.reshape(ret.src[0].shape),)),
+  (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (_reduce_to(ctx, ret.src[0].shape),)),
+  (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(tuple(sorted(range(len(ret.arg)), key=lambda i: ret.arg[i]))),)),
+  (UPat(Ops.PAD, name="ret"), lambda ctx, ret: (ctx.shrink(tuple((b, b + s) for (b, _), s in zip(ret.arg, ret.src[0].shape))),)),
+  (UPat(Ops.SHRINK, name="ret"), lambda ctx, ret: (ctx.pad(tuple((b, s - e) for (b, e), s in zip(ret.arg, ret.src[0].shape))),)),
+  (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
+  (UPat((Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD)), lambda ctx: (ctx,)),
+  (UPat(Ops.DETACH), lambda ctx: (None,)),
+  (UPat(Ops.COPY, name="ret"), lambda ctx, ret: (UOp(Ops.COPY, ctx.dtype, (ctx,), ret.src[0].device),)),
+  (UPat(Ops.BITCAST), lambda ctx: (None,)),
+  (UPat((Ops.AND, Ops.OR, Ops.XOR, Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR)), lambda ctx: (None, None)),
+])
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """Reverse-mode sweep from root: gradients of every node on a path to a target (missing: no path)."""
+  order = root.toposort(gate=lambda u: u.op is not Ops.DETACH)
+  on_path: set[UOp] = set()
+  for u in order:  # sources come first, so a node is on a path if any source is
+    if u in targets or any(s in on_path for s in u.src): on_path.add(u)
+  grads: dict[UOp, UOp] = {root: root_grad}
+  for u in reversed(order):
+    if u not in grads or u in targets and not u.src or u.op is Ops.BUFFER: continue
+    if not any(s in on_path for s in u.src): continue
+    g = grads[u]
+    got = pm_gradient.rewrite(u, ctx=g)
+    if got is None: raise NotImplementedError(f"no gradient rule for {u.op}")
+    for s, sg in zip(u.src, got):
+      if sg is None or s not in on_path: continue
+      grads[s] = sg if s not in grads else grads[s] + sg
+  return grads

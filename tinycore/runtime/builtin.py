@@ -1,0 +1,127 @@
+"""The two devices the core ships: PYTHON, an interpreter of linear UOps (their executable definition), and NULL."""
+from __future__ import annotations
+import ast
+import numpy as np
+from tinycore.dtype import DType, PtrDType, dtypes, to_np_dtype, DTYPES_BY_NAME
+from tinycore.uop import UOp, Ops, GroupOp, exec_alu, exec_cast, bf16_to_f32, f32_to_bf16
+from tinycore.renderer import Renderer
+from tinycore.runtime.device import Allocator, LRUAllocator, Driver, Assembler
+from tinycore.runtime.errors import CompileError
+from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+
+# ***** the text form: one Python literal per UOp, readable and parseable without eval *****
+
+def _enc_dtype(dt: DType):
+  if isinstance(dt, PtrDType): return (dt.base.name, dt.base.count, dt.size, dt.addrspace)
+  return (dt.name, dt.count)
+def _dec_dtype(t) -> DType:
+  base = DTYPES_BY_NAME[t[0]].vec(t[1])
+  return base.ptr(t[2], t[3]) if len(t) == 4 else base
+
+class PythonRenderer(Renderer):
+  device = "PYTHON"
+  global_dims = 1   # every output element is a lane of one numpy vector
+  def render(self, name: str, uops: list[UOp]) -> str:
+    ids = {u: i for i, u in enumerate(uops)}
+    lines = [f"# {name}"]
+    for u in uops:
+      arg = u.arg.name if isinstance(u.arg, Ops) else u.arg
+      lines.append(repr((u.op.name, _enc_dtype(u.dtype), tuple(ids[s] for s in u.src), arg)))
+    return "\n".join(lines)
+
+class PythonProgram:
+  """Runs a kernel: each UOp's value is a numpy array over all global lanes; loops run in Python."""
+  def __init__(self, name: str, src: str):
+    try:
+      rows = [ast.literal_eval(line) for line in src.splitlines() if line and not line.startswith("#")]
+      self.uops = [(Ops[op], _dec_dtype(dt), srcs, Ops[arg] if op in ("REDUCE", "DEFINE_ACC") and isinstance(arg, str) else arg) for op, dt, srcs, arg in rows]
+    except Exception as e: raise CompileError(f"PYTHON: cannot load kernel {name!r}: corrupt program text ({type(e).__name__}: {e})") from e
+    self.name = name
+    self.ends = {src[0]: i for i, (op, _, src, _) in enumerate(self.uops) if op is Ops.ENDRANGE}
+    if any(op is Ops.RANGE and i not in self.ends for i, (op, *_) in enumerate(self.uops)): raise CompileError(f"PYTHON: kernel {name!r} opens a loop it never closes")
+  def __call__(self, *bufs: memoryview, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
+    import time
+    st = time.perf_counter()
+    n = int(np.prod(global_size))
+    views = [None] * len(bufs)
+    vals_it = iter(vals)
+    v: list = [None] * len(self.uops)
+    loop_end: dict[int, int] = {}
+    pc = 0
+    uops = self.uops
+    while pc < len(uops):
+      op, dt, src, arg = uops[pc]
+      if op is Ops.DEFINE_GLOBAL:
+        base = dt.base
+        mv = bufs[arg]
+        views[arg] = np.frombuffer(mv, dtype=to_np_dtype(base), count=mv.nbytes // base.itemsize)
+        v[pc] = (arg, base)
+      elif op is Ops.DEFINE_VAR: v[pc] = np.asarray(next(vals_it), to_np_dtype(dt))
+      elif op is Ops.SPECIAL: v[pc] = np.arange(n, dtype=to_np_dtype(dt))
+      elif op is Ops.CONST: v[pc] = np.asarray(arg, np.float32 if dt == dtypes.bfloat16 else to_np_dtype(dt))
+      elif op is Ops.RANGE:  # entered once per loop: ENDRANGE jumps back to the instruction after it
+        loop_end[pc] = int(np.max(v[src[0]]))
+        v[pc] = np.asarray(0, to_np_dtype(dt))
+        if loop_end[pc] <= 0: pc = self.ends[pc] + 1; continue
+      elif op is Ops.ENDRANGE:
+        r = src[0]
+        v[r] = v[r] + 1
+        if int(v[r]) < loop_end[r]: pc = r + 1; continue
+      elif op is Ops.INDEX: v[pc] = (v[src[0]][0], v[src[1]])
+      elif op is Ops.LOAD:
+        bi, idx = v[src[0]]
+        x = views[bi][idx]
+        v[pc] = bf16_to_f32(x) if dt == dtypes.bfloat16 else x
+      elif op is Ops.STORE:
+        bi, idx = v[src[0]]
+        val = f32_to_bf16(v[src[1]]) if uops[src[1]][1] == dtypes.bfloat16 else v[src[1]]
+        idx, val = np.broadcast_arrays(idx, val)
+        views[bi][idx] = val
+      elif op is Ops.DEFINE_ACC: v[pc] = v[src[0]]
+      elif op is Ops.ASSIGN: v[src[0]] = v[pc] = v[src[1]]
+      elif op is Ops.CAST: v[pc] = exec_cast(v[src[0]], uops[src[0]][1], dt)
+      elif op is Ops.BITCAST: v[pc] = exec_cast(v[src[0]], uops[src[0]][1], dt, bitcast=True)
+      elif op in GroupOp.ALU: v[pc] = exec_alu(op, dt, [v[s] for s in src])
+      else: raise CompileError(f"PYTHON: no semantics for {op} in kernel {self.name}")
+      pc += 1
+    return time.perf_counter() - st if wait else None
+
+class PythonDriver(Driver):
+  def __init__(self): super().__init__("PYTHON")
+  def load(self, name: str, binary: bytes, spec=None) -> PythonProgram:
+    try: src = binary.decode()
+    except UnicodeDecodeError as e: raise CompileError(f"PYTHON: kernel {name!r} is not valid program text") from e
+    return PythonProgram(name, src)
+
+class HostAllocator(LRUAllocator):
+  """Host memory as bytearrays; views are memoryview slices."""
+  supports_offset = True
+  def _alloc(self, size: int, options) -> memoryview: return memoryview(bytearray(size))
+  def _copyin(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
+  def _copyout(self, dest: memoryview, src: memoryview) -> None: dest[:] = src
+  def _offset(self, buf: memoryview, size: int, offset: int) -> memoryview: return buf[offset:offset+size]
+  def _as_buffer(self, buf: memoryview) -> memoryview: return buf
+
+class NullProgram:
+  def __init__(self, name: str): self.name = name
+  def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False): return 0.0 if wait else None
+class NullDriver(Driver):
+  def __init__(self): super().__init__("NULL")
+  def load(self, name: str, binary: bytes, spec=None) -> NullProgram: return NullProgram(name)
+class NullRenderer(PythonRenderer): device = "NULL"
+class NullAllocator(Allocator):
+  """Allocates nothing: copies in are dropped and copies out read zeros."""
+  supports_offset = True
+  def _alloc(self, size: int, options): return size
+  def _copyin(self, dest, src: memoryview) -> None: pass
+  def _copyout(self, dest: memoryview, src) -> None: dest[:] = bytes(len(dest))
+  def _offset(self, buf, size: int, offset: int): return size
+
+@hookimpl
+def tinycore_backends() -> list[BackendSpec]:
+  return [
+    BackendSpec("PYTHON", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator("PYTHON"), priority=0,
+                capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics"}),
+    BackendSpec("NULL", CONTRACT_VERSION, NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator("NULL"), priority=-100,
+                capabilities={"runs": False}),
+  ]

@@ -1,0 +1,16 @@
+"""Exception types users can catch: unsupported features, plugin failures, device errors."""
+
+class TinycoreError(Exception):
+  """Base of every error tinycore raises on purpose."""
+
+class UnsupportedError(TinycoreError, NotImplementedError):
+  """A backend does not support a dtype, op or size; the message names the backend and the feature."""
+
+class PluginError(TinycoreError, RuntimeError):
+  """A backend plugin failed to import, register or open."""
+
+class CompileError(TinycoreError, RuntimeError):
+  """A backend failed to render, assemble or load a kernel."""
+
+class DeviceError(TinycoreError, RuntimeError):
+  """A backend failed at run time (launch, copy, allocation)."""

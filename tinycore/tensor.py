@@ -1,0 +1,839 @@
+"""Tensor: the lazy, tinygrad-compatible user API. Every method builds UOps; realize() schedules and runs them."""
+from __future__ import annotations
+import functools, math, struct, weakref
+from typing import Any, Callable, Iterable, Sequence
+import numpy as np
+from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
+  dtype_min, dtype_max, f32_to_bf16_bits, ALL_DTYPES
+from tinycore.helpers import argfix, prod, all_int, make_tuple, normalize_axis, flatten, getenv, ceildiv
+from tinycore.uop import UOp, Ops, GroupOp, Variable, resolve, sint_to_uop, smax, bf16_to_f32, f32_to_bf16
+from tinycore.runtime.device import Device, Buffer
+from tinycore.schedule import buffers, new_buffer_uop, create_schedule
+from tinycore.engine import run_schedule
+from tinycore.gradient import compute_gradient
+from tinycore.tensor_ops import NNOpsMixin, IndexingMixin
+
+_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+
+def _canon_device(device: str | None) -> str: return Device.canonicalize(device)
+
+def _np_to_buffer_uop(arr: np.ndarray, device: str, dtype: DType) -> UOp:
+  if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
+  else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
+  u = new_buffer_uop(device, raw.size, dtype)
+  if raw.size: buffers[u].copyin(memoryview(raw.reshape(-1)).cast("B"))
+  return u.reshape(arr.shape)
+
+class Tensor(NNOpsMixin, IndexingMixin):
+  """A lazy n-dimensional array on a device. `Tensor([1., 2.]) * 2` builds a graph; `.numpy()`/`.realize()` run it."""
+  __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  training: bool = False
+  no_grad: bool = False
+  _seed: int = 0
+  _rng_counter: int = 0
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    dtype = to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, UOp):
+      if dtype is not None and data.dtype != dtype: data = data.cast(dtype)
+      self.uop = data
+    elif data is None or isinstance(data, (bool, int, float)):
+      dtype = dtype or (dtypes.default_float if data is None else dtypes.from_py(data))
+      self.uop = UOp.const(dtype, 0 if data is None else data, _canon_device(device))
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+      arr = np.frombuffer(bytes(data), np.uint8)
+      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8).bitcast(dtype) if dtype not in (None, dtypes.uint8) else _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8)
+    elif isinstance(data, (list, tuple)):
+      if dtype is None: dtype = _infer_dtype(data)
+      arr = np.array(data, dtype=np.float64 if dtypes.is_float(dtype) else (np.bool_ if dtype == dtypes.bool else object))
+      if dtypes.is_int(dtype): arr = _wrap_ints(arr, dtype)
+      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
+    elif isinstance(data, np.ndarray) or np.isscalar(data):
+      arr = np.asarray(data)
+      if dtype is None: dtype = from_np_dtype(arr.dtype)
+      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
+    elif isinstance(data, Tensor): self.uop = data.uop if dtype is None else data.uop.cast(dtype)
+    else: raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array, bytes or UOp")
+    if device is not None and isinstance(data, (UOp, Tensor)) and self.device != _canon_device(device): self.uop = self.to(device).uop
+    self.requires_grad: bool | None = requires_grad
+    self.grad: Tensor | None = None
+    _all_tensors.add(self)
+
+  # ***** properties *****
+  @property
+  def shape(self) -> tuple[Any, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def device(self) -> str: return self.uop.device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> Any: return prod(self.shape)
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def size(self, dim: int | None = None): return self.shape if dim is None else self.shape[normalize_axis(dim, self.ndim)]
+  @property
+  def T(self) -> Tensor: return self.transpose()
+  def is_floating_point(self) -> bool: return dtypes.is_float(self.dtype)
+  def __len__(self) -> int:
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def __repr__(self) -> str: return f"<Tensor {self.shape} {self.dtype} on {self.device}{' with grad' if self.grad is not None else ''}>"
+  def __hash__(self): return id(self)
+  def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item(), .any() or .all()")
+
+  # ***** realization *****
+  def schedule(self, *others: Tensor):
+    items, _ = create_schedule([t.uop for t in (self,) + others])
+    return items
+  def realize(self, *others: Tensor) -> Tensor:
+    Tensor.realize_all(self, *others)
+    return self
+  @staticmethod
+  def realize_all(*tensors: Tensor) -> None:
+    outs = [t.uop for t in tensors if not t.uop.is_realized]
+    if not outs: return
+    items, becomes = create_schedule(outs)
+    run_schedule(items)
+    for t in list(_all_tensors):  # re-point every tensor that held a realized node at its buffer
+      if (nu := becomes.get(t.uop)) is not None: t.uop = nu
+  def _buffer(self) -> Buffer:
+    """The realized, contiguous buffer holding this tensor's data."""
+    u = self.uop
+    if not _plain(u): u = self.contiguous().realize().uop
+    while u.op is not Ops.BUFFER: u = u.src[0]
+    return buffers[u]
+  def data(self) -> memoryview:
+    buf = self._buffer()
+    return memoryview(buf.as_bytes()).cast(to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H", self.shape if self.shape else ())
+  def numpy(self) -> np.ndarray:
+    if 0 in self.shape: return np.zeros(self.shape, to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
+    raw = self._buffer().numpy()
+    if self.dtype == dtypes.bfloat16: raw = bf16_to_f32(raw)
+    return raw.reshape(self.shape)
+  def tolist(self) -> Any: return self.numpy().tolist()
+  def item(self) -> Any:
+    if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    return self.numpy().reshape(()).item()
+  def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
+  def to(self, device: str | None) -> Tensor:
+    device = _canon_device(device)
+    if device == self.device: return self
+    ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+    ret.requires_grad, ret.grad = self.requires_grad, self.grad
+    return ret
+  def to_(self, device: str | None) -> Tensor:
+    self.uop = self.to(device).realize().uop
+    return self
+  def clone(self) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if _plain(self.uop) else self.uop,)), requires_grad=self.requires_grad)
+  def contiguous(self) -> Tensor: return self._unary(Ops.CONTIGUOUS)
+  def contiguous_backward(self) -> Tensor: return self._unary(Ops.CONTIGUOUS_BACKWARD)
+  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
+  def assign(self, x: Tensor | Any) -> Tensor:
+    """Write x into this tensor's buffer (shape and dtype must match); other tensors viewing it see the change."""
+    if not isinstance(x, Tensor): x = Tensor.full(self.shape, x, device=self.device, dtype=self.dtype)
+    if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
+    if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}; cast it first")
+    if x.device != self.device: x = x.to(self.device)
+    if not _plain(self.uop): self.uop = self.contiguous().realize().uop
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    return self
+  def replace(self, x: Tensor) -> Tensor:
+    if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
+    self.uop = x.uop
+    return self
+
+  # ***** creation *****
+  @staticmethod
+  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    shape = argfix(shape) if not isinstance(shape, int) else (shape,)
+    if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+    c = UOp.const(dt, fill_value, _canon_device(device))
+    return Tensor(c.reshape((1,)*len(shape)).expand(shape) if shape else c, requires_grad=requires_grad)
+  @staticmethod
+  def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0 if "dtype" not in kw else 0, **({"dtype": dtypes.default_float} | kw))
+  @staticmethod
+  def ones(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 1.0 if "dtype" not in kw else 1, **({"dtype": dtypes.default_float} | kw))
+  @staticmethod
+  def empty(*shape, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
+    shape = argfix(*shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return Tensor(new_buffer_uop(_canon_device(device), prod(shape), dt).reshape(shape), **kw)
+  @staticmethod
+  def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
+  def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
+  def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
+  def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
+  def empty_like(self, **kw) -> Tensor: return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
+  @staticmethod
+  def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    if stop is None: start, stop = 0, start
+    if step == 0: raise ValueError("arange: step must not be zero")
+    dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
+    n = max(math.ceil((stop - start) / step), 0)
+    if n == 0: return Tensor.empty(0, dtype=dt, device=device)
+    # cumulative sum of ones along a padded row: one kernel, no host data
+    idx = Tensor.full((n,), step, dtype=dt, device=device)._cumsum_index(start - step, dt)
+    idx.requires_grad = requires_grad
+    return idx
+  def _cumsum_index(self, offset, dt: DType) -> Tensor:
+    n = self.shape[0]
+    counts = Tensor(UOp.const(dtypes.int32, 1, self.device).reshape((1, 1)).expand((n, n))).tril().sum(1, dtype=dtypes.int32)  # i+1
+    return counts.cast(dt) * self + Tensor(offset, dtype=dt, device=self.device)
+  @staticmethod
+  def linspace(start, stop, steps: int, dtype=None, device=None) -> Tensor:
+    if steps < 0: raise ValueError("linspace: steps must be >= 0")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if steps == 1: return Tensor([start], dtype=dt, device=device)
+    return (Tensor.arange(steps, device=device).cast(dtypes.float32) * ((stop - start) / (steps - 1)) + start).cast(dt)
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
+    m = n if m is None else m
+    r = Tensor.arange(n, device=device).reshape(n, 1) == Tensor.arange(m, device=device).reshape(1, m)
+    return Tensor(r.cast(dtype or dtypes.default_float).uop, requires_grad=requires_grad)
+
+  # ***** random: threefry2x32, counter based, so a seed gives the same numbers on every backend *****
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None: Tensor._seed, Tensor._rng_counter = int(seed), 0
+  @staticmethod
+  def _random_bits(n: int, device: str | None) -> Tensor:
+    """n uint32 words: threefry2x32-20 of (counter, call index) under the key (seed, 0)."""
+    Tensor._rng_counter += 1
+    call = Tensor._rng_counter
+    dev = _canon_device(device)
+    c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32) if n else Tensor.empty(0, dtype=dtypes.uint32, device=dev)
+    c1 = Tensor.full((n,), call & 0xffffffff, dtype=dtypes.uint32, device=dev)
+    k0, k1 = Tensor._seed & 0xffffffff, (Tensor._seed >> 32) & 0xffffffff
+    ks = [k0, k1, k0 ^ k1 ^ 0x1BD11BDA]
+    rot = [13, 15, 26, 6, 17, 29, 16, 24]
+    x0, x1 = c0 + ks[0], c1 + ks[1]
+    for i in range(5):
+      for r in (rot[:4] if i % 2 == 0 else rot[4:]):
+        x0 = x0 + x1
+        x1 = x1._shl(r) | x1._shr(32 - r)
+        x1 = x1 ^ x0
+      x0 = x0 + ks[(i + 1) % 3]
+      x1 = x1 + ((ks[(i + 2) % 3] + i + 1) & 0xffffffff)
+    return x0
+  @staticmethod
+  def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
+    """Uniform in [0, 1)."""
+    shape = argfix(*shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    bits = Tensor._random_bits(prod(shape), device)
+    f = ((bits._shr(9)) | 0x3F800000).bitcast(dtypes.float32) - 1.0
+    out = f.cast(dt).reshape(shape)
+    if contiguous: out = out.contiguous()
+    out.requires_grad = requires_grad
+    return out
+  @staticmethod
+  def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """Standard normal by Box-Muller."""
+    shape = argfix(*shape)
+    u = Tensor.rand(2, *shape, device=device, contiguous=False)
+    z = (u[0] * (2 * math.pi)).cos() * ((1 - u[1]).log() * -2).sqrt()
+    out = z.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float).contiguous()
+    out.requires_grad = requires_grad
+    return out
+  @staticmethod
+  def randint(*shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None) -> Tensor:
+    if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
+    return (Tensor.rand(*shape, device=device, contiguous=False) * (high - low) + low).floor().cast(dtype).contiguous()
+  @staticmethod
+  def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, **kw) -> Tensor:
+    out = (Tensor.rand(*shape, device=kw.pop("device", None), contiguous=False) * (high - low) + low).cast(to_dtype(dtype) if dtype else dtypes.default_float).contiguous()
+    out.requires_grad = kw.get("requires_grad")
+    return out
+  @staticmethod
+  def normal(*shape, mean: float = 0.0, std: float = 1.0, **kw) -> Tensor:
+    out = (Tensor.randn(*shape, device=kw.get("device")) * std + mean).contiguous()
+    out.requires_grad = kw.get("requires_grad")
+    return out
+  @staticmethod
+  def scaled_uniform(*shape, **kw) -> Tensor: return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw) * (prod(argfix(*shape)) ** -0.5)
+  @staticmethod
+  def glorot_uniform(*shape, **kw) -> Tensor:
+    shape = argfix(*shape)
+    bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+  @staticmethod
+  def kaiming_uniform(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = argfix(*shape)
+    bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.uniform(*shape, low=-bound, high=bound, **kw)
+  @staticmethod
+  def kaiming_normal(*shape, a: float = 0.01, **kw) -> Tensor:
+    shape = argfix(*shape)
+    std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
+    return Tensor.normal(*shape, mean=0.0, std=std, **kw)
+  def rand_like(self, **kw) -> Tensor: return Tensor.rand(*self.shape, **({"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None} | kw))
+  def randn_like(self, **kw) -> Tensor: return Tensor.randn(*self.shape, **({"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None} | kw))
+
+  # ***** autograd *****
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
+    """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives."""
+    if gradient is None:
+      if self.shape != (): raise ValueError(f"gradient of a non-scalar tensor {self.shape} needs an explicit `gradient=`")
+      gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
+    if gradient.shape != self.shape: raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
+    out = []
+    for t in targets:
+      if t.uop not in grads:
+        if not materialize_grads: raise RuntimeError(f"tensor {t} is not part of the graph of this value (or its path was detached); pass materialize_grads=True for zeros")
+        out.append(t.zeros_like())
+      else: out.append(Tensor(grads[t.uop]))
+    return out
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Accumulate d(self)/dt into t.grad for every tensor t with requires_grad=True in self's graph."""
+    if self.uop.is_realized and not any(s.op is not Ops.BUFFER for s in [self.uop.base]) and self.uop.base.op is Ops.BUFFER and self.uop.op in (Ops.BUFFER, Ops.RESHAPE):
+      in_graph = [t for t in list(_all_tensors) if t.requires_grad and t.uop is self.uop]
+      if not in_graph: raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
+                                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
+    graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
+    targets = [t for t in list(_all_tensors) if t.requires_grad and t.uop in graph]
+    if not targets: raise RuntimeError("backward(): no tensor with requires_grad=True is in this value's graph")
+    grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
+    for t, g in zip(targets, grads):
+      if g.shape != t.shape: raise RuntimeError(f"internal error: gradient shape {g.shape} != tensor shape {t.shape}")
+      t.grad = g if t.grad is None else (t.grad + g)
+    return self
+
+  # ***** unary and elementwise building blocks *****
+  def _unary(self, op: Ops) -> Tensor: return Tensor(UOp(op, self.dtype, (self.uop,)))
+  def _alu(self, op: Ops, *others: Tensor) -> Tensor:
+    return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
+  def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+    x = self
+    if not isinstance(y, Tensor):
+      if isinstance(y, UOp) and y.op in (Ops.DEFINE_VAR, Ops.BIND): y = Tensor(y, device=x.device)
+      else:
+        if not isinstance(y, (bool, int, float)): raise TypeError(f"cannot combine a Tensor with {type(y).__name__}")
+        dt = x.dtype
+        if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
+        elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
+        y = Tensor(UOp.const(dt, y, x.device))
+        if dt != x.dtype: x = x.cast(dt)
+    if x.device != y.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device}; move one with .to()")
+    if reverse: x, y = y, x
+    if match_dtype and x.dtype != y.dtype:
+      out = least_upper_dtype(x.dtype, y.dtype)
+      x, y = x.cast(out), y.cast(out)
+    shape = _broadcast_shape(x.shape, y.shape)
+    return x._broadcast_to(shape), y._broadcast_to(shape)
+  def _broadcast_to(self, shape: tuple) -> Tensor:
+    if self.shape == shape: return self
+    if len(self.shape) > len(shape): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+    padded = (1,) * (len(shape) - len(self.shape)) + self.shape
+    if any(s != 1 and s != t for s, t in zip(padded, shape)): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
+    return Tensor(self.uop.reshape(padded).expand(shape))
+  def broadcast_to(self, *shape) -> Tensor:
+    shape = argfix(*shape)
+    return self._broadcast_to(tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)] for i, s in enumerate(shape)))
+
+  # ***** math *****
+  def add(self, x, reverse=False) -> Tensor: return _bin(Ops.ADD, *self._broadcasted(x, reverse))
+  def sub(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    return _bin(Ops.SUB, a, b) if a.dtype != dtypes.bool else a ^ b
+  def mul(self, x, reverse=False) -> Tensor: return _bin(Ops.MUL, *self._broadcasted(x, reverse))
+  def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if rounding_mode is None:
+      a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
+      return _bin(Ops.FDIV, a, b)
+    if rounding_mode == "trunc": return _bin(Ops.IDIV, a, b) if dtypes.is_int(a.dtype) else _bin(Ops.FDIV, a, b).trunc()
+    if rounding_mode == "floor":
+      if not dtypes.is_int(a.dtype): return _bin(Ops.FDIV, a, b).floor()
+      q = _bin(Ops.IDIV, a, b)
+      return q - ((q * b).ne(a) & ((a < 0) ^ (b < 0))).cast(q.dtype)
+    raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+  def idiv(self, x, reverse=False) -> Tensor: return self.div(x, reverse, rounding_mode="trunc")
+  def mod(self, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    return a - a.div(b, rounding_mode="floor") * b
+  def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
+  def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
+  def neg(self) -> Tensor: return self._unary(Ops.NEG) if self.dtype != dtypes.bool else self.logical_not()
+  def reciprocal(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._unary(Ops.RECIP)
+  def maximum(self, x) -> Tensor: return _bin(Ops.MAX, *self._broadcasted(x))
+  def minimum(self, x) -> Tensor:
+    a, b = self._broadcasted(x)
+    return a._inverse()._bin_max(b._inverse())._inverse()
+  def _bin_max(self, x: Tensor) -> Tensor: return _bin(Ops.MAX, self, x)
+  def _inverse(self) -> Tensor:
+    """An order-reversing bijection of the dtype: negation for floats, bitwise not for ints."""
+    if dtypes.is_float(self.dtype): return -self
+    if self.dtype == dtypes.bool: return self.logical_not()
+    return self ^ (dtype_max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
+  def clip(self, min_=None, max_=None) -> Tensor:
+    if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ or max_")
+    out = self if min_ is None else self.maximum(min_)
+    return out if max_ is None else out.minimum(max_)
+  clamp = clip
+  def where(self, x, y) -> Tensor:
+    if not isinstance(x, Tensor) and not isinstance(y, Tensor):
+      dt = dtypes.from_py(x) if not isinstance(y, float) else dtypes.from_py(y) if not isinstance(x, float) else dtypes.default_float
+      if isinstance(x, float) or isinstance(y, float): dt = dtypes.default_float
+      x = Tensor(UOp.const(dt, x, self.device))
+    if isinstance(x, Tensor): x, y = x._broadcasted(y)
+    else: y, x = y._broadcasted(x)
+    cond = self.cast(dtypes.bool) if self.dtype != dtypes.bool else self
+    shape = _broadcast_shape(cond.shape, x.shape)
+    return Tensor(UOp(Ops.WHERE, x.dtype, (cond._broadcast_to(shape).uop, x._broadcast_to(shape).uop, y._broadcast_to(shape).uop)))
+  def masked_fill(self, mask: Tensor, value) -> Tensor: return mask.where(value, self)
+  def cast(self, dtype: DType | str) -> Tensor:
+    dt = to_dtype(dtype)
+    return self if self.dtype == dt else Tensor(self.uop.cast(dt))
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    dt = to_dtype(dtype)
+    if self.dtype == dt: return self
+    if dt.itemsize != self.dtype.itemsize:
+      if not self.shape or self.shape[-1] * self.dtype.itemsize % dt.itemsize: raise ValueError(f"bitcast {self.dtype} -> {dt}: the last dimension's bytes must divide evenly")
+      return self._bitcast_resize(dt)
+    return Tensor(self.uop.bitcast(dt))
+  def _bitcast_resize(self, dt: DType) -> Tensor:
+    """Bitcast between sizes through unsigned words: split or join little-endian bytes with shifts."""
+    src_u = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+    a, n_in, n_out = self.bitcast(src_u[self.dtype.itemsize]), self.dtype.itemsize, dt.itemsize
+    if n_out > n_in:
+      k = n_out // n_in
+      parts = a.reshape(*a.shape[:-1], a.shape[-1] // k, k).cast(src_u[n_out])
+      words = sum(parts[..., i]._shl(8 * n_in * i) for i in range(k))
+      return words.bitcast(dt)
+    k = n_in // n_out
+    pieces = [(a._shr(8 * n_out * i)).cast(src_u[n_out]) for i in range(k)]
+    return Tensor.stack(*pieces, dim=-1).reshape(*a.shape[:-1], a.shape[-1] * k).bitcast(dt)
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+
+  def _float(self) -> Tensor: return self.cast(least_upper_float(self.dtype))
+  def exp2(self) -> Tensor: return self._float()._unary(Ops.EXP2)
+  def log2(self) -> Tensor: return self._float()._unary(Ops.LOG2)
+  def exp(self) -> Tensor: return (self._float() * (1 / math.log(2))).exp2()
+  def log(self) -> Tensor: return self.log2() * math.log(2)
+  def log10(self) -> Tensor: return self.log2() * math.log10(2)
+  def sqrt(self) -> Tensor: return self._float()._unary(Ops.SQRT)
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def sin(self) -> Tensor: return self._float()._unary(Ops.SIN)
+  def cos(self) -> Tensor: return ((math.pi / 2) - self._float()).sin()
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def trunc(self) -> Tensor: return self._unary(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+  def floor(self) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor:
+    if not dtypes.is_float(self.dtype): return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+  def round(self) -> Tensor:
+    """Round half to even, like numpy and PyTorch."""
+    if not dtypes.is_float(self.dtype): return self
+    f = self.floor()
+    d = self - f
+    f_even = (f * 0.5).floor() * 2 == f
+    return (d > 0.5).where(f + 1, (d < 0.5).where(f, f_even.where(f, f + 1)))
+  def frac(self) -> Tensor: return self - self.trunc()
+  def abs(self) -> Tensor:
+    if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
+    return (self < 0).where(-self, self) if not dtypes.is_float(self.dtype) else self.maximum(-self)  # MAX keeps NaN, makes -0.0 0.0
+  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if self.dtype != dtypes.bool else self
+  def square(self) -> Tensor: return self * self
+  def relu(self) -> Tensor: return (self > 0).where(self, self.zeros_like()) if dtypes.is_float(self.dtype) else self.maximum(0)
+  def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
+  def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
+  def elu(self, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()
+  def celu(self, alpha: float = 1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+  def selu(self, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor: return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
+  def sigmoid(self) -> Tensor: return (1 + (self._float() * (-1 / math.log(2))).exp2()).reciprocal()
+  def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
+  def logsigmoid(self) -> Tensor: return -(-self).softplus()
+  def softplus(self, beta: float = 1.0) -> Tensor:
+    x = self._float() * beta
+    return (x.relu() + (1 + (-x.abs()).exp()).log()) * (1 / beta)
+  def tanh(self) -> Tensor: return 2.0 * (2.0 * self).sigmoid() - 1.0
+  def sinh(self) -> Tensor: return (self.exp() - (-self).exp()) / 2
+  def cosh(self) -> Tensor: return (self.exp() + (-self).exp()) / 2
+  def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
+  def asinh(self) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
+  def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
+  def hardtanh(self, min_val=-1, max_val=1) -> Tensor: return self.clip(min_val, max_val)
+  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+  def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
+  def silu(self) -> Tensor: return self * self.sigmoid()
+  swish = silu
+  def mish(self) -> Tensor: return self * self.softplus().tanh()
+  def softsign(self) -> Tensor: return self / (1 + self.abs())
+  def hardswish(self) -> Tensor: return self * (self + 3).relu6() * (1 / 6)
+  def erf(self) -> Tensor:
+    # Abramowitz & Stegun 7.1.26 (max error 1.5e-7)
+    t = 1.0 / (1.0 + 0.3275911 * self.abs())
+    y = 1.0 - ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-(self.square())).exp()
+    return self.sign() * y
+  def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
+  def pow(self, x, reverse: bool = False) -> Tensor:
+    base, exp = (self, x) if not reverse else (x, self)
+    if not isinstance(base, Tensor): base = Tensor(UOp.const(dtypes.from_py(base) if not isinstance(exp, Tensor) or dtypes.is_float(exp.dtype) or isinstance(base, float) else exp.dtype, base, exp.device))
+    if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64:  # exact repeated squaring
+      if exp == 0: return base.ones_like()
+      out, b, e = None, base, abs(exp)
+      while e:
+        if e & 1: out = b if out is None else out * b
+        b, e = b * b, e >> 1
+      return out if exp > 0 else out.reciprocal()
+    if isinstance(exp, float) and exp == 0.5: return base.sqrt()
+    b, e = base._broadcasted(exp)
+    if dtypes.is_int(b.dtype) or b.dtype == dtypes.bool: return _int_pow(b, e)
+    r = (e * b.abs().log2()).exp2()
+    e_int = e.trunc() == e
+    e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
+    neg = b < 0
+    r = (neg & e_odd).where(-r, r)
+    r = (neg & e_int.logical_not()).where(math.nan, r)
+    return (e == 0).where(1.0, r)
+  def __pow__(self, x): return self.pow(x)
+  def __rpow__(self, x): return self.pow(x, reverse=True)
+
+  # comparisons, logic, bits
+  def __lt__(self, x) -> Tensor: return _bin(Ops.CMPLT, *self._broadcasted(x))
+  def __gt__(self, x) -> Tensor: return _bin(Ops.CMPLT, *self._broadcasted(x, reverse=True))
+  def __ge__(self, x) -> Tensor: return (self < x).logical_not()
+  def __le__(self, x) -> Tensor: return (self > x).logical_not()
+  def ne(self, x) -> Tensor: return _bin(Ops.CMPNE, *self._broadcasted(x))
+  def eq(self, x) -> Tensor: return _bin(Ops.CMPEQ, *self._broadcasted(x))
+  def __eq__(self, x) -> Tensor: return self.eq(x)  # type: ignore[override]
+  def __ne__(self, x) -> Tensor: return self.ne(x)  # type: ignore[override]
+  def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._broadcast_to(self.shape))
+  def _bitwise(self, op: Ops, x, reverse=False) -> Tensor:
+    a, b = self._broadcasted(x, reverse)
+    if dtypes.is_float(a.dtype): raise TypeError(f"bitwise {op.name.lower()} needs integer or bool tensors, got {a.dtype}")
+    return _bin(op, a, b)
+  def bitwise_and(self, x) -> Tensor: return self._bitwise(Ops.AND, x)
+  def bitwise_or(self, x) -> Tensor: return self._bitwise(Ops.OR, x)
+  def xor(self, x) -> Tensor: return self._bitwise(Ops.XOR, x)
+  def bitwise_not(self) -> Tensor:
+    if dtypes.is_float(self.dtype): raise TypeError(f"bitwise not needs an integer or bool tensor, got {self.dtype}")
+    return self.logical_not() if self.dtype == dtypes.bool else self ^ (dtype_max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
+  def __invert__(self): return self.bitwise_not()
+  def _shl(self, n: int) -> Tensor: return _bin(Ops.SHL, self, Tensor(UOp.const(self.dtype, n, self.device))._broadcast_to(self.shape))
+  def _shr(self, n: int) -> Tensor: return _bin(Ops.SHR, self, Tensor(UOp.const(self.dtype, n, self.device))._broadcast_to(self.shape))
+  def lshift(self, x: int) -> Tensor:
+    if not dtypes.is_int(self.dtype): raise TypeError(f"<< needs an integer tensor, got {self.dtype}")
+    return self._shl(x) if isinstance(x, int) else self * (2 ** x)
+  def rshift(self, x: int) -> Tensor:
+    if not dtypes.is_int(self.dtype): raise TypeError(f">> needs an integer tensor, got {self.dtype}")
+    return self._shr(x) if isinstance(x, int) else self.div(2 ** x, rounding_mode="floor")
+  __lshift__, __rshift__ = lshift, rshift
+  def __and__(self, x): return self.bitwise_and(x)
+  def __or__(self, x): return self.bitwise_or(x)
+  def __xor__(self, x): return self.xor(x)
+  def __rand__(self, x): return self._bitwise(Ops.AND, x, True)
+  def __ror__(self, x): return self._bitwise(Ops.OR, x, True)
+  def __rxor__(self, x): return self._bitwise(Ops.XOR, x, True)
+  def isnan(self) -> Tensor: return self.ne(self)
+  def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+    return (self.eq(math.inf) & detect_positive) | (self.eq(-math.inf) & detect_negative)
+  def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+
+  def __neg__(self): return self.neg()
+  def __add__(self, x): return self.add(x)
+  def __radd__(self, x): return self.add(x, True)
+  def __sub__(self, x): return self.sub(x)
+  def __rsub__(self, x): return self.sub(x, True)
+  def __mul__(self, x): return self.mul(x)
+  def __rmul__(self, x): return self.mul(x, True)
+  def __truediv__(self, x): return self.div(x)
+  def __rtruediv__(self, x): return self.div(x, True)
+  def __mod__(self, x): return self.mod(x)
+  def __rmod__(self, x): return self.mod(x, True)
+  def __matmul__(self, x): return self.matmul(x)
+  def __rmatmul__(self, x): return Tensor(x).matmul(self) if not isinstance(x, Tensor) else x.matmul(self)
+  def __iadd__(self, x): return self.assign(self + x)
+  def __isub__(self, x): return self.assign(self - x)
+  def __imul__(self, x): return self.assign(self * x)
+  def __itruediv__(self, x): return self.assign(self / x)
+
+  # ***** movement *****
+  def reshape(self, shape, *args) -> Tensor:
+    shape = argfix(shape, *args)
+    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+      known = prod(s for s in shape if s != -1)
+      if known == 0 or self.numel() % known: raise ValueError(f"cannot reshape {self.shape} to {shape}")
+      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+    return Tensor(self.uop.reshape(shape)) if shape != self.shape else self
+  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+  def expand(self, shape, *args) -> Tensor:
+    shape = argfix(shape, *args)
+    if len(shape) < self.ndim: raise ValueError(f"expand: {shape} has fewer dimensions than {self.shape}")
+    padded = (1,) * (len(shape) - self.ndim) + self.shape
+    return self._broadcast_to(tuple(p if s == -1 else s for s, p in zip(shape, padded)))
+  def permute(self, order, *args) -> Tensor:
+    order = argfix(order, *args)
+    if len(order) != self.ndim: raise ValueError(f"permute: {len(order)} axes given for a {self.ndim}-d tensor")
+    return Tensor(self.uop.permute(tuple(normalize_axis(o, self.ndim) for o in order)))
+  def flip(self, axis, *args) -> Tensor:
+    axes = {normalize_axis(a, self.ndim) for a in argfix(axis, *args)}
+    return Tensor(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+  def shrink(self, arg: tuple) -> Tensor:
+    if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for a {self.ndim}-d tensor")
+    return Tensor(self.uop.shrink(tuple((0, s) if a is None else a for a, s in zip(arg, self.shape))))
+  def pad(self, padding, mode: str = "constant", value: float = 0.0) -> Tensor:
+    """padding: per-dim ((before, after), ...) or torch-style flat (last dim first). Modes: constant, reflect, replicate, circular."""
+    if isinstance(padding[0], (tuple, list)) or padding[0] is None:
+      if len(padding) != self.ndim: raise ValueError(f"pad: {len(padding)} pairs for a {self.ndim}-d tensor")
+      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    else:
+      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"pad: flat padding {padding} must have an even length <= 2*ndim")
+      flat = list(padding) + [0] * (2 * self.ndim - len(padding))
+      pairs = [(flat[2*i], flat[2*i+1]) for i in range(self.ndim)][::-1]
+    if mode not in ("constant", "reflect", "replicate", "circular"): raise ValueError(f"pad mode {mode!r} is not one of constant, reflect, replicate, circular")
+    x = self
+    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops
+      x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
+      pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
+    if mode == "constant":
+      out = Tensor(x.uop.pad(tuple(pairs)))
+      if value == 0: return out
+      mask = Tensor(Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
+      return mask.where(out, value)
+    for d, (b, a) in enumerate(pairs):
+      if b == 0 and a == 0: continue
+      n = x.shape[d]
+      if mode == "reflect" and (b >= n or a >= n): raise ValueError(f"reflect padding {(b, a)} must be smaller than the dimension {n}")
+      if mode == "circular" and (b > n or a > n): raise ValueError(f"circular padding {(b, a)} must be at most the dimension {n}")
+      def sl(s, e): return x.shrink(tuple((s, e) if i == d else None for i in range(x.ndim)))
+      if mode == "reflect": parts = [sl(1, b + 1).flip(d), x, sl(n - a - 1, n - 1).flip(d)]
+      elif mode == "replicate": parts = [sl(0, 1).expand(*[b if i == d else s for i, s in enumerate(x.shape)]), x, sl(n - 1, n).expand(*[a if i == d else s for i, s in enumerate(x.shape)])]
+      else: parts = [sl(n - b, n), x, sl(0, a)]
+      x = Tensor.cat(*[p for p in parts if p.shape[d] != 0], dim=d)
+    return x
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    if self.ndim < 2 and dim0 in (0, 1) and dim1 in (0, 1): return self
+    order = list(range(self.ndim))
+    a, b = normalize_axis(dim0, self.ndim), normalize_axis(dim1, self.ndim)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = normalize_axis(start_dim, self.ndim), normalize_axis(end_dim, self.ndim)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e+1]),) + self.shape[e+1:])
+  def unflatten(self, dim: int, sizes: tuple) -> Tensor:
+    d = normalize_axis(dim, self.ndim)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d+1:])
+  def squeeze(self, dim: int | None = None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    if self.ndim == 0: return self
+    d = normalize_axis(dim, self.ndim)
+    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d+1:])
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = normalize_axis(dim, self.ndim + 1)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def repeat(self, repeats, *args) -> Tensor:
+    reps = argfix(repeats, *args)
+    if len(reps) < self.ndim: raise ValueError(f"repeat: {len(reps)} repeats for a {self.ndim}-d tensor")
+    base = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+    new_shape = [x for s in base.shape for x in (1, s)]
+    exp_shape = [x for r, s in zip(reps, base.shape) for x in (r, s)]
+    return base.reshape(new_shape).expand(exp_shape).reshape(tuple(r * s for r, s in zip(reps, base.shape)))
+  def repeat_interleave(self, repeats: int, dim: int | None = None) -> Tensor:
+    x, d = (self.flatten(), 0) if dim is None else (self, normalize_axis(dim, self.ndim))
+    return x.unsqueeze(d + 1).expand(*x.shape[:d+1], repeats, *x.shape[d+1:]).flatten(d, d + 1)
+  def roll(self, shifts, dims=None) -> Tensor:
+    if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
+    shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    x = self
+    for s, d in zip(shifts, dims):
+      d = normalize_axis(d, x.ndim)
+      n = x.shape[d]
+      if n == 0: continue
+      s %= n
+      if s: x = Tensor.cat(x.shrink(tuple((n - s, n) if i == d else None for i in range(x.ndim))), x.shrink(tuple((0, n - s) if i == d else None for i in range(x.ndim))), dim=d)
+    return x
+  def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    ts = (self,) + args
+    d = normalize_axis(dim, self.ndim)
+    for t in ts:
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise ValueError(f"cat: shapes {[t.shape for t in ts]} differ outside dimension {d}")
+    dt = least_upper_dtype(*[t.dtype for t in ts])
+    total, off, out = sum(t.shape[d] for t in ts), 0, None
+    for t in ts:
+      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
+      out = p if out is None else out + p
+      off += t.shape[d]
+    return out
+  def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    ts = (self,) + args
+    d = normalize_axis(dim, self.ndim + 1)
+    return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
+  def split(self, sizes, dim: int = 0) -> list[Tensor]:
+    d = normalize_axis(dim, self.ndim)
+    if isinstance(sizes, int):
+      if sizes <= 0: raise ValueError("split size must be positive")
+      sizes = [min(sizes, self.shape[d] - i) for i in range(0, max(self.shape[d], 1), sizes)]
+    if sum(sizes) != self.shape[d]: raise ValueError(f"split sizes {sizes} do not add up to {self.shape[d]}")
+    out, off = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((off, off + s) if i == d else None for i in range(self.ndim))))
+      off += s
+    return out
+  def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    if chunks <= 0: raise ValueError("chunk: chunks must be positive")
+    d = normalize_axis(dim, self.ndim)
+    return self.split(ceildiv(self.shape[d], chunks) if self.shape[d] else 1, dim)
+  def tril(self, diagonal: int = 0) -> Tensor: return self._tri(diagonal, lower=True)
+  def triu(self, diagonal: int = 0) -> Tensor: return self._tri(diagonal, lower=False)
+  def _tri(self, k: int, lower: bool) -> Tensor:
+    r, c = self.shape[-2], self.shape[-1]
+    rows = _iota(r, self.device).reshape(r, 1)
+    cols = _iota(c, self.device).reshape(1, c)
+    mask = (cols <= rows + k) if lower else (cols >= rows + k)
+    return mask.where(self, self.zeros_like())
+
+  # ***** reductions *****
+  def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
+    axes = tuple(range(self.ndim)) if axis is None else tuple(normalize_axis(a, self.ndim) for a in make_tuple(axis, 1))
+    if self.ndim == 0: return self
+    if op is not Ops.ADD and any(self.shape[a] == 0 for a in axes) and op is Ops.MAX:
+      raise ValueError(f"max/min of an empty dimension has no identity (shape {self.shape}, axis {axis})")
+    ret = Tensor(self.uop.r(op, axes))
+    return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def sum(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    inner = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc  # half sums accumulate in float
+    return self.cast(inner)._reduce(Ops.ADD, axis, keepdim).cast(acc)
+  def prod(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+    acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
+    x = self.cast(acc)
+    # a product as a reduce: the gradient rule uses ret/src; zeros are handled by the masked form
+    return x._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis=None, keepdim: bool = False) -> Tensor: return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
+  def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.bool()._reduce(Ops.MAX, axis, keepdim)
+  def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+  def mean(self, axis=None, keepdim: bool = False) -> Tensor:
+    out = self._float().sum(axis, keepdim)
+    n = prod(self.shape) // max(prod(out.shape), 1) if 0 not in self.shape else (prod(s for i, s in enumerate(self.shape) if axis is None or i in {normalize_axis(a, self.ndim) for a in make_tuple(axis, 1)}))
+    return out / n if n else out * math.nan
+  def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    m = self._float().mean(axis, keepdim=True)
+    sq = (self._float() - m).square().sum(axis, keepdim)
+    n = prod(self.shape) // max(prod(sq.shape), 1)
+    return sq / max(n - correction, 0) if n - correction > 0 else sq * math.nan
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def _softmax(self, axis, dtype=None):
+    x = self.cast(dtype) if dtype is not None else self._float()
+    m = x - x.max(axis, keepdim=True).detach()
+    e = m.exp()
+    return m, e, e.sum(axis, keepdim=True)
+  def softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    _, e, ss = self._softmax(axis, dtype)
+    return e / ss
+  def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    m, _, ss = self._softmax(axis, dtype)
+    return m - ss.log()
+  def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
+    m = self.max(axis, keepdim=True).detach()
+    m = m.isinf().where(0, m)
+    out = (self - m).exp().sum(axis, keepdim=True).log() + m
+    return out if keepdim else out.squeeze() if axis is None else out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in {normalize_axis(a, self.ndim) for a in make_tuple(axis, 1)}))
+  def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    if axis is None: return self.flatten().argmax(0)
+    d = normalize_axis(axis, self.ndim)
+    n = self.shape[d]
+    m = self == self.max(d, keepdim=True)
+    idx = _iota(n, self.device, reverse=True).reshape(tuple(n if i == d else 1 for i in range(self.ndim)))
+    return (n - (m.where(idx, 0)).max(d, keepdim)).cast(dtypes.int32)
+  def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor: return self._inverse().argmax(axis, keepdim)
+  def cumsum(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.ADD)
+  def cummax(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.MAX)
+  def _cumulative(self, axis: int, op: Ops) -> Tensor:
+    if self.ndim == 0: return self
+    d = normalize_axis(axis, self.ndim)
+    n = self.shape[d]
+    x = self.transpose(d, -1)
+    # window trick: pad to 2n-1 and take a sliding window of size n; each window's reduce is one prefix
+    pad_val = 0 if op is Ops.ADD else dtype_min(self.dtype)
+    p = x.pad(tuple([(0, 0)] * (x.ndim - 1) + [(n - 1, 0)]), value=pad_val)
+    win = p._pool((n,))
+    out = win.sum(-1) if op is Ops.ADD else win.max(-1)
+    return out.transpose(d, -1)
+
+  # ***** linear algebra *****
+  def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
+    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"dot needs tensors with at least 1 dimension, got {self.shape} and {w.shape}")
+    k_w = w.shape[-min(w.ndim, 2)]
+    if self.shape[-1] != k_w: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {k_w})")
+    x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
+    wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
+    a, b = x._broadcasted(wt)
+    return (a * b).sum(-1, dtype=dtype)
+  def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
+    if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
+    return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    out = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+    return out + bias if bias is not None else out
+  def sequential(self, ll: list[Callable]) -> Tensor: return functools.reduce(lambda x, f: f(x), ll, self)
+
+def _int_pow(b: Tensor, e: Tensor) -> Tensor:
+  """Exact integer power by square-and-multiply over the exponent's bits; negative exponents give 0 (|base|>1)."""
+  e = e.cast(b.dtype)
+  neg = e < 0
+  ea = neg.where(0, e)
+  out, base = b.ones_like(), b
+  for i in range(8 * b.dtype.itemsize - (0 if dtypes.is_unsigned(b.dtype) else 1)):
+    bit = (ea._shr(i) & 1).eq(1)
+    out = bit.where(out * base, out)
+    base = base * base
+  inv = (b == 1).where(1, (b == -1).where((e & 1).eq(1).where(-1, 1), 0)) if not dtypes.is_unsigned(b.dtype) else (b == 1).where(1, 0)
+  return neg.where(inv.cast(b.dtype), out)
+
+def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
+  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
+
+def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
+  """[0..n) (or [n..1] reversed) as int32 without host data."""
+  i = Tensor.arange(n, device=device, dtype=dtypes.int32) if n else Tensor.empty(0, dtype=dtypes.int32, device=device)
+  return (n - i) if reverse else i
+
+def _plain(u: UOp) -> bool:
+  while u.op is Ops.RESHAPE: u = u.src[0]
+  return u.op is Ops.BUFFER
+
+def _broadcast_shape(*shapes: tuple) -> tuple:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    big = [d for d in dims if d != 1]
+    if any(d != big[0] for d in big): raise ValueError(f"shapes {shapes} cannot be broadcast together")
+    out.append(big[0] if big else 1)
+  return tuple(out)
+
+def _infer_dtype(data) -> DType:
+  flat = list(_flatten_list(data))
+  if any(isinstance(x, Tensor) for x in flat): raise TypeError("cannot build a Tensor from a list of Tensors; use Tensor.stack")
+  if any(isinstance(x, float) for x in flat): return dtypes.default_float
+  if flat and all(isinstance(x, bool) for x in flat): return dtypes.bool
+  if any(isinstance(x, int) for x in flat) or not flat: return dtypes.default_int if flat else dtypes.default_float
+  raise TypeError(f"cannot infer a dtype from list elements of type {type(flat[0]).__name__}")
+def _flatten_list(x):
+  if isinstance(x, (list, tuple)):
+    for y in x: yield from _flatten_list(y)
+  else: yield x
+def _wrap_ints(arr: np.ndarray, dt: DType) -> np.ndarray:
+  bits = 8 * dt.itemsize
+  a = np.asarray(arr, dtype=object)
+  wrapped = np.vectorize(lambda v: ((int(v) + (0 if dtypes.is_unsigned(dt) else 1 << (bits-1))) % (1 << bits)) - (0 if dtypes.is_unsigned(dt) else 1 << (bits-1)), otypes=[object])(a) if a.size else a
+  return np.asarray(wrapped.tolist() if a.size else [], dtype=to_np_dtype(dt)).reshape(arr.shape)
