@@ -3,7 +3,7 @@ import collections, io, json, os, pickle, sys, types, zipfile
 import numpy as np
 import pytest
 import safetensors.numpy
-from tinycore.nn.serialization import (BFLOAT16, bfloat16_to_float32, float32_to_bfloat16, is_bfloat16, safetensors_load_arrays,
+from tinycore.nn.serialization import (bfloat16_to_float32, float32_to_bfloat16, is_bfloat16, safetensors_load_arrays,
                                        safetensors_metadata, safetensors_save_arrays, torch_load, torch_load_arrays)
 
 NUMPY_DTYPES = [np.bool_, np.uint8, np.int8, np.uint16, np.int16, np.uint32, np.int32, np.uint64, np.int64,
@@ -215,7 +215,7 @@ def fake_torch(monkeypatch):
   return torch
 
 class FakeStorage:
-  def __init__(self, storage_type, key, numel): self.storage_type, self.key, self.numel = storage_type, key, numel
+  def __init__(self, storage_type, key, numel, view=None): self.storage_type, self.key, self.numel, self.view = storage_type, key, numel, view
 
 class FakeTensor:
   def __init__(self, storage, offset, size, stride): self.args = (storage, offset, size, stride)
@@ -246,11 +246,10 @@ def test_hand_built_checkpoint_without_torch(tmp_path, fake_torch, byteorder):
 def test_hand_built_legacy_checkpoint_with_storage_view(tmp_path, fake_torch):
   values = np.arange(10, dtype=np.float32)
   root = FakeStorage(fake_torch.FloatStorage, "root", 10)
-  class LegacyPickler(pickle.Pickler):  # legacy ids add view metadata: (view key, offset, numel) into the root storage
+  view = FakeStorage(fake_torch.FloatStorage, "root", 10, view=("view", 4, 6))  # (view key, offset, numel) in the root
+  class LegacyPickler(pickle.Pickler):
     def persistent_id(self, o):
-      if isinstance(o, FakeStorage): return ("storage", o.storage_type, "root", "cpu", 10, o.view)
-  root.view, view = None, FakeStorage(fake_torch.FloatStorage, "root", 10)
-  view.view = ("view", 4, 6)
+      if isinstance(o, FakeStorage): return ("storage", o.storage_type, o.key, "cpu", o.numel, o.view)
   f = io.BytesIO()
   for header in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True}): pickle.dump(header, f, protocol=2)
   LegacyPickler(f, protocol=2).dump({"all": FakeTensor(root, 0, (2, 5), (5, 1)), "tail": FakeTensor(view, 1, (2, 2), (1, 2))})
@@ -281,6 +280,14 @@ def test_malicious_pickle_global_is_refused(tmp_path):
   (tmp_path / "evil.pkl").write_bytes(pickle.dumps(Exploit(marker), protocol=2))  # a bare pickle, as in the legacy format
   with pytest.raises(ValueError, match="not a torch checkpoint"): torch_load(tmp_path / "evil.pkl")
   assert not marker.exists()
+
+def test_crafted_pickle_cannot_demand_huge_allocations(tmp_path):
+  huge_memo_index = b"\x80\x02Nr" + (2**31).to_bytes(4, "little") + b"."  # the C unpickler would size its memo to 2**31
+  write_pth(tmp_path / "memo.pth", huge_memo_index, {})
+  assert torch_load(tmp_path / "memo.pth") is None
+  huge_bytearray = b"\x80\x05\x96" + (2**40).to_bytes(8, "little") + b"."  # BYTEARRAY8 zero-fills before reading
+  write_pth(tmp_path / "bytearray.pth", huge_bytearray, {})
+  with pytest.raises(ValueError, match="bytearray"): torch_load(tmp_path / "bytearray.pth")
 
 def test_not_a_checkpoint(tmp_path):
   (tmp_path / "junk.pth").write_bytes(b"\x00garbage" * 10)

@@ -3,7 +3,8 @@ import random
 import pytest
 import z3
 from tinycore.dtype import dtypes
-from tinycore.uop import UOp, Ops, Variable, _min_max
+from tinycore.helpers import strides_for_shape
+from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod
 from tinycore.symbolic import simplify
 
 def c(v: int) -> UOp: return UOp.const(dtypes.index, v)
@@ -15,13 +16,10 @@ s = Variable("s", -5, 5)  # a signed one: rules must keep C's truncating divisio
 
 # ***** z3: the exact meaning of index math, C truncation included *****
 
-def z3_cdiv(x, d: int):
-  if d == 0: return z3.IntVal(0)
-  q = z3.If(x >= 0, x / abs(d), -((-x) / abs(d)))  # z3's / floors for a positive divisor
-  return q if d > 0 else -q
-
-def z3_expr(u: UOp, leaves: dict) -> dict:
-  """z3 terms for every node under u (Int for index math, Bool for bool), leaves as z3 variables with their bounds."""
+def z3_expr(u: UOp, leaves: dict, defs: list) -> dict:
+  """z3 terms for every node under u (Int for index math, Bool for bool). Leaves become z3 variables with their bounds.
+  All of it stays linear, which z3 decides fast: x//d and x%d become fresh q, r with the definition x == d*q + r,
+  r of x's sign and |r| < |d| appended to defs; products of two unknowns become a case split."""
   z: dict[UOp, z3.ExprRef] = {}
   for x in u.toposort():
     o, v = x.op, [z[y] for y in x.src]
@@ -31,12 +29,20 @@ def z3_expr(u: UOp, leaves: dict) -> dict:
       z[x] = leaves.setdefault(name, (z3.Int(name), x.vmin, x.vmax))[0]
     elif o is Ops.ADD: z[x] = v[0] + v[1]
     elif o is Ops.SUB: z[x] = v[0] - v[1]
-    elif o is Ops.MUL: z[x] = v[0] * v[1]
+    elif o is Ops.MUL:
+      if Ops.CONST in (x.src[0].op, x.src[1].op): z[x] = v[0] * v[1]
+      else:  # keep it linear: a product of unknowns as a case split over the values of the narrower one
+        (p, zp), (_, zq) = sorted(zip(x.src, v), key=lambda sv: sv[0].vmax - sv[0].vmin)
+        assert p.vmax - p.vmin <= 64, "the fuzzer multiplies narrow unknowns only"
+        z[x] = z3.Sum([z3.If(zp == i, i * zq, 0) for i in range(p.vmin, p.vmax + 1)])
     elif o is Ops.NEG: z[x] = -v[0]
     elif o in (Ops.IDIV, Ops.MOD):
       assert x.src[1].op is Ops.CONST, "the fuzzer divides by constants only"
-      q = z3_cdiv(v[0], x.src[1].arg)
-      z[x] = q if o is Ops.IDIV else (v[0] - x.src[1].arg * q if x.src[1].arg else z3.IntVal(0))
+      d = x.src[1].arg
+      if d == 0: z[x] = z3.IntVal(0); continue
+      q, r = z3.FreshInt("q"), z3.FreshInt("r")
+      defs += [v[0] == d * q + r, z3.If(v[0] >= 0, z3.And(r >= 0, r < abs(d)), z3.And(r <= 0, r > -abs(d)))]
+      z[x] = q if o is Ops.IDIV else r
     elif o is Ops.MAX: z[x] = z3.If(v[0] >= v[1], v[0], v[1])
     elif o is Ops.CMPLT: z[x] = v[0] < v[1]
     elif o is Ops.CMPNE: z[x] = v[0] != v[1]
@@ -52,7 +58,8 @@ def prove_simplify(u: UOp) -> UOp:
   vmin/vmax of every node of both graphs are true bounds. Returns the simplified UOp."""
   out = simplify(u)
   leaves: dict = {}
-  zu, zo = z3_expr(u, leaves), z3_expr(out, leaves)
+  defs: list = []
+  zu, zo = z3_expr(u, leaves, defs), z3_expr(out, leaves, defs)
   claims = [(zu[u] != zo[out], "simplified != original")]
   for nodes, zs in ((u.toposort(), zu), (out.toposort(), zo)):
     for x in nodes:
@@ -66,6 +73,7 @@ def prove_simplify(u: UOp) -> UOp:
   solver = z3.Solver()
   solver.set("timeout", 10000)
   for zv, lo, hi in leaves.values(): solver.add(zv >= lo, zv <= hi)
+  solver.add(*defs)
   solver.add(z3.Or([cl for cl, _ in claims]))
   res = solver.check()
   if res == z3.sat:
@@ -106,6 +114,30 @@ def test_reshape_round_trip(x, k):
 def test_reshape_round_trip_signed():  # (x//k)*k + x%k == x holds for C division of negatives too
   same(simplify((s // 3) * 3 + s % 3), s)
 
+def _flat(idx, shape) -> UOp: return sum((i * st for i, st in zip(idx, strides_for_shape(shape))), c(0))
+def _unflat(flat, shape): return tuple(c(0) if s == 1 else (flat // st) % s for s, st in zip(shape, strides_for_shape(shape)))
+
+@pytest.mark.parametrize("s1,s2", [((4, 6), (24,)), ((4, 6), (2, 12)), ((4, 6), (8, 3)), ((2, 3, 4), (6, 4)), ((2, 3, 4), (4, 6)),
+                                   ((6, 4), (2, 3, 4)), ((12,), (3, 4)), ((3, 4), (2, 2, 3)), ((16, 16), (4, 4, 4, 4)), ((5, 7), (35,))])
+def test_reshape_unflatten_reflatten(s1, s2):
+  """What lowering a reshape builds: the flat index of s1's ranges, unflattened to s2 and flattened again."""
+  flat = _flat([rng(i, n) for i, n in enumerate(s1)], s1)
+  idx = [simplify(x) for x in _unflat(flat, s2)]
+  assert all(x.vmin >= 0 and x.vmax < n for x, n in zip(idx, s2))
+  same(simplify(_flat(idx, s2)), simplify(flat))
+
+def test_reshape_unflatten_is_simple():
+  r0, r1 = rng(0, 6), rng(1, 4)
+  same(simplify((r0 * 4 + r1) // 12), r0 // 3)    # r1 < 4 cannot carry r0*4 past a multiple of 12
+  same(simplify(((r0 * 4 + r1) // 4) % 3), r0 % 3)
+  same(simplify((r0 * 4 + r1) % 8), r1 + (r0 % 2) * 4)
+
+@pytest.mark.parametrize("x", [Variable("y", 0, 100), Variable("w", -50, 50)])
+def test_divmod_pairs_through_mod(x):
+  same(simplify(((x % 12) // 4) * 4 + x % 4), x % 12)            # (x%12)%4 became x%4, the pair is still found
+  same(simplify(((x // 3) % 4) * 3 + x % 3), x % 12)
+  same(simplify((x // 12) * 12 + ((x // 3) % 4) * 3 + x % 3), x)
+
 def test_split_divmod():
   same(simplify((a * 4 + b) // 4), a)
   same(simplify((a * 4 + b) % 4), b)
@@ -119,7 +151,8 @@ def test_split_divmod():
 def test_nested_div_and_mod():
   x = Variable("x", 0, 1000)
   same(simplify((x // 2) // 3), x // 6)
-  same(simplify((s // 2) // 3), s // 6)  # also for negatives under truncation
+  w = Variable("w", -50, 50)
+  same(simplify((w // 2) // 3), w // 6)  # also for negatives under truncation
   same(simplify((x % 12) % 4), x % 4)
   same(simplify((x % 4) % 12), x % 4)
   same(simplify((x // 4) % 1), c(0))
@@ -193,19 +226,23 @@ VARS = [a, b, n, s, rng(0, 16), rng(1, 5)]
 def gen_int(r: random.Random, depth: int) -> UOp:
   if depth == 0 or r.random() < 0.15:
     return r.choice(VARS) if r.random() < 0.8 else c(r.randint(-8, 16))
-  k = r.randint(0, 12)
+  k = r.randint(0, 14)
   x = gen_int(r, depth - 1)
   if k <= 2: return x + gen_int(r, depth - 1)
   if k == 3: return x - gen_int(r, depth - 1)
   if k <= 5: return x * r.choice([-3, -1, 2, 3, 4, 8, 16])
-  if k == 6: return x // r.choice([1, 2, 3, 4, 5, 8, 16])
-  if k == 7: return x % r.choice([1, 2, 3, 4, 6, 8, 16])
+  if k == 6: return x // r.choice([1, 2, 3, 4, 5, 8, 16, 16, -3, 0])  # rarely a negative or zero divisor
+  if k == 7: return x % r.choice([1, 2, 3, 4, 6, 8, 16, 16, -4, 0])
   if k == 8: return x.maximum(gen_int(r, depth - 1))
   if k == 9: return x.minimum(gen_int(r, depth - 1))
   if k == 10: return gen_bool(r, depth - 1).where(x, gen_int(r, depth - 1))
-  # the shapes codegen builds: a strided sum, then unflattened by // and %
+  if k == 11: return gen_int(r, 0) * gen_int(r, 0)  # a product of two unknowns
+  # the shapes codegen builds: strided sums of ranges, unflattened by // and % and flattened again
   lin = sum((v * r.choice([1, 2, 3, 4, 8, 12, 16]) for v in r.sample(VARS, r.randint(1, 3))), c(r.randint(-2, 8)))
-  return (lin // r.choice([2, 4, 8, 3])) % r.choice([2, 3, 4, 16]) if r.random() < 0.5 else lin
+  if k == 12: return lin
+  shape = [r.choice([2, 3, 4, 6]) for _ in range(r.randint(1, 3))]
+  idx = [(lin // st) % n for n, st in zip(shape, strides_for_shape(shape))]
+  return _flat(idx, shape) if k == 13 else idx[r.randrange(len(idx))]
 
 def gen_bool(r: random.Random, depth: int) -> UOp:
   k = r.randint(0, 5)
@@ -224,7 +261,7 @@ def test_fuzz_z3(seed):
     prove_simplify(gen_bool(r, 3) if r.random() < 0.2 else gen_int(r, r.randint(1, 4)))
 
 def test_fuzz_checker_can_fail(monkeypatch):
-  """The prover rejects a wrong simplification and a wrong bound, and models C division exactly."""
+  """The prover rejects a wrong simplification and a wrong bound."""
   x = Variable("x", 0, 9)
   monkeypatch.setattr(__import__(__name__), "simplify", lambda u: (u // 2) * 2)
   with pytest.raises(AssertionError, match="simplified != original"): prove_simplify(x)
@@ -232,6 +269,19 @@ def test_fuzz_checker_can_fail(monkeypatch):
   wrong = UOp(Ops.MAX, dtypes.index, (x, c(3)))
   monkeypatch.setattr(UOp, "vmin_vmax", property(lambda self: (4, 9) if self is wrong else _min_max(self)))
   with pytest.raises(AssertionError, match="vmin=4"): prove_simplify(wrong)
-  assert z3.simplify(z3_cdiv(z3.IntVal(-7), 2)).as_long() == -3
-  assert z3.simplify(z3_cdiv(z3.IntVal(-7), -2)).as_long() == 3
-  assert z3.simplify(z3_cdiv(z3.IntVal(7), -2)).as_long() == -3
+
+def test_z3_division_is_c_division():
+  x = Variable("x", -9, 9)
+  for d in (-4, -3, -1, 1, 2, 5):
+    leaves, defs = {}, []
+    q = z3_expr(UOp(Ops.IDIV, dtypes.index, (x, c(d))), leaves, defs)
+    r = z3_expr(UOp(Ops.MOD, dtypes.index, (x, c(d))), leaves, defs)
+    solver = z3.Solver()
+    solver.add(*defs)
+    for xv in range(-9, 10):
+      solver.push()
+      solver.add(leaves["x"][0] == xv)
+      assert solver.check() == z3.sat
+      m = solver.model()
+      assert (m.eval(list(q.values())[-1]).as_long(), m.eval(list(r.values())[-1]).as_long()) == (_cdiv(xv, d), _cmod(xv, d))
+      solver.pop()

@@ -122,6 +122,7 @@ def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> ScheduleIt
     if u is not value and u in realize: memo[u] = param(out_buf[u]).reshape(u.shape)
     elif u.op is Ops.BUFFER: memo[u] = param(buffers[u])
     elif u.op is Ops.CONST: memo[u] = UOp.const(u.dtype, u.arg)
+    elif u.op is Ops.IOTA: memo[u] = UOp(Ops.IOTA, u.dtype, (), u.arg)
     elif u.op is Ops.BIND:
       var, val = u.unbind()
       var_vals[var.arg[0]] = val

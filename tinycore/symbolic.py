@@ -1,10 +1,13 @@
 """Symbolic integer simplification as rewrite rules: folding, combining terms, div/mod folding from bounds."""
 from __future__ import annotations
-import math
+import math, weakref
 import numpy as np
 from tinycore.dtype import dtypes, to_np_dtype, INTS
 from tinycore.uop import UOp, Ops, GroupOp, exec_alu, exec_cast, _cdiv, _cmod
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite
+
+# Every rule here is exact for dtypes.index (unbounded integers, C division: truncation toward zero, divisor 0 gives 0).
+# Rules that read bounds trust vmin/vmax, so they are only as sound as _min_max.
 
 # ***** constant folding *****
 
@@ -28,100 +31,185 @@ def fold_cast(c: UOp, x: UOp) -> UOp:
   return UOp.const(x.dtype, exec_cast(val, c.dtype, x.dtype).item())
 
 # ***** sums: the canonical form of linear index math *****
+# A canonical sum is a left-leaning chain of ADDs over distinct terms in _order_key order, each term t or t*k
+# (k a constant other than 0 and 1), with the constant, if not 0, last.
 
 def split_terms(u: UOp) -> tuple[dict[UOp, int], int]:
-  """u as {term: coefficient} plus a constant, looking through ADD and MUL-by-const."""
+  """u as {term: coefficient} plus a constant, looking through ADD and MUL-by-const. Terms keep their left-to-right
+  order, so splitting a canonical sum and sorting it again (a stable sort) gives back the same sum."""
   terms: dict[UOp, int] = {}
   const = 0
   stack = [(u, 1)]
   while stack:
     x, k = stack.pop()
-    if x.op is Ops.ADD: stack.extend((s, k) for s in x.src)
+    if x.op is Ops.ADD: stack.extend(((x.src[1], k), (x.src[0], k)))
     elif x.op is Ops.CONST: const += k * x.arg
     elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: stack.append((x.src[0], k * x.src[1].arg))
     else: terms[x] = terms.get(x, 0) + k
   return {t: c for t, c in terms.items() if c != 0}, const
 
+_order_keys: weakref.WeakKeyDictionary[UOp, tuple] = weakref.WeakKeyDictionary()
+def _order_key(u: UOp) -> tuple:
+  """Sort key of a term: variables and ranges by name, then by structure. It looks 3 levels deep, so its cost is
+  bounded on deep graphs; terms it cannot tell apart keep the order they came in."""
+  if (k := _order_keys.get(u)) is None: k = _order_keys[u] = _shallow_key(u, 3)
+  return k
+def _shallow_key(u: UOp, depth: int) -> tuple:
+  return (u.op.value, str(u.arg), len(u.src)) + (tuple(_shallow_key(s, depth - 1) for s in u.src) if depth and u.src else ())
+
+def _term(t: UOp, k: int, dtype) -> UOp: return t if k == 1 else UOp(Ops.MUL, dtype, (t, UOp.const(dtype, k)))
 def build_sum(terms: dict[UOp, int], const: int, dtype) -> UOp:
-  parts = [t if c == 1 else t * UOp.const(dtype, c) for t, c in sorted(terms.items(), key=lambda tc: _order_key(tc[0]))]
+  parts = [_term(t, k, dtype) for t, k in sorted(terms.items(), key=lambda tk: _order_key(tk[0])) if k != 0]
   if const != 0 or not parts: parts.append(UOp.const(dtype, const))
   out = parts[0]
   for p in parts[1:]: out = UOp(Ops.ADD, dtype, (out, p))
   return out
 
-def _order_key(u: UOp) -> tuple:
-  # a stable order independent of construction order: ranges/variables by their arg, then by structure
-  return (u.op.value, str(u.arg), len(u.src), tuple(_order_key(s) for s in u.src[:2]) if u.src else ())
-
-def canonical_sum(x: UOp) -> UOp | None:
-  terms, const = split_terms(x)
-  new = build_sum(terms, const, x.dtype)
-  return new if new is not x else None
-
-def _fold_divmod_pair(terms: dict[UOp, int], const: int) -> tuple[dict[UOp, int], int] | None:
-  """(x//c)*c + x%c -> x: the pair a reshape round trip leaves behind."""
+def _sum_bounds(terms: dict[UOp, int], const: int) -> tuple:
+  """Bounds of sum(k*t) + const: what build_sum(...).vmin_vmax would give, without building it."""
+  lo = hi = const
   for t, k in terms.items():
-    if t.op is Ops.MOD and t.src[1].op is Ops.CONST:
+    lo, hi = lo + min(k * t.vmin, k * t.vmax), hi + max(k * t.vmin, k * t.vmax)
+  return lo, hi
+
+def _fold_divmod_pairs(terms: dict[UOp, int], const: int) -> tuple[dict[UOp, int], int] | None:
+  """The pairs reshape round trips leave behind, exact for C division of any sign (c, c2 nonzero, c | n):
+     (x//c)*c + x%c -> x,   ((x%n)//c)*c + x%c -> x%n   and   ((x//c)%c2)*c + x%c -> x%(c*c2)"""
+  mods = {(t.src[0], t.src[1].arg): t for t in terms if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg != 0}
+  if not mods: return None
+  divs: dict[tuple, tuple[UOp, UOp]] = {}  # (x, c) -> (the div term, what the pair sums to)
+  for t in terms:
+    if t.op is Ops.IDIV and t.src[1].op is Ops.CONST:
       x, c = t.src[0], t.src[1].arg
-      d = UOp(Ops.IDIV, t.dtype, t.src)
-      if terms.get(d) == k * c and x.vmin >= 0:
-        new = dict(terms); del new[t]; del new[d]
-        xt, xc = split_terms(x)
-        for tt, kk in xt.items(): new[tt] = new.get(tt, 0) + k * kk
-        return {a: b for a, b in new.items() if b != 0}, const + k * xc
+      divs[(x, c)] = (t, x)
+      if x.op is Ops.MOD and x.src[1].op is Ops.CONST and c != 0 and x.src[1].arg % c == 0: divs.setdefault((x.src[0], c), (t, x))
+  for m in mods.values():
+    if (q := m.src[0]).op is Ops.IDIV and q.src[1].op is Ops.CONST:
+      x, c = q.src[0], q.src[1].arg
+      divs.setdefault((x, c), (m, UOp(Ops.MOD, x.dtype, (x, UOp.const(x.dtype, c * m.src[1].arg)))))
+  for (x, c), t in mods.items():
+    k = terms[t]
+    if (hit := divs.get((x, c))) is None or terms[hit[0]] != k * c: continue
+    new = {tt: kk for tt, kk in terms.items() if tt is not t and tt is not hit[0]}
+    rt, rc = split_terms(hit[1])
+    for tt, kk in rt.items(): new[tt] = new.get(tt, 0) + k * kk
+    return {tt: kk for tt, kk in new.items() if kk != 0}, const + k * rc
   return None
 
+def _base(t: UOp) -> UOp: return t.src[0] if t.op is Ops.MUL and t.src[1].op is Ops.CONST else t
+def _is_plain_term(t: UOp) -> bool:
+  """A canonical term t or t*k whose t can neither merge with a different-looking term nor be half of a div/mod pair."""
+  return _base(t).op not in (Ops.ADD, Ops.CONST, Ops.MUL, Ops.MOD, Ops.IDIV) and not (t.op is Ops.MUL and t.src[1].arg in (0, 1))
+
 def simplify_sum(x: UOp) -> UOp | None:
+  a, t = x.src
+  # fast path for a sum built one term at a time: a is canonical (sources reach their fixed point before their user;
+  # where they have not, a changes and x is rebuilt), and t sorts strictly after a's last term, so it is a new term
+  if a.op is Ops.ADD and a.src[1].op is not Ops.CONST and _is_plain_term(t) and _order_key(_base(t)) > _order_key(_base(a.src[1])): return None
   terms, const = split_terms(x)
-  while (r := _fold_divmod_pair(terms, const)) is not None: terms, const = r
+  while (r := _fold_divmod_pairs(terms, const)) is not None: terms, const = r
   new = build_sum(terms, const, x.dtype)
   return new if new is not x else None
 
-def fold_divmod(x: UOp, d: UOp) -> UOp | None:
-  """x//c and x%c for x >= 0, c > 0: split x into c*quotient + remainder when the remainder's bounds allow."""
-  c = d.arg
-  if c <= 0 or x.vmin < 0: return None
-  is_mod = None
+# ***** division and remainder by a constant *****
+
+def _by_size(terms: dict[UOp, int], const: int) -> tuple[list[tuple[UOp, int]], list[tuple]]:
+  """Terms by decreasing |coefficient|, and for every i the bounds of const plus the terms after the first i."""
+  order = sorted(terms.items(), key=lambda tk: (-abs(tk[1]), _order_key(tk[0])))
+  rest = [(const, const)] * (len(order) + 1)
+  for i in range(len(order) - 1, -1, -1):
+    t, k = order[i]
+    rest[i] = (rest[i+1][0] + min(k * t.vmin, k * t.vmax), rest[i+1][1] + max(k * t.vmin, k * t.vmax))
+  return order, rest
+
+def _divide(x: UOp, c: int) -> tuple[UOp, UOp] | None:
+  """(x//c, x%c) in simpler terms, for c > 1, or None. IDIV and MOD both read their half from here, so they always
+  split x the same way and the pair (x//c)*c + x%c can still be recognised after both were simplified."""
+  dt = x.dtype
+  def idiv(a: UOp, m: int) -> UOp: return a if m == 1 else UOp(Ops.IDIV, dt, (a, UOp.const(dt, m)))
+  def mod(a: UOp, m: int) -> UOp: return UOp.const(dt, 0) if m == 1 else UOp(Ops.MOD, dt, (a, UOp.const(dt, m)))
   terms, const = split_terms(x)
-  g = math.gcd(c, const, *terms.values())
-  if g > 1:  # (g*y + g*k) // (g*m) == (y + k) // m ; (...) % (g*m) == g*((y+k) % m)
-    inner = build_sum({t: k // g for t, k in terms.items()}, const // g, x.dtype)
-    return (inner, c // g, g)  # type: ignore[return-value]
-  quot_terms = {t: k // c for t, k in terms.items() if k // c != 0}
-  rem_terms = {t: k % c for t, k in terms.items() if k % c != 0}
-  if any(t.vmin < 0 for t in rem_terms): return None
-  rem = build_sum(rem_terms, const % c, x.dtype)
-  if rem.vmin < 0 or rem.vmax >= c: return None
-  return (build_sum(quot_terms, const // c, x.dtype), rem)  # type: ignore[return-value]
+  if (g := math.gcd(c, const, *terms.values())) > 1:  # x = g*y, c = g*m: x//c = y//m and x%c = g*(y%m), for any sign
+    y = build_sum({t: k // g for t, k in terms.items()}, const // g, dt)
+    return idiv(y, c // g), UOp(Ops.MUL, dt, (mod(y, c // g), UOp.const(dt, g)))
+  if x.vmin < 0: return None  # below, x//c is floor(x/c): only for x >= 0
+  # every coefficient reduced mod c: x = c*q + r; with 0 <= r < c, x//c = q and x%c = r
+  rem = {t: k % c for t, k in terms.items() if k % c != 0}
+  rlo, rhi = _sum_bounds(rem, const % c)
+  if 0 <= rlo and rhi < c: return build_sum({t: k // c for t, k in terms.items() if k // c != 0}, const // c, dt), build_sum(rem, const % c, dt)
+  # x = g*s + r, with g | c the gcd of the largest coefficients and 0 <= r < g: x//c = s//(c/g), x%c = (s%(c/g))*g + r
+  order, rest = _by_size(terms, 0)
+  gp = 0
+  for i, (t, k) in enumerate(order):
+    if (g := math.gcd(gp := math.gcd(gp, k), c)) == 1: break
+    lo, hi = rest[i+1][0] + const % g, rest[i+1][1] + const % g
+    if 0 <= lo and hi < g:
+      s = build_sum({tt: kk // g for tt, kk in order[:i+1]}, const // g, dt)
+      r = build_sum(dict(order[i+1:]), const % g, dt)
+      return idiv(s, c // g), UOp(Ops.ADD, dt, (UOp(Ops.MUL, dt, (mod(s, c // g), UOp.const(dt, g))), r))
+  # terms that are multiples of c leave: x = c*q + r with r >= 0 (coefficients untouched): x//c = q + r//c, x%c = r%c
+  quot = {t: k // c for t, k in terms.items() if k % c == 0}
+  if not quot and const // c == 0: return None
+  keep = {t: k for t, k in terms.items() if k % c != 0}
+  if _sum_bounds(keep, const % c)[0] < 0: return None
+  r = build_sum(keep, const % c, dt)
+  return UOp(Ops.ADD, dt, (build_sum(quot, const // c, dt), idiv(r, c) if r.op is not Ops.CONST else UOp.const(dt, 0))), mod(r, c)
 
 def rule_idiv(x: UOp, d: UOp) -> UOp | None:
-  if x.vmin >= 0 and x.vmax < d.arg and d.arg > 0: return UOp.const(x.dtype, 0)
-  if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and d.arg > 0 and x.src[0].vmin >= 0:
-    return x.src[0] // (x.src[1].arg * d.arg)
-  r = fold_divmod(x, d)
-  if r is None: return None
-  if len(r) == 3: return r[0] // r[1]  # type: ignore[misc]
-  quot, rem = r
-  return quot if rem.vmax < d.arg else None
+  c, dt = d.arg, x.dtype
+  if c == 0: return UOp.const(dt, 0)
+  if c < 0: return UOp(Ops.MUL, dt, (UOp(Ops.IDIV, dt, (x, UOp.const(dt, -c))), UOp.const(dt, -1)))  # x // -c == -(x // c)
+  if -c < x.vmin and x.vmax < c: return UOp.const(dt, 0)
+  if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0:  # truncation composes: (y//a)//b == y//(a*b)
+    return UOp(Ops.IDIV, dt, (x.src[0], UOp.const(dt, x.src[1].arg * c)))
+  return None if c == 1 or (qr := _divide(x, c)) is None else qr[0]
 
 def rule_mod(x: UOp, d: UOp) -> UOp | None:
-  if d.arg == 1: return UOp.const(x.dtype, 0)
-  if x.vmin >= 0 and x.vmax < d.arg and d.arg > 0: return x
-  if x.op is Ops.MOD and x.src[1].op is Ops.CONST and d.arg > 0 and x.src[1].arg % d.arg == 0 and x.vmin >= 0: return x.src[0] % d
-  r = fold_divmod(x, d)
-  if r is None: return None
-  if len(r) == 3: return (r[0] % r[1]) * r[2]  # type: ignore[misc]
-  return r[1]
+  c, dt = d.arg, x.dtype
+  if c == 0 or c == 1 or c == -1: return UOp.const(dt, 0)
+  if c < 0: return UOp(Ops.MOD, dt, (x, UOp.const(dt, -c)))  # the remainder takes the dividend's sign: x % -c == x % c
+  if -c < x.vmin and x.vmax < c: return x
+  if x.op is Ops.MOD and x.src[1].op is Ops.CONST and x.src[1].arg != 0 and x.src[1].arg % c == 0:  # (y % (m*c)) % c == y % c
+    return UOp(Ops.MOD, dt, (x.src[0], d))
+  return None if (qr := _divide(x, c)) is None else qr[1]
+
+# ***** comparisons *****
 
 def rule_lt(x: UOp, c: UOp) -> UOp | None:
-  """g*y < c  ->  y < ceil(c/g) for linear sums with a common factor."""
+  """sum < c. Split the sum into g*s + r, the terms with the largest coefficients (gcd g) and a rest r with
+  0 <= r < g. Writing c - const = g*q + m (0 <= m < g): g*s + r < g*q + m is s < q, or s < q+1 when r < m always."""
   terms, const = split_terms(x)
   if not terms: return None
-  g = math.gcd(*terms.values())
-  if g <= 1 or any(k < 0 for k in terms.values()): return None
-  return UOp(Ops.CMPLT, dtypes.bool, (build_sum({t: k // g for t, k in terms.items()}, 0, x.dtype), UOp.const(x.dtype, -((const - c.arg) // g))))
+  order, rest = _by_size(terms, 0)
+  g = 0
+  for i, (t, k) in enumerate(order):
+    g = math.gcd(g, k)
+    (rlo, rhi) = rest[i+1]
+    if (g == 1 and i + 1 < len(order)) or rlo < 0 or rhi >= g: continue
+    q, m = divmod(c.arg - const, g)
+    if m != 0 and rlo < m:
+      if rhi >= m: continue
+      q += 1
+    return UOp(Ops.CMPLT, dtypes.bool, (build_sum({tt: kk // g for tt, kk in order[:i+1]}, 0, x.dtype), UOp.const(x.dtype, q)))
+  return None
+
+def _diff_bounds(x: UOp, y: UOp) -> tuple:
+  """Bounds of y - x, with like terms cancelled first: max(a, a+1) and a < a+1 are decided by it."""
+  tx, cx = split_terms(x)
+  ty, cy = split_terms(y)
+  for t, k in tx.items(): ty[t] = ty.get(t, 0) - k
+  return _sum_bounds(ty, cy - cx)
+
+def rule_max(x: UOp, y: UOp) -> UOp | None:
+  lo, hi = _diff_bounds(x, y)
+  return y if lo >= 0 else x if hi <= 0 else None
+
+def rule_lt_vars(x: UOp, y: UOp) -> UOp | None:
+  lo, hi = _diff_bounds(x, y)
+  return UOp.const(dtypes.bool, True) if lo > 0 else UOp.const(dtypes.bool, False) if hi <= 0 else None
 
 def _is_int(u: UOp) -> bool: return dtypes.is_int(u.dtype)
+def _not(x: UOp) -> UOp: return UOp(Ops.CMPNE, dtypes.bool, (x, UOp.const(dtypes.bool, True)))
 
 symbolic_rules = PatternMatcher([
   # constant folding
@@ -134,22 +222,34 @@ symbolic_rules = PatternMatcher([
   (UPat.var("x") * 1, lambda x: x),
   (UPat.var("x", dtype=INTS + (dtypes.index, dtypes.bool)) * 0, lambda x: x.const_like(0)),
   (UPat.var("x") // 1, lambda x: x),
-  (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.var("x"))), lambda x: x.const_like(1) if x.vmin > 0 else None),
+  (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.var("x"))), lambda x: UOp.const(x.dtype, 1) if x.vmin > 0 or x.vmax < 0 else None),
   (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("a"), UPat.var("a"))), lambda a: a),
   (UPat(Ops.WHERE, src=(UPat(Ops.CONST, name="c"), UPat.var("a"), UPat.var("b"))), lambda c, a, b: a if c.arg else b),
+  (UPat(Ops.WHERE, dtype=dtypes.bool, src=(UPat.var("c"), UPat.const(dtypes.bool, True), UPat.const(dtypes.bool, False))), lambda c: c),
+  (UPat(Ops.WHERE, dtype=dtypes.bool, src=(UPat.var("c"), UPat.const(dtypes.bool, False), UPat.const(dtypes.bool, True))), lambda c: _not(c)),
+  (UPat(Ops.WHERE, src=(UPat(Ops.CMPNE, src=(UPat.var("c", dtypes.bool), UPat.const(dtypes.bool, True))), UPat.var("a"), UPat.var("b"))),
+   lambda c, a, b: UOp(Ops.WHERE, a.dtype, (c, b, a))),
+  (UPat(Ops.CMPNE, src=(UPat(Ops.CMPNE, src=(UPat.var("x", dtypes.bool), UPat.const(dtypes.bool, True))), UPat.const(dtypes.bool, True))), lambda x: x),
   (UPat(Ops.AND, dtype=dtypes.bool, src=[UPat.var("x"), UPat(Ops.CONST, name="c")]), lambda x, c: x if c.arg else c),
   (UPat(Ops.OR, dtype=dtypes.bool, src=[UPat.var("x"), UPat(Ops.CONST, name="c")]), lambda x, c: c if c.arg else x),
-  (UPat(Ops.AND, src=(UPat.var("x"), UPat.var("x"))), lambda x: x),
+  (UPat((Ops.AND, Ops.OR), src=(UPat.var("x"), UPat.var("x"))), lambda x: x),
+  (UPat(Ops.MAX, src=(UPat.var("x"), UPat.var("x"))), lambda x: x),
   (UPat(Ops.MAX, src=[UPat.var("x"), UPat.var("y")], name="m"), lambda m, x, y: x if _is_int(m) and x.vmin >= y.vmax else None),
+  (UPat((Ops.CMPLT, Ops.CMPNE), src=(UPat.var("x"), UPat.var("x"))), lambda x: UOp.const(dtypes.bool, False) if _is_int(x) else None),
+  (UPat(Ops.CMPEQ, src=(UPat.var("x"), UPat.var("x"))), lambda x: UOp.const(dtypes.bool, True) if _is_int(x) else None),
   (UPat(Ops.CAST, name="c", src=(UPat.var("x"),)), lambda c, x: x if c.dtype == x.dtype else None),
   # index math: canonical sums, div/mod folding, comparisons
   (UPat(Ops.ADD, dtype=dtypes.index, name="x"), simplify_sum),
-  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat(Ops.ADD, name="a"), UPat.cvar("c"))), lambda a, c: a.src[0]*c + a.src[1]*c),
-  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2"))), lambda x, c1, c2: x * (c1.arg*c2.arg)),
-  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat.cvar("c"), UPat.var("x"))), lambda c, x: x * c if x.op is not Ops.CONST else None),
+  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat(Ops.ADD, name="a"), UPat.cvar("c"))),
+   lambda a, c: UOp(Ops.ADD, a.dtype, (UOp(Ops.MUL, a.dtype, (a.src[0], c)), UOp(Ops.MUL, a.dtype, (a.src[1], c))))),
+  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2"))),
+   lambda x, c1, c2: UOp(Ops.MUL, x.dtype, (x, UOp.const(x.dtype, c1.arg * c2.arg)))),
+  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat.cvar("c"), UPat.var("x"))), lambda c, x: UOp(Ops.MUL, x.dtype, (x, c)) if x.op is not Ops.CONST else None),
   (UPat(Ops.IDIV, dtype=dtypes.index, src=(UPat.var("x"), UPat.cvar("d"))), rule_idiv),
   (UPat(Ops.MOD, dtype=dtypes.index, src=(UPat.var("x"), UPat.cvar("d"))), rule_mod),
   (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.cvar("c"))), rule_lt),
+  (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.var("y"))), rule_lt_vars),
+  (UPat(Ops.MAX, dtype=dtypes.index, src=(UPat.var("x"), UPat.var("y"))), rule_max),
 ])
 
 def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic_rules)

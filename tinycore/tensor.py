@@ -173,14 +173,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     n = max(math.ceil((stop - start) / step), 0)
     if n == 0: return Tensor.empty(0, dtype=dt, device=device)
-    # cumulative sum of ones along a padded row: one kernel, no host data
-    idx = Tensor.full((n,), step, dtype=dt, device=device)._cumsum_index(start - step, dt)
-    idx.requires_grad = requires_grad
-    return idx
-  def _cumsum_index(self, offset, dt: DType) -> Tensor:
-    n = self.shape[0]
-    counts = Tensor(UOp.const(dtypes.int32, 1, self.device).reshape((1, 1)).expand((n, n))).tril().sum(1, dtype=dtypes.int32)  # i+1
-    return counts.cast(dt) * self + Tensor(offset, dtype=dt, device=self.device)
+    iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=_canon_device(device)),), n))
+    out = iota * step + start if (start, step) != (0, 1) else iota
+    out.requires_grad = requires_grad
+    return out
   @staticmethod
   def linspace(start, stop, steps: int, dtype=None, device=None) -> Tensor:
     if steps < 0: raise ValueError("linspace: steps must be >= 0")
@@ -231,8 +227,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
     """Standard normal by Box-Muller."""
     shape = argfix(*shape)
-    u = Tensor.rand(2, *shape, device=device, contiguous=False)
-    z = (u[0] * (2 * math.pi)).cos() * ((1 - u[1]).log() * -2).sqrt()
+    u1, u2 = Tensor.rand(2, *shape, device=device, contiguous=False).split(1, 0)
+    z = ((u1 * (2 * math.pi)).cos() * ((1 - u2).log() * -2).sqrt()).reshape(shape)
     out = z.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float).contiguous()
     out.requires_grad = requires_grad
     return out

@@ -12,6 +12,7 @@ class Ops(Enum):
   SINK = auto(); NOOP = auto()
   # tensor-level sources and boundaries
   DEVICE = auto(); UNIQUE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()
+  IOTA = auto()  # the tensor [0, 1, ..., n-1]: lowered straight to the loop index, O(n) without host data
   CONTIGUOUS = auto(); CONTIGUOUS_BACKWARD = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto()
   # movement (tensor-level, resolved into index math by codegen)
   RESHAPE = auto(); EXPAND = auto(); PERMUTE = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
@@ -252,7 +253,7 @@ def ssimplify(x: Any) -> Any:
 
 def _shape(u: UOp) -> tuple[Any, ...] | None:
   op = u.op
-  if op is Ops.BUFFER: return (u.arg,)
+  if op is Ops.BUFFER or op is Ops.IOTA: return (u.arg,)
   if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
   if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
   if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg
@@ -273,6 +274,13 @@ def _min_max(u: UOp) -> tuple[Any, Any]:
   dt = u.dtype
   if u.op is Ops.CONST: return u.arg, u.arg
   if u.op is Ops.DEFINE_VAR: return u.arg[1], u.arg[2]
+  lo, hi = _min_max_unclamped(u)
+  # fixed-width ints wrap: a bound outside the dtype means the value can be anything
+  if dt != dtypes.index and (dtypes.is_int(dt)) and not (dtype_min(dt) <= lo <= hi <= dtype_max(dt)): return dtype_min(dt), dtype_max(dt)
+  return lo, hi
+
+def _min_max_unclamped(u: UOp) -> tuple[Any, Any]:
+  dt = u.dtype
   if u.op is Ops.BIND: return u.src[0].vmin_vmax
   if u.op is Ops.RANGE: return 0, (u.src[0].vmax - 1)
   if u.op is Ops.SPECIAL: return 0, (u.src[0].vmax - 1 if u.src else u.arg[1] - 1)

@@ -28,6 +28,7 @@ class Lowerer:
       i = idx[0] if valid is None else valid.where(idx[0], UOp.const(dtypes.index, 0))  # never address outside the buffer
       return UOp(Ops.LOAD, u.dtype.base, (u.index(i),))
     if op is Ops.CONST: return UOp.const(u.dtype, u.arg)
+    if op is Ops.IOTA: return idx[0].cast(u.dtype)
     if op is Ops.DEFINE_VAR: return u.cast(u.dtype) if u.dtype != dtypes.index else u
     if op in GroupOp.Elementwise: return u.replace(src=tuple(self.lower(s, idx, valid) for s in u.src))
     src = u.src[0]

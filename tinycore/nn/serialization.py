@@ -1,6 +1,7 @@
 """Weight files as numpy arrays: safetensors read and written, PyTorch .pth checkpoints read without torch."""
 from __future__ import annotations
-import collections, io, json, math, os, pickle, tarfile, zipfile
+import collections, io, json, math, os, pickle, tarfile, zipfile, zlib
+from typing import NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -150,21 +151,25 @@ _TORCH_STORAGES = {"BoolStorage": "bool", "ByteStorage": "uint8", "CharStorage":
                    "FloatStorage": "float32", "DoubleStorage": "float64"}
 _TORCH_MAGIC, _TORCH_LEGACY_PROTOCOL = 0x1950A86A20F9469CFC6C, 1001
 
-class _TorchDType:
+# The stand-ins are immutable tuples, so no pickle opcode (BUILD) can alter them after the loader made them.
+class _TorchDType(NamedTuple):
   """What a pickled torch dtype or storage class (torch.float32, torch.FloatStorage) unpickles to."""
-  __slots__ = ("name",)
-  def __init__(self, name: str): self.name = name
+  name: str
 
-class _Storage:
+class _Storage(NamedTuple):
   """A storage reference: `nbytes` bytes at `offset` of the storage record `key`, holding elements of `dtype`."""
-  __slots__ = ("key", "offset", "nbytes", "dtype")
-  def __init__(self, key, offset, nbytes, dtype): self.key, self.offset, self.nbytes, self.dtype = key, offset, nbytes, dtype
+  key: str
+  offset: int
+  nbytes: int
+  dtype: str
 
-class _TensorRef:
+class _TensorRef(NamedTuple):
   """A tensor to build once the storage bytes are known (the legacy format stores them after the pickle)."""
-  __slots__ = ("storage", "offset", "size", "stride", "dtype")
-  def __init__(self, storage, offset, size, stride, dtype):
-    self.storage, self.offset, self.size, self.stride, self.dtype = storage, offset, size, stride, dtype
+  storage: _Storage
+  offset: int
+  size: tuple
+  stride: tuple
+  dtype: str
 
 def _dtype_name(t) -> str:
   if type(t) is not _TorchDType or t.name not in _TORCH_DTYPES: raise ValueError(f"torch checkpoint: {t!r} is not a supported dtype")
@@ -175,9 +180,7 @@ def _rebuild_tensor(storage, storage_offset, size, stride, *_):  # _rebuild_tens
   return _TensorRef(storage, storage_offset, size, stride, storage.dtype)
 
 def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, *_):
-  ref = _rebuild_tensor(storage, storage_offset, size, stride)
-  ref.dtype = _dtype_name(dtype)
-  return ref
+  return _rebuild_tensor(storage, storage_offset, size, stride)._replace(dtype=_dtype_name(dtype))
 
 def _rebuild_parameter(data, *_): return data  # _rebuild_parameter and _rebuild_parameter_with_state: a Parameter is its data
 
@@ -187,13 +190,20 @@ _TORCH_GLOBALS = {("torch._utils", "_rebuild_tensor"): _rebuild_tensor, ("torch.
                   ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
                   ("collections", "OrderedDict"): collections.OrderedDict}
 
-class _RestrictedUnpickler(pickle.Unpickler):
-  """Unpickles a checkpoint's object graph; any global other than the tensor-rebuilding few is refused."""
+class _RestrictedUnpickler(pickle._Unpickler):
+  """Unpickles a checkpoint's object graph; any global other than the tensor-rebuilding few is refused.
+
+  It extends the pure-Python unpickler: the C one sizes its memo by the largest index a pickle names, so a few crafted
+  bytes could make it allocate gigabytes. The object graph is small (tensor data lives outside it), so speed is no issue.
+  BYTEARRAY8, which zero-fills a length the pickle states before reading it, is refused for the same reason."""
+  def _refuse_bytearray(self): raise ValueError("torch checkpoint: a bytearray in the pickle (torch never writes one)")
+  dispatch = {**pickle._Unpickler.dispatch, pickle.BYTEARRAY8[0]: _refuse_bytearray}
   def __init__(self, file, storage_from_id):
     super().__init__(file)
     self.storage_from_id = storage_from_id
   def find_class(self, module, name):
-    if (module, name) in _TORCH_GLOBALS: return _TORCH_GLOBALS[(module, name)]
+    if (fn := _TORCH_GLOBALS.get((module, name))) is not None:
+      return fn if isinstance(fn, type) else lambda *args: fn(*args)  # a fresh function: a BUILD cannot touch ours
     if module == "torch" and name in _TORCH_STORAGES: return _TorchDType(_TORCH_STORAGES[name])
     if module == "torch" and name in _TORCH_DTYPES: return _TorchDType(name)
     if (module, name) == ("torch.storage", "UntypedStorage"): return _TorchDType("uint8")
@@ -202,12 +212,12 @@ class _RestrictedUnpickler(pickle.Unpickler):
                      "are allowed, since anything else could run arbitrary code")
   def persistent_load(self, pid): return self.storage_from_id(pid)
 
-def _unpickle(f, storage_from_id=lambda pid: _refuse_pid(pid)):
+def _refuse_pid(pid): raise ValueError(f"torch checkpoint: unexpected persistent id {pid!r}")
+
+def _unpickle(f, storage_from_id=_refuse_pid):
   try: return _RestrictedUnpickler(f, storage_from_id).load()
   except ValueError: raise
   except Exception as e: raise ValueError(f"torch checkpoint: corrupt pickle ({type(e).__name__}: {e})") from None
-
-def _refuse_pid(pid): raise ValueError(f"torch checkpoint: unexpected persistent id {pid!r}")
 
 def _storage_pid(pid, n: int) -> tuple:
   if not (isinstance(pid, tuple) and len(pid) == n and pid[0] == "storage"):
@@ -256,7 +266,7 @@ def _load_legacy(f, path) -> tuple[object, dict]:
     return _Storage(key, offset * itemsize, view_numel * itemsize, dtype)
   obj = _unpickle(f, storage_from_id)
   keys = _unpickle(f)
-  if not isinstance(keys, list) or set(keys) != set(roots): raise ValueError(f"torch checkpoint {path}: storage key list does not match the pickle")
+  if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys) and sorted(keys) == sorted(roots)): raise ValueError(f"torch checkpoint {path}: storage key list does not match the pickle")
   storages = {}
   for key in keys:
     dtype, numel = roots[key]
@@ -289,21 +299,27 @@ def _build_tensor(ref: _TensorRef, storages: dict, path) -> np.ndarray:
 
 def _materialize(obj, storages, path):
   if type(obj) is _TensorRef: return _build_tensor(obj, storages, path)
+  if type(obj) is _TorchDType: return obj.name  # e.g. a config's torch.float16 becomes "float16"
+  if type(obj) is _Storage: raise ValueError(f"torch checkpoint {path}: holds a bare storage, not a tensor")
   if isinstance(obj, dict): return type(obj)((k, _materialize(v, storages, path)) for k, v in obj.items())
-  if isinstance(obj, (list, tuple)): return type(obj)(_materialize(v, storages, path) for v in obj)
+  if type(obj) in (list, tuple): return type(obj)(_materialize(v, storages, path) for v in obj)
   return obj
 
 def torch_load(path):
   """The object a torch.save file holds (zip or legacy format), with every tensor a contiguous numpy array.
 
-  Dicts, lists, tuples and plain values come back as they were; BF16 tensors as uint16 bits tagged BFLOAT16. Only the
-  globals needed to rebuild tensors are unpickled: anything else (e.g. os.system, a pickled nn.Module) raises ValueError."""
-  if zipfile.is_zipfile(path):
+  Dicts, lists, tuples and plain values come back as they were, torch dtypes as their names ("float16"), BF16 tensors
+  as uint16 bits tagged BFLOAT16. Only the globals needed to rebuild tensors are unpickled: anything else (os.system,
+  a pickled nn.Module) raises ValueError, as does a malformed file. The pre-0.4 tar format is not supported."""
+  try: is_zip = zipfile.is_zipfile(path)
+  except zipfile.BadZipFile: is_zip = True  # a zip, but a broken one: _load_zip says how
+  if is_zip:
     try: obj, storages = _load_zip(path)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, OSError) as e: raise ValueError(f"torch checkpoint {path}: corrupt zip: {e}") from None
+    except (zipfile.BadZipFile, RuntimeError, zlib.error, EOFError, OSError) as e:  # RuntimeError: unsupported zip features
+      raise ValueError(f"torch checkpoint {path}: corrupt zip: {type(e).__name__}: {e}") from None
   elif tarfile.is_tarfile(path): raise ValueError(f"{path} is a torch checkpoint in the pre-0.4 tar format, which is not supported")
   else:
-    with open(path, "rb") as f: obj, storages = _load_legacy(f, path)
+    with open(path, "rb") as f: obj, storages = _load_legacy(io.BytesIO(f.read()), path)  # a read past the end stays small
   return _materialize(obj, storages, path)
 
 # training checkpoints wrap the weights, e.g. {"model": state_dict, "optimizer": ..., "epoch": 3}

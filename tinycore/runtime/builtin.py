@@ -1,6 +1,6 @@
 """The two devices the core ships: PYTHON, an interpreter of linear UOps (their executable definition), and NULL."""
 from __future__ import annotations
-import ast
+import ast, math
 import numpy as np
 from tinycore.dtype import DType, PtrDType, dtypes, to_np_dtype, DTYPES_BY_NAME
 from tinycore.uop import UOp, Ops, GroupOp, exec_alu, exec_cast, bf16_to_f32, f32_to_bf16
@@ -25,7 +25,8 @@ class PythonRenderer(Renderer):
     ids = {u: i for i, u in enumerate(uops)}
     lines = [f"# {name}"]
     for u in uops:
-      arg = u.arg.name if isinstance(u.arg, Ops) else u.arg
+      # Ops by name; inf/nan as strings so every line stays a Python literal
+      arg = u.arg.name if isinstance(u.arg, Ops) else repr(u.arg) if isinstance(u.arg, float) and not math.isfinite(u.arg) else u.arg
       lines.append(repr((u.op.name, _enc_dtype(u.dtype), tuple(ids[s] for s in u.src), arg)))
     return "\n".join(lines)
 
@@ -58,7 +59,7 @@ class PythonProgram:
         v[pc] = (arg, base)
       elif op is Ops.DEFINE_VAR: v[pc] = np.asarray(next(vals_it), to_np_dtype(dt))
       elif op is Ops.SPECIAL: v[pc] = np.arange(n, dtype=to_np_dtype(dt))
-      elif op is Ops.CONST: v[pc] = np.asarray(arg, np.float32 if dt == dtypes.bfloat16 else to_np_dtype(dt))
+      elif op is Ops.CONST: v[pc] = np.asarray(float(arg) if isinstance(arg, str) else arg, np.float32 if dt == dtypes.bfloat16 else to_np_dtype(dt))
       elif op is Ops.RANGE:  # entered once per loop: ENDRANGE jumps back to the instruction after it
         loop_end[pc] = int(np.max(v[src[0]]))
         v[pc] = np.asarray(0, to_np_dtype(dt))
