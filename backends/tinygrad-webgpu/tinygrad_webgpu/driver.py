@@ -1,0 +1,103 @@
+"""WEBGPU driver: opens a wgpu-native adapter, loads WGSL into compute pipelines and dispatches them within the adapter's limits."""
+from __future__ import annotations
+import math, re, time
+import numpy as np
+from tinycore.helpers import prod
+from tinycore.runtime.device import Driver
+from tinycore.runtime.errors import CompileError, DeviceError, UnsupportedError
+from tinygrad_webgpu.renderer import dispatch_dims
+
+# limits raised to what the adapter offers (the WebGPU defaults are lower); kernels and buffers are checked against them
+LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size", "max-storage-buffer-binding-size",
+          "max-compute-workgroups-per-dimension", "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
+          "max-bindings-per-bind-group", "max-uniform-buffer-binding-size")
+
+def request_adapter():
+  """The wgpu adapter, or None when this machine has no WebGPU-capable driver."""
+  import wgpu
+  try: return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+  except Exception: return None
+
+def compile_error(name: str, src: str, err: Exception) -> CompileError:
+  """A CompileError quoting the WGSL line the compiler points at (naga reports `:line:col`)."""
+  msg = str(err)
+  lines = src.splitlines()
+  if (m := re.search(r":(\d+):(\d+)", msg)) and 0 < int(m.group(1)) <= len(lines):
+    where = f" at line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}"
+  else: where = ""
+  return CompileError(f"WEBGPU: kernel {name} failed to compile{where}\n{msg}")
+
+class WebGPUProgram:
+  """One compute pipeline; calling it binds the buffers (and integer variables) and dispatches the flat thread grid."""
+  def __init__(self, driver: WebGPUDriver, name: str, src: str):
+    import wgpu
+    self.driver, self.name = driver, name
+    self.params = [int(p) for p in re.findall(r"@binding\((\d+)\) var<storage", src)]
+    vars_binding = re.search(r"@binding\((\d+)\) var<uniform>", src)
+    self.vars_binding = int(vars_binding.group(1)) if vars_binding else None
+    limit = driver.limits["max-storage-buffers-per-shader-stage"]
+    if len(self.params) > limit:
+      raise UnsupportedError(f"backend WEBGPU: kernel {name} binds {len(self.params)} storage buffers, this adapter allows {limit} "
+                             "(max-storage-buffers-per-shader-stage)")
+    gpu = driver.gpu
+    entries = [{"binding": p, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.storage}} for p in self.params]
+    if self.vars_binding is not None:
+      entries.append({"binding": self.vars_binding, "visibility": wgpu.ShaderStage.COMPUTE, "buffer": {"type": wgpu.BufferBindingType.uniform}})
+    try:
+      module = gpu.create_shader_module(code=src)
+      self.layout = gpu.create_bind_group_layout(entries=entries)
+      self.pipeline = gpu.create_compute_pipeline(layout=gpu.create_pipeline_layout(bind_group_layouts=[self.layout]),
+                                                  compute={"module": module, "entry_point": name})
+    except wgpu.GPUError as e: raise compile_error(name, src, e) from e
+
+  def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
+    import wgpu
+    threads = prod(global_size)
+    if threads == 0: return 0.0 if wait else None
+    gpu, align = self.driver.gpu, self.driver.limits["min-storage-buffer-offset-alignment"]
+    entries = []
+    for p in self.params:
+      b = bufs[p]
+      lo, hi = b.word_range
+      if lo % align: raise UnsupportedError(f"backend WEBGPU: kernel {self.name} binds a view at byte offset {b.offset}, "
+                                            f"not a multiple of min-storage-buffer-offset-alignment ({align})")
+      entries.append({"binding": p, "resource": {"buffer": b.buf, "offset": lo, "size": hi - lo}})
+    if self.vars_binding is not None:
+      data = np.zeros(math.ceil(len(vals) / 4) * 4, np.int32)
+      data[:len(vals)] = vals
+      ubuf = gpu.create_buffer_with_data(data=data.tobytes(), usage=wgpu.BufferUsage.UNIFORM)
+      entries.append({"binding": self.vars_binding, "resource": {"buffer": ubuf, "offset": 0, "size": ubuf.size}})
+    st = time.perf_counter()
+    try:
+      group = gpu.create_bind_group(layout=self.layout, entries=entries)
+      enc = gpu.create_command_encoder()
+      cp = enc.begin_compute_pass()
+      cp.set_pipeline(self.pipeline)
+      cp.set_bind_group(0, group)
+      cp.dispatch_workgroups(*dispatch_dims(threads, self.driver.limits["max-compute-workgroups-per-dimension"]))
+      cp.end()
+      gpu.queue.submit([enc.finish()])
+    except wgpu.GPUError as e: raise DeviceError(f"WEBGPU: launching kernel {self.name} failed: {e}") from e
+    if not wait: return None
+    self.driver.synchronize()
+    return time.perf_counter() - st
+
+class WebGPUDriver(Driver):
+  def __init__(self):
+    super().__init__("WEBGPU")
+    adapter = request_adapter()
+    if adapter is None:
+      raise DeviceError("WEBGPU: no WebGPU adapter found; install a Vulkan, Metal or D3D12 driver "
+                        "(headless Linux: mesa-vulkan-drivers, see .ci/install-webgpu.sh)")
+    self.adapter_info = dict(adapter.info)
+    self.gpu = adapter.request_device_sync(required_limits={k: adapter.limits[k] for k in LIMITS})
+    self.limits = dict(self.gpu.limits)
+    import wgpu
+    self.fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
+  def load(self, name: str, binary: bytes, spec=None) -> WebGPUProgram:
+    try: src = binary.decode()
+    except UnicodeDecodeError as e: raise CompileError(f"WEBGPU: kernel {name!r} is not WGSL text") from e
+    return WebGPUProgram(self, name, src)
+  def synchronize(self) -> None:
+    # reading a buffer back maps it, which waits for all work submitted before (wgpu 0.32's work-done callback is broken)
+    self.gpu.queue.read_buffer(self.fence, 0, 4)

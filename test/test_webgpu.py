@@ -1,0 +1,332 @@
+"""Tests of the WEBGPU backend: WGSL rendering without a device, and kernels on a WebGPU adapter checked against numpy."""
+import functools, http.server, json, os, queue, shutil, subprocess, threading
+import numpy as np
+import pytest
+
+wgpu = pytest.importorskip("wgpu", reason="the WEBGPU backend needs the wgpu package (pip install -e backends/tinygrad-webgpu)")
+from tinycore import Tensor, dtypes
+from tinycore.codegen import get_program
+from tinycore.runtime.device import Device, Buffer
+from tinycore.runtime.errors import CompileError, DeviceError, UnsupportedError
+from tinygrad_webgpu.renderer import WGSLRenderer
+from tinygrad_webgpu import driver as webgpu_driver
+
+def require_adapter() -> None:
+  """Skip without an adapter, except in CI (CI=true), where a missing adapter is a failure: CI installs lavapipe."""
+  if webgpu_driver.request_adapter() is not None: return
+  why = "no WebGPU adapter found (install mesa-vulkan-drivers: see .ci/install-webgpu.sh)"
+  if os.environ.get("CI"): pytest.fail(f"CI is set but {why}")
+  pytest.skip(why)
+
+@pytest.fixture(scope="module")
+def gpu():
+  require_adapter()
+  return Device["WEBGPU"]
+
+def T(x, dtype=None) -> Tensor: return Tensor(np.asarray(x, dtype), device="WEBGPU")
+def ast_of(t: Tensor):
+  """The AST of the last kernel that realizes t (scheduled on PYTHON: rendering needs no WebGPU device)."""
+  return t.schedule()[-1].ast
+def P(x, dtype=np.float32) -> Tensor: return Tensor(np.asarray(x, dtype), device="PYTHON")
+def nan_equal(a, b, **kw): np.testing.assert_allclose(a, b, equal_nan=True, **kw)
+
+F = np.array([-3.5, -1.0, -0.0, 0.0, 0.25, 1.0, 2.5, 7.0, 100.0], np.float32)
+SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 3e38, 1e-30], np.float32)
+
+# ***** the renderer alone *****
+
+def test_without_a_device_the_ci_rule_holds(monkeypatch):
+  monkeypatch.setattr(webgpu_driver, "request_adapter", lambda: None)
+  monkeypatch.setenv("CI", "true")
+  with pytest.raises(pytest.fail.Exception, match="CI is set"): require_adapter()
+  monkeypatch.delenv("CI")
+  with pytest.raises(pytest.skip.Exception, match="no WebGPU adapter"): require_adapter()
+
+def test_render_needs_no_device():
+  src = get_program(ast_of(P([1.0, 2.0]) * 3 + P([4.0, 5.0])), WGSLRenderer()).src
+  assert "@compute @workgroup_size(" in src and "var<storage, read_write> data0: array<f32>" in src
+  assert "data2" in src and "data3" not in src
+
+def test_renderer_describes_target():
+  d = WGSLRenderer().describe()
+  assert d["device"] == "WEBGPU" and d["global_dims"] == 3 and d["max_buffers"] == 8
+  assert d["supported_dtypes"] == ["bool", "float", "int", "uint"] and WGSLRenderer.index_bits == 32
+
+@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.int8,
+                                dtypes.uint8, dtypes.int16, dtypes.uint16], ids=lambda d: d.name)
+def test_unsupported_dtypes_raise(dt):
+  with pytest.raises(UnsupportedError, match=f"WEBGPU.*{dt.name}"): get_program(ast_of(P([1.0, 2.0]).cast(dt)), WGSLRenderer())
+
+def test_too_many_buffers_for_webgpu_raises():
+  xs = [P([float(i)]) for i in range(9)]
+  with pytest.raises(UnsupportedError, match="WEBGPU.*10 storage buffers.*limit is 8"): get_program(ast_of(sum(xs[1:], xs[0])), WGSLRenderer())
+
+def test_only_needed_helpers_are_emitted():
+  plain = get_program(ast_of(P([1.0]) + 1), WGSLRenderer()).src
+  assert "fn is_nan" not in plain and "fn ieee_" not in plain
+  maxed = get_program(ast_of(P([1.0]).maximum(P([2.0]))), WGSLRenderer()).src
+  assert "fn ieee_max" in maxed and "fn is_nan" in maxed and "fn ieee_sin" not in maxed
+
+def test_constants_are_exact():
+  src = get_program(ast_of(P([1.0]) * 0.1 + P([1.0]) * float("inf") - 2**31), WGSLRenderer()).src
+  assert "0x1.99999a0000000p-4f" in src and "bitcast<f32>(0x7f800000u)" in src
+
+# ***** on the device: ops against numpy *****
+
+UNARY = [("neg", lambda t: -t, np.negative), ("exp", Tensor.exp, np.exp), ("log", Tensor.log, np.log), ("sqrt", Tensor.sqrt, np.sqrt),
+         ("sin", Tensor.sin, np.sin), ("cos", Tensor.cos, np.cos), ("relu", Tensor.relu, lambda x: np.maximum(x, 0)),
+         ("sigmoid", Tensor.sigmoid, lambda x: 1 / (1 + np.exp(-x))), ("tanh", Tensor.tanh, np.tanh), ("abs", Tensor.abs, np.abs),
+         ("reciprocal", Tensor.reciprocal, np.reciprocal), ("trunc", Tensor.trunc, np.trunc)]
+
+@pytest.mark.parametrize("name,op,ref", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_float(gpu, name, op, ref):
+  x = F[F > 0] if name in ("log", "sqrt") else F
+  with np.errstate(all="ignore"): nan_equal(op(T(x)).numpy(), ref(x), rtol=2e-5, atol=1e-6)
+
+def test_sin_of_large_arguments(gpu):
+  x = np.array([10.0, -100.0, 1000.5, 12345.0, 3.14159265, -1e4], np.float32)
+  np.testing.assert_allclose(T(x).sin().numpy(), np.sin(x.astype(np.float64)), atol=2e-5)
+
+BINARY = [("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide), ("maximum", np.maximum),
+          ("minimum", np.minimum), ("lt", np.less), ("gt", np.greater), ("eq", np.equal), ("ne", np.not_equal), ("le", np.less_equal)]
+OPS = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+       "maximum": Tensor.maximum, "minimum": Tensor.minimum, "lt": lambda a, b: a < b, "gt": lambda a, b: a > b,
+       "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "le": lambda a, b: a <= b}
+
+# `le` is left out: the core builds a <= b as not(a > b), which is True for NaN on every device (PYTHON included)
+@pytest.mark.parametrize("name,ref", [b for b in BINARY if b[0] != "le"], ids=[b[0] for b in BINARY if b[0] != "le"])
+def test_binary_float_with_nan_and_inf(gpu, name, ref):
+  a, b = np.meshgrid(SPECIAL, SPECIAL)
+  with np.errstate(all="ignore"): want = ref(a, b)
+  got = OPS[name](T(a), T(b)).numpy()
+  assert got.dtype == want.dtype
+  nan_equal(got, want, rtol=1e-6)
+
+@pytest.mark.parametrize("name,ref", [b for b in BINARY if b[0] != "div"], ids=[b[0] for b in BINARY if b[0] != "div"])
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_binary_int(gpu, name, ref, dtype):
+  rng = np.random.default_rng(1)
+  info = np.iinfo(dtype)
+  a = np.concatenate([rng.integers(info.min, info.max, 40, dtype=dtype, endpoint=True), np.array([info.min, info.max, 0, 1], dtype)])
+  b = np.concatenate([rng.integers(info.min, info.max, 40, dtype=dtype, endpoint=True), np.array([info.max, 1, info.max, info.min], dtype)])
+  with np.errstate(all="ignore"): np.testing.assert_array_equal(OPS[name](T(a), T(b)).numpy(), ref(a, b))
+
+def test_int_division_truncates_and_zero_divisor_gives_zero(gpu):
+  a = np.array([7, -7, 7, -7, 5, -2**31, -2**31, 9], np.int32)
+  b = np.array([2, 2, -2, -2, 0, -1, 1, 0], np.int32)
+  q, r = (T(a) // T(b)).numpy(), (T(a) % T(b)).numpy()
+  # the same answers as the PYTHON device, the reference semantics (including x // 0 == 0 and INT_MIN // -1 wrapping)
+  np.testing.assert_array_equal(q, (P(a, np.int32) // P(b, np.int32)).numpy())
+  np.testing.assert_array_equal(r, (P(a, np.int32) % P(b, np.int32)).numpy())
+  assert q[4] == 0 and q[7] == 0 and q[5] == -2**31
+
+def test_uint_division_by_zero(gpu):
+  a, b = np.array([7, 0xffffffff, 5], np.uint32), np.array([2, 0, 0], np.uint32)
+  assert (T(a) // T(b)).numpy().tolist() == [3, 0, 0]
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint32])
+def test_bitwise_and_shifts(gpu, dtype):
+  a, b = np.array([0b1100, 0x7fffffff, 5, 1], dtype), np.array([0b1010, 0x0f0f0f0f, 0, 3], dtype)
+  for f, g in [(lambda x, y: x & y, np.bitwise_and), (lambda x, y: x | y, np.bitwise_or), (lambda x, y: x ^ y, np.bitwise_xor)]:
+    np.testing.assert_array_equal(f(T(a), T(b)).numpy(), g(a, b))
+  np.testing.assert_array_equal((T(a) << 3).numpy(), a << 3)
+  np.testing.assert_array_equal((T(a) >> 2).numpy(), a >> 2)
+
+def test_int_wraps(gpu):
+  a = np.array([2**31 - 1, -2**31], np.int32)
+  with np.errstate(all="ignore"): np.testing.assert_array_equal((T(a) + 1).numpy(), a + np.int32(1))
+  np.testing.assert_array_equal((T(np.array([0, 3], np.uint32)) - 5).numpy(), np.array([0, 3], np.uint32) - np.uint32(5))
+
+def test_float_to_int_casts_saturate(gpu):
+  x = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.9, -2.9, 2147483520.0, -0.5], np.float32)
+  assert T(x).cast(dtypes.int32).numpy().tolist() == [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 2, -2, 2147483520, 0]
+  assert T(x).cast(dtypes.uint32).numpy().tolist() == [0, 2**32 - 1, 0, 3000000000, 0, 2, 0, 2147483520, 0]
+
+def test_other_casts(gpu):
+  i = np.array([-1, 0, 5, 2**31 - 1], np.int32)
+  np.testing.assert_array_equal(T(i).cast(dtypes.uint32).numpy(), i.astype(np.uint32))
+  np.testing.assert_array_equal(T(i).cast(dtypes.float32).numpy(), i.astype(np.float32))
+  np.testing.assert_array_equal(T(SPECIAL).cast(dtypes.bool).numpy(), SPECIAL.astype(bool))
+  np.testing.assert_array_equal(T([True, False, True]).cast(dtypes.float32).numpy(), [1.0, 0.0, 1.0])
+  np.testing.assert_array_equal(T(SPECIAL).bitcast(dtypes.uint32).numpy(), SPECIAL.view(np.uint32))
+
+def test_nan_semantics_of_math(gpu):
+  x = np.array([-1.0, 0.0, -0.0, np.inf, -np.inf, np.nan], np.float32)
+  with np.errstate(all="ignore"):
+    nan_equal(T(x).log2().numpy(), np.log2(x))
+    nan_equal(T(x).sqrt().numpy(), np.sqrt(x))
+    nan_equal(T(x).exp2().numpy(), np.exp2(x))
+    nan_equal(T(x).sin().numpy(), np.sin(x))
+    nan_equal(T(x).reciprocal().numpy(), np.reciprocal(x))
+  assert np.signbit(T(x).reciprocal().numpy()[2]), "1/-0 must be -inf"
+
+def test_max_reduction_propagates_nan(gpu):
+  x = np.array([[1.0, np.nan, 3.0], [-np.inf, -5.0, -np.inf], [np.nan, np.nan, 0.0]], np.float32)
+  nan_equal(T(x).max(axis=1).numpy(), np.max(x, axis=1))
+  nan_equal(T(x).max(axis=0).numpy(), np.max(x, axis=0))
+
+# ***** bool storage (packed 4 to a word) *****
+
+def test_bool_buffers_round_trip_and_compute(gpu):
+  rng = np.random.default_rng(0)
+  for n in (1, 3, 7, 8, 131):
+    a, b = rng.random(n) < 0.5, rng.random(n) < 0.5
+    np.testing.assert_array_equal(T(a).numpy(), a)
+    np.testing.assert_array_equal((T(a) & T(b)).numpy(), a & b)
+    np.testing.assert_array_equal((T(a) | T(b)).numpy(), a | b)
+    np.testing.assert_array_equal((T(a) != T(b)).numpy(), a != b)
+    np.testing.assert_array_equal(T(a).where(T(np.arange(n, dtype=np.float32)), -1.0).numpy(), np.where(a, np.arange(n), -1.0))
+
+def test_bool_from_comparison_neighbours_do_not_clobber(gpu):
+  x = np.arange(1001, dtype=np.float32)
+  np.testing.assert_array_equal((T(x) % 3 == 0).numpy(), x % 3 == 0)
+
+def test_unaligned_views(gpu):
+  base = Buffer("WEBGPU", 10, dtypes.bool).copyin(bytes([1, 0, 1, 1, 0, 0, 1, 0, 1, 1]))
+  v = base.view(3, dtypes.bool, 3)
+  v.copyin(bytes([0, 1, 1]))
+  assert bytes(v.as_bytes()) == bytes([0, 1, 1])
+  assert bytes(base.as_bytes()) == bytes([1, 0, 1, 0, 1, 1, 1, 0, 1, 1])
+
+# ***** movement, reductions, matmul *****
+
+def test_reductions_and_movement(gpu):
+  rng = np.random.default_rng(2)
+  a = rng.standard_normal((5, 7, 3)).astype(np.float32)
+  t = T(a)
+  np.testing.assert_allclose(t.sum().numpy(), a.sum(), rtol=1e-5)
+  np.testing.assert_allclose(t.sum(axis=1).numpy(), a.sum(axis=1), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(t.mean(axis=(0, 2)).numpy(), a.mean(axis=(0, 2)), rtol=1e-5, atol=1e-6)
+  np.testing.assert_array_equal(t.max(axis=2).numpy(), a.max(axis=2))
+  np.testing.assert_array_equal(t.permute(2, 0, 1).numpy(), a.transpose(2, 0, 1))
+  np.testing.assert_array_equal(t.pad(((1, 0), (0, 2), (0, 0))).numpy(), np.pad(a, ((1, 0), (0, 2), (0, 0))))
+  np.testing.assert_array_equal(t.shrink(((1, 4), (0, 7), (2, 3))).flip(1).numpy(), a[1:4, ::-1, 2:3])
+  np.testing.assert_array_equal(Tensor.arange(10, device="WEBGPU").numpy(), np.arange(10))
+  np.testing.assert_array_equal(T(np.arange(24, dtype=np.int32).reshape(2, 3, 4)).sum(axis=2).numpy(), np.arange(24).reshape(2, 3, 4).sum(axis=2))
+
+def test_matmul_and_softmax(gpu):
+  rng = np.random.default_rng(3)
+  a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 9)).astype(np.float32)
+  np.testing.assert_allclose((T(a) @ T(b)).numpy(), a @ b, rtol=1e-4, atol=1e-5)
+  e = np.exp(a - a.max(axis=1, keepdims=True))
+  np.testing.assert_allclose(T(a).softmax(axis=1).numpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+def test_gradient_on_device(gpu):
+  x = Tensor(np.array([1.0, -2.0, 3.0], np.float32), device="WEBGPU", requires_grad=True)
+  (x * x).sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), [2.0, -4.0, 6.0])
+
+def test_launch_larger_than_one_dispatch_dimension(gpu):
+  n = 65535 * 64 + 1000   # more workgroups than one dimension allows: the flat id spreads over y
+  got = (Tensor.arange(n, device="WEBGPU") * 2).numpy()
+  assert got.shape == (n,) and got[-1] == 2 * (n - 1) and np.array_equal(got[::9973], np.arange(0, n, 9973) * 2)
+
+def test_integer_variables_reach_the_kernel(gpu):
+  from tinycore.uop import UOp, Ops
+  from tinycore.rewrite import graph_substitute
+  from tinycore.engine import CompiledRunner
+  si = ((((T(np.arange(6, dtype=np.int32)) + 11) * 13) - 17 + 19) * 23).schedule()[-1]
+  names = {11: "a", 13: "b", 17: "c", 19: "d", 23: "e"}   # five: more than one vec4 of the uniform buffer
+  consts = {u: UOp(Ops.DEFINE_VAR, dtypes.int32, arg=(names[u.arg], 0, 100)) for u in si.ast.toposort() if u.op is Ops.CONST and u.arg in names}
+  assert len(consts) == 5
+  spec = get_program(graph_substitute(si.ast, consts), WGSLRenderer())
+  vals = {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5}
+  CompiledRunner("WEBGPU", spec)(si.bufs, vals)
+  x = np.arange(6)
+  np.testing.assert_array_equal(si.bufs[0].numpy(), (((x + 1) * 2) - 3 + 4) * 5)
+
+# ***** driver: compile errors, limits, timing *****
+
+def test_compile_error_names_the_line(gpu):
+  src = "@compute @workgroup_size(1)\nfn broken() {\n  let x: f32 = 1.0;\n  let y = x + true;\n}\n"
+  with pytest.raises(CompileError, match=r"(?s)WEBGPU: kernel broken failed to compile at line 4: let y = x \+ true;"):
+    gpu.driver.load("broken", src.encode())
+
+def test_buffer_over_the_adapter_limit_raises(gpu):
+  most = gpu.driver.limits["max-storage-buffer-binding-size"]
+  with pytest.raises(DeviceError, match="max-storage-buffer-binding-size"): gpu.allocator.alloc(most + 4)
+
+def test_kernel_with_more_buffers_than_the_adapter_allows(gpu):
+  ren = WGSLRenderer()
+  ren.max_buffers = 1000
+  n = gpu.driver.limits["max-storage-buffers-per-shader-stage"] + 1
+  xs = [P([float(i)]) for i in range(n)]
+  spec = get_program(ast_of(sum(xs[1:], xs[0])), ren)
+  with pytest.raises(UnsupportedError, match=f"binds {n + 1} storage buffers.*max-storage-buffers-per-shader-stage"):
+    gpu.driver.load(spec.name, spec.src.encode())
+
+def test_timed_launch_and_backend_listing(gpu):
+  from tinycore.engine import get_runner
+  a = T(np.ones(1000, np.float32))
+  si = (a + 1).schedule()[-1]
+  t = get_runner("WEBGPU", si.ast)(si.bufs, {}, wait=True)
+  assert isinstance(t, float) and t > 0
+  assert gpu.spec.package == "tinygrad-webgpu"
+
+# ***** export to the browser *****
+
+def exported_model(tmp_path):
+  import tinygrad_webgpu
+  from tinycore.nn.serialization import safetensors_load_arrays
+  rng = np.random.default_rng(4)
+  w = Tensor(rng.standard_normal((4, 3)).astype(np.float32), device="WEBGPU")
+  x = Tensor(rng.standard_normal((5, 4)).astype(np.float32), device="WEBGPU")
+  path = tinygrad_webgpu.export(lambda x: ((x @ w).relu().sum(axis=1), x > 0), x, path=tmp_path / "model")
+  assert sorted(os.listdir(path)) == ["example.json", "model.js", "weights.safetensors"]
+  weights = safetensors_load_arrays(path / "weights.safetensors")
+  assert any(np.array_equal(a, w.numpy().ravel()) for a in weights.values()), "the weight must be saved"
+  example = json.loads((path / "example.json").read_text())
+  np.testing.assert_allclose(example["outputs"][0], np.maximum(x.numpy() @ w.numpy(), 0).sum(axis=1), rtol=1e-5, atol=1e-6)
+  assert example["outputs"][1] == (x.numpy() > 0).ravel().tolist()
+  return path, example
+
+def test_export_writes_kernels_and_weights(gpu, tmp_path):
+  path, _ = exported_model(tmp_path)
+  js = (path / "model.js").read_text()
+  assert "export async function load" in js and "@compute @workgroup_size(" in js and "navigator.gpu" in js
+
+HARNESS = b"""<!doctype html><script type="module">
+const post = (x) => fetch("/result", {method: "POST", body: JSON.stringify(x)});
+try {
+  const mod = await import("./model.js");
+  const ex = await (await fetch("./example.json")).json();
+  const types = {float: Float32Array, int: Int32Array, uint: Uint32Array, bool: Uint8Array};
+  const model = await mod.load();
+  const outs = await model.run(...ex.inputs.map((x, i) => new types[ex.dtypes[i]](x.map(Number))));
+  await post({outputs: outs.map((o) => Array.from(o))});
+} catch (e) { await post({error: String((e && e.stack) || e)}); }
+</script>"""
+
+def run_in_chromium(folder, timeout=90) -> dict:
+  """Serve folder on localhost (a secure context, so navigator.gpu exists), open the harness page headless, wait for its POST."""
+  browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+  if browser is None:
+    if os.environ.get("CI"): pytest.fail("CI is set but no chromium is installed (see .ci/install-webgpu.sh)")
+    pytest.skip("no chromium installed: apt-get install -y chromium")
+  results: queue.Queue = queue.Queue()
+  class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+      if self.path != "/test.html": return super().do_GET()
+      self.send_response(200); self.send_header("Content-Type", "text/html"); self.end_headers(); self.wfile.write(HARNESS)
+    def do_POST(self):
+      results.put(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+      self.send_response(200); self.end_headers()
+    def log_message(self, *args): pass
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  flags = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
+           "--use-webgpu-adapter=swiftshader", "--disable-gpu-sandbox", "--disable-background-networking", "--no-first-run",
+           f"--user-data-dir={folder.parent / 'chromium-profile'}"]
+  proc = subprocess.Popen([browser, *flags, f"http://127.0.0.1:{server.server_address[1]}/test.html"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+  try: return results.get(timeout=timeout)
+  except queue.Empty: pytest.fail(f"chromium reported nothing in {timeout}s: {proc.stderr.read1(4000).decode(errors='replace') if proc.poll() is not None else ''}")
+  finally:
+    proc.kill(); proc.wait()
+    server.shutdown()
+
+def test_exported_model_runs_in_headless_chromium(gpu, tmp_path):
+  path, example = exported_model(tmp_path)
+  got = run_in_chromium(path)
+  assert "error" not in got, got.get("error")
+  np.testing.assert_allclose(got["outputs"][0], example["outputs"][0], rtol=1e-5, atol=1e-6)
+  assert got["outputs"][1] == [int(b) for b in example["outputs"][1]]

@@ -1,0 +1,49 @@
+"""One entry point for the README's two commands: `train` (set up, train the digits model) and `test` (set up, run every test)."""
+from __future__ import annotations
+import os, subprocess, sys, venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = Path(os.environ.get("TINYCORE_VENV", ROOT / ".venv"))
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PY = BIN / ("python.exe" if os.name == "nt" else "python")
+
+# what each command installs into the virtual environment (editable, so the checkout is what runs)
+PACKAGES = {
+  "train": ["-e", f"{ROOT}[examples]", "-e", str(ROOT / "backends/tinygrad-cpu")],
+  "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
+}
+OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu"]}  # installed when present; its tests skip without a Vulkan adapter
+
+def run(*cmd, **kw) -> None:
+  print("+", " ".join(str(c) for c in cmd), flush=True)
+  subprocess.run([str(c) for c in cmd], check=True, **kw)
+
+def setup(kind: str) -> None:
+  if not PY.exists(): venv.EnvBuilder(with_pip=True).create(VENV)
+  run(PY, "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES[kind],
+      *[x for p in OPTIONAL.get(kind, []) if p.exists() for x in ("-e", str(p))])
+
+def installed_backends() -> list[str]:
+  out = subprocess.run([str(PY), "-c", "from tinycore import Device; print(' '.join(n for n in Device if n != 'NULL'))"],
+                       check=True, capture_output=True, text=True).stdout.split()
+  return out
+
+def main(argv: list[str]) -> int:
+  if not argv or argv[0] not in ("train", "test"):
+    print("usage: python3 tools/dev.py train [train_digits args...] | test [pytest args...]")
+    return 2
+  kind, rest = argv[0], argv[1:]
+  setup(kind)
+  if kind == "train":
+    run(PY, ROOT / "examples/train_digits.py", *rest, cwd=ROOT)
+    return 0
+  # the core and backend tests, then the conformance suite once per installed backend
+  run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
+  for dev in installed_backends():
+    run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
+  return 0
+
+if __name__ == "__main__":
+  try: sys.exit(main(sys.argv[1:]))
+  except subprocess.CalledProcessError as e: sys.exit(e.returncode or 1)
