@@ -1,5 +1,6 @@
 """Symbolic simplification: the rules codegen relies on, and a fuzz of random index math proved equal by z3."""
-import random
+import math, random
+import numpy as np
 import pytest
 import z3
 from tinycore.dtype import dtypes
@@ -53,6 +54,19 @@ def z3_expr(u: UOp, leaves: dict, defs: list) -> dict:
     else: raise NotImplementedError(o)
   return z
 
+def _bound_claims(nodes, zs) -> list:
+  """(z3 claim, description) that some node leaves its vmin/vmax."""
+  out = []
+  for x in nodes:
+    lo, hi = x.vmin_vmax
+    if x.dtype == dtypes.bool:
+      if lo: out.append((z3.Not(zs[x]), f"vmin=True of {x.render()}"))
+      if not hi: out.append((zs[x], f"vmax=False of {x.render()}"))
+    else:
+      if lo != float("-inf"): out.append((zs[x] < lo, f"vmin={lo} of {x.render()}"))
+      if hi != float("inf"): out.append((zs[x] > hi, f"vmax={hi} of {x.render()}"))
+  return out
+
 def prove_simplify(u: UOp) -> UOp:
   """Simplify u and prove with z3, for every value the leaves can take, that the result equals u and that the
   vmin/vmax of every node of both graphs are true bounds. Returns the simplified UOp."""
@@ -60,28 +74,46 @@ def prove_simplify(u: UOp) -> UOp:
   leaves: dict = {}
   defs: list = []
   zu, zo = z3_expr(u, leaves, defs), z3_expr(out, leaves, defs)
-  claims = [(zu[u] != zo[out], "simplified != original")]
-  for nodes, zs in ((u.toposort(), zu), (out.toposort(), zo)):
-    for x in nodes:
-      lo, hi = x.vmin_vmax
-      if x.dtype == dtypes.bool:
-        if lo: claims.append((z3.Not(zs[x]), f"vmin=True of {x.render()}"))
-        if not hi: claims.append((zs[x], f"vmax=False of {x.render()}"))
-      else:
-        if lo != float("-inf"): claims.append((zs[x] < lo, f"vmin={lo} of {x.render()}"))
-        if hi != float("inf"): claims.append((zs[x] > hi, f"vmax={hi} of {x.render()}"))
-  solver = z3.Solver()
-  solver.set("timeout", 10000)
-  for zv, lo, hi in leaves.values(): solver.add(zv >= lo, zv <= hi)
-  solver.add(*defs)
-  solver.add(z3.Or([cl for cl, _ in claims]))
-  res = solver.check()
-  if res == z3.sat:
-    m = solver.model()
-    broken = [why for cl, why in claims if z3.is_true(m.eval(cl, model_completion=True))]
-    raise AssertionError(f"{u.render()}  ->  {out.render()}\n  counterexample {m}: {broken}")
-  assert res == z3.unsat, f"z3 could not decide {u.render()} -> {out.render()}: {res}"
+  # two queries: the bounds are quick to prove, and alongside them the equality can get much slower
+  for claims in (_bound_claims(u.toposort(), zu) + _bound_claims(out.toposort(), zo), [(zu[u] != zo[out], "simplified != original")]):
+    solver = z3.Solver()
+    solver.set("timeout", 500)
+    for zv, lo, hi in leaves.values(): solver.add(zv >= lo, zv <= hi)
+    solver.add(*defs, z3.Or([cl for cl, _ in claims]))
+    if (res := solver.check()) == z3.sat:
+      m = solver.model()
+      broken = [why for cl, why in claims if z3.is_true(m.eval(cl, model_completion=True))]
+      raise AssertionError(f"{u.render()}  ->  {out.render()}\n  counterexample {m}: {broken}")
+    if res != z3.unsat: check_every_value(u, out)  # z3 gave up: the leaves are bounded, so try every value instead
   return out
+
+def _np_eval(u: UOp, grid: dict) -> dict:
+  """Every node under u evaluated on a grid of leaf values (numpy broadcasting), with C division written out."""
+  v: dict[UOp, np.ndarray] = {}
+  for x in u.toposort():
+    o, s = x.op, [v[y] for y in x.src]
+    if o is Ops.CONST: v[x] = np.array(x.arg, dtype=bool if x.dtype == dtypes.bool else np.int64)
+    elif o in (Ops.DEFINE_VAR, Ops.RANGE): v[x] = grid[x]
+    elif o in (Ops.IDIV, Ops.MOD):
+      q = np.where(s[1] == 0, 0, np.sign(s[0]) * np.sign(s[1]) * (np.abs(s[0]) // np.where(s[1] == 0, 1, np.abs(s[1]))))
+      v[x] = q if o is Ops.IDIV else np.where(s[1] == 0, 0, s[0] - s[1] * q)
+    else:
+      fn = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal,
+            Ops.CMPEQ: np.equal, Ops.AND: np.logical_and, Ops.OR: np.logical_or, Ops.WHERE: np.where}[o]
+      v[x] = fn(*s)
+  return v
+
+def check_every_value(u: UOp, out: UOp):
+  """The exhaustive version of prove_simplify's claims, for when z3 times out."""
+  leaves = sorted({x for x in u.toposort() + out.toposort() if x.op in (Ops.DEFINE_VAR, Ops.RANGE)}, key=lambda x: x.render())
+  assert np.prod([x.vmax - x.vmin + 1 for x in leaves]) <= 5e6, f"too many values to try for {u.render()}"
+  axes = np.ix_(*[np.arange(x.vmin, x.vmax + 1) for x in leaves])
+  grid = dict(zip(leaves, axes))
+  vu, vo = _np_eval(u, grid), _np_eval(out, grid)
+  assert np.array_equal(*np.broadcast_arrays(vu[u], vo[out])), f"{u.render()}  ->  {out.render()}: differ"
+  for vals in (vu, vo):
+    for x, a in vals.items():
+      assert x.vmin <= a.min() and a.max() <= x.vmax, f"{x.render()} has values in [{a.min()}, {a.max()}], outside [{x.vmin}, {x.vmax}]"
 
 # ***** constant folding and like terms *****
 
@@ -115,16 +147,24 @@ def test_reshape_round_trip_signed():  # (x//k)*k + x%k == x holds for C divisio
   same(simplify((s // 3) * 3 + s % 3), s)
 
 def _flat(idx, shape) -> UOp: return sum((i * st for i, st in zip(idx, strides_for_shape(shape))), c(0))
-def _unflat(flat, shape): return tuple(c(0) if s == 1 else (flat // st) % s for s, st in zip(shape, strides_for_shape(shape)))
+def _unflat(flat, shape): return tuple(c(0) if m == 1 else (flat // st) % m for m, st in zip(shape, strides_for_shape(shape)))
 
 @pytest.mark.parametrize("s1,s2", [((4, 6), (24,)), ((4, 6), (2, 12)), ((4, 6), (8, 3)), ((2, 3, 4), (6, 4)), ((2, 3, 4), (4, 6)),
                                    ((6, 4), (2, 3, 4)), ((12,), (3, 4)), ((3, 4), (2, 2, 3)), ((16, 16), (4, 4, 4, 4)), ((5, 7), (35,))])
 def test_reshape_unflatten_reflatten(s1, s2):
   """What lowering a reshape builds: the flat index of s1's ranges, unflattened to s2 and flattened again."""
-  flat = _flat([rng(i, n) for i, n in enumerate(s1)], s1)
+  flat = _flat([rng(i, m) for i, m in enumerate(s1)], s1)
   idx = [simplify(x) for x in _unflat(flat, s2)]
-  assert all(x.vmin >= 0 and x.vmax < n for x, n in zip(idx, s2))
+  assert all(x.vmin >= 0 and x.vmax < m for x, m in zip(idx, s2))
   same(simplify(_flat(idx, s2)), simplify(flat))
+
+def test_reshape_round_trip_random():
+  """Unflatten then flatten any index >= 0 (offsets and overlapping strides included): it is the index % size."""
+  r = random.Random(0)
+  for _ in range(200):
+    lin = sum((v * r.choice([1, 2, 3, 4, 8, 12, 16]) for v in r.sample([a, b, n, rng(0, 16), rng(1, 5)], r.randint(1, 3))), c(r.randint(0, 8)))
+    shape = [r.choice([2, 3, 4, 6]) for _ in range(r.randint(1, 3))]
+    same(simplify(_flat(_unflat(lin, shape), shape)), simplify(lin % math.prod(shape)))
 
 def test_reshape_unflatten_is_simple():
   r0, r1 = rng(0, 6), rng(1, 4)
@@ -145,8 +185,9 @@ def test_split_divmod():
   same(simplify((a * 8 + b * 2) // 2), a * 4 + b)
   same(simplify((a * 8 + b * 2) % 4), (b % 2) * 2)
   big_b = Variable("bb", 0, 9)
-  same(simplify((a * 4 + big_b) // 4), a + big_b // 4)  # the remainder does not fit: its quotient stays
-  same(simplify((a * 4 + big_b) % 4), big_b % 4)
+  same(simplify((a * 4 + big_b) % 4), big_b % 4)        # the remainder does not fit: multiples of 4 still leave
+  same(simplify((a * 4 + big_b) // 4), (a * 4 + big_b) // 4)  # a + bb//4 would hide the pair from the round trip
+  same(simplify(((a * 4 + big_b) // 4) * 4 + (a * 4 + big_b) % 4), a * 4 + big_b)
 
 def test_nested_div_and_mod():
   x = Variable("x", 0, 1000)
@@ -219,6 +260,19 @@ def test_float_math_is_left_alone():
   y = UOp(Ops.NEG, dtypes.float32, (x,))
   assert simplify(y.ne(y)) is y.ne(y)  # NaN != NaN: not foldable for floats
 
+def test_big_graphs():
+  """Deep chains and long sums simplify without recursion errors, and a sum built in order stays linear."""
+  x = Variable("x", 0, 100)
+  e = x
+  for i in range(2000): e = (e + i % 5) % 1000 if i % 2 else e.maximum(x + i % 7)
+  assert simplify(e).vmax <= 1106
+  rs = [rng(i, 10) for i in range(300)]
+  total, want = c(0), rs[0]
+  for i, r in enumerate(rs): total = total + r * (i + 1)
+  for i, r in enumerate(rs[1:]): want = want + r * (i + 2)
+  same(simplify(total), want)
+  same(simplify(sum(reversed(rs[:60]), c(3)) - 3), simplify(sum(rs[:60], c(0))))  # each term goes first: quadratic
+
 # ***** fuzz: random index expressions, proved by z3 *****
 
 VARS = [a, b, n, s, rng(0, 16), rng(1, 5)]
@@ -241,7 +295,7 @@ def gen_int(r: random.Random, depth: int) -> UOp:
   lin = sum((v * r.choice([1, 2, 3, 4, 8, 12, 16]) for v in r.sample(VARS, r.randint(1, 3))), c(r.randint(-2, 8)))
   if k == 12: return lin
   shape = [r.choice([2, 3, 4, 6]) for _ in range(r.randint(1, 3))]
-  idx = [(lin // st) % n for n, st in zip(shape, strides_for_shape(shape))]
+  idx = _unflat(lin, shape)
   return _flat(idx, shape) if k == 13 else idx[r.randrange(len(idx))]
 
 def gen_bool(r: random.Random, depth: int) -> UOp:
@@ -269,19 +323,26 @@ def test_fuzz_checker_can_fail(monkeypatch):
   wrong = UOp(Ops.MAX, dtypes.index, (x, c(3)))
   monkeypatch.setattr(UOp, "vmin_vmax", property(lambda self: (4, 9) if self is wrong else _min_max(self)))
   with pytest.raises(AssertionError, match="vmin=4"): prove_simplify(wrong)
+  with pytest.raises(AssertionError, match="outside"): check_every_value(wrong, wrong)
+  monkeypatch.setattr(__import__(__name__), "simplify", lambda u: (u // 2) * 2)
+  with pytest.raises(AssertionError, match="differ"): check_every_value(x + 1, (x + 1) // 2 * 2)
 
-def test_z3_division_is_c_division():
+def test_checkers_divide_like_c():
+  """Both checkers' division and remainder: C truncation, and 0 for a zero divisor."""
   x = Variable("x", -9, 9)
-  for d in (-4, -3, -1, 1, 2, 5):
+  for d in (-4, -3, -1, 0, 1, 2, 5):
+    q, r = UOp(Ops.IDIV, dtypes.index, (x, c(d))), UOp(Ops.MOD, dtypes.index, (x, c(d)))
+    want = [(_cdiv(xv, d), _cmod(xv, d)) if d else (0, 0) for xv in range(-9, 10)]
+    grid = {x: np.arange(-9, 10)}
+    assert list(zip(_np_eval(q, grid)[q].tolist(), _np_eval(r, grid)[r].tolist())) == want
     leaves, defs = {}, []
-    q = z3_expr(UOp(Ops.IDIV, dtypes.index, (x, c(d))), leaves, defs)
-    r = z3_expr(UOp(Ops.MOD, dtypes.index, (x, c(d))), leaves, defs)
+    zq, zr = z3_expr(q, leaves, defs)[q], z3_expr(r, leaves, defs)[r]
     solver = z3.Solver()
     solver.add(*defs)
-    for xv in range(-9, 10):
+    for xv, (wq, wr) in zip(range(-9, 10), want):
       solver.push()
       solver.add(leaves["x"][0] == xv)
       assert solver.check() == z3.sat
       m = solver.model()
-      assert (m.eval(list(q.values())[-1]).as_long(), m.eval(list(r.values())[-1]).as_long()) == (_cdiv(xv, d), _cmod(xv, d))
+      assert (m.eval(zq).as_long(), m.eval(zr).as_long()) == (wq, wr)
       solver.pop()

@@ -1,9 +1,8 @@
-"""The scheduler: decides which lazy nodes become buffers (fusion), builds one kernel AST per buffer, plans memory."""
+"""The scheduler: decides which lazy nodes become buffers (fusion), builds one kernel AST per buffer, orders them, plans memory."""
 from __future__ import annotations
 import itertools, weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 from tinycore.dtype import dtypes
 from tinycore.helpers import DEBUG, prod
 from tinycore.uop import UOp, Ops, GroupOp, resolve
@@ -11,10 +10,22 @@ from tinycore.runtime.device import Buffer
 
 # the runtime storage behind every BUFFER node; freed with the node (state lives here, nowhere else)
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+# ASSIGNs that have run -> their target. A graph built before the realize still holds the ASSIGN node: scheduling it
+# again reads the target instead of assigning twice. (Each assign() builds a distinct node, see unique_id.)
+done_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 _unique = itertools.count()
 
+def unique_id() -> int:
+  """An arg that keeps a node from being merged with an equal one by hash-consing: buffers, assigns, contiguous copies."""
+  return next(_unique)
+
+def mark_done(becomes: dict[UOp, UOp]) -> None:
+  """Called once a schedule from create_schedule has run."""
+  for x, v in becomes.items():
+    if x.op is Ops.ASSIGN: done_assigns[x] = v
+
 def new_buffer_uop(device: str, size: int, dtype, buf: Buffer | None = None) -> UOp:
-  u = UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device), UOp(Ops.UNIQUE, arg=next(_unique))), size)
+  u = UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device), UOp(Ops.UNIQUE, arg=unique_id())), size)
   buffers[u] = buf if buf is not None else Buffer(device, size, dtype)
   return u
 
@@ -26,14 +37,20 @@ class ScheduleItem:
 
 _PASSTHROUGH = (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD)
 
-def _is_plain_view(u: UOp) -> bool:
-  """A BUFFER behind reshapes only: its memory already is the tensor, in order."""
-  while u.op is Ops.RESHAPE or u.op in _PASSTHROUGH: u = u.src[0]
-  return u.op is Ops.BUFFER
-
-def _plain_buffer(u: UOp) -> UOp:
-  while u.op is not Ops.BUFFER: u = u.src[0]
+def _through(u: UOp, ops) -> UOp:
+  """Walk src[0] while the op is in `ops`; an ASSIGN stands for its target, which holds its value once it has run."""
+  while u.op in ops or u.op in _PASSTHROUGH or u.op is Ops.ASSIGN: u = u.src[0]
   return u
+
+def is_plain_view(u: UOp) -> bool:
+  """A BUFFER behind reshapes only (or an assign to one): its memory already is the tensor, in order; contiguous() is free."""
+  return _through(u, (Ops.RESHAPE,)).op is Ops.BUFFER
+
+def _plain_buffer(u: UOp) -> UOp: return _through(u, (Ops.RESHAPE,))
+
+def _buffer_under_movement(u: UOp) -> UOp | None:
+  u = _through(u, GroupOp.Movement)
+  return u if u.op is Ops.BUFFER else None
 
 def max_size(shape) -> int:
   """Elements a buffer for `shape` needs: symbolic dims take their upper bound."""
@@ -41,27 +58,30 @@ def max_size(shape) -> int:
 
 def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and resolve(prod(u.shape) > prod(u.src[0].shape), True)
 
+def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
+  """Does the kernel computing `value` read the buffer `target` at an element other than the one being written
+  (through a non-reshape view)? Reads behind realized nodes happen in earlier kernels."""
+  for x in value.toposort(gate=lambda y: y is value or y not in realize and y.op is not Ops.BUFFER):
+    if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
+  return False
+
 def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   """The fusion decision: which nodes get their own buffer. Elementwise and movement ops fuse into their user;
   a reduction fuses into its one user kernel unless that would compute it more than once."""
-  realize: set[UOp] = {o for o in outs if not o.is_realized}
+  def free_contiguous(u: UOp) -> bool: return u.op is Ops.CONTIGUOUS and is_plain_view(u.src[0])  # becomes its source's buffer
+  realize: set[UOp] = {o for o in outs if not o.is_realized and not free_contiguous(o)}
   for u in order:
-    if u.op is Ops.CONTIGUOUS and not _is_plain_view(u.src[0]): realize.add(u)
+    if u.op is Ops.CONTIGUOUS and not free_contiguous(u): realize.add(u)
     if u.op is Ops.COPY:
       realize.add(u)
-      if not _is_plain_view(u.src[0]): realize.add(u.src[0])
-    if u.op is Ops.ASSIGN:
-      realize.add(u)
-      target = _plain_buffer(u.src[0])
-      # writing a buffer while reading it elsewhere than the element being written needs a temporary
-      if any(x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _plain_buffer_or_none(x) is target for x in u.src[1].toposort()): realize.add(u.src[1])
+      if not is_plain_view(u.src[0]): realize.add(u.src[0])
+    if u.op is Ops.ASSIGN: realize.add(u)
   users: dict[UOp, list[UOp]] = defaultdict(list)
-  order = [u for u in order if u.op not in (Ops.DEVICE, Ops.UNIQUE)]
   for u in order:
     for s in u.src: users[s].append(u)
-  roots: dict[UOp, frozenset[UOp]] = {}
-  expanded: dict[UOp, bool] = {}
-  in_reduce: dict[UOp, bool] = {}
+  roots: dict[UOp, frozenset[UOp]] = {}   # the kernels (realized nodes) a node is computed in
+  expanded: dict[UOp, bool] = {}          # reaches a kernel through an expand: would be recomputed per element
+  in_reduce: dict[UOp, bool] = {}         # reaches a kernel through a reduce: would be recomputed per iteration
   for u in reversed(order):
     r, e, ir = frozenset(), False, False
     for x in users[u]:
@@ -70,57 +90,117 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if u.op is Ops.REDUCE_AXIS and u not in realize and (len(r) > 1 or e or ir): realize.add(u)
     if u in realize: r, e, ir = frozenset({u}), False, False
     roots[u], expanded[u], in_reduce[u] = r, e, ir
+  # writing a buffer while reading it elsewhere than the element being written needs a temporary
+  for u in order:
+    if u.op is Ops.ASSIGN and _reads_shifted(u.src[1], _plain_buffer(u.src[0]), realize): realize.add(u.src[1])
   return realize
 
-def _plain_buffer_or_none(u: UOp) -> UOp | None:
-  while u.op in GroupOp.Movement or u.op in _PASSTHROUGH: u = u.src[0]
-  return u if u.op is Ops.BUFFER else None
+@dataclass
+class _Kernel:
+  node: UOp                 # the realized node this kernel computes
+  item: ScheduleItem
+  after: set[UOp]           # realized nodes whose kernels must run first (their values are read)
+  reads: set[UOp]           # BUFFER nodes read directly: an ASSIGN to one of them must wait for this kernel
 
 def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels (in dependency order) that realize `outs`, and the map from each realized node to its buffer view."""
+  asked = list(outs)
   sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
-  order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER and u not in done_assigns)
+  if any(u in done_assigns for u in order):
+    sink = sink.substitute({u: done_assigns[u] for u in order if u in done_assigns})
+    outs = list(sink.src)
+    order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  order = [u for u in order if u.op not in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE)]
   realize = find_realizes(outs, order)
+  while True:
+    kernels, out_buf = _kernels(order, realize)
+    ran, stuck = _order_kernels(kernels)
+    if not stuck: break
+    # reads and writes of assigned buffers form a cycle: compute the assigned values into temporaries first
+    temps = {k.node.src[1] for k in stuck if k.node.op is Ops.ASSIGN and k.node.src[1] not in realize and k.node.src[1].op is not Ops.BUFFER}
+    if not temps:
+      raise RuntimeError("this schedule reads a buffer both before and after an assign to it; realize the read "
+                         f"or the assign separately ({[k.node.op.name for k in stuck]})")
+    realize |= temps
+  items = [k.item for k in ran]
+  becomes = {x: _buffer_view(x, out_buf[x]) for x in outs if x in realize and x.op is not Ops.ASSIGN}
+  for x in realize:
+    if x.op is Ops.ASSIGN: becomes[x] = x.src[0]
+  for x in order:  # a contiguous() of data already in order (or of an assign's target) needs no kernel
+    if x.op is Ops.CONTIGUOUS and x not in realize: becomes[x] = _plain_buffer(x.src[0]).reshape(x.shape)
+  for a, x in zip(asked, outs):  # what the caller holds, where an assign that already ran was replaced above
+    if a is not x: becomes[a] = becomes.get(x, x)
+  # only what was asked for (and assigned) keeps its buffer: intermediates' memory is recycled by the planner below
+  _plan_memory(items, {out_buf[x] for x in realize if x in outs or x.op is Ops.ASSIGN})
+  if DEBUG >= 3:
+    for i, si in enumerate(items): print(f"schedule {i}: {si.ast.op.name} {[b.size for b in si.bufs]}\n{si.ast}")
+  return items, becomes
+
+def _kernels(order: list[UOp], realize: set[UOp]) -> tuple[list[_Kernel], dict[UOp, Buffer]]:
   out_buf: dict[UOp, Buffer] = {}     # realized node -> the buffer it is written to
-  items: list[ScheduleItem] = []
+  kernels: list[_Kernel] = []
   for x in order:
     if x not in realize: continue
     if x.op is Ops.ASSIGN: out_buf[x] = buffers[_plain_buffer(x.src[0])]
     else: out_buf[x] = Buffer(x.device, max_size(x.shape), x.dtype)
     if x.op is Ops.COPY:
       src = x.src[0]
-      items.append(ScheduleItem(x, [out_buf[x], out_buf[src] if src in out_buf else buffers[_plain_buffer(src)]]))
-      continue
-    items.append(_kernel(x, realize, out_buf))
-  # only what was asked for is re-pointed: intermediates' memory is recycled by the planner below
-  becomes = {x: x.src[0] if x.op is Ops.ASSIGN else _buffer_view(x, out_buf[x]) for x in outs if x in realize}
-  for x in order:  # a contiguous() of data already in order needs no kernel
-    if x.op is Ops.CONTIGUOUS and x not in realize: becomes[x] = _plain_buffer(x.src[0]).reshape(x.shape)
-  _plan_memory(items, {out_buf[x] for x in realize if x in outs or x.op is Ops.ASSIGN})
-  if DEBUG >= 3:
-    for i, si in enumerate(items): print(f"schedule {i}: {si.ast.op.name} {[b.size for b in si.bufs]}\n{si.ast}")
-  return items, becomes
+      if src in out_buf: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], out_buf[src]]), {src}, set()))
+      else: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), set(), {_plain_buffer(src)}))
+    else: kernels.append(_kernel(x, realize, out_buf))
+  return kernels, out_buf
+
+def _order_kernels(kernels: list[_Kernel]) -> tuple[list[_Kernel], list[_Kernel]]:
+  """Dependency order, stable otherwise; an ASSIGN runs after every kernel reading the old contents of its target.
+  Returns the ordered kernels and those left stuck in a cycle (none when the schedule is valid)."""
+  by_node = {k.node: k for k in kernels}
+  readers: dict[UOp, list[_Kernel]] = defaultdict(list)
+  for k in kernels:
+    for b in k.reads: readers[b].append(k)
+  deps: dict[int, set[int]] = {}
+  idx = {id(k): i for i, k in enumerate(kernels)}
+  for i, k in enumerate(kernels):
+    d = {idx[id(by_node[n])] for n in k.after if n in by_node}
+    if k.node.op is Ops.ASSIGN: d |= {idx[id(r)] for r in readers[_plain_buffer(k.node.src[0])] if r is not k}
+    deps[i] = d
+  done: list[int] = []
+  placed: set[int] = set()
+  progress = True
+  while progress and len(done) < len(kernels):
+    progress = False
+    for i in range(len(kernels)):
+      if i not in placed and deps[i] <= placed:
+        done.append(i); placed.add(i); progress = True
+  return [kernels[i] for i in done], [kernels[i] for i in range(len(kernels)) if i not in placed]
 
 def _buffer_view(x: UOp, buf: Buffer) -> UOp:
-  u = UOp(Ops.BUFFER, x.dtype, (UOp(Ops.DEVICE, arg=x.device), UOp(Ops.UNIQUE, arg=next(_unique))), buf.size)
+  u = UOp(Ops.BUFFER, x.dtype, (UOp(Ops.DEVICE, arg=x.device), UOp(Ops.UNIQUE, arg=unique_id())), buf.size)
   buffers[u] = buf
   return u.reshape(x.shape)
 
-def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> ScheduleItem:
+def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
   """Kernel AST for realized node x: realized inputs become numbered parameters, so equal kernels share one AST."""
   value = x.src[0] if x.op is Ops.CONTIGUOUS else x.src[1] if x.op is Ops.ASSIGN else x
   bufs: list[Buffer] = [out_buf[x]]
   params: dict[int, UOp] = {}
   var_vals: dict[str, int] = {}
   memo: dict[UOp, UOp] = {}
+  after: set[UOp] = set()
+  reads: set[UOp] = set()
   def param(buf: Buffer) -> UOp:
     if id(buf) not in params:
       params[id(buf)] = UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.size), (), len(bufs))
       bufs.append(buf)
     return params[id(buf)]
-  for u in value.toposort(gate=lambda u: not (u is not value and (u in realize or u.op is Ops.BUFFER))):
-    if u is not value and u in realize: memo[u] = param(out_buf[u]).reshape(u.shape)
-    elif u.op is Ops.BUFFER: memo[u] = param(buffers[u])
+  for u in value.toposort(gate=lambda u: u is x or u not in realize and u.op is not Ops.BUFFER):
+    if u is not x and u in realize:
+      after.add(u)
+      p = param(out_buf[u])
+      memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), u.shape)
+    elif u.op is Ops.BUFFER:
+      reads.add(u)
+      memo[u] = param(buffers[u])
     elif u.op is Ops.CONST: memo[u] = UOp.const(u.dtype, u.arg)
     elif u.op is Ops.IOTA: memo[u] = UOp(Ops.IOTA, u.dtype, (), u.arg)
     elif u.op is Ops.BIND:
@@ -131,7 +211,7 @@ def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> ScheduleIt
     elif u.op is Ops.DEVICE: memo[u] = u
     else: memo[u] = u.replace(src=tuple(memo[s] for s in u.src))
   out = UOp(Ops.DEFINE_GLOBAL, bufs[0].dtype.ptr(bufs[0].size), (), 0)
-  return ScheduleItem(UOp(Ops.SINK, dtypes.void, (out.store(memo[value]),)), bufs, var_vals)
+  return _Kernel(x, ScheduleItem(UOp(Ops.SINK, dtypes.void, (out.store(memo[value]),)), bufs, var_vals), after, reads)
 
 def _plan_memory(items: list[ScheduleItem], keep: set[Buffer]) -> None:
   """Intermediate buffers whose last reader has run are reused by later kernels of the same size and dtype."""

@@ -34,6 +34,8 @@ def fold_cast(c: UOp, x: UOp) -> UOp:
 # A canonical sum is a left-leaning chain of ADDs over distinct terms in _order_key order, each term t or t*k
 # (k a constant other than 0 and 1), with the constant, if not 0, last.
 
+def _iconst(dt, v: int) -> UOp: return UOp(Ops.CONST, dt, (), v)  # what UOp.const gives for index math, without its conversions
+
 def split_terms(u: UOp) -> tuple[dict[UOp, int], int]:
   """u as {term: coefficient} plus a constant, looking through ADD and MUL-by-const. Terms keep their left-to-right
   order, so splitting a canonical sum and sorting it again (a stable sort) gives back the same sum."""
@@ -55,14 +57,25 @@ def _order_key(u: UOp) -> tuple:
   if (k := _order_keys.get(u)) is None: k = _order_keys[u] = _shallow_key(u, 3)
   return k
 def _shallow_key(u: UOp, depth: int) -> tuple:
-  return (u.op.value, str(u.arg), len(u.src)) + (tuple(_shallow_key(s, depth - 1) for s in u.src) if depth and u.src else ())
+  return (u.op.value, _arg_key(u.arg), len(u.src)) + (tuple(_shallow_key(s, depth - 1) for s in u.src) if depth and u.src else ())
+def _arg_key(a) -> tuple:
+  """Args of any types made comparable, numbers as numbers: r2 sorts before r10."""
+  if a is None: return (0,)
+  if isinstance(a, (int, float)): return (1, a)
+  if isinstance(a, str): return (2, a)
+  if isinstance(a, tuple): return (3, tuple(_arg_key(x) for x in a))
+  return (4, repr(a))
 
-def _term(t: UOp, k: int, dtype) -> UOp: return t if k == 1 else UOp(Ops.MUL, dtype, (t, UOp.const(dtype, k)))
-def build_sum(terms: dict[UOp, int], const: int, dtype) -> UOp:
+def _term(t: UOp, k: int, dtype) -> UOp: return t if k == 1 else UOp(Ops.MUL, dtype, (t, _iconst(dtype, k)))
+# sums simplify_sum built, with all their prefixes: known fixed points, so the rewrite of a new sum's chain is linear
+_canonical_sums: weakref.WeakSet[UOp] = weakref.WeakSet()
+def build_sum(terms: dict[UOp, int], const: int, dtype, canonical: bool = False) -> UOp:
   parts = [_term(t, k, dtype) for t, k in sorted(terms.items(), key=lambda tk: _order_key(tk[0])) if k != 0]
-  if const != 0 or not parts: parts.append(UOp.const(dtype, const))
+  if const != 0 or not parts: parts.append(_iconst(dtype, const))
   out = parts[0]
-  for p in parts[1:]: out = UOp(Ops.ADD, dtype, (out, p))
+  for p in parts[1:]:
+    out = UOp(Ops.ADD, dtype, (out, p))
+    if canonical: _canonical_sums.add(out)
   return out
 
 def _sum_bounds(terms: dict[UOp, int], const: int) -> tuple:
@@ -72,26 +85,38 @@ def _sum_bounds(terms: dict[UOp, int], const: int) -> tuple:
     lo, hi = lo + min(k * t.vmin, k * t.vmax), hi + max(k * t.vmin, k * t.vmax)
   return lo, hi
 
+def _congruent(x: UOp, y: UOp, c: int) -> bool:
+  """x%c == y%c for sure: the same node, or both >= 0 with a difference that is a multiple of c."""
+  if x is y: return True
+  if x.vmin < 0 or y.vmin < 0: return False
+  (tx, cx), (ty, cy) = split_terms(x), split_terms(y)
+  return (cx - cy) % c == 0 and all((tx.get(t, 0) - ty.get(t, 0)) % c == 0 for t in tx.keys() | ty.keys())
+
 def _fold_divmod_pairs(terms: dict[UOp, int], const: int) -> tuple[dict[UOp, int], int] | None:
-  """The pairs reshape round trips leave behind, exact for C division of any sign (c, c2 nonzero, c | n):
-     (x//c)*c + x%c -> x,   ((x%n)//c)*c + x%c -> x%n   and   ((x//c)%c2)*c + x%c -> x%(c*c2)"""
-  mods = {(t.src[0], t.src[1].arg): t for t in terms if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg != 0}
+  """The pairs reshape round trips leave behind: k*(x%c) plus one of these times k*c, with x%c == y%c:
+     y//c -> y,   (y%n)//c -> y%n (c | n),   (y//c)%m -> y%(c*m),   and for x = w//a:  w//(a*c) -> x.
+  Exact for C division (c nonzero); rule_mod may have changed x%c to an equal y%c, so x and y can differ."""
+  mods = [t for t in terms if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t.src[1].arg > 0]
   if not mods: return None
-  divs: dict[tuple, tuple[UOp, UOp]] = {}  # (x, c) -> (the div term, what the pair sums to)
+  halves: dict[int, list[tuple[UOp, UOp, UOp, int]]] = {}  # c -> (the other half, y, what the pair sums to: z%n, or z when n is 0)
+  idivs: dict[tuple, UOp] = {}
   for t in terms:
     if t.op is Ops.IDIV and t.src[1].op is Ops.CONST:
-      x, c = t.src[0], t.src[1].arg
-      divs[(x, c)] = (t, x)
-      if x.op is Ops.MOD and x.src[1].op is Ops.CONST and c != 0 and x.src[1].arg % c == 0: divs.setdefault((x.src[0], c), (t, x))
-  for m in mods.values():
-    if (q := m.src[0]).op is Ops.IDIV and q.src[1].op is Ops.CONST:
-      x, c = q.src[0], q.src[1].arg
-      divs.setdefault((x, c), (m, UOp(Ops.MOD, x.dtype, (x, UOp.const(x.dtype, c * m.src[1].arg)))))
-  for (x, c), t in mods.items():
-    k = terms[t]
-    if (hit := divs.get((x, c))) is None or terms[hit[0]] != k * c: continue
-    new = {tt: kk for tt, kk in terms.items() if tt is not t and tt is not hit[0]}
-    rt, rc = split_terms(hit[1])
+      y, c = t.src[0], t.src[1].arg
+      idivs[(y, c)] = t
+      halves.setdefault(c, []).append((t, y, y, 0))
+      if y.op is Ops.MOD and y.src[1].op is Ops.CONST and c != 0 and y.src[1].arg % c == 0: halves[c].append((t, y.src[0], y, 0))
+  for m in mods:
+    if (q := m.src[0]).op is Ops.IDIV and q.src[1].op is Ops.CONST: halves.setdefault(q.src[1].arg, []).append((m, q.src[0], q.src[0], q.src[1].arg * m.src[1].arg))
+  for t in mods:
+    x, c, k = t.src[0], t.src[1].arg, terms[t]
+    found = [(o, z, n) for o, y, z, n in halves.get(c, ()) if o is not t and terms[o] == k * c and _congruent(y, x, c)]
+    if not found and x.op is Ops.IDIV and x.src[1].op is Ops.CONST and (o := idivs.get((x.src[0], x.src[1].arg * c))) is not None and terms[o] == k * c:
+      found = [(o, x, 0)]
+    if not found: continue
+    other, z, n = found[0]
+    new = {tt: kk for tt, kk in terms.items() if tt is not t and tt is not other}
+    rt, rc = split_terms(UOp(Ops.MOD, z.dtype, (z, _iconst(z.dtype, n))) if n else z)
     for tt, kk in rt.items(): new[tt] = new.get(tt, 0) + k * kk
     return {tt: kk for tt, kk in new.items() if kk != 0}, const + k * rc
   return None
@@ -102,13 +127,14 @@ def _is_plain_term(t: UOp) -> bool:
   return _base(t).op not in (Ops.ADD, Ops.CONST, Ops.MUL, Ops.MOD, Ops.IDIV) and not (t.op is Ops.MUL and t.src[1].arg in (0, 1))
 
 def simplify_sum(x: UOp) -> UOp | None:
+  if x in _canonical_sums: return None
   a, t = x.src
   # fast path for a sum built one term at a time: a is canonical (sources reach their fixed point before their user;
   # where they have not, a changes and x is rebuilt), and t sorts strictly after a's last term, so it is a new term
   if a.op is Ops.ADD and a.src[1].op is not Ops.CONST and _is_plain_term(t) and _order_key(_base(t)) > _order_key(_base(a.src[1])): return None
   terms, const = split_terms(x)
   while (r := _fold_divmod_pairs(terms, const)) is not None: terms, const = r
-  new = build_sum(terms, const, x.dtype)
+  new = build_sum(terms, const, x.dtype, canonical=True)
   return new if new is not x else None
 
 # ***** division and remainder by a constant *****
@@ -122,17 +148,17 @@ def _by_size(terms: dict[UOp, int], const: int) -> tuple[list[tuple[UOp, int]], 
     rest[i] = (rest[i+1][0] + min(k * t.vmin, k * t.vmax), rest[i+1][1] + max(k * t.vmin, k * t.vmax))
   return order, rest
 
-def _divide(x: UOp, c: int) -> tuple[UOp, UOp] | None:
-  """(x//c, x%c) in simpler terms, for c > 1, or None. IDIV and MOD both read their half from here, so they always
-  split x the same way and the pair (x//c)*c + x%c can still be recognised after both were simplified."""
+def _divide(x: UOp, c: int) -> tuple[UOp | None, UOp | None]:
+  """(x//c, x%c) in simpler terms for c > 1, None where there is none. IDIV and MOD both read their half from here,
+  so they split x the same way and _fold_divmod_pairs still finds (x//c)*c + x%c after both were simplified."""
   dt = x.dtype
-  def idiv(a: UOp, m: int) -> UOp: return a if m == 1 else UOp(Ops.IDIV, dt, (a, UOp.const(dt, m)))
-  def mod(a: UOp, m: int) -> UOp: return UOp.const(dt, 0) if m == 1 else UOp(Ops.MOD, dt, (a, UOp.const(dt, m)))
+  def idiv(a: UOp, m: int) -> UOp: return a if m == 1 else UOp(Ops.IDIV, dt, (a, _iconst(dt, m)))
+  def mod(a: UOp, m: int) -> UOp: return _iconst(dt, 0) if m == 1 else UOp(Ops.MOD, dt, (a, _iconst(dt, m)))
   terms, const = split_terms(x)
   if (g := math.gcd(c, const, *terms.values())) > 1:  # x = g*y, c = g*m: x//c = y//m and x%c = g*(y%m), for any sign
     y = build_sum({t: k // g for t, k in terms.items()}, const // g, dt)
-    return idiv(y, c // g), UOp(Ops.MUL, dt, (mod(y, c // g), UOp.const(dt, g)))
-  if x.vmin < 0: return None  # below, x//c is floor(x/c): only for x >= 0
+    return idiv(y, c // g), UOp(Ops.MUL, dt, (mod(y, c // g), _iconst(dt, g)))
+  if x.vmin < 0: return None, None  # below, x//c is floor(x/c): only for x >= 0
   # every coefficient reduced mod c: x = c*q + r; with 0 <= r < c, x//c = q and x%c = r
   rem = {t: k % c for t, k in terms.items() if k % c != 0}
   rlo, rhi = _sum_bounds(rem, const % c)
@@ -146,32 +172,37 @@ def _divide(x: UOp, c: int) -> tuple[UOp, UOp] | None:
     if 0 <= lo and hi < g:
       s = build_sum({tt: kk // g for tt, kk in order[:i+1]}, const // g, dt)
       r = build_sum(dict(order[i+1:]), const % g, dt)
-      return idiv(s, c // g), UOp(Ops.ADD, dt, (UOp(Ops.MUL, dt, (mod(s, c // g), UOp.const(dt, g))), r))
-  # terms that are multiples of c leave: x = c*q + r with r >= 0 (coefficients untouched): x//c = q + r//c, x%c = r%c
-  quot = {t: k // c for t, k in terms.items() if k % c == 0}
-  if not quot and const // c == 0: return None
+      return idiv(s, c // g), UOp(Ops.ADD, dt, (UOp(Ops.MUL, dt, (mod(s, c // g), _iconst(dt, g))), r))
+  # only for x%c: the terms that are multiples of c leave, x = c*q + r with r >= 0 (coefficients untouched), x%c = r%c.
+  # x//c = q + r//c too, but that form would hide x//c from _fold_divmod_pairs: x//c stays as it is.
   keep = {t: k for t, k in terms.items() if k % c != 0}
-  if _sum_bounds(keep, const % c)[0] < 0: return None
-  r = build_sum(keep, const % c, dt)
-  return UOp(Ops.ADD, dt, (build_sum(quot, const // c, dt), idiv(r, c) if r.op is not Ops.CONST else UOp.const(dt, 0))), mod(r, c)
+  if (len(keep) == len(terms) and 0 <= const < c) or _sum_bounds(keep, const % c)[0] < 0: return None, None
+  return None, mod(build_sum(keep, const % c, dt), c)
 
 def rule_idiv(x: UOp, d: UOp) -> UOp | None:
   c, dt = d.arg, x.dtype
-  if c == 0: return UOp.const(dt, 0)
-  if c < 0: return UOp(Ops.MUL, dt, (UOp(Ops.IDIV, dt, (x, UOp.const(dt, -c))), UOp.const(dt, -1)))  # x // -c == -(x // c)
-  if -c < x.vmin and x.vmax < c: return UOp.const(dt, 0)
+  if c == 0: return _iconst(dt, 0)
+  if c < 0: return UOp(Ops.MUL, dt, (UOp(Ops.IDIV, dt, (x, _iconst(dt, -c))), _iconst(dt, -1)))  # x // -c == -(x // c)
+  if -c < x.vmin and x.vmax < c: return _iconst(dt, 0)
   if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0:  # truncation composes: (y//a)//b == y//(a*b)
-    return UOp(Ops.IDIV, dt, (x.src[0], UOp.const(dt, x.src[1].arg * c)))
-  return None if c == 1 or (qr := _divide(x, c)) is None else qr[0]
+    return UOp(Ops.IDIV, dt, (x.src[0], _iconst(dt, x.src[1].arg * c)))
+  return None if c == 1 else _divide(x, c)[0]
 
 def rule_mod(x: UOp, d: UOp) -> UOp | None:
   c, dt = d.arg, x.dtype
-  if c == 0 or c == 1 or c == -1: return UOp.const(dt, 0)
-  if c < 0: return UOp(Ops.MOD, dt, (x, UOp.const(dt, -c)))  # the remainder takes the dividend's sign: x % -c == x % c
+  if c == 0 or c == 1 or c == -1: return _iconst(dt, 0)
+  if c < 0: return UOp(Ops.MOD, dt, (x, _iconst(dt, -c)))  # the remainder takes the dividend's sign: x % -c == x % c
   if -c < x.vmin and x.vmax < c: return x
   if x.op is Ops.MOD and x.src[1].op is Ops.CONST and x.src[1].arg != 0 and x.src[1].arg % c == 0:  # (y % (m*c)) % c == y % c
     return UOp(Ops.MOD, dt, (x.src[0], d))
-  return None if (qr := _divide(x, c)) is None else qr[1]
+  if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and x.src[0].vmin >= 0:
+    # (y//a)%c with y = a*c*q + r, r >= 0: y//a = c*q + r//a, so the terms of y that are multiples of a*c leave
+    terms, const = split_terms(x.src[0])
+    n = x.src[1].arg * c
+    keep = {t: k for t, k in terms.items() if k % n != 0}
+    if (len(keep) < len(terms) or not 0 <= const < n) and _sum_bounds(keep, const % n)[0] >= 0:
+      return UOp(Ops.MOD, dt, (UOp(Ops.IDIV, dt, (build_sum(keep, const % n, dt), x.src[1])), d))
+  return _divide(x, c)[1]
 
 # ***** comparisons *****
 
@@ -190,7 +221,17 @@ def rule_lt(x: UOp, c: UOp) -> UOp | None:
     if m != 0 and rlo < m:
       if rhi >= m: continue
       q += 1
-    return UOp(Ops.CMPLT, dtypes.bool, (build_sum({tt: kk // g for tt, kk in order[:i+1]}, 0, x.dtype), UOp.const(x.dtype, q)))
+    return UOp(Ops.CMPLT, dtypes.bool, (build_sum({tt: kk // g for tt, kk in order[:i+1]}, 0, x.dtype), _iconst(x.dtype, q)))
+  return None
+
+def rule_mul(x: UOp) -> UOp | None:
+  """Index products by a constant: the constant goes right, constants multiply, and a sum is distributed."""
+  a, c = x.src
+  if a.op is Ops.CONST: return None if c.op is Ops.CONST else UOp(Ops.MUL, x.dtype, (c, a))
+  if c.op is not Ops.CONST: return None
+  if c.arg in (0, 1): return a if c.arg else c
+  if a.op is Ops.MUL and a.src[1].op is Ops.CONST: return UOp(Ops.MUL, x.dtype, (a.src[0], _iconst(x.dtype, a.src[1].arg * c.arg)))
+  if a.op is Ops.ADD: return UOp(Ops.ADD, x.dtype, (UOp(Ops.MUL, x.dtype, (a.src[0], c)), UOp(Ops.MUL, x.dtype, (a.src[1], c))))
   return None
 
 def _diff_bounds(x: UOp, y: UOp) -> tuple:
@@ -216,11 +257,19 @@ symbolic_rules = PatternMatcher([
   (UPat(GroupOp.ALU, src=UPat(Ops.CONST), name="x"), fold_const),
   (UPat(Ops.CAST, src=(UPat(Ops.CONST, name="c"),), name="x"), fold_cast),
   # bounds decide it
-  (UPat(GroupOp.ALU, name="x"), lambda x: UOp.const(x.dtype, x.vmin) if (_is_int(x) or x.dtype == dtypes.bool) and x.vmin == x.vmax else None),
+  (UPat(GroupOp.ALU, name="x"), lambda x: UOp.const(x.dtype, x.vmin) if x.vmin == x.vmax and (_is_int(x) or x.dtype == dtypes.bool) else None),
+  # index math: canonical sums, div/mod folding, comparisons
+  (UPat(Ops.ADD, dtype=dtypes.index, name="x"), simplify_sum),
+  (UPat(Ops.MUL, dtype=dtypes.index, name="x"), rule_mul),
+  (UPat(Ops.IDIV, dtype=dtypes.index, src=(UPat.var("x"), UPat.cvar("d"))), rule_idiv),
+  (UPat(Ops.MOD, dtype=dtypes.index, src=(UPat.var("x"), UPat.cvar("d"))), rule_mod),
+  (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.cvar("c"))), rule_lt),
+  (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.var("y"))), rule_lt_vars),
+  (UPat(Ops.MAX, dtype=dtypes.index, src=(UPat.var("x"), UPat.var("y"))), rule_max),
   # identities
   (UPat.var("x") + 0, lambda x: x),
   (UPat.var("x") * 1, lambda x: x),
-  (UPat.var("x", dtype=INTS + (dtypes.index, dtypes.bool)) * 0, lambda x: x.const_like(0)),
+  (UPat.var("x", dtype=INTS + (dtypes.index, dtypes.bool)) * UPat.const(None, 0).named("z"), lambda x, z: z),  # z: the right dtype and device
   (UPat.var("x") // 1, lambda x: x),
   (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.var("x"))), lambda x: UOp.const(x.dtype, 1) if x.vmin > 0 or x.vmax < 0 else None),
   (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("a"), UPat.var("a"))), lambda a: a),
@@ -238,18 +287,6 @@ symbolic_rules = PatternMatcher([
   (UPat((Ops.CMPLT, Ops.CMPNE), src=(UPat.var("x"), UPat.var("x"))), lambda x: UOp.const(dtypes.bool, False) if _is_int(x) else None),
   (UPat(Ops.CMPEQ, src=(UPat.var("x"), UPat.var("x"))), lambda x: UOp.const(dtypes.bool, True) if _is_int(x) else None),
   (UPat(Ops.CAST, name="c", src=(UPat.var("x"),)), lambda c, x: x if c.dtype == x.dtype else None),
-  # index math: canonical sums, div/mod folding, comparisons
-  (UPat(Ops.ADD, dtype=dtypes.index, name="x"), simplify_sum),
-  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat(Ops.ADD, name="a"), UPat.cvar("c"))),
-   lambda a, c: UOp(Ops.ADD, a.dtype, (UOp(Ops.MUL, a.dtype, (a.src[0], c)), UOp(Ops.MUL, a.dtype, (a.src[1], c))))),
-  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat(Ops.MUL, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2"))),
-   lambda x, c1, c2: UOp(Ops.MUL, x.dtype, (x, UOp.const(x.dtype, c1.arg * c2.arg)))),
-  (UPat(Ops.MUL, dtype=dtypes.index, src=(UPat.cvar("c"), UPat.var("x"))), lambda c, x: UOp(Ops.MUL, x.dtype, (x, c)) if x.op is not Ops.CONST else None),
-  (UPat(Ops.IDIV, dtype=dtypes.index, src=(UPat.var("x"), UPat.cvar("d"))), rule_idiv),
-  (UPat(Ops.MOD, dtype=dtypes.index, src=(UPat.var("x"), UPat.cvar("d"))), rule_mod),
-  (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.cvar("c"))), rule_lt),
-  (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.var("y"))), rule_lt_vars),
-  (UPat(Ops.MAX, dtype=dtypes.index, src=(UPat.var("x"), UPat.var("y"))), rule_max),
 ])
 
 def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic_rules)

@@ -5,21 +5,24 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max, f32_to_bf16_bits, ALL_DTYPES
-from tinycore.helpers import argfix, prod, all_int, make_tuple, normalize_axis, flatten, getenv, ceildiv
+from tinycore.helpers import argfix, prod, all_int, make_tuple, normalize_axis, flatten, getenv, ceildiv, ContextVar
 from tinycore.uop import UOp, Ops, GroupOp, Variable, resolve, sint_to_uop, smax, bf16_to_f32, f32_to_bf16
 from tinycore.runtime.device import Device, Buffer
-from tinycore.schedule import buffers, new_buffer_uop, create_schedule
+from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# `with Context(TRAINING=1):` (tinygrad's spelling), Tensor.training or `with Tensor.train():` turn dropout on
+TRAINING = ContextVar("TRAINING", 0)
 
 def _canon_device(device: str | None) -> str: return Device.canonicalize(device)
 
 def _np_to_buffer_uop(arr: np.ndarray, device: str, dtype: DType) -> UOp:
   if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
+  if raw.size == 0: return UOp.const(dtype, 0, device).reshape((1,) * arr.ndim).expand(arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
   if raw.size: buffers[u].copyin(memoryview(raw.reshape(-1)).cast("B"))
   return u.reshape(arr.shape)
@@ -32,9 +35,23 @@ class Tensor(NNOpsMixin, IndexingMixin):
   _seed: int = 0
   _rng_counter: int = 0
 
+  class train:
+    """`with Tensor.train():` (or as a decorator) sets Tensor.training for the block."""
+    def __init__(self, mode: bool = True): self.mode = mode
+    def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
+    def __exit__(self, *exc): Tensor.training = self.prev
+    def __call__(self, fn):
+      @functools.wraps(fn)
+      def wrapper(*a, **kw):
+        with Tensor.train(self.mode): return fn(*a, **kw)
+      return wrapper
+
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, UOp):
+      if data.op is Ops.BIND:  # a bound Variable as a scalar tensor: give it a device and a storable dtype
+        var, val = data.unbind()
+        data = UOp(Ops.BIND, var.dtype, (var, UOp.const(var.dtype, val, _canon_device(device)))).cast(dtype or dtypes.default_int)
       if dtype is not None and data.dtype != dtype: data = data.cast(dtype)
       self.uop = data
     elif data is None or isinstance(data, (bool, int, float)):
@@ -78,6 +95,9 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def __len__(self) -> int:
     if not self.shape: raise TypeError("len() of a 0-d tensor")
     return self.shape[0]
+  def __iter__(self):
+    if not self.shape: raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
   def __repr__(self) -> str: return f"<Tensor {self.shape} {self.dtype} on {self.device}{' with grad' if self.grad is not None else ''}>"
   def __hash__(self): return id(self)
   def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item(), .any() or .all()")
@@ -86,7 +106,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def schedule(self, *others: Tensor):
     items, _ = create_schedule([t.uop for t in (self,) + others])
     return items
-  def realize(self, *others: Tensor) -> Tensor:
+  def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
     Tensor.realize_all(self, *others)
     return self
   @staticmethod
@@ -95,6 +115,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if not outs: return
     items, becomes = create_schedule(outs)
     run_schedule(items)
+    mark_done(becomes)
     for t in list(_all_tensors):  # re-point every tensor that held a realized node at its buffer
       if (nu := becomes.get(t.uop)) is not None: t.uop = nu
   def _buffer(self) -> Buffer:
@@ -125,8 +146,14 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def to_(self, device: str | None) -> Tensor:
     self.uop = self.to(device).realize().uop
     return self
-  def clone(self) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if _plain(self.uop) else self.uop,)), requires_grad=self.requires_grad)
-  def contiguous(self) -> Tensor: return self._unary(Ops.CONTIGUOUS)
+  def clone(self, device: str | None = None) -> Tensor:
+    ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if is_plain_view(self.uop) else self.uop,), unique_id()), requires_grad=self.requires_grad)
+    return ret if device is None else ret.to(device)
+  def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+    self.requires_grad = requires_grad
+    return self
+  # unique: two contiguous() calls are two buffers, so assigning to one never changes the other
+  def contiguous(self, **kwargs) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
   def contiguous_backward(self) -> Tensor: return self._unary(Ops.CONTIGUOUS_BACKWARD)
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
   def assign(self, x: Tensor | Any) -> Tensor:
@@ -136,7 +163,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}; cast it first")
     if x.device != self.device: x = x.to(self.device)
     if not _plain(self.uop): self.uop = self.contiguous().realize().uop
-    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop), unique_id())
     return self
   def replace(self, x: Tensor) -> Tensor:
     if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
@@ -162,6 +189,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return Tensor(new_buffer_uop(_canon_device(device), prod(shape), dt).reshape(shape), **kw)
   @staticmethod
   def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
+  def const_like(self, b, dtype: DType | str | None = None) -> Tensor: return Tensor.full(self.shape, b, dtype=dtype or self.dtype, device=self.device)
   def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
@@ -172,7 +200,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if step == 0: raise ValueError("arange: step must not be zero")
     dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     n = max(math.ceil((stop - start) / step), 0)
-    if n == 0: return Tensor.empty(0, dtype=dt, device=device)
+    if n == 0: return Tensor.full((0,), 0, dtype=dt, device=device)
     iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=_canon_device(device)),), n))
     out = iota * step + start if (start, step) != (0, 1) else iota
     out.requires_grad = requires_grad
@@ -198,7 +226,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     Tensor._rng_counter += 1
     call = Tensor._rng_counter
     dev = _canon_device(device)
-    c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32) if n else Tensor.empty(0, dtype=dtypes.uint32, device=dev)
+    c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32)
     c1 = Tensor.full((n,), call & 0xffffffff, dtype=dtypes.uint32, device=dev)
     k0, k1 = Tensor._seed & 0xffffffff, (Tensor._seed >> 32) & 0xffffffff
     ks = [k0, k1, k0 ^ k1 ^ 0x1BD11BDA]
@@ -236,6 +264,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def randint(*shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None) -> Tensor:
     if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
     return (Tensor.rand(*shape, device=device, contiguous=False) * (high - low) + low).floor().cast(dtype).contiguous()
+  @staticmethod
+  def randperm(n: int, device=None, dtype=dtypes.int32, **kw) -> Tensor:
+    """A random permutation of 0..n-1 (argsort of uniform noise)."""
+    return Tensor.rand(n, device=device).argsort().cast(dtype)
   @staticmethod
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, **kw) -> Tensor:
     out = (Tensor.rand(*shape, device=kw.pop("device", None), contiguous=False) * (high - low) + low).cast(to_dtype(dtype) if dtype else dtypes.default_float).contiguous()
@@ -302,6 +334,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
     x = self
+    if isinstance(y, np.generic): y = y.item()  # numpy scalars act like the Python numbers they hold
     if not isinstance(y, Tensor):
       if isinstance(y, UOp) and y.op in (Ops.DEFINE_VAR, Ops.BIND): y = Tensor(y, device=x.device)
       else:
@@ -335,6 +368,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return _bin(Ops.SUB, a, b) if a.dtype != dtypes.bool else a ^ b
   def mul(self, x, reverse=False) -> Tensor: return _bin(Ops.MUL, *self._broadcasted(x, reverse))
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    # true division by a Python number happens in float: the number is never squeezed into an int dtype first
+    if rounding_mode is None and isinstance(x, (int, float, np.generic)) and not dtypes.is_float(self.dtype): return self._float().div(x, reverse)
     a, b = self._broadcasted(x, reverse)
     if rounding_mode is None:
       a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
@@ -353,9 +388,13 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
   def neg(self) -> Tensor: return self._unary(Ops.NEG) if self.dtype != dtypes.bool else self.logical_not()
   def reciprocal(self) -> Tensor: return self.cast(least_upper_float(self.dtype))._unary(Ops.RECIP)
-  def maximum(self, x) -> Tensor: return _bin(Ops.MAX, *self._broadcasted(x))
+  def _clamp_scalar(self, x):
+    """A Python int outside an int dtype's range acts like the nearest value the dtype holds (for max/min/clip)."""
+    if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(self.dtype): return min(max(x, dtype_min(self.dtype)), dtype_max(self.dtype))
+    return x
+  def maximum(self, x) -> Tensor: return _bin(Ops.MAX, *self._broadcasted(self._clamp_scalar(x)))
   def minimum(self, x) -> Tensor:
-    a, b = self._broadcasted(x)
+    a, b = self._broadcasted(self._clamp_scalar(x))
     return a._inverse()._bin_max(b._inverse())._inverse()
   def _bin_max(self, x: Tensor) -> Tensor: return _bin(Ops.MAX, self, x)
   def _inverse(self) -> Tensor:
@@ -406,6 +445,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def int(self) -> Tensor: return self.cast(dtypes.int32)
   def long(self) -> Tensor: return self.cast(dtypes.int64)
   def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def short(self) -> Tensor: return self.cast(dtypes.int16)
   def double(self) -> Tensor: return self.cast(dtypes.float64)
   def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
 
@@ -440,9 +480,12 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def abs(self) -> Tensor:
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
     return (self < 0).where(-self, self) if not dtypes.is_float(self.dtype) else self.maximum(-self)  # MAX keeps NaN, makes -0.0 0.0
-  def sign(self) -> Tensor: return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if self.dtype != dtypes.bool else self
+  def sign(self) -> Tensor:
+    if self.dtype == dtypes.bool: return self
+    s = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+    return self.isnan().where(self, s) if dtypes.is_float(self.dtype) else s
   def square(self) -> Tensor: return self * self
-  def relu(self) -> Tensor: return (self > 0).where(self, self.zeros_like()) if dtypes.is_float(self.dtype) else self.maximum(0)
+  def relu(self) -> Tensor: return (self <= 0).where(self.zeros_like(), self) if dtypes.is_float(self.dtype) else self.maximum(0)  # NaN passes
   def relu6(self) -> Tensor: return self.relu() - (self - 6).relu()
   def leaky_relu(self, neg_slope: float = 0.01) -> Tensor: return (self > 0).where(self, self * neg_slope)
   def elu(self, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()
@@ -461,7 +504,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def asinh(self) -> Tensor: return (self + (self.square() + 1).sqrt()).log()
   def acosh(self) -> Tensor: return (self + (self.square() - 1).sqrt()).log()
   def hardtanh(self, min_val=-1, max_val=1) -> Tensor: return self.clip(min_val, max_val)
-  def gelu(self) -> Tensor: return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+  def gelu(self, approximate: str = "tanh") -> Tensor:
+    """x * Phi(x): approximate='tanh' (tinygrad's default) or 'none' (the exact erf form)."""
+    if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+    if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
+    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
   def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
@@ -476,8 +523,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def lerp(self, end: Tensor, weight) -> Tensor: return self + (end - self) * weight
   def pow(self, x, reverse: bool = False) -> Tensor:
     base, exp = (self, x) if not reverse else (x, self)
+    if isinstance(base, np.generic): base = base.item()
+    if isinstance(exp, np.generic): exp = exp.item()
     if not isinstance(base, Tensor): base = Tensor(UOp.const(dtypes.from_py(base) if not isinstance(exp, Tensor) or dtypes.is_float(exp.dtype) or isinstance(base, float) else exp.dtype, base, exp.device))
-    if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64:  # exact repeated squaring
+    if base.dtype == dtypes.bool and not (isinstance(exp, float) or isinstance(exp, Tensor) and dtypes.is_float(exp.dtype)): base = base.cast(dtypes.default_int)
+    if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64 and (exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
       if exp == 0: return base.ones_like()
       out, b, e = None, base, abs(exp)
       while e:
@@ -486,8 +536,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
       return out if exp > 0 else out.reciprocal()
     if isinstance(exp, float) and exp == 0.5: return base.sqrt()
     b, e = base._broadcasted(exp)
-    if dtypes.is_int(b.dtype) or b.dtype == dtypes.bool: return _int_pow(b, e)
-    r = (e * b.abs().log2()).exp2()
+    if dtypes.is_int(b.dtype): return _int_pow(b, e)
+    # |b|^e as exp2(e*log2|b|) on a base kept away from 0, so the gradient at b=0 is a clean 0 (or inf), never 0*inf
+    zero = b == 0
+    r = (e * zero.where(1.0, b).abs().log2()).exp2()
+    r = zero.where((e > 0).where(0.0, (e < 0).where(math.inf, 1.0)), r)
     e_int = e.trunc() == e
     e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
     neg = b < 0
@@ -498,12 +551,19 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def __rpow__(self, x): return self.pow(x, reverse=True)
 
   # comparisons, logic, bits
-  def __lt__(self, x) -> Tensor: return _bin(Ops.CMPLT, *self._broadcasted(x))
-  def __gt__(self, x) -> Tensor: return _bin(Ops.CMPLT, *self._broadcasted(x, reverse=True))
-  def __ge__(self, x) -> Tensor: return (self < x).logical_not()
-  def __le__(self, x) -> Tensor: return (self > x).logical_not()
-  def ne(self, x) -> Tensor: return _bin(Ops.CMPNE, *self._broadcasted(x))
-  def eq(self, x) -> Tensor: return _bin(Ops.CMPEQ, *self._broadcasted(x))
+  def _cmp(self, op: Ops, x, reverse: bool = False) -> Tensor:
+    if isinstance(x, np.integer): x = int(x)
+    if isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(self.dtype) and not dtype_min(self.dtype) <= x <= dtype_max(self.dtype):
+      # a Python int the dtype cannot hold compares by its exact value: every element lies on the same side of it
+      above = x > dtype_max(self.dtype)
+      return Tensor.full(self.shape, {Ops.CMPLT: above != reverse, Ops.CMPEQ: False, Ops.CMPNE: True}[op], dtype=dtypes.bool, device=self.device)
+    return _bin(op, *self._broadcasted(x, reverse))
+  def __lt__(self, x) -> Tensor: return self._cmp(Ops.CMPLT, x)
+  def __gt__(self, x) -> Tensor: return self._cmp(Ops.CMPLT, x, reverse=True)
+  def __ge__(self, x) -> Tensor: return (self > x) | self.eq(x)  # not `not <`: NaN compares false both ways
+  def __le__(self, x) -> Tensor: return (self < x) | self.eq(x)
+  def ne(self, x) -> Tensor: return self._cmp(Ops.CMPNE, x)
+  def eq(self, x) -> Tensor: return self._cmp(Ops.CMPEQ, x)
   def __eq__(self, x) -> Tensor: return self.eq(x)  # type: ignore[override]
   def __ne__(self, x) -> Tensor: return self.ne(x)  # type: ignore[override]
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool)._alu(Ops.CMPNE, Tensor(UOp.const(dtypes.bool, True, self.device))._broadcast_to(self.shape))
@@ -511,22 +571,28 @@ class Tensor(NNOpsMixin, IndexingMixin):
     a, b = self._broadcasted(x, reverse)
     if dtypes.is_float(a.dtype): raise TypeError(f"bitwise {op.name.lower()} needs integer or bool tensors, got {a.dtype}")
     return _bin(op, a, b)
-  def bitwise_and(self, x) -> Tensor: return self._bitwise(Ops.AND, x)
-  def bitwise_or(self, x) -> Tensor: return self._bitwise(Ops.OR, x)
-  def xor(self, x) -> Tensor: return self._bitwise(Ops.XOR, x)
+  def bitwise_and(self, x, reverse: bool = False) -> Tensor: return self._bitwise(Ops.AND, x, reverse)
+  def bitwise_or(self, x, reverse: bool = False) -> Tensor: return self._bitwise(Ops.OR, x, reverse)
+  def bitwise_xor(self, x, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
+  def xor(self, x, reverse: bool = False) -> Tensor: return self._bitwise(Ops.XOR, x, reverse)
   def bitwise_not(self) -> Tensor:
     if dtypes.is_float(self.dtype): raise TypeError(f"bitwise not needs an integer or bool tensor, got {self.dtype}")
     return self.logical_not() if self.dtype == dtypes.bool else self ^ (dtype_max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
   def __invert__(self): return self.bitwise_not()
   def _shl(self, n: int) -> Tensor: return _bin(Ops.SHL, self, Tensor(UOp.const(self.dtype, n, self.device))._broadcast_to(self.shape))
   def _shr(self, n: int) -> Tensor: return _bin(Ops.SHR, self, Tensor(UOp.const(self.dtype, n, self.device))._broadcast_to(self.shape))
-  def lshift(self, x: int) -> Tensor:
+  def lshift(self, x, reverse: bool = False) -> Tensor:
+    if reverse: return Tensor(x, device=self.device, dtype=self.dtype).lshift(self)
     if not dtypes.is_int(self.dtype): raise TypeError(f"<< needs an integer tensor, got {self.dtype}")
-    return self._shl(x) if isinstance(x, int) else self * (2 ** x)
-  def rshift(self, x: int) -> Tensor:
+    return self._shl(x) if isinstance(x, int) else self * (2 ** x.cast(self.dtype))
+  def rshift(self, x, reverse: bool = False) -> Tensor:
+    if reverse: return Tensor(x, device=self.device, dtype=self.dtype).rshift(self)
     if not dtypes.is_int(self.dtype): raise TypeError(f">> needs an integer tensor, got {self.dtype}")
-    return self._shr(x) if isinstance(x, int) else self.div(2 ** x, rounding_mode="floor")
-  __lshift__, __rshift__ = lshift, rshift
+    return self._shr(x) if isinstance(x, int) else self.div(2 ** x.cast(self.dtype), rounding_mode="floor")
+  def __lshift__(self, x): return self.lshift(x)
+  def __rshift__(self, x): return self.rshift(x)
+  def __rlshift__(self, x): return self.lshift(x, True)
+  def __rrshift__(self, x): return self.rshift(x, True)
   def __and__(self, x): return self.bitwise_and(x)
   def __or__(self, x): return self.bitwise_or(x)
   def __xor__(self, x): return self.xor(x)
@@ -537,6 +603,50 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
     return (self.eq(math.inf) & detect_positive) | (self.eq(-math.inf) & detect_negative)
   def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol*|other| elementwise; equal infinities are close, NaN only with equal_nan."""
+    close = (self == other) | ((self - other).abs() <= atol + rtol * (other.abs() if isinstance(other, Tensor) else abs(other)))
+    if equal_nan and dtypes.is_float(self.dtype): close = close | (self.isnan() & (other.isnan() if isinstance(other, Tensor) else math.isnan(other)))
+    return close
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    return self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all()
+
+  # inverse trigonometry from one odd polynomial: atan on [0, tan(pi/8)] after two range reductions
+  def atan(self) -> Tensor:
+    x = self._float()
+    a = x.abs()
+    big = a > 1
+    t = big.where(big.where(a, 1.0).reciprocal(), a)  # atan(a) = pi/2 - atan(1/a); the inner where keeps 1/a finite
+    mid = t > 0.41421356237309503
+    u = mid.where((t - 1) / (t + 1), t)  # atan(t) = pi/4 + atan((t-1)/(t+1)), |u| <= tan(pi/8)
+    u2 = u * u
+    p = 0.0
+    for k in range(8, -1, -1): p = p * u2 + (-1) ** k / (2 * k + 1)  # Taylor to u^17: error < 3e-9
+    r = u * p
+    r = mid.where(r + math.pi / 4, r)
+    r = big.where(math.pi / 2 - r, r)
+    return (x < 0).where(-r, r)
+  def asin(self) -> Tensor:
+    x = self._float()
+    return (x / ((1 - x) * (1 + x)).sqrt()).atan()  # (1-x)(1+x) keeps precision near |x| = 1
+  def acos(self) -> Tensor:
+    x = self._float()
+    return ((1 - x) / (1 + x)).sqrt().atan() * 2
+  def copysign(self, other) -> Tensor:
+    """|self| with the sign bit of other (so -0.0 and negative NaN count as negative)."""
+    mag = self._float().abs()
+    if not isinstance(other, Tensor): return -mag if math.copysign(1.0, other) < 0 else mag
+    neg = other.bitcast({1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[other.dtype.itemsize]) < 0 if dtypes.is_float(other.dtype) else other < 0
+    return neg.where(-mag, mag)
+  def fmod(self, x) -> Tensor:
+    """C fmod: the remainder of truncating division, with the sign of self."""
+    a, b = self._broadcasted(x)
+    return _bin(Ops.MOD, a, b) if dtypes.is_int(a.dtype) else a - (a / b).trunc() * b
+  def logaddexp(self, other) -> Tensor:
+    """log(exp(a) + exp(b)) without overflow."""
+    a, b = self._float()._broadcasted(other)
+    out = a.maximum(b) + (1 + (-(a - b).abs()).exp()).log()
+    return ((a == b) & a.isinf()).where(a, out)  # inf - inf would be NaN
 
   def __neg__(self): return self.neg()
   def __add__(self, x): return self.add(x)
@@ -555,6 +665,15 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def __isub__(self, x): return self.assign(self - x)
   def __imul__(self, x): return self.assign(self * x)
   def __itruediv__(self, x): return self.assign(self / x)
+  def __ifloordiv__(self, x): return self.assign(self // x)
+  def __imod__(self, x): return self.assign(self % x)
+  def __ipow__(self, x): return self.assign(self ** x)
+  def __imatmul__(self, x): return self.assign(self @ x)
+  def __iand__(self, x): return self.assign(self & x)
+  def __ior__(self, x): return self.assign(self | x)
+  def __ixor__(self, x): return self.assign(self ^ x)
+  def __ilshift__(self, x): return self.assign(self << x)
+  def __irshift__(self, x): return self.assign(self >> x)
 
   # ***** movement *****
   def reshape(self, shape, *args) -> Tensor:
@@ -695,35 +814,41 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return mask.where(self, self.zeros_like())
 
   # ***** reductions *****
+  def _axes(self, axis) -> tuple[int, ...]:
+    return tuple(range(self.ndim)) if axis is None else tuple(dict.fromkeys(normalize_axis(a, self.ndim) for a in make_tuple(axis, 1)))
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
-    axes = tuple(range(self.ndim)) if axis is None else tuple(normalize_axis(a, self.ndim) for a in make_tuple(axis, 1))
+    axes = self._axes(axis)
     if self.ndim == 0: return self
-    if op is not Ops.ADD and any(self.shape[a] == 0 for a in axes) and op is Ops.MAX:
-      raise ValueError(f"max/min of an empty dimension has no identity (shape {self.shape}, axis {axis})")
     ret = Tensor(self.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
-  def sum(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+  def _check_nonempty(self, axis, name: str) -> None:
+    if any(self.shape[a] == 0 for a in self._axes(axis)): raise ValueError(f"{name} of an empty dimension has no identity (shape {self.shape}, axis {axis})")
+  def sum(self, axis=None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     inner = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc  # half sums accumulate in float
     return self.cast(inner)._reduce(Ops.ADD, axis, keepdim).cast(acc)
-  def prod(self, axis=None, keepdim: bool = False, dtype: DType | None = None) -> Tensor:
+  def prod(self, axis=None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
-    x = self.cast(acc)
-    # a product as a reduce: the gradient rule uses ret/src; zeros are handled by the masked form
-    return x._reduce(Ops.MUL, axis, keepdim)
-  def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim)
-  def min(self, axis=None, keepdim: bool = False) -> Tensor: return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
+    return self.cast(acc)._reduce(Ops.MUL, axis, keepdim)
+  def max(self, axis=None, keepdim: bool = False) -> Tensor:
+    self._check_nonempty(axis, "max")
+    return self._reduce(Ops.MAX, axis, keepdim)
+  def min(self, axis=None, keepdim: bool = False) -> Tensor:
+    self._check_nonempty(axis, "min")
+    return self._inverse()._reduce(Ops.MAX, axis, keepdim)._inverse()
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.bool()._reduce(Ops.MAX, axis, keepdim)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
-    out = self._float().sum(axis, keepdim)
-    n = prod(self.shape) // max(prod(out.shape), 1) if 0 not in self.shape else (prod(s for i, s in enumerate(self.shape) if axis is None or i in {normalize_axis(a, self.ndim) for a in make_tuple(axis, 1)}))
-    return out / n if n else out * math.nan
+    """The average in float (half inputs accumulate in float32); an empty reduction gives NaN like numpy."""
+    n = prod(self.shape[a] for a in self._axes(axis))
+    out_dt = least_upper_float(self.dtype)
+    total = self.sum(axis, keepdim, dtype=dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt)
+    return total.div(n).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
-    m = self._float().mean(axis, keepdim=True)
-    sq = (self._float() - m).square().sum(axis, keepdim)
-    n = prod(self.shape) // max(prod(sq.shape), 1)
-    return sq / max(n - correction, 0) if n - correction > 0 else sq * math.nan
+    n = prod(self.shape[a] for a in self._axes(axis))
+    x = self._float()
+    sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+    return sq.div(max(n - correction, 0))  # n <= correction divides by zero: inf or NaN, like torch
   def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim=False, correction=1): return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
@@ -738,32 +863,63 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
     m, _, ss = self._softmax(axis, dtype)
     return m - ss.log()
+  def softmin(self, axis: int = -1, dtype=None) -> Tensor: return (-self).softmax(axis, dtype)
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
+    """log(sum(exp(x))) without overflow; an empty reduction gives -inf."""
+    axes = self._axes(axis)
+    out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape)) if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
+    if any(self.shape[a] == 0 for a in axes): return Tensor.full(out_shape, -math.inf, dtype=self._float().dtype, device=self.device)
     m = self.max(axis, keepdim=True).detach()
     m = m.isinf().where(0, m)
     out = (self - m).exp().sum(axis, keepdim=True).log() + m
-    return out if keepdim else out.squeeze() if axis is None else out.reshape(tuple(s for i, s in enumerate(out.shape) if i not in {normalize_axis(a, self.ndim) for a in make_tuple(axis, 1)}))
+    return out.reshape(out_shape)
+  def logcumsumexp(self, axis: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along axis, stable for every prefix (each prefix window has its own max)."""
+    if self.ndim == 0 or self.shape[normalize_axis(axis, self.ndim)] == 0: return self._float()
+    d = normalize_axis(axis, self.ndim)
+    return self._float().transpose(d, -1)._prefix_windows(-math.inf).logsumexp(-1).transpose(d, -1)
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+    """Index of the first maximum (of the first NaN, if any, like numpy and torch)."""
     if axis is None: return self.flatten().argmax(0)
     d = normalize_axis(axis, self.ndim)
     n = self.shape[d]
-    m = self == self.max(d, keepdim=True)
+    mx = self.max(d, keepdim=True)
+    m = self == mx
+    if dtypes.is_float(self.dtype): m = m | self.isnan()
     idx = _iota(n, self.device, reverse=True).reshape(tuple(n if i == d else 1 for i in range(self.ndim)))
     return (n - (m.where(idx, 0)).max(d, keepdim)).cast(dtypes.int32)
   def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor: return self._inverse().argmax(axis, keepdim)
-  def cumsum(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.ADD)
-  def cummax(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.MAX)
+  def _prefix_windows(self, pad_value) -> Tensor:
+    """(..., n) -> (..., n, n): row i holds x[0..i] preceded by pad_value (sliding windows over x padded by n-1 on the left)."""
+    n = self.shape[-1]
+    return self.pad(tuple([(0, 0)] * (self.ndim - 1) + [(n - 1, 0)]), value=pad_value)._pool((n,))
   def _cumulative(self, axis: int, op: Ops) -> Tensor:
-    if self.ndim == 0: return self
+    acc = sum_acc_dtype(self.dtype) if op is not Ops.MAX else self.dtype
+    if self.ndim == 0: return self.cast(acc)
+    d = normalize_axis(axis, self.ndim)
+    if self.shape[d] == 0: return self.cast(acc)
+    win = self.cast(acc).transpose(d, -1)._prefix_windows({Ops.ADD: 0, Ops.MUL: 1}.get(op, dtype_min(acc)))
+    out = win.sum(-1, dtype=acc) if op is Ops.ADD else win.prod(-1, dtype=acc) if op is Ops.MUL else win._reduce(Ops.MAX, -1, False)
+    return out.transpose(d, -1)
+  def cumsum(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.ADD)
+  def cumprod(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.MUL)
+  def _cum_extreme(self, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
+    """Running max/min and the index where it was (the last one among ties, like torch)."""
+    if self.ndim == 0: return self, Tensor(0, dtype=dtypes.int32, device=self.device)
     d = normalize_axis(axis, self.ndim)
     n = self.shape[d]
+    if n == 0: return self, self.cast(dtypes.int32)
     x = self.transpose(d, -1)
-    # window trick: pad to 2n-1 and take a sliding window of size n; each window's reduce is one prefix
-    pad_val = 0 if op is Ops.ADD else dtype_min(self.dtype)
-    p = x.pad(tuple([(0, 0)] * (x.ndim - 1) + [(n - 1, 0)]), value=pad_val)
-    win = p._pool((n,))
-    out = win.sum(-1) if op is Ops.ADD else win.max(-1)
-    return out.transpose(d, -1)
+    x = x if largest else x._inverse()
+    win = x._prefix_windows(dtype_min(x.dtype))
+    vals = win._reduce(Ops.MAX, -1, False)
+    hit = win == vals.unsqueeze(-1)
+    if dtypes.is_float(x.dtype): hit = hit | win.isnan()
+    pos = _iota(n, self.device).reshape(*[1] * (x.ndim - 1), n)._prefix_windows(-1)
+    idx = hit.where(pos, -1)._reduce(Ops.MAX, -1, False)
+    return (vals if largest else vals._inverse()).transpose(d, -1), idx.transpose(d, -1)
+  def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]: return self._cum_extreme(axis, True)
+  def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]: return self._cum_extreme(axis, False)
 
   # ***** linear algebra *****
   def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
@@ -777,8 +933,9 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def matmul(self, x: Tensor, reverse: bool = False, dtype: DType | None = None) -> Tensor:
     if not isinstance(x, Tensor): x = Tensor(x, device=self.device)
     return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
-  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    out = self.mul(weight) if weight.ndim == 1 else self.dot(weight)
+  def linear(self, weight: Tensor, bias: Tensor | None = None, dtype: DType | str | None = None) -> Tensor:
+    x = self.cast(dtype) if dtype is not None else self
+    out = x.mul(weight) if weight.ndim == 1 else x.dot(weight, dtype=dtype)
     return out + bias if bias is not None else out
   def sequential(self, ll: list[Callable]) -> Tensor: return functools.reduce(lambda x, f: f(x), ll, self)
 
@@ -800,7 +957,7 @@ def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""
-  i = Tensor.arange(n, device=device, dtype=dtypes.int32) if n else Tensor.empty(0, dtype=dtypes.int32, device=device)
+  i = Tensor.arange(n, device=device, dtype=dtypes.int32)
   return (n - i) if reverse else i
 
 def _plain(u: UOp) -> bool:

@@ -29,6 +29,8 @@ class Ops(Enum):
   CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); XOR = auto(); OR = auto(); AND = auto(); SHL = auto(); SHR = auto()
   # ternary ALU
   WHERE = auto(); MULACC = auto()
+  # SIMD vectors (CPU-style codegen): VECTORIZE builds a vector from scalars, GEP takes lane `arg` of a vector
+  VECTORIZE = auto(); GEP = auto()
   def __repr__(self): return f"Ops.{self.name}"
 
 class GroupOp:

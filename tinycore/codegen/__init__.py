@@ -7,7 +7,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.symbolic import symbolic_rules
 from tinycore.codegen.lowerer import lower_ast
-from tinycore.codegen.opt import map_globals, kernel_name
+from tinycore.codegen.opt import optimize, kernel_name
 from tinycore.codegen.linearize import linearize
 
 def _index_dtype(sink: UOp, ren: Renderer):
@@ -35,21 +35,29 @@ def estimate_cost(uops: list[UOp], gsize) -> tuple[int, int]:
       end = u.src[0].arg if u.src[0].op is Ops.CONST else int(u.src[0].vmax)
       stack.append(mult); mult *= max(end, 0)
     elif u.op is Ops.ENDRANGE: mult = stack.pop()
-    elif u.op in GroupOp.ALU and u.dtype != dtypes.bool and u.op not in (Ops.WHERE,) and not dtypes.is_int(u.dtype): flops += mult
-    elif u.op is Ops.LOAD: mem += mult * u.dtype.itemsize
-    elif u.op is Ops.STORE: mem += mult * u.src[1].dtype.itemsize
+    elif u.op in GroupOp.ALU and u.dtype != dtypes.bool and u.op not in (Ops.WHERE,) and not dtypes.is_int(u.dtype): flops += mult * u.dtype.count
+    elif u.op is Ops.LOAD: mem += mult * u.dtype.nbytes
+    elif u.op is Ops.STORE: mem += mult * u.src[1].dtype.nbytes
   g = prod(x if isinstance(x, int) else int(x.vmax) for x in gsize)
   return flops * g, mem * g
 
-def get_program(ast: UOp, ren: Renderer, name: str | None = None) -> ProgramSpec:
+def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
+  """The kernel as loops, loads and stores with simplified index math: what optimisations (and BEAM) work on."""
   for u in ast.toposort():
     if u.op not in (Ops.SINK, Ops.STORE): ren.check_dtype(u.dtype.base if hasattr(u.dtype, "base") and u.dtype.base is not None else u.dtype)
-  sink = lower_ast(ast)
-  sink = graph_rewrite(sink, symbolic_rules)
-  sink, gsize = map_globals(sink, ren)
+  return graph_rewrite(lower_ast(ast), symbolic_rules)
+
+def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple = ()) -> ProgramSpec:
+  """`opts`: optimisations (tinycore.search.Opt) applied before the target's own passes; BEAM picks them."""
+  sink = lower_to_sink(ast, ren)
+  if opts:
+    from tinycore.search import apply_opts
+    sink = graph_rewrite(apply_opts(sink, ren, opts), symbolic_rules)
+  sink, gsize = optimize(sink, ren)
   if ren.extra_matcher is not None: sink = graph_rewrite(sink, ren.extra_matcher)
   sink = lower_index_dtype(sink, ren)
-  uops = linearize(sink)
+  # every parameter, used or simplified away, so the kernel's signature is the schedule item's buffer list
+  uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL])
   if DEBUG >= 5: print_uops(uops)
   name = name or kernel_name(ast)
   flops, mem = estimate_cost(uops, gsize)

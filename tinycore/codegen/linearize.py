@@ -4,7 +4,8 @@ from collections import defaultdict
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp, Ops, identity_element
 
-def linearize(sink: UOp) -> list[UOp]:
+def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
+  """`params`: DEFINE_GLOBALs emitted even when nothing in `sink` uses them."""
   order = sink.toposort()
   deps: dict[UOp, frozenset[UOp]] = {}     # the loop ranges each node's value changes with
   reduces_by_ranges: dict[tuple[UOp, ...], list[UOp]] = defaultdict(list)
@@ -59,7 +60,7 @@ def linearize(sink: UOp) -> list[UOp]:
     for x, acc in zip(group, accs): new[x] = acc
 
   # parameters and thread ids first, then everything loop-invariant, then the loops
-  for u in sorted((u for u in order if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg): emit(u)
+  for u in sorted({u for u in order if u.op is Ops.DEFINE_GLOBAL} | set(params), key=lambda u: u.arg): out.append(u); new[u] = u
   for u in sorted((u for u in order if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): emit(u)
   for u in (u for u in order if u.op is Ops.SPECIAL): emit(u)
   for u in order:

@@ -1,13 +1,28 @@
 """Kernel optimisations on the lowered graph, chosen from the renderer's description of the target."""
 from __future__ import annotations
+import itertools
 from tinycore.dtype import dtypes
-from tinycore.helpers import prod, strides_for_shape
-from tinycore.uop import UOp, Ops, sint_to_uop
+from tinycore.helpers import prod, strides_for_shape, ceildiv, NOOPT
+from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop
 from tinycore.renderer import Renderer
-from tinycore.rewrite import graph_substitute
+from tinycore.rewrite import graph_substitute, graph_rewrite, PatternMatcher, UPat
+from tinycore.symbolic import symbolic_rules, split_terms, build_sum
 
 def global_ranges(sink: UOp) -> list[UOp]:
   return sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "global"), key=lambda r: r.arg[0])
+
+def optimize(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
+  """The target-driven passes. GPU-style targets (global_dims > 0) map loops to thread ids. CPU-style targets
+  (threads > 0 or vector_width > 1) get register tiling and SIMD vectors, then the outer loop split across threads."""
+  if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return map_globals(sink, ren)
+  lane = None
+  if not NOOPT and (plan := plan_upcasts(sink, ren)) is not None: sink, lane = apply_upcasts(sink, *plan)
+  sink, gsize = split_for_threads(sink, ren.threads)
+  sink = graph_rewrite(sink, symbolic_rules)
+  if lane is not None: sink = vectorize(sink, lane)
+  return sink, gsize
+
+# ***** GPU style: loops become thread ids *****
 
 def map_globals(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
   """GPU-style targets: output loops become SPECIAL thread ids (innermost loop -> dim 0). Returns the launch size."""
@@ -26,6 +41,174 @@ def map_globals(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
   specials = sorted((v for v in sub.values() if v.op is Ops.SPECIAL), key=lambda s: s.arg) + ([merged] if merged is not None else [])
   gsize = tuple(s.src[0].arg if s.src[0].op is Ops.CONST else s.src[0] for s in sorted(set(specials), key=lambda s: s.arg))
   return graph_substitute(sink, sub).simplify(), gsize + (1,)*(3-len(gsize))
+
+# ***** CPU style: split the outer loop across threads *****
+
+def split_for_threads(sink: UOp, threads: int) -> tuple[UOp, tuple]:
+  """The outermost global loop (or the largest, when the outermost is too short to share) is cut into `threads` chunks;
+  SPECIAL gidx0 picks the chunk: r -> core*chunk + r', r' < min(chunk, n - core*chunk). Launch size (threads, 1, 1):
+  the driver runs the core ids on as many OS threads as pay off, in any order."""
+  rngs = global_ranges(sink)
+  if threads <= 1 or not rngs: return sink, (1, 1, 1)
+  def size(r: UOp) -> int: return r.src[0].arg if r.src[0].op is Ops.CONST else int(r.src[0].vmax)
+  r = rngs[0] if size(rngs[0]) >= threads else max(rngs, key=size)
+  if size(r) <= 1: return sink, (1, 1, 1)
+  n = r.src[0]
+  core = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, threads),), "gidx0")
+  chunk = UOp.const(dtypes.index, ceildiv(n.arg, threads)) if n.op is Ops.CONST else (n + (threads - 1)) // threads
+  end = chunk if n.op is Ops.CONST and n.arg % threads == 0 else (n - core * chunk).minimum(chunk)
+  inner = UOp(Ops.RANGE, dtypes.index, (end.simplify(),), r.arg)
+  return graph_substitute(sink, {r: core * chunk + inner}), (threads, 1, 1)
+
+# ***** CPU style: upcasting (register tiles) and SIMD vectors *****
+# An upcast axis r of size n becomes an outer loop ro of size n/(k*w) and k copies (unrolled) of w SIMD lanes:
+# r = ro*k*w + c*w + lane. Copies of a global axis are more stores; copies of a reduce axis are more accumulators,
+# combined after the loop. Lanes become vector dtypes: contiguous loads/stores become vector loads/stores.
+# Only reductions are reassociated (lanes and copies are partial results); every elementwise op keeps its IEEE meaning.
+
+def _range_deps(sink: UOp) -> dict[UOp, frozenset[UOp]]:
+  deps: dict[UOp, frozenset[UOp]] = {}
+  for u in sink.toposort(): deps[u] = frozenset({u}) if u.op is Ops.RANGE else frozenset().union(*(deps[s] for s in u.src))
+  return deps
+
+def lane_base(idx: UOp, r: UOp) -> UOp | None:
+  """base when idx == base + r with base free of r (consecutive r -> consecutive elements), else None."""
+  terms, const = split_terms(idx)
+  if terms.get(r) != 1: return None
+  rest = {t: k for t, k in terms.items() if t is not r}
+  if any(r in t.toposort() for t in rest): return None
+  return build_sum(rest, const, idx.dtype)
+
+def _const_size(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
+
+def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, int]] | None:
+  """Heuristics: (the axis to vectorize or None, vector width, {axis: copies}). None: leave the kernel as it is."""
+  order = sink.toposort()
+  deps = _range_deps(sink)
+  reduces = [u for u in order if u.op is Ops.REDUCE]
+  reduce_rngs = {r for x in reduces for r in x.src[1:]}
+  rngs = [u for u in order if u.op is Ops.RANGE and (u.arg[1] == "global" or u in reduce_rngs) and _const_size(u)]
+  accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
+  loads = [u for u in order if u.op is Ops.LOAD]
+  W = ren.vector_width
+  def vec_score(r: UOp) -> int:  # contiguous accesses gain, gathers lose
+    return sum((1 if lane_base(i, r) is not None else -1) for i in accesses if r in deps[i])
+  vaxis = None
+  if W > 1:
+    cands = [(vec_score(r), r.arg[1] == "global", r.arg[0], r) for r in rngs if _const_size(r) % W == 0]
+    if cands and (best := max(cands, key=lambda c: c[:3]))[0] > 0: vaxis = best[3]
+  copies: dict[UOp, int] = {}
+  budget = ren.upcast_max
+  def left(r: UOp) -> int: return _const_size(r) // (W if r is vaxis else 1)
+  def pick(r: UOp, wanted: int) -> None:
+    nonlocal budget
+    for k in (16, 8, 4, 2):
+      if k <= min(wanted, budget) and left(r) % k == 0 and left(r) // k >= 1:
+        copies[r], budget = k, budget // k
+        return
+  if reduces:
+    # register tiles: copy the global axes that some load in the reduce loop does not depend on (it is loaded once
+    # and used by every copy); the axis with most such loads first
+    def reuse(r: UOp) -> int: return sum(1 for ld in loads if r not in deps[ld] and deps[ld] & reduce_rngs)
+    glob = sorted((r for r in rngs if r.arg[1] == "global" and reuse(r) > 0), key=lambda r: (-reuse(r), r is vaxis, r.arg[0]))
+    if vaxis is not None and vaxis.arg[1] == "global":
+      for r in glob:
+        if r is not vaxis: pick(r, 8)
+      if vaxis in glob: pick(vaxis, 2)
+    else:
+      for r in glob[:2]: pick(r, 4 if r is glob[0] else 2)
+    if vaxis is not None and vaxis.arg[1] == "reduce" and not copies: pick(vaxis, 4)  # independent accumulators
+  if vaxis is None and not copies: return None
+  return vaxis, W, copies
+
+def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int]) -> tuple[UOp, UOp | None]:
+  """Rewrite the scalar graph: upcast axes split into an outer loop, copies and a `lane` placeholder range."""
+  next_id = max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE) + 1
+  lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, W),), (next_id, "lane")) if vaxis is not None else None
+  axes = set(copies) | ({vaxis} if vaxis is not None else set())
+  outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(r) // (copies.get(r, 1) * (W if r is vaxis else 1))),), r.arg)
+           for r in axes}
+  def split(r: UOp, c: int) -> UOp:
+    w = W if r is vaxis else 1
+    return outer[r] * (copies.get(r, 1) * w) + c * w + (lane if r is vaxis else 0)
+  def upcast_reduce(x: UOp) -> UOp | None:
+    mine = [r for r in x.src[1:] if r in axes]
+    if not mine: return None
+    rest = tuple(outer.get(r, r) for r in x.src[1:]) + ((lane,) if vaxis in mine else ())
+    parts = [UOp(Ops.REDUCE, x.dtype, (x.src[0].substitute({r: split(r, c) for r, c in zip(mine, combo)}),) + rest, x.arg)
+             for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
+    return _combine(x.arg, parts)
+  sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), upcast_reduce)]))
+  glob = [r for r in axes if r.arg[1] == "global"]
+  stores = [st.substitute({r: split(r, c) for r, c in zip(glob, combo)})
+            for combo in itertools.product(*[range(copies.get(r, 1)) for r in glob]) for st in sink.src]
+  sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
+  if vaxis is not None and vaxis.arg[1] == "global" and any(r.arg[1] == "reduce" for r in sink.toposort() if r.op is Ops.RANGE):
+    # loop order for tiled reductions: the vector axis outermost, so the operand the inner loops share (a panel of
+    # columns, K x tile width) is reused from cache by every row tile instead of streamed again for each one
+    rngs = global_ranges(sink)
+    ids = sorted(r.arg[0] for r in rngs)
+    new_order = [outer[vaxis]] + [r for r in rngs if r is not outer[vaxis]]
+    sink = graph_substitute(sink, {r: r.replace(arg=(i, "global")) for r, i in zip(new_order, ids)})
+  return sink, lane
+
+def _combine(op: Ops, parts: list[UOp]) -> UOp:
+  """A balanced tree of the reduce op over partial results."""
+  while len(parts) > 1: parts = [UOp(op, parts[i].dtype, (parts[i], parts[i+1])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+  return parts[0]
+
+def vectorize(sink: UOp, lane: UOp) -> UOp:
+  """Replace the `lane` placeholder by vector dtypes. Values that vary with the lane become vectors (contiguous loads
+  and stores become vector ones, others are gathered/scattered lane by lane); lane-invariant values are broadcast.
+  A REDUCE over the lane keeps a vector accumulator and is reduced across lanes after the loop."""
+  W = _const_size(lane)
+  order = sink.toposort()
+  dep: dict[UOp, bool] = {}
+  for u in order:
+    if u is lane: dep[u] = True
+    elif u.op is Ops.REDUCE: dep[u] = dep[u.src[0]] and lane not in u.src[1:]
+    else: dep[u] = any(dep[s] for s in u.src)
+  new: dict[UOp, UOp] = {}   # lane-invariant node -> rebuilt node
+  vec: dict[UOp, UOp] = {}   # lane-dependent value -> its vector
+  def at_lane(s: UOp, i: int) -> UOp:  # the scalar value of s in lane i
+    if s in vec: return UOp(Ops.GEP, s.dtype, (vec[s],), i)
+    return s.substitute({lane: UOp.const(dtypes.index, i)}).simplify() if dep[s] else new[s]
+  def as_vec(s: UOp) -> UOp:
+    if s in vec: return vec[s]
+    if s.op is Ops.CONST: return UOp.const(s.dtype.vec(W), s.arg)
+    return UOp(Ops.VECTORIZE, s.dtype.vec(W), (new[s],) * W)
+  def per_lane(u: UOp) -> UOp:
+    return UOp(Ops.VECTORIZE, u.dtype.vec(W), tuple(u.replace(src=tuple(at_lane(s, i) for s in u.src)) for i in range(W)))
+  stores: list[UOp] = []
+  for u in order:
+    if u.op is Ops.SINK: continue
+    if u.op is Ops.STORE:
+      buf, idx = u.src[0].src
+      if not dep[u]: stores.append(u.replace(src=(new[u.src[0]], new[u.src[1]])))
+      elif (base := lane_base(idx, lane)) is not None:
+        stores.append(UOp(Ops.STORE, dtypes.void, (_vec_index(buf, base, W), as_vec(u.src[1]))))
+      else: stores.extend(UOp(Ops.STORE, dtypes.void, (buf.index(at_lane(idx, i)), at_lane(u.src[1], i))) for i in range(W))
+      continue
+    if not dep[u]:
+      if u.op is Ops.REDUCE and lane in u.src[1:]:
+        rest = tuple(r for r in u.src[1:] if r is not lane)
+        acc = UOp(Ops.REDUCE, u.dtype.vec(W), (as_vec(u.src[0]),) + rest, u.arg) if rest else as_vec(u.src[0])
+        new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(W)])
+      else: new[u] = u if all(new[s] is s for s in u.src) else u.replace(src=tuple(new[s] for s in u.src))
+      continue
+    if u.dtype == dtypes.index or u.op in (Ops.RANGE, Ops.INDEX): continue  # index math stays scalar, per lane
+    if u.op is Ops.LOAD:
+      buf, idx = u.src[0].src[:2]
+      vec[u] = UOp(Ops.LOAD, u.dtype.vec(W), (_vec_index(buf, base, W),)) if (base := lane_base(idx, lane)) is not None else \
+               UOp(Ops.VECTORIZE, u.dtype.vec(W), tuple(UOp(Ops.LOAD, u.dtype, (buf.index(at_lane(idx, i)),)) for i in range(W)))
+    elif any(dep[s] and s not in vec for s in u.src): vec[u] = per_lane(u)  # reads index math: computed lane by lane
+    elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST, Ops.REDUCE):
+      vec[u] = u.replace(dtype=u.dtype.vec(W), src=tuple(as_vec(s) if i == 0 or u.op is not Ops.REDUCE else s for i, s in enumerate(u.src)))
+    else: raise NotImplementedError(f"vectorize: no rule for {u.op}")
+  return UOp(Ops.SINK, dtypes.void, tuple(stores))
+
+def _vec_index(buf: UOp, base: UOp, W: int) -> UOp:
+  return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base))
 
 def kernel_name(ast: UOp) -> str:
   """tinygrad-style: r_ for kernels with a reduction, E_ otherwise, then the output shape."""

@@ -87,6 +87,7 @@ class Buffer:
       else:
         self._buf = self.allocator.alloc(self.nbytes, self.options)
         GlobalCounters.mem_used += self.nbytes
+        GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
     return self
   allocate = ensure_allocated
   def view(self, size: int, dtype: DType, offset: int) -> Buffer:
@@ -120,14 +121,17 @@ class Buffer:
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype}{' view@'+str(self.offset) if self._base else ''}>"
 
 class GlobalCounters:
-  """Process-wide counters: kernels launched, FLOPs and bytes they were estimated to do, time, live memory."""
+  """Process-wide counters: kernels launched, FLOPs and bytes they were estimated to do, time, live and peak memory."""
   kernel_count: int = 0
   global_ops: int = 0
   global_mem: int = 0
   time_sum_s: float = 0.0
-  mem_used: int = 0
+  mem_used: int = 0   # bytes in allocated Buffers now
+  mem_peak: int = 0   # the most mem_used has been since the last reset
   @staticmethod
-  def reset() -> None: GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
+  def reset() -> None:
+    GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
+    GlobalCounters.mem_peak = GlobalCounters.mem_used
 
 # ***** driver *****
 
@@ -164,6 +168,8 @@ class _DeviceRegistry:
     self._opened: dict[str, Compiled] = {}
     self._renderers: dict[str, Any] = {}
     self.errors: dict[str, str] = {}    # plugin or device name -> why it is unavailable
+    self.refused: dict[str, BackendSpec] = {}       # devices offered for another contract version
+    self.broken: dict[str, tuple[str, str]] = {}    # plugins that failed to load -> (package, version)
     self._default: str | None = None
   def _plugin_manager(self) -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT)
@@ -176,7 +182,7 @@ class _DeviceRegistry:
         pm.register(mod, name=f"{ep.name}")
         self._packages[id(mod)] = _dist_info(ep)
       except Exception as e:
-        self.errors[ep.name] = f"plugin {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}"
+        self.errors[ep.name], self.broken[ep.name] = f"plugin {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}", _dist_info(ep)
         warnings.warn(self.errors[ep.name], RuntimeWarning, stacklevel=3)
     return pm
   @property
@@ -185,17 +191,19 @@ class _DeviceRegistry:
       self._packages: dict[int, tuple[str, str]] = {}
       pm, specs = self._plugin_manager(), {}
       for impl in pm.hook.tinycore_backends.get_hookimpls():
+        pkg, ver = self._packages.get(id(impl.plugin), ("tinycore", _version("tinycore")))
         try: got = impl.function()
         except Exception as e:
           self.errors[impl.plugin_name] = f"plugin {impl.plugin_name!r} raised in tinycore_backends: {type(e).__name__}: {e}"
+          self.broken[impl.plugin_name] = (pkg, ver)
           warnings.warn(self.errors[impl.plugin_name], RuntimeWarning, stacklevel=3)
           continue
-        pkg, ver = self._packages.get(id(impl.plugin), ("tinycore", _version("tinycore")))
         for spec in got or []:
           spec.package, spec.version = pkg, ver
           if spec.contract_version != CONTRACT_VERSION:
             self.errors[spec.name] = (f"plugin {pkg} provides {spec.name} for contract version {spec.contract_version}, "
                                       f"but this tinycore speaks version {CONTRACT_VERSION}; upgrade the plugin or tinycore")
+            self.refused[spec.name] = spec
             warnings.warn(self.errors[spec.name], RuntimeWarning, stacklevel=3)
             continue
           specs[spec.name.upper()] = spec
@@ -231,6 +239,17 @@ class _DeviceRegistry:
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""
     except Exception as e: return False, str(e)
+  def listing(self) -> list[dict[str, Any]]:
+    """Every backend a plugin offered, usable or not: what `python -m tinycore devices` shows."""
+    rows = []
+    for name, spec in sorted(self.specs.items()):
+      ok, err = self.opens(name)
+      rows.append(dict(name=name, package=spec.package, version=spec.version, contract=spec.contract_version, opens=ok, error=err))
+    for name, spec in sorted(self.refused.items()):
+      rows.append(dict(name=name, package=spec.package, version=spec.version, contract=spec.contract_version, opens=False, error=self.errors[name]))
+    for name, (pkg, ver) in sorted(self.broken.items()):
+      rows.append(dict(name=name, package=pkg, version=ver, contract=None, opens=False, error=self.errors[name]))
+    return rows
   @property
   def DEFAULT(self) -> str:
     if self._default is None:

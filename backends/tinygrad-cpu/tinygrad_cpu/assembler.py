@@ -1,0 +1,83 @@
+"""CPU assemblers: LLVM IR -> native object code with llvmlite's bundled LLVM, or C -> a shared object with clang/gcc."""
+from __future__ import annotations
+import functools, hashlib, json, os, shutil, subprocess, tempfile
+from tinycore.runtime.device import Assembler
+from tinycore.runtime.errors import CompileError
+from tinygrad_cpu.renderer import kernel_signature
+
+MAGIC = b"TCCPU1\n"   # a binary: MAGIC, one JSON header line, sha256 of the payload, the payload (object file or shared object)
+
+def pack(kind: str, src: str, payload: bytes) -> bytes:
+  name, nbufs, var_types = kernel_signature(src)
+  header = json.dumps({"kind": kind, "fn": name, "nbufs": nbufs, "vars": list(var_types)}, sort_keys=True).encode()
+  return MAGIC + header + b"\n" + hashlib.sha256(payload).digest() + payload
+
+def unpack(binary: bytes) -> tuple[dict, bytes]:
+  """The header and payload of a binary, checked: anything else raises CompileError naming CPU."""
+  try:
+    if not binary.startswith(MAGIC): raise ValueError("bad magic")
+    end = binary.index(b"\n", len(MAGIC))
+    header = json.loads(binary[len(MAGIC):end])
+    digest, payload = binary[end+1:end+33], binary[end+33:]
+    if hashlib.sha256(payload).digest() != digest: raise ValueError("checksum mismatch")
+    if header["kind"] not in ("llvm", "so"): raise ValueError(f"unknown kind {header['kind']!r}")
+    return header, payload
+  except Exception as e: raise CompileError(f"CPU: corrupt kernel binary ({type(e).__name__}: {e}); it was not produced by this backend's assembler") from e
+
+@functools.cache
+def llvm():
+  import llvmlite.binding as binding
+  binding.initialize_native_target()
+  binding.initialize_native_asmprinter()
+  return binding
+
+@functools.cache
+def host_target_machine():
+  """The host's triple, CPU name and features; -O3 code generation, position independent, small code model."""
+  ll = llvm()
+  triple, cpu, feats = ll.get_process_triple(), ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()
+  return ll.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default"), f"{triple}:{cpu}:{feats}"
+
+class LLVMAssembler(Assembler):
+  """LLVM IR -> object code, in process: verify, the O3 pipeline (no fast-math anywhere), emit an ELF/Mach-O/COFF object."""
+  def __init__(self, renderer=None):
+    super().__init__(renderer)
+    self.tm, host = host_target_machine()
+    self.target = f"llvm{'.'.join(map(str, llvm().llvm_version_info))}:{host}"
+  def assemble(self, src: str) -> bytes:
+    ll = llvm()
+    try:
+      mod = ll.parse_assembly(src)
+      mod.verify()
+    except RuntimeError as e: raise CompileError(f"CPU: LLVM rejected the IR of kernel {kernel_signature(src)[0]}: {e}") from e
+    mod.triple, mod.data_layout = self.tm.triple, str(self.tm.target_data)
+    pto = ll.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_unrolling = False  # our upcasts unroll where it pays; LLVM's unroller doubled code generation time
+    pb = ll.create_pass_builder(self.tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return pack("llvm", src, self.tm.emit_object(mod))
+
+@functools.cache
+def find_c_compiler() -> str | None:
+  for cc in (os.environ.get("CC"), "clang", "gcc"):
+    if cc and (path := shutil.which(cc)): return path
+  return None
+
+class ClangAssembler(Assembler):
+  """C -> a shared object with clang or gcc. -O2 -march=native; -ffp-contract=off and no fast-math keep IEEE semantics,
+  -fwrapv makes signed overflow wrap like every other backend."""
+  FLAGS = ["-shared", "-fPIC", "-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno", "-fno-ident", "-std=gnu11"]
+  def __init__(self, renderer=None):
+    super().__init__(renderer)
+    self.cc = find_c_compiler()
+    version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0] if self.cc else "none"
+    self.target = f"c:{version}:{host_target_machine()[1]}"
+  def assemble(self, src: str) -> bytes:
+    if self.cc is None:
+      raise CompileError("CPU: the C renderer (CPU_RENDERER=C) needs a C compiler, but neither clang nor gcc is on PATH; "
+                         "install one (or set CC), or use the default LLVM renderer")
+    with tempfile.TemporaryDirectory() as d:  # fixed file names in the build: the output depends on the source only
+      with open(os.path.join(d, "kernel.c"), "w") as f: f.write(src)
+      proc = subprocess.run([self.cc, *self.FLAGS, "-o", "kernel.so", "kernel.c", "-lm"], cwd=d, capture_output=True, text=True)
+      if proc.returncode != 0: raise CompileError(f"CPU: {os.path.basename(self.cc)} failed on kernel {kernel_signature(src)[0]}:\n{proc.stderr[-4000:]}")
+      with open(os.path.join(d, "kernel.so"), "rb") as f: return pack("so", src, f.read())

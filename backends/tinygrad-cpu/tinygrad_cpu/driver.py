@@ -1,0 +1,68 @@
+"""CPU driver: loads kernels in process (object code through llvmlite's ORC JIT, C shared objects with dlopen) and runs
+the core ids of a launch on a thread pool; small kernels run on the calling thread."""
+from __future__ import annotations
+import ctypes, itertools, os, tempfile, time
+from concurrent.futures import ThreadPoolExecutor
+from tinycore.runtime.device import Driver
+from tinycore.runtime.errors import CompileError
+from tinygrad_cpu.assembler import unpack, llvm, host_target_machine
+from tinygrad_cpu.renderer import cpu_threads
+
+_CTYPES = {"bool": ctypes.c_bool, "char": ctypes.c_int8, "uchar": ctypes.c_uint8, "short": ctypes.c_int16, "ushort": ctypes.c_uint16,
+           "int": ctypes.c_int32, "uint": ctypes.c_uint32, "long": ctypes.c_int64, "ulong": ctypes.c_uint64}
+PARALLEL_MIN_WORK = 1 << 18   # estimated FLOPs + bytes below which a kernel runs on one thread (threads cost ~10-30 us)
+
+class CPUProgram:
+  """A loaded kernel: fn(bufs..., vars..., core_start, core_end)."""
+  def __init__(self, driver: CPUDriver, name: str, fn, keep, parallel: bool):
+    self.driver, self.name, self.fn, self.keep, self.parallel = driver, name, fn, keep, parallel
+  def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
+    st = time.perf_counter()
+    n = global_size[0] * global_size[1] * global_size[2]
+    self.driver.run(self.fn, tuple(b.addr for b in bufs) + tuple(vals), n, self.parallel)
+    return time.perf_counter() - st if wait else None
+
+class CPUDriver(Driver):
+  def __init__(self):
+    super().__init__("CPU")
+    self.threads = cpu_threads()
+    self._pool: ThreadPoolExecutor | None = None
+    self._jit = None
+    self._libs = itertools.count()
+  def load(self, name: str, binary: bytes, spec=None) -> CPUProgram:
+    header, payload = unpack(binary)
+    argtypes = [ctypes.c_void_p] * header["nbufs"] + [_CTYPES[t] for t in header["vars"]] + [ctypes.c_int32, ctypes.c_int32]
+    if header["kind"] == "llvm": addr, keep = self._link_object(name, header["fn"], payload), None
+    else: addr, keep = self._dlopen(name, header["fn"], payload)
+    fn = ctypes.CFUNCTYPE(None, *argtypes)(addr)   # a foreign call releases the GIL: pool threads run in parallel
+    return CPUProgram(self, name, fn, keep, self._worth_threads(spec))
+  def _link_object(self, name: str, fn: str, obj: bytes):
+    if self._jit is None: self._jit = llvm().create_lljit_compiler(host_target_machine()[0])
+    try:
+      tracker = llvm().JITLibraryBuilder().add_object_img(obj).add_current_process().export_symbol(fn).link(self._jit, f"{fn}_{next(self._libs)}")
+    except RuntimeError as e: raise CompileError(f"CPU: cannot load kernel {name!r}: the JIT linker refused its object code: {e}") from e
+    self._trackers = getattr(self, "_trackers", []) + [tracker]  # the code lives as long as the driver
+    return tracker[fn]
+  def _dlopen(self, name: str, fn: str, so: bytes):
+    fd, path = tempfile.mkstemp(suffix=".so")
+    try:
+      with os.fdopen(fd, "wb") as f: f.write(so)
+      lib = ctypes.CDLL(path)
+      return ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value, lib
+    except (OSError, AttributeError) as e: raise CompileError(f"CPU: cannot load kernel {name!r} from its shared object: {e}") from e
+    finally: os.unlink(path)
+  def _worth_threads(self, spec) -> bool:
+    if spec is None: return True
+    work = [w for w in (spec.flops, spec.mem_bytes)]
+    return not all(isinstance(w, int) for w in work) or sum(work) >= PARALLEL_MIN_WORK
+  def run(self, fn, args: tuple, n: int, parallel: bool) -> None:
+    """Core ids [0, n) in `workers` contiguous slices; the calling thread runs the first."""
+    workers = min(self.threads, n) if parallel else 1
+    if workers <= 1:
+      fn(*args, 0, n)
+      return
+    if self._pool is None: self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="tinycore-cpu")
+    bounds = [n * i // workers for i in range(workers + 1)]
+    futures = [self._pool.submit(fn, *args, bounds[i], bounds[i+1]) for i in range(1, workers)]
+    fn(*args, bounds[0], bounds[1])
+    for f in futures: f.result()

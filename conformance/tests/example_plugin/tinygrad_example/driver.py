@@ -1,0 +1,16 @@
+"""EXAMPLE's driver: checks and unpacks a binary into a program (the core's PYTHON interpreter runs it)."""
+import zlib
+from tinycore.runtime.builtin import PythonProgram
+from tinycore.runtime.device import Driver
+from tinycore.runtime.errors import CompileError
+from tinygrad_example.assembler import MAGIC
+
+class ExampleDriver(Driver):
+  def __init__(self): super().__init__("EXAMPLE")   # a real driver opens the hardware here
+  def load(self, name: str, binary: bytes, spec=None) -> PythonProgram:
+    try:
+      if not binary.startswith(MAGIC): raise ValueError("bad magic header")
+      return PythonProgram(name, zlib.decompress(binary[len(MAGIC):]).decode())
+    except Exception as e:  # errors name this backend, whatever went wrong underneath
+      raise CompileError(f"EXAMPLE: cannot load kernel {name!r}: {type(e).__name__}: {e}") from e
+  def synchronize(self) -> None: pass   # programs run to completion when called

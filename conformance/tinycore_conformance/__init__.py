@@ -1,0 +1,12 @@
+"""tinycore-conformance: the shared suite that proves a tinycore backend correct, as a pytest plugin and a CLI."""
+__version__ = "0.1.0"
+
+# the report's rows, in order; each is a pytest marker applied to one test module
+SECTIONS = {
+  "contract": "each plugin role on its own: renderer without the device, assembler, allocator, driver",
+  "ops": "every Tensor op, forward and backward, against numpy over the backend's declared dtypes",
+  "dtypes": "casts, bitcasts, integer wraparound, NaN/inf/-0.0, half and bfloat16 rounding, undeclared dtypes",
+  "fuzz": "random graphs of elementwise, movement and reduce ops (hypothesis) against numpy",
+  "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",
+  "resources": "no leaked buffers after many launches, many small launches, clean failures on impossible requests",
+}

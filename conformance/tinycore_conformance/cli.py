@@ -1,0 +1,52 @@
+"""`tinycore-conformance NAME`: run the suite against one backend in-process and print a report (and optionally JSON)."""
+from __future__ import annotations
+import argparse, json, os, sys
+from tinycore_conformance import SECTIONS
+from tinycore_conformance.report import Collector, format_report
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+  p = argparse.ArgumentParser(prog="tinycore-conformance", description="Check a tinycore backend against the shared conformance suite.",
+                              epilog="Arguments after `--` go to pytest unchanged (e.g. -- -x --tb=long).")
+  p.add_argument("device", help="the backend's device name, as `tinycore devices` lists it (e.g. CPU, PYTHON)")
+  p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
+  p.add_argument("--profile", choices=("ci", "vendor"), default="ci",
+                 help="ci: fixed seeds, few random graphs (default); vendor: many more random graphs, fresh seeds")
+  p.add_argument("--section", action="append", choices=sorted(SECTIONS), help="run only this section (repeatable)")
+  p.add_argument("-k", dest="keyword", help="pytest -k expression selecting tests by name (e.g. 'add and float16')")
+  p.add_argument("-m", dest="markexpr", help="pytest -m marker expression (the sections are markers)")
+  p.add_argument("-q", "--quiet", action="store_true", help="no per-test pytest output, only the report")
+  if "--" in argv: argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+  else: extra = []
+  return p.parse_args(argv), extra
+
+def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
+  out = ["--pyargs", "tinycore_conformance", "--device", args.device, "--conformance-profile", args.profile,
+         "-p", "no:cacheprovider", "--tb=short", "-q" if not args.quiet else "-qq"]
+  if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"): out += ["-p", "tinycore_conformance.plugin"]
+  marks = [f"({args.markexpr})"] if args.markexpr else []
+  if args.section: marks.append("(" + " or ".join(args.section) + ")")
+  if marks: out += ["-m", " and ".join(marks)]
+  if args.keyword: out += ["-k", args.keyword]
+  return out + extra
+
+def main(argv: list[str] | None = None) -> int:
+  import pytest
+  args, extra = parse(sys.argv[1:] if argv is None else argv)
+  from tinycore.runtime.device import Device
+  name = Device.canonicalize(args.device).split(":")[0]
+  if name not in Device.specs:
+    print(f"tinycore-conformance: no backend named {name!r}; installed: {sorted(Device.specs)}" +
+          (f"\n  plugin errors: {Device.errors}" if Device.errors else ""), file=sys.stderr)
+    return 2
+  spec = Device.specs[name]
+  collector = Collector()
+  rc = pytest.main(pytest_args(args, extra), plugins=[collector])
+  info = {"package": spec.package, "version": spec.version, "profile": args.profile, "pytest_exit": int(rc)}
+  print("\n" + format_report(collector, name, info))
+  if args.json:
+    with open(args.json, "w") as f: json.dump(collector.as_json(name, info), f, indent=1)
+  if collector.failures() or collector.collect_errors: return 1
+  return 0 if rc in (0, 5) and collector.results else int(rc) or 1
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,20 @@
+"""The pytest plugin (entry point `pytest11`): the --device and --conformance-profile options and the section markers."""
+from __future__ import annotations
+from tinycore_conformance import SECTIONS
+
+def pytest_addoption(parser) -> None:
+  group = parser.getgroup("tinycore-conformance", "tinycore backend conformance (pytest --pyargs tinycore_conformance)")
+  group.addoption("--device", default=None, help="the tinycore backend to check (default: $DEV, else tinycore's default device)")
+  group.addoption("--conformance-profile", default="ci", choices=("ci", "vendor"),
+                  help="ci: fixed seeds and few random graphs; vendor: many more random graphs with fresh seeds")
+
+def pytest_configure(config) -> None:
+  for name, what in SECTIONS.items(): config.addinivalue_line("markers", f"{name}: tinycore conformance section: {what}")
+  config.addinivalue_line("markers", "covers(feature): the backend feature a conformance test checks, reported as its op")
+
+def pytest_report_header(config) -> list[str] | None:
+  if config.getoption("device") is None: return None
+  from tinycore_conformance.target import target_for, dtype_name
+  t = target_for(config)
+  return [f"tinycore conformance: device {t.name} (package {t.spec.package} {t.spec.version}), profile {config.getoption('conformance_profile')}",
+          f"  declared dtypes: {', '.join(dtype_name(d) for d in t.dtypes)}; capabilities: {t.spec.capabilities}"]

@@ -1,0 +1,89 @@
+"""The human and JSON report: collects each test's outcome by section, with the op, dtype and shape it checked."""
+from __future__ import annotations
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, asdict
+from tinycore_conformance import SECTIONS
+
+@dataclass
+class Result:
+  nodeid: str
+  section: str
+  outcome: str        # passed, failed, skipped, error
+  op: str = ""
+  dtype: str = ""
+  shape: str = ""
+  message: str = ""   # the failure's first line, or the skip's reason
+  seconds: float = 0.0
+
+def _message(report) -> str:
+  lr = report.longrepr
+  if lr is None: return ""
+  if isinstance(lr, tuple): return str(lr[2]).removeprefix("Skipped: ")
+  crash = getattr(lr, "reprcrash", None)
+  text = crash.message if crash is not None else str(lr).strip().splitlines()[-1]
+  return text.removeprefix("AssertionError: ")
+
+class Collector:
+  """A pytest plugin object: pass it to pytest.main(plugins=[...]) and read `.results` afterwards."""
+  def __init__(self):
+    self.results: dict[str, Result] = {}
+    self.collect_errors: list[str] = []
+    self.started = time.perf_counter()
+    self.seconds = 0.0
+
+  def pytest_collectreport(self, report) -> None:
+    if report.failed: self.collect_errors.append(f"{report.nodeid}: {_message(report)}")
+
+  def pytest_runtest_logreport(self, report) -> None:
+    props = dict(report.user_properties)
+    section = next((s for s in SECTIONS if s in report.keywords), "other")
+    r = self.results.setdefault(report.nodeid, Result(report.nodeid, section, "passed", props.get("op", ""), props.get("dtype", ""), props.get("shape", "")))
+    r.op, r.dtype, r.shape = props.get("op", r.op), props.get("dtype", r.dtype), props.get("shape", r.shape)
+    r.seconds += getattr(report, "duration", 0.0)
+    if report.skipped and r.outcome == "passed": r.outcome, r.message = "skipped", _message(report)
+    elif report.failed and r.outcome != "failed":
+      r.outcome, r.message = ("failed" if report.when == "call" else "error"), _message(report)
+
+  def pytest_sessionfinish(self, session, exitstatus) -> None: self.seconds = time.perf_counter() - self.started
+
+  def summary(self) -> dict[str, Counter]:
+    rows: dict[str, Counter] = {s: Counter() for s in SECTIONS}
+    for r in self.results.values(): rows.setdefault(r.section, Counter())[r.outcome] += 1
+    return rows
+
+  def failures(self) -> list[Result]: return [r for r in self.results.values() if r.outcome in ("failed", "error")]
+  def skips(self) -> list[Result]: return [r for r in self.results.values() if r.outcome == "skipped"]
+
+  def as_json(self, device: str, info: dict) -> dict:
+    return {"device": device, **info, "seconds": round(self.seconds, 2),
+            "sections": {s: dict(c) for s, c in self.summary().items()},
+            "failures": [asdict(r) for r in self.failures()], "skips": [asdict(r) for r in self.skips()],
+            "collection_errors": self.collect_errors}
+
+def _what(r: Result) -> str: return " ".join(x for x in (r.op, r.dtype, r.shape) if x)
+
+def format_report(c: Collector, device: str, info: dict) -> str:
+  lines = [f"tinycore conformance: {device} ({info.get('package', '?')} {info.get('version', '?')}), profile {info.get('profile', '?')}, "
+           f"{len(c.results)} tests in {c.seconds:.1f} s", "",
+           f"{'section':<11}{'passed':>8}{'failed':>8}{'skipped':>9}"]
+  total: Counter = Counter()
+  for section, counts in c.summary().items():
+    failed = counts["failed"] + counts["error"]
+    lines.append(f"{section:<11}{counts['passed']:>8}{failed:>8}{counts['skipped']:>9}")
+    total.update(counts)
+  lines.append(f"{'total':<11}{total['passed']:>8}{total['failed'] + total['error']:>8}{total['skipped']:>9}")
+  if c.collect_errors: lines += ["", f"COLLECTION ERRORS ({len(c.collect_errors)})"] + [f"  {e}" for e in c.collect_errors]
+  if (fails := c.failures()):
+    lines += ["", f"FAILURES ({len(fails)})"]
+    for r in sorted(fails, key=lambda r: (list(SECTIONS).index(r.section) if r.section in SECTIONS else 99, r.op, r.dtype)):
+      lines.append(f"  [{r.section}] {_what(r)}: {r.message}")
+      lines.append(f"      {r.nodeid}")
+  if (skips := c.skips()):
+    by_reason: dict[str, list[Result]] = defaultdict(list)
+    for r in skips: by_reason[r.message].append(r)
+    lines += ["", f"SKIPS ({len(skips)}, by reason)"]
+    for reason, rs in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+      lines.append(f"  {reason} ({len(rs)}):")
+      lines.append("      " + "; ".join(f"[{r.section}] {_what(r)}" for r in rs))
+  return "\n".join(lines)

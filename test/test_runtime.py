@@ -1,0 +1,195 @@
+"""Runtime: disk cache corruption, the LRU allocator, GlobalCounters, DEBUG output, kernel naming and signatures, copies."""
+import os, random, re
+import numpy as np
+import pytest
+from tinycore import Tensor, GlobalCounters, Context, Device
+from tinycore.dtype import dtypes
+from tinycore.runtime.device import Buffer
+from tinycore.runtime import diskcache
+from tinycore import engine
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+  monkeypatch.setenv("TINYCORE_CACHE", str(tmp_path))
+  return tmp_path
+
+def cache_file(root, table: str, key: str) -> str: return os.path.join(root, table, key[:2], key)
+
+# ***** disk cache *****
+
+def test_diskcache_roundtrip_builds_once(cache_dir):
+  calls = []
+  def build(): calls.append(1); return b"payload-bytes"
+  key = diskcache.cache_key("t", 1)
+  assert diskcache.diskcached("tbl", key, build) == b"payload-bytes"
+  assert diskcache.diskcached("tbl", key, build) == b"payload-bytes"
+  assert len(calls) == 1
+
+@pytest.mark.parametrize("damage", ["truncate", "flip_payload", "flip_digest", "empty", "garbage"])
+def test_corrupt_cache_entry_is_rebuilt(cache_dir, damage):
+  key = diskcache.cache_key("corrupt", damage)
+  diskcache.diskcache_put("tbl", key, b"good bytes " * 10)
+  path = cache_file(cache_dir, "tbl", key)
+  blob = bytearray(open(path, "rb").read())
+  if damage == "truncate": blob = blob[:len(blob) // 2]
+  elif damage == "flip_payload": blob[-3] ^= 0x40
+  elif damage == "flip_digest": blob[5] ^= 0x01
+  elif damage == "empty": blob = bytearray()
+  else: blob = bytearray(random.Random(0).randbytes(20))
+  open(path, "wb").write(blob)
+  assert diskcache.diskcache_get("tbl", key) is None
+  assert diskcache.diskcached("tbl", key, lambda: b"rebuilt") == b"rebuilt"
+  assert diskcache.diskcache_get("tbl", key) == b"rebuilt"   # and the file holds the new entry
+
+def test_corrupt_kernel_binary_in_the_cache_is_rebuilt(cache_dir):
+  src = "# a kernel\n('CONST', ('float', 1), (), 1.0)"
+  good = engine.assemble("PYTHON", src, "k")
+  (path,) = [os.path.join(d, f) for d, _, fs in os.walk(cache_dir) for f in fs]
+  with open(path, "r+b") as f: f.seek(40); f.write(b"\xff\xfe")
+  assert diskcache.diskcache_get("binaries", os.path.basename(path)) is None
+  assert engine.assemble("PYTHON", src, "k") == good
+
+def test_kernels_still_run_when_the_cache_is_corrupted(cache_dir):
+  a = Tensor(np.arange(5, dtype=np.float32), device="PYTHON")
+  c = float(random.Random().randint(1000, 10**6))  # a constant no earlier test compiled: a fresh kernel
+  np.testing.assert_equal((a + c).numpy(), np.arange(5) + c)
+  for d, _, fs in os.walk(cache_dir):
+    for f in fs: open(os.path.join(d, f), "wb").write(b"\x00" * 7)
+  engine._runners.clear()
+  np.testing.assert_equal((a + c).numpy(), np.arange(5) + c)
+
+# ***** allocator *****
+
+def test_lru_allocator_reuses_freed_memory():
+  alloc = Device["PYTHON"].allocator
+  size = 4 * 12347  # a size no other test uses
+  b = Buffer("PYTHON", 12347, dtypes.float32).ensure_allocated()
+  raw, live = b._buf, alloc.live
+  del b
+  assert alloc.live == live - 1 and any(x is raw for x in alloc.cache[(size, None)])
+  b2 = Buffer("PYTHON", 12347, dtypes.float32).ensure_allocated()
+  assert b2._buf is raw and alloc.live == live
+
+def test_lru_can_be_turned_off(monkeypatch):
+  monkeypatch.setenv("LRU", "0")
+  alloc = Device["PYTHON"].allocator
+  b = Buffer("PYTHON", 12349, dtypes.float32).ensure_allocated()
+  raw = b._buf
+  del b
+  assert not any(x is raw for x in alloc.cache.get((4 * 12349, None), []))
+
+def test_mem_used_follows_buffers():
+  before = GlobalCounters.mem_used
+  b = Buffer("PYTHON", 1000, dtypes.float32).ensure_allocated()
+  assert GlobalCounters.mem_used == before + 4000 and GlobalCounters.mem_peak >= before + 4000
+  del b
+  assert GlobalCounters.mem_used == before
+
+# ***** counters and DEBUG *****
+
+def test_global_counters_count_kernels_flops_and_bytes():
+  a, b = Tensor.ones(16).contiguous().realize(), Tensor.ones(16).contiguous().realize()
+  GlobalCounters.reset()
+  (a + b).realize()
+  assert GlobalCounters.kernel_count == 1
+  assert GlobalCounters.global_ops == 16          # one add per element
+  assert GlobalCounters.global_mem == 3 * 16 * 4  # two loads and a store of float32 per element
+
+def _fresh_kernel(device: str = "PYTHON") -> Tensor:
+  """A kernel no earlier test compiled (compile-time DEBUG output happens once per kernel)."""
+  return Tensor([1.0, 2.0], device=device) * float(random.Random().randint(10, 10**6))
+
+@pytest.mark.parametrize("level,expected", [
+  (2, [r"\*\*\* PYTHON.* E_2(n\d+)? .* us"]),       # kernel names and timings
+  (3, [r"schedule 0: SINK", "DEFINE_GLOBAL"]),  # the schedule
+  (4, [r"^# E_2", r"^\('STORE'"]),              # the rendered source
+  (5, [r"^ +\d+ DEFINE_GLOBAL", r"^ +\d+ STORE"]), # the linear uops, numbered
+])
+def test_debug_levels_print(capsys, level, expected):
+  t = _fresh_kernel()
+  with Context(DEBUG=level): t.realize()
+  out = capsys.readouterr().out
+  for want in expected: assert re.search(want, out, re.M), want
+  if level < 5: assert not re.search(r"^ +\d+ STORE", out, re.M)  # each level adds its output, no earlier
+
+def test_debug_zero_is_silent(capsys):
+  _fresh_kernel().realize()
+  assert capsys.readouterr().out == ""
+
+# ***** kernels: names and signatures *****
+
+def test_different_kernels_with_one_shape_get_different_names():
+  a = Tensor([1.0, 2.0, 3.0], device="PYTHON").realize()
+  k1 = engine.get_runner("PYTHON", (a + 1.5).schedule()[0].ast)
+  k2 = engine.get_runner("PYTHON", (a * 2.5).schedule()[0].ast)
+  assert k1.spec.name.startswith("E_3") and k2.spec.name.startswith("E_3") and k1.spec.name != k2.spec.name
+
+def test_kernel_takes_every_parameter_even_one_simplified_away():
+  # the middle input only contributes padding, so the kernel never reads it; it is still parameter 2
+  a, b, c = (Tensor(np.array(v, np.float32)).realize() for v in ([1.0, 2.0], [5.0], [10.0, 20.0]))
+  out = a + b.pad((0, 2))[1:3] + c
+  (item,) = out.schedule()
+  assert len(item.bufs) == 4
+  np.testing.assert_equal(out.numpy(), [11.0, 22.0])
+
+def test_copy_between_devices_uses_host_memory_directly():
+  src = Tensor(np.arange(6, dtype=np.float32), device="PYTHON").realize()
+  dst = src.to("PYTHON:1").realize()
+  assert dst.device == "PYTHON:1"
+  np.testing.assert_equal(dst.numpy(), np.arange(6))
+
+# ***** BEAM search *****
+
+def _matmul_kernel(device: str = "PYTHON"):
+  r = np.random.default_rng(3)
+  a = Tensor(r.integers(-3, 4, (4, 32)).astype(np.float32), device=device).realize()
+  b = Tensor(r.integers(-3, 4, (32, 8)).astype(np.float32), device=device).realize()
+  out = (a @ b).relu() + (a.max(1, keepdim=True) * float(random.Random().randint(2, 10**6)))
+  (si,) = [s for s in out.schedule() if s.ast.op.name == "SINK"][-1:]
+  return out, si
+
+def test_every_beam_option_computes_the_same_result():
+  from tinycore.codegen import get_program, lower_to_sink
+  from tinycore.search import candidate_opts
+  out, si = _matmul_kernel()
+  ren = Device.renderer("PYTHON")
+  opts = candidate_opts(lower_to_sink(si.ast, ren), ren)
+  assert {o.amount for o in opts} == {2, 4, 8, 16}
+  results = []
+  for o in [()] + [(x,) for x in opts] + [tuple(opts[i] for i in (0, 4)) if len(opts) > 4 else ()]:
+    engine.CompiledRunner("PYTHON", get_program(si.ast, ren, opts=o))(si.bufs, {})
+    results.append(si.bufs[0].numpy().copy())
+  for r in results[1:]: np.testing.assert_equal(r, results[0])  # small integers: every summation order is exact
+
+def test_beam_keeps_the_fastest_and_remembers_it(cache_dir, monkeypatch):
+  from tinycore import search
+  _, si = _matmul_kernel()
+  ren = Device.renderer("PYTHON")
+  timed = []
+  def fake_time(spec, device, bufs, var_vals, runs=3):
+    timed.append(spec.src)
+    return 1.0 - 0.5 * ("UNROLL4" in spec.name) if False else (0.5 if spec.src.count("'LOAD'") == 4 * 2 + 1 else 1.0)
+  monkeypatch.setattr(search, "time_program", fake_time)
+  spec = search.beam_search_program(si.ast, ren, "PYTHON", 2)
+  want = search.get_program(si.ast, ren, opts=(search.Opt("UNROLL", 2, 4),)) if hasattr(search, "get_program") else None
+  from tinycore.codegen import get_program
+  assert spec.src == get_program(si.ast, ren, opts=(search.Opt("UNROLL", spec_axis := _reduce_axis(si.ast), 4),)).src
+  assert len(timed) > 1
+  def no_timing(*a, **k): raise AssertionError("the cached choice must be used")
+  monkeypatch.setattr(search, "time_program", no_timing)
+  assert search.beam_search_program(si.ast, ren, "PYTHON", 2).src == spec.src
+
+def _reduce_axis(ast) -> int:
+  from tinycore.codegen import lower_to_sink
+  sink = lower_to_sink(ast, Device.renderer("PYTHON"))
+  return next(r.arg[0] for u in sink.toposort() if u.op.name == "REDUCE" for r in u.src[1:] if r.src[0].arg == 32)
+
+def test_beam_env_runs_the_search(cache_dir, monkeypatch):
+  from tinycore import search
+  calls = []
+  real = search.beam_search_program
+  monkeypatch.setattr(search, "beam_search_program", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
+  out, _ = _matmul_kernel()
+  with Context(BEAM=2): got = out.numpy()
+  assert calls and all(w == 2 for w in calls)
+  with Context(BEAM=0): np.testing.assert_equal((out * 1).numpy(), got)

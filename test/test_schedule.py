@@ -1,0 +1,287 @@
+"""The scheduler: kernel counts (fusion), boundaries, assign hazards, multiple outputs, copies, memory planning, random graphs."""
+import random
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from tinycore import Tensor, GlobalCounters, Device
+from tinycore.uop import Ops
+from tinycore.schedule import create_schedule
+
+rng = np.random.default_rng(0)
+def rnd(*shape) -> Tensor: return Tensor(rng.standard_normal(shape).astype(np.float32)).realize()
+def kernels(*ts: Tensor) -> list: return [si for si in Tensor.schedule(*ts) if si.ast.op is Ops.SINK]
+def has_reduce(si) -> bool: return any(u.op is Ops.REDUCE_AXIS for u in si.ast.toposort())
+
+# ***** kernel counts *****
+
+def test_sum_of_a_sum_is_one_kernel():
+  a, b = rnd(4, 5), rnd(4, 5)
+  assert len(kernels((a + b).sum())) == 1
+
+def test_linear_relu_is_one_kernel():
+  x, w, b = rnd(3, 8), rnd(8, 5), rnd(5)
+  assert len(kernels((x @ w + b).relu())) == 1
+
+def test_softmax_is_at_most_three_kernels():
+  assert len(kernels(rnd(4, 6).softmax(-1))) <= 3
+
+def test_conv2d_relu_is_one_kernel():
+  x, w = rnd(1, 2, 6, 6), rnd(3, 2, 3, 3)
+  assert len(kernels(x.conv2d(w).relu())) == 1
+  assert len(kernels(x.conv2d(w, padding=1).relu())) == 1
+
+def test_conv2d_relu_kernel_count_pinned_by_counter():
+  x, w = rnd(1, 2, 5, 5), rnd(2, 2, 3, 3)
+  GlobalCounters.reset()
+  x.conv2d(w).relu().realize()
+  assert GlobalCounters.kernel_count == 1
+
+def test_long_elementwise_chain_fuses():
+  a = rnd(3, 3)
+  x = a
+  for i in range(30): x = (x * 1.01 + i).relu() if i % 2 else x.exp2() * 0.5 - x
+  assert len(kernels(x)) == 1
+
+def test_elementwise_fuses_into_reduce_and_epilogue():
+  a, b = rnd(4, 8), rnd(4, 8)
+  out = ((a * b).exp().sum(1) + 1).sqrt()
+  ks = kernels(out)
+  assert len(ks) == 1 and has_reduce(ks[0])
+  np.testing.assert_allclose(out.numpy(), np.sqrt(np.exp(a.numpy() * b.numpy()).sum(1) + 1), rtol=1e-5)
+
+def test_contiguous_is_a_boundary():
+  a = rnd(4, 4)
+  assert len(kernels((a + 1).contiguous() * 2)) == 2
+
+def test_contiguous_of_data_in_order_is_free():
+  a = rnd(4, 4)
+  assert len(kernels(a.reshape(16).contiguous())) == 0
+  assert len(kernels(a.T.contiguous())) == 1
+
+def test_realized_tensor_is_a_boundary():
+  a = rnd(4, 4)
+  b = (a @ a).realize()
+  ks = kernels(b + 1)
+  assert len(ks) == 1 and not has_reduce(ks[0])
+
+def test_reduce_used_by_two_outputs_is_computed_once():
+  a, b = rnd(5, 6), rnd(5, 6)
+  r = (a * b).sum(1)
+  o1, o2 = r + 1, r.exp()
+  ks = kernels(o1, o2)
+  assert len(ks) == 3 and sum(has_reduce(k) for k in ks) == 1
+  Tensor.realize_all(o1, o2)
+  ref = (a.numpy() * b.numpy()).sum(1)
+  np.testing.assert_allclose(o1.numpy(), ref + 1, rtol=1e-5)
+  np.testing.assert_allclose(o2.numpy(), np.exp(ref), rtol=1e-5)
+
+def test_reduce_behind_an_expand_is_not_recomputed_per_element():
+  a = rnd(6, 6)
+  out = a - a.max(1, keepdim=True)
+  ks = kernels(out)
+  assert len(ks) == 2
+  np.testing.assert_allclose(out.numpy(), a.numpy() - a.numpy().max(1, keepdims=True))
+
+def test_reduce_of_a_reduce_is_two_kernels():
+  a = rnd(6, 6)
+  assert len(kernels((a @ a).sum())) == 2
+
+def test_equal_kernels_share_one_ast():
+  a, b = rnd(3, 3), rnd(3, 3)
+  (ka,), (kb,) = kernels(a * 2 + 1), kernels(b * 2 + 1)
+  assert ka.ast is kb.ast and ka.bufs[1] is not kb.bufs[1]
+
+def test_multiple_outputs_realized_together():
+  a = rnd(3, 4)
+  outs = [a + 1, (a * 2).sum(0), a.max(1), a.T.contiguous()]
+  Tensor.realize_all(*outs)
+  an = a.numpy()
+  for got, want in zip(outs, [an + 1, (an * 2).sum(0), an.max(1), an.T]): np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+  assert all(o.uop.is_realized for o in outs)
+
+# ***** assign *****
+
+def test_assign_of_a_flip_of_itself():
+  x = Tensor(np.arange(8, dtype=np.float32)).realize()
+  x.assign(x.flip(0)).realize()
+  np.testing.assert_equal(x.numpy(), np.arange(8)[::-1])
+
+def test_assign_of_a_transpose_of_itself():
+  n = np.arange(16, dtype=np.float32).reshape(4, 4)
+  x = Tensor(n).realize()
+  x.assign(x.T + 1).realize()
+  np.testing.assert_equal(x.numpy(), n.T + 1)
+
+def test_in_place_elementwise_assign_needs_no_temporary():
+  x = Tensor(np.arange(6, dtype=np.float32)).realize()
+  x.assign(x * 2 + 1)
+  assert len(kernels(x)) == 1
+  x.realize()
+  np.testing.assert_equal(x.numpy(), np.arange(6) * 2 + 1)
+
+def test_swap_by_assign():
+  a, b = Tensor([1.0, 2.0]).realize(), Tensor([3.0, 4.0]).realize()
+  a.assign(b * 1)
+  b.assign(a.detach() if False else Tensor(a.uop.src[0]) * 1)  # b reads a's buffer before the assign
+  Tensor.realize_all(a, b)
+  np.testing.assert_equal(a.numpy(), [3.0, 4.0])
+  np.testing.assert_equal(b.numpy(), [1.0, 2.0])
+
+@pytest.mark.parametrize("assign_first", [True, False])
+def test_reads_of_the_old_value_run_before_the_assign(assign_first):
+  x = Tensor([1.0, 2.0, 3.0]).realize()
+  y, s = x + 10, x.sum()
+  x.assign(x * 0)
+  Tensor.realize_all(*((x, y, s) if assign_first else (y, s, x)))
+  np.testing.assert_equal(x.numpy(), [0, 0, 0])
+  np.testing.assert_equal(y.numpy(), [11, 12, 13])
+  assert s.item() == 6
+
+def test_an_assign_runs_once_even_when_another_graph_holds_it():
+  x = Tensor([1.0, 2.0]).realize()
+  x.assign(x + 1)
+  later = x * 10          # holds the ASSIGN node
+  x.realize()
+  np.testing.assert_equal(later.numpy(), [20.0, 30.0])
+  np.testing.assert_equal(x.numpy(), [2.0, 3.0])
+
+def test_repeating_the_same_assign_applies_it_each_time():
+  x = Tensor([0.0]).realize()
+  held = []
+  for _ in range(3):
+    x.assign(x + 1)
+    held.append(x.uop)   # keep the node alive: an equal node built next time must still run
+    x.realize()
+  assert x.item() == 3.0
+
+def test_two_contiguous_copies_are_two_buffers():
+  a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
+  Tensor.realize_all(a, b)
+  a.assign(a + 1).realize()
+  np.testing.assert_equal(b.numpy(), [0, 0, 0])
+
+def test_assign_then_read_through_the_assigned_tensor():
+  m = Tensor([1.0, 1.0]).realize()
+  w = Tensor([5.0, 5.0]).realize()
+  m.assign(m * 3)
+  w.assign(w - m)      # reads the new m
+  Tensor.realize_all(w, m)
+  np.testing.assert_equal(m.numpy(), [3.0, 3.0])
+  np.testing.assert_equal(w.numpy(), [2.0, 2.0])
+
+# ***** copies between devices *****
+
+def test_copy_between_two_python_devices():
+  a = Tensor([1.0, 2.0, 3.0], device="PYTHON")
+  b = (a * 2).to("PYTHON:1")
+  items = Tensor.schedule(b + 1)
+  assert [si.ast.op for si in items] == [Ops.SINK, Ops.COPY, Ops.SINK]
+  c = b + 1
+  assert c.device == "PYTHON:1"
+  np.testing.assert_equal(c.numpy(), [3.0, 5.0, 7.0])
+  np.testing.assert_equal((c.to("PYTHON") + a).numpy(), [4.0, 7.0, 10.0])
+
+def test_copy_of_a_realized_buffer_needs_no_kernel():
+  a = Tensor([1.0, 2.0], device="PYTHON").realize()
+  assert [si.ast.op for si in Tensor.schedule(a.to("PYTHON:1"))] == [Ops.COPY]
+
+# ***** memory planning *****
+
+def test_intermediate_buffers_are_reused():
+  x, w = rnd(8, 8), rnd(8, 8)
+  h = x
+  for _ in range(6): h = (h @ w).relu()   # each layer a kernel with an 8x8 output only the next layer reads
+  items = kernels(h)
+  inter = {id(si.bufs[0]) for si in items[:-1]}
+  assert len(items) == 6 and len(inter) == 2   # two buffers take turns
+  ref = x.numpy()
+  for _ in range(6): ref = np.maximum(ref @ w.numpy(), 0)
+  np.testing.assert_allclose(h.numpy(), ref, rtol=1e-4)
+
+def test_peak_memory_is_tracked():
+  GlobalCounters.reset()
+  before = GlobalCounters.mem_used
+  t = Tensor.ones(1000).contiguous().realize()
+  assert GlobalCounters.mem_peak >= before + 4000 and GlobalCounters.mem_used >= before + 4000
+  del t
+
+def test_mlp_training_step_memory_is_bounded():
+  r = np.random.default_rng(1)
+  x, y = Tensor(r.standard_normal((16, 32), dtype=np.float32)), Tensor(r.standard_normal((16, 4), dtype=np.float32))
+  w1 = Tensor(r.standard_normal((32, 64), dtype=np.float32) * 0.1, requires_grad=True)
+  w2 = Tensor(r.standard_normal((64, 4), dtype=np.float32) * 0.1, requires_grad=True)
+  def step():
+    w1.grad = w2.grad = None
+    loss = ((x @ w1).relu() @ w2 - y).square().mean()
+    loss.backward()
+    for p in (w1, w2): p.assign(p.detach() - p.grad * 0.05)
+    return loss
+  peaks, losses = [], []
+  for _ in range(3):
+    loss = step()
+    unplanned = sum(si.bufs[0].nbytes for si in Tensor.schedule(loss, w1, w2))
+    GlobalCounters.reset()
+    base = GlobalCounters.mem_used
+    Tensor.realize_all(loss, w1, w2)
+    peaks.append(GlobalCounters.mem_peak - base)
+    losses.append(loss.item())
+  assert losses[2] < losses[0]
+  assert peaks[1] == peaks[2]                 # steady state: nothing grows step to step
+  assert 0 < peaks[2] < unplanned             # reuse: less than one buffer per kernel
+
+# ***** random graphs against numpy *****
+
+def _apply(op: str, k: int, t: Tensor, n: np.ndarray, leaves: list):
+  if n.ndim == 0: t, n = t.reshape(1), n.reshape(1)   # every op below has an axis to work on
+  nd, sh = n.ndim, n.shape
+  if op == "neg": return -t, -n
+  if op == "relu": return t.relu(), np.maximum(n, 0)
+  if op == "exp": return (t * 0.1).exp(), np.exp(n * np.float32(0.1))
+  if op == "add_leaf":
+    lt, ln = leaves[k % len(leaves)]
+    return (t + lt, n + ln) if ln.shape == sh else (t + 1.5, n + np.float32(1.5))
+  if op == "mul_flipped": return t * t.flip(tuple(range(nd))), n * np.flip(n)
+  if op == "sum": return t.sum(k % nd, keepdim=bool(k & 1)), n.sum(k % nd, keepdims=bool(k & 1))
+  if op == "max": return t.max(k % nd, keepdim=True), n.max(k % nd, keepdims=True)
+  if op == "permute":
+    p = list(range(nd)); random.Random(k).shuffle(p)
+    return t.permute(p), n.transpose(p)
+  if op == "flip": return t.flip(k % nd), np.flip(n, k % nd)
+  if op == "pad":
+    pw = [(0, 0)] * nd
+    pw[k % nd] = (k % 2, (k // 2) % 3)
+    return t.pad(tuple(x for p in reversed(pw) for x in p)), np.pad(n, pw)
+  if op == "shrink":
+    a = k % nd
+    if sh[a] < 2: return t, n
+    return t.shrink(tuple((1, s) if i == a else None for i, s in enumerate(sh))), n[tuple(slice(1, None) if i == a else slice(None) for i in range(nd))]
+  if op == "flatten": return t.reshape(n.size, 1), n.reshape(n.size, 1)
+  if op == "expand": return (t.unsqueeze(0).expand(2, *sh), np.broadcast_to(n[None], (2,) + sh)) if n.size <= 64 else (t, n)
+  if op == "contiguous": return t.contiguous(), n
+  if op == "realize": return t.realize(), n
+  if op == "assign_flip":
+    b = t.clone().realize()
+    return b.assign(b.flip(0) * 2), np.flip(n, 0) * 2
+  if op == "assign_sub_max":
+    b = t.clone().realize()
+    return b.assign(b - b.max(k % nd, keepdim=True)), n - n.max(k % nd, keepdims=True)
+  raise AssertionError(op)
+
+OPS = ["neg", "relu", "exp", "add_leaf", "mul_flipped", "sum", "max", "permute", "flip", "pad", "shrink", "flatten", "expand",
+       "contiguous", "realize", "assign_flip", "assign_sub_max"]
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3), st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 99)), min_size=1, max_size=12),
+       st.integers(0, 2**31 - 1), st.lists(st.integers(0, 99), min_size=3, max_size=3))
+def test_random_graphs_match_numpy(shape, program, seed, picks):
+  """Random chains of elementwise, movement, reduce, boundary and assign ops on PYTHON; a few of the intermediate
+  tensors and the result are realized together and compared with numpy."""
+  n = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+  t = Tensor(n, device="PYTHON")
+  leaves = [(t, n)]
+  for op, k in program:
+    t, n = _apply(op, k, t, n, leaves)
+    leaves.append((t, n))
+  chosen = [leaves[p % len(leaves)] for p in picks] + [(t, n)]
+  Tensor.realize_all(*[c[0] for c in chosen])
+  for ct, cn in chosen: np.testing.assert_allclose(ct.numpy(), cn, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,90 @@
+"""UOp: hash-consing, weak caching (unreferenced nodes are freed) and the children index kept in sync with the cache."""
+import gc, pickle, weakref
+import pytest
+from hypothesis import given, settings, strategies as st
+from tinycore.dtype import dtypes
+from tinycore.uop import UOp, UOpMeta, Ops, Variable
+
+def c(v: int) -> UOp: return UOp.const(dtypes.int32, v)
+
+def test_same_node_twice_is_the_same_object():
+  x = Variable("hc_x", 0, 10)
+  assert (x + 1) is (x + 1)
+  assert UOp(Ops.ADD, dtypes.int32, (c(1), c(2))) is UOp(Ops.ADD, dtypes.int32, (c(1), c(2)))
+
+@pytest.mark.parametrize("change", [
+  dict(op=Ops.MUL), dict(dtype=dtypes.int64), dict(arg="tag"), dict(src=(c(2), c(1))),
+])
+def test_any_field_makes_a_different_node(change):
+  base = UOp(Ops.ADD, dtypes.int32, (c(1), c(2)))
+  assert base.replace(**change) is not base
+
+def test_arg_equality_is_by_value():
+  assert UOp(Ops.RESHAPE, dtypes.float32, (c(1),), (1, 1)) is UOp(Ops.RESHAPE, dtypes.float32, (c(1),), tuple([1, 1]))
+
+def test_unreferenced_node_is_freed():
+  x = Variable("free_x", 0, 5)
+  y = x * 7 + 3
+  key = (y.op, y.dtype, y.src, y.arg)
+  ref = weakref.ref(y)
+  del y
+  gc.collect()
+  assert ref() is None
+  assert UOpMeta.cache.get(key) is None
+  assert len(x.children) == 1  # x*7 is still referenced by `key`
+  del key
+  gc.collect()
+  assert x.children == []
+
+def test_children_index_tracks_users():
+  x = Variable("ch_x", 0, 5)
+  a, b = x + 1, x * 2
+  assert set(x.children) == {a, b}
+  assert a.children == []
+  s = a + b
+  assert a.children == [s] and b.children == [s]
+  del s
+  gc.collect()
+  assert a.children == [] and set(x.children) == {a, b}
+
+def test_children_of_a_node_used_twice_by_one_user():
+  x = Variable("twice_x", 0, 5)
+  sq = x * x
+  assert x.children == [sq]
+
+def test_rebuilt_node_after_free_is_new_and_indexed():
+  x = Variable("reb_x", 0, 5)
+  ref = weakref.ref(x + 100)
+  gc.collect()
+  assert ref() is None
+  again = x + 100
+  assert x.children == [again]
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([Ops.ADD, Ops.MUL, Ops.MAX]), st.integers(0, 20), st.integers(0, 20)), min_size=1, max_size=25),
+       st.lists(st.booleans(), min_size=25, max_size=25))
+def test_children_index_matches_cache(steps, keep):
+  """Build a random DAG, drop a random subset of it; the children index must equal what the live nodes say."""
+  leaves = [Variable(f"dag{i}", 0, 9) for i in range(3)]
+  nodes = list(leaves)
+  for op, i, j in steps: nodes.append(UOp(op, dtypes.index, (nodes[i % len(nodes)], nodes[j % len(nodes)])))
+  kept = leaves + [n for n, k in zip(nodes[3:], keep) if k]
+  del nodes  # refcounting frees the dropped nodes at once: UOps hold no reference cycles
+  live = set().union(*(k.toposort() for k in kept))  # everything still referenced; the rest was freed
+  for leaf in kept:
+    assert set(leaf.children) == {u for u in live if leaf in u.src}
+
+def test_toposort_orders_sources_first_and_handles_deep_graphs():
+  x = Variable("deep_x", 0, 5)
+  y = x
+  for i in range(5000): y = y + i
+  order = y.toposort()
+  pos = {u: i for i, u in enumerate(order)}
+  assert order[-1] is y and all(pos[s] < pos[u] for u in order for s in u.src)
+
+def test_pickle_roundtrip_gives_the_same_node():
+  x = Variable("pk_x", 0, 5) * 3
+  assert pickle.loads(pickle.dumps(x)) is x
+
+def test_truth_value_is_an_error():
+  with pytest.raises(TypeError, match="truth value"): bool(Variable("tv", 0, 1) < 1)

@@ -1,0 +1,33 @@
+"""The `tinycore` command: `tinycore devices [--json]` lists every registered backend and whether it opens here."""
+from __future__ import annotations
+import argparse, json, sys, warnings
+
+def devices(as_json: bool) -> int:
+  from tinycore.runtime.device import Device
+  from tinycore.runtime.plugin import CONTRACT_VERSION
+  with warnings.catch_warnings():  # broken plugins are rows of the listing, not warnings on top of it
+    warnings.simplefilter("ignore")
+    rows = Device.listing()
+    try: default = Device.DEFAULT
+    except Exception: default = None
+  for r in rows: r["default"] = r["name"] == default
+  if as_json:
+    print(json.dumps({"contract_version": CONTRACT_VERSION, "default": default, "devices": rows}, indent=2))
+    return 0
+  head = ("device", "package", "version", "contract", "opens", "error")
+  table = [(r["name"] + (" *" if r["default"] else ""), r["package"], r["version"], "?" if r["contract"] is None else str(r["contract"]),
+            "yes" if r["opens"] else "no", r["error"]) for r in rows]
+  widths = [max(len(x[i]) for x in [head, *table]) for i in range(len(head) - 1)]
+  for line in [head, *table]: print("  ".join(c.ljust(w) for c, w in zip(line, widths)) + "  " + line[-1])
+  print(f"\ncontract version {CONTRACT_VERSION}; * marks the default device ({default or 'none opens'}); pick another with DEV=NAME")
+  return 0
+
+def main(argv: list[str] | None = None) -> int:
+  ap = argparse.ArgumentParser(prog="tinycore", description=__doc__)
+  sub = ap.add_subparsers(dest="command", required=True)
+  dev = sub.add_parser("devices", help="list every registered backend: package, version, contract version, whether it opens, and why not")
+  dev.add_argument("--json", action="store_true", help="machine-readable output")
+  args = ap.parse_args(argv)
+  return devices(args.json)
+
+if __name__ == "__main__": sys.exit(main())

@@ -1,0 +1,138 @@
+"""Train a small convnet on handwritten digits (MNIST, else scikit-learn's digits): accuracy, checkpoint, loss curve."""
+from __future__ import annotations
+import argparse, struct, sys, time, zlib
+from pathlib import Path
+import numpy as np
+from tinycore import Tensor, Device
+from tinycore import nn
+from tinycore.nn import optim
+from tinycore.nn.state import get_parameters, get_state_dict, safetensors_save
+from tinycore.jit import TinyJit
+from tinycore.datasets import load_digits_dataset
+
+class ConvNet:
+  """conv-batchnorm-relu-maxpool, then a linear classifier: 1x28x28 -> 10 logits.
+  One convolution: a second one's input gradient is today's slowest kernel on the CPU backend by far (see bench/train.py)."""
+  def __init__(self, width: int = 16):
+    self.layers = [nn.Conv2d(1, width, 3), nn.BatchNorm(width), Tensor.relu, Tensor.max_pool2d, lambda x: x.flatten(1),
+                   nn.Linear(width * 13 * 13, 10)]
+  def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
+
+def evaluate(model: ConvNet, X: np.ndarray, Y: np.ndarray, batch_size: int = 500) -> float:
+  """Accuracy in eval mode (BatchNorm uses its running statistics)."""
+  was_training, Tensor.training = Tensor.training, False
+  try:
+    hits = sum(int((model(Tensor(X[i:i + batch_size])).argmax(-1).numpy() == Y[i:i + batch_size]).sum()) for i in range(0, len(X), batch_size))
+  finally: Tensor.training = was_training
+  return hits / len(X)
+
+def train(epochs: int, batch_size: int, lr: float, out_dir: Path, subset: int | None = None, use_jit: bool = True, prefer_mnist: bool = True,
+          seed: int = 0, progress: bool = True, width: int = 16) -> dict:
+  data = load_digits_dataset(prefer_mnist=prefer_mnist)
+  X_train, Y_train, X_test, Y_test = data.X_train, data.Y_train, data.X_test, data.Y_test
+  if subset is not None: X_train, Y_train, X_test, Y_test = X_train[:subset], Y_train[:subset], X_test[:subset], Y_test[:subset]
+  if len(X_train) < batch_size: raise SystemExit(f"batch size {batch_size} is larger than the {len(X_train)} training images")
+  Tensor.manual_seed(seed)
+  rng = np.random.default_rng(seed)
+  model = ConvNet(width)
+  steps_per_epoch = len(X_train) // batch_size  # the last partial batch is dropped: a captured step has one shape
+  opt = optim.Adam(get_parameters(model), lr=lr)
+  total_steps = epochs * steps_per_epoch
+  sched = optim.CosineAnnealingLR(opt, T_max=total_steps, warmup_steps=min(20, total_steps // 5), start_factor=0.1)
+
+  def step(x: Tensor, y: Tensor) -> Tensor:
+    opt.zero_grad()
+    loss = model(x).sparse_categorical_crossentropy(y)
+    loss.backward()
+    return loss.realize(*opt.schedule_step())  # the loss first: it must read the weights before the step overwrites them
+  train_step = TinyJit(step) if use_jit else step
+
+  print(f"training on {data.name}: {len(X_train)} train / {len(X_test)} test images, device {Device.DEFAULT}, "
+        f"{sum(p.numel() for p in opt.params)} parameters, {epochs} epochs of {steps_per_epoch} steps")
+  losses: list[float] = []
+  st = time.perf_counter()
+  Tensor.training = True
+  try:
+    for epoch in range(epochs):
+      order = rng.permutation(len(X_train))
+      bar = _progress(range(steps_per_epoch), f"epoch {epoch + 1}/{epochs}", progress)
+      ep_st = time.perf_counter()
+      for i in bar:
+        idx = order[i * batch_size:(i + 1) * batch_size]
+        loss = train_step(Tensor(X_train[idx]), Tensor(Y_train[idx])).item()
+        sched.step()
+        losses.append(loss)
+        if hasattr(bar, "set_postfix"): bar.set_postfix(loss=f"{loss:.3f}", img_per_s=f"{(i + 1) * batch_size / (time.perf_counter() - ep_st):.0f}")
+  finally: Tensor.training = False
+  train_s = time.perf_counter() - st
+  acc = evaluate(model, X_test, Y_test)
+  out_dir.mkdir(parents=True, exist_ok=True)
+  ckpt, curve = out_dir / "digits_convnet.safetensors", out_dir / "loss_curve.png"
+  safetensors_save(get_state_dict(model), ckpt, metadata={"dataset": data.name, "test_accuracy": f"{acc:.4f}"})
+  plot_losses(losses, curve)
+  print(f"test accuracy {acc * 100:.2f}% on {data.name} after {train_s:.1f} s of training "
+        f"({len(losses) * batch_size / train_s:.0f} images/s); wrote {ckpt} and {curve}")
+  return {"dataset": data.name, "accuracy": acc, "train_seconds": train_s, "losses": losses, "checkpoint": ckpt, "loss_curve": curve}
+
+def _progress(it, desc: str, enabled: bool):
+  if not enabled: return it
+  try: from tqdm import tqdm
+  except ImportError: return it  # tqdm is optional (pip install tinycore[examples]); train silently without it
+  return tqdm(it, desc=desc, file=sys.stdout, leave=True)
+
+# ***** the loss curve: matplotlib when installed, else a small PNG written by hand *****
+
+def plot_losses(losses: list[float], path: Path) -> None:
+  try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+  except ImportError:
+    write_png(path, _line_chart(losses))
+    return
+  fig, ax = plt.subplots(figsize=(6.4, 4))
+  ax.plot(losses)
+  ax.set(xlabel="step", ylabel="training loss", yscale="log", title="digits convnet")
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+def _line_chart(values: list[float], width: int = 640, height: int = 400, margin: int = 40) -> np.ndarray:
+  """An RGB image: axes and the values as a polyline on a log scale (no text: that needs a font)."""
+  img = np.full((height, width, 3), 255, np.uint8)
+  img[margin:height - margin + 1, margin] = img[height - margin, margin:width - margin + 1] = (96, 96, 96)
+  if not values: return img
+  y = np.log(np.maximum(np.asarray(values, np.float64), 1e-12))
+  lo, hi = float(y.min()), float(y.max())
+  px = margin + np.arange(len(y)) * (width - 2 * margin) / max(len(y) - 1, 1)
+  py = height - margin - (y - lo) / (hi - lo if hi > lo else 1.0) * (height - 2 * margin)
+  for (x0, y0), (x1, y1) in zip(zip(px, py), list(zip(px, py))[1:] or [(px[0], py[0])]):
+    n = int(max(abs(x1 - x0), abs(y1 - y0))) + 2  # enough samples that the segment has no gaps
+    xs, ys = np.linspace(x0, x1, n).round().astype(int), np.linspace(y0, y1, n).round().astype(int)
+    for dy in (0, 1): img[np.clip(ys + dy, 0, height - 1), np.clip(xs, 0, width - 1)] = (31, 119, 180)
+  return img
+
+def write_png(path: Path, rgb: np.ndarray) -> None:
+  """An 8-bit RGB PNG: signature, IHDR, one zlib-compressed IDAT (filter byte 0 per row), IEND."""
+  h, w, _ = rgb.shape
+  raw = b"".join(b"\x00" + row.tobytes() for row in np.ascontiguousarray(rgb, np.uint8))
+  def chunk(tag: bytes, data: bytes) -> bytes: return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+  Path(path).write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+                         chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
+
+def main(argv: list[str] | None = None) -> dict:
+  p = argparse.ArgumentParser(description=__doc__)
+  p.add_argument("--epochs", type=int, default=8)
+  p.add_argument("--batch-size", type=int, default=64)
+  p.add_argument("--lr", type=float, default=3e-3)
+  p.add_argument("--out", type=Path, default=Path("out/train_digits"), help="directory for the checkpoint and the loss curve")
+  p.add_argument("--subset", type=int, default=None, help="use only the first N train and test images (a quick check)")
+  p.add_argument("--dataset", choices=("auto", "sklearn"), default="auto", help="auto: MNIST if it can be fetched, else sklearn's digits")
+  p.add_argument("--no-jit", action="store_true", help="schedule every step instead of replaying the captured kernels")
+  p.add_argument("--no-progress", action="store_true")
+  p.add_argument("--seed", type=int, default=0)
+  p.add_argument("--width", type=int, default=16, help="channels of the convolution")
+  a = p.parse_args(argv)
+  if min(a.epochs, a.batch_size, a.width) < 1: p.error("--epochs, --batch-size and --width must be positive")
+  return train(a.epochs, a.batch_size, a.lr, a.out, a.subset, not a.no_jit, a.dataset == "auto", a.seed, not a.no_progress, a.width)
+
+if __name__ == "__main__": main()

@@ -1,0 +1,128 @@
+"""TinyJit: capture the kernels a function launches on its second call and replay them with new input buffers after."""
+from __future__ import annotations
+import functools
+from typing import Any, Callable, Generic, TypeVar
+from tinycore import engine
+from tinycore.uop import UOp, Ops
+from tinycore.schedule import ScheduleItem, buffers
+from tinycore.tensor import Tensor, _plain
+from tinycore.runtime.device import Buffer
+
+ReturnType = TypeVar("ReturnType")
+
+class JitError(RuntimeError):
+  """A call TinyJit cannot replay (the captured kernels were built for other shapes, dtypes or arguments)."""
+
+def _binds(x: Any) -> list[UOp]:
+  return [u for u in x.toposort() if u.op is Ops.BIND] if isinstance(x, UOp) else []
+
+def _unbind(x: Any) -> Any:
+  """A shape dim or argument with its bound Variables replaced by the Variables: what a replay must match."""
+  return x.substitute({b: b.src[0] for b in _binds(x)}) if isinstance(x, UOp) and _binds(x) else x
+
+def _describe(key: tuple) -> str:
+  kind, *rest = key
+  if kind == "tensor": return f"Tensor{tuple(rest[0])} {rest[1]} on {rest[2]}"
+  if kind == "var": return f"Variable {rest[0].arg[0]}"
+  return f"{rest[0].__name__} {rest[1]!r}"
+
+class TinyJit(Generic[ReturnType]):
+  """Decorate a function of Tensors: call 1 runs it normally (compiling its kernels), call 2 runs it while recording every
+  kernel launched, later calls replay those kernels with the new arguments' buffers, without tracing or scheduling.
+
+  The function must be the same computation each call: Tensor arguments of the same shapes, dtypes and devices (bound
+  Variables may change value), the same other arguments; a different call raises JitError. Tensors it closes over (model
+  weights) are used through their buffers, so in-place updates (assign, optimizer steps) are seen; rebinding them is not.
+  It returns the tensors of the captured call, overwritten by each replay; Python values it computes are not recomputed."""
+  def __init__(self, fxn: Callable[..., ReturnType]):
+    self.fxn = fxn
+    functools.update_wrapper(self, fxn)
+    self.reset()
+
+  def reset(self) -> None:
+    """Forget the capture: the next call runs normally again, the one after captures."""
+    self.cnt = 0
+    self.captured: list[tuple[ScheduleItem, list[tuple[int, int]]]] = []
+    self.signature: tuple | None = None
+    self.ret: Any = None
+
+  def __get__(self, obj, objtype=None):  # decorating a method: bind self like a function would
+    return self if obj is None else functools.partial(self.__call__, obj)
+
+  def _inputs(self, args: tuple, kwargs: dict) -> tuple[list[Tensor], dict[str, int], tuple]:
+    """The Tensor arguments (realized into buffers of their own), bound Variable values, and the call's signature."""
+    flat = list(args) + [kwargs[k] for k in sorted(kwargs)]
+    tensors = [a for a in flat if isinstance(a, Tensor)]
+    Tensor.realize_all(*tensors)
+    for t in tensors:
+      if not _plain(t.uop): t.uop = t.contiguous().realize().uop
+    var_vals: dict[str, int] = {}
+    for b in [b for a in flat for x in ([a] if isinstance(a, UOp) else a.shape if isinstance(a, Tensor) else []) for b in _binds(x)]:
+      var, val = b.unbind()
+      if var_vals.setdefault(var.arg[0], val) != val: raise JitError(f"{self.__name__}: Variable {var.arg[0]} is bound to two values in one call")
+    bufs = [buffers[t.uop.base].base for t in tensors]
+    sig, i = [], 0
+    for a in flat:
+      if isinstance(a, Tensor):
+        # which earlier argument shares this one's buffer: a kernel captured reading one buffer twice cannot read two
+        alias = next(j for j, b in enumerate(bufs) if b is bufs[i])
+        sig.append(("tensor", tuple(_unbind(s) for s in a.shape), a.dtype, a.device, alias))
+        i += 1
+      elif isinstance(a, UOp) and a.op is Ops.BIND: sig.append(("var", a.src[0]))
+      else: sig.append(("value", type(a), a if _is_plain_value(a) else id(a)))
+    return tensors, var_vals, (tuple(sorted(kwargs)), tuple(sig))
+
+  def _check(self, signature: tuple) -> None:
+    if signature == self.signature: return
+    (kw_old, old), (kw_new, new) = self.signature, signature
+    if kw_old != kw_new: diff = f"keyword arguments {list(kw_new)} but it was captured with {list(kw_old)}"
+    elif len(old) != len(new): diff = f"{len(new)} arguments but it was captured with {len(old)}"
+    else:
+      i = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
+      if old[i][0] == new[i][0] == "tensor" and old[i][:4] == new[i][:4]:
+        diff = f"argument {i} shares a buffer with argument {new[i][4]} in this call but not in the captured one (or the reverse)"
+      else: diff = f"argument {i} is {_describe(new[i])}, but it was captured as {_describe(old[i])}"
+    raise JitError(f"TinyJit({self.__name__}) cannot replay this call: {diff}. Its kernels were captured for the old arguments; "
+                   "call it with the same shapes, dtypes and non-Tensor arguments (vary sizes with bound Variables), "
+                   "or use a separate TinyJit per shape (or .reset() it)")
+
+  def __call__(self, *args, **kwargs) -> ReturnType:
+    tensors, var_vals, signature = self._inputs(args, kwargs)
+    if self.cnt == 0:  # a plain run: compiles every kernel, so the capture below records launches only
+      ret = self.fxn(*args, **kwargs)
+      Tensor.realize_all(*_tensors_in(ret))
+    elif self.cnt == 1:
+      if engine.capturing is not None: raise JitError(f"TinyJit({self.__name__}) is capturing inside another TinyJit's capture")
+      engine.capturing = recorded = []
+      try:
+        ret = self.fxn(*args, **kwargs)
+        Tensor.realize_all(*_tensors_in(ret))
+      finally: engine.capturing = None
+      where = {id(buffers[t.uop.base].base): i for i, t in reversed(list(enumerate(tensors)))}
+      self.captured = [(si, [(p, where[id(b.base)]) for p, b in enumerate(si.bufs) if id(b.base) in where]) for si in recorded]
+      if any(b._base is not None for si, swaps in self.captured for p, _ in swaps for b in [si.bufs[p]]):
+        self.captured = []
+        raise JitError(f"TinyJit({self.__name__}): a kernel reads an argument through a buffer view; pass contiguous tensors")
+      self.signature, self.ret = signature, ret
+    else:
+      self._check(signature)
+      new_bufs: list[Buffer] = [buffers[t.uop.base].base for t in tensors]
+      items = []
+      for si, swaps in self.captured:
+        bufs = list(si.bufs)
+        for p, i in swaps: bufs[p] = new_bufs[i]
+        items.append(ScheduleItem(si.ast, bufs, {**si.var_vals, **{k: v for k, v in var_vals.items() if k in si.var_vals}}))
+      engine.run_schedule(items)
+      ret = self.ret
+    self.cnt += 1
+    return ret
+
+def _is_plain_value(a: Any) -> bool:
+  """Compared by value between calls (anything else by identity: the same object must be passed)."""
+  return isinstance(a, (int, float, str, bool, type(None))) or isinstance(a, tuple) and all(_is_plain_value(x) for x in a)
+
+def _tensors_in(x: Any) -> list[Tensor]:
+  if isinstance(x, Tensor): return [x]
+  if isinstance(x, (list, tuple)): return [t for v in x for t in _tensors_in(v)]
+  if isinstance(x, dict): return [t for v in x.values() for t in _tensors_in(v)]
+  return []

@@ -1,0 +1,182 @@
+"""Optimizers (SGD, Adam, AdamW, LAMB) whose step is one scheduled graph, and learning-rate schedules."""
+from __future__ import annotations
+import math
+from tinycore.dtype import dtypes
+from tinycore.tensor import Tensor, _plain
+from tinycore.schedule import buffers
+
+class Optimizer:
+  """Holds the parameters (tensors with requires_grad) and the buffers (requires_grad=False, e.g. BatchNorm running stats,
+  realized with each step). lr is a 1-element tensor, so a learning-rate change reaches a TinyJit-captured step."""
+  def __init__(self, params: list[Tensor], lr: float):
+    for t in params:
+      if t.requires_grad is None: t.requires_grad = True
+    unique = list({id(t): t for t in params}.values())
+    self.params = [t for t in unique if t.requires_grad]
+    self.buffers = [t for t in unique if not t.requires_grad]
+    if not self.params: raise ValueError("optimizer: none of the given tensors requires grad")
+    if len(devices := {t.device for t in self.params}) > 1: raise ValueError(f"optimizer: parameters are on several devices {sorted(devices)}")
+    self.device = self.params[0].device
+    self._own_buffers(self.params + self.buffers)
+    self.lr = Tensor([lr], device=self.device, requires_grad=False)
+
+  @staticmethod
+  def _zeros(t: Tensor, dtype=None) -> Tensor:
+    """Zeros shaped like t in a buffer of its own (Tensor.zeros(...).contiguous() twice is one hash-consed UOp: one buffer)."""
+    return Tensor.empty(*t.shape, device=t.device, dtype=dtype or t.dtype, requires_grad=False).assign(0)
+
+  @staticmethod
+  def _own_buffers(ts: list[Tensor]) -> None:
+    """Realize each tensor into a buffer of its own. Equal lazy graphs (two BatchNorms' Tensor.ones(8) weights) are one
+    hash-consed UOp, realized into one shared buffer: an in-place update of one would silently update the other."""
+    Tensor.realize_all(*ts)
+    seen: set[int] = set()
+    for t in ts:
+      if not _plain(t.uop) or id(buffers[t.uop.base].base) in seen:
+        t.uop = Tensor.empty(*t.shape, device=t.device, dtype=t.dtype).assign(t.detach()).realize().uop
+      seen.add(id(buffers[t.uop.base].base))
+
+  def zero_grad(self) -> None:
+    for t in self.params: t.grad = None
+
+  def schedule_step(self) -> list[Tensor]:
+    """Assign every parameter's (and state's) new value lazily; return what to realize, in a safe order.
+
+    The order matters to the scheduler, which runs kernels in the depth-first order of the realized tensors: gradients and
+    buffers (whose graphs read the old parameters) come before the assignments that overwrite the parameters.
+    Realize a loss with it as `Tensor.realize_all(loss, *opt.schedule_step())`: the loss first, for the same reason."""
+    grads, updates = self._schedule_parts()
+    return [*grads, *self.buffers, *updates]
+
+  def _schedule_parts(self) -> tuple[list[Tensor], list[Tensor]]:
+    if missing := [f"#{i} {tuple(t.shape)}" for i, t in enumerate(self.params) if t.grad is None]:
+      raise RuntimeError(f"optimizer step: parameters {', '.join(missing)} have no gradient; call loss.backward() first "
+                         f"(a parameter the loss does not use gets no gradient: leave it out of the optimizer)")
+    grads = [t.grad for t in self.params]
+    return grads, self._update(grads)
+
+  def step(self) -> None:
+    """One optimizer step: all parameters and state updated by one scheduled graph."""
+    Tensor.realize_all(*self.schedule_step())
+
+  def _update(self, grads: list[Tensor]) -> list[Tensor]:
+    """Assign the new parameter and state values; return the assigned tensors."""
+    raise NotImplementedError
+
+class OptimizerGroup(Optimizer):
+  """Several optimizers (e.g. different learning rates for different parameters) stepped as one scheduled graph."""
+  def __init__(self, *optimizers: Optimizer):
+    self.optimizers = list(optimizers)
+    self.params = [t for o in optimizers for t in o.params]
+    self.buffers = list({id(t): t for o in optimizers for t in o.buffers}.values())
+  def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def zero_grad(self) -> None:
+    for o in self.optimizers: o.zero_grad()
+  def _schedule_parts(self) -> tuple[list[Tensor], list[Tensor]]:
+    # every gradient before any update: one optimizer's update must not overwrite what another's gradients read
+    parts = [o._schedule_parts() for o in self.optimizers]
+    return [g for gs, _ in parts for g in gs], [u for _, us in parts for u in us]
+
+class SGD(Optimizer):
+  """g = grad + weight_decay*w; with momentum b = momentum*b + g and g = b (nesterov: g + momentum*b); w -= lr*g.
+  classic=True applies lr before the momentum buffer instead (b = momentum*b + lr*g; w -= b)."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
+               classic: bool = False):
+    super().__init__(params, lr)
+    if nesterov and momentum == 0: raise ValueError("SGD: nesterov needs momentum > 0")
+    self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
+    self.b = [self._zeros(t) for t in self.params] if momentum else []
+    Tensor.realize_all(self.lr, *self.b)
+
+  def _update(self, grads: list[Tensor]) -> list[Tensor]:
+    for i, (t, g) in enumerate(zip(self.params, grads)):
+      g = g + self.wd * t.detach() if self.wd else g
+      if self.momentum:
+        if self.classic: g = g * self.lr
+        self.b[i].assign((self.momentum * self.b[i] + g).cast(self.b[i].dtype))
+        g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
+      if not self.classic or not self.momentum: g = g * self.lr
+      t.assign((t.detach() - g).cast(t.dtype))
+    return [*self.b, *self.params]
+
+class LAMB(Optimizer):
+  """Adam moments with bias correction; up = m_hat/(sqrt(v_hat)+eps) + weight_decay*w. LAMB scales the step by the
+  trust ratio |w|/|up| per tensor; adam=True leaves it out (Adam/AdamW: decoupled weight decay)."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+               weight_decay: float = 0.0, adam: bool = False):
+    super().__init__(params, lr)
+    self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
+    self.b1_t, self.b2_t = Tensor([1.0], device=self.device, requires_grad=False), Tensor([1.0], device=self.device, requires_grad=False)  # b1**t, b2**t
+    # the moments stay float32 for half-precision parameters: v underflows in float16
+    self.m, self.v = [self._zeros(t, dtypes.float32) for t in self.params], [self._zeros(t, dtypes.float32) for t in self.params]
+    Tensor.realize_all(self.lr, self.b1_t, self.b2_t, *self.m, *self.v)
+
+  def _update(self, grads: list[Tensor]) -> list[Tensor]:
+    self.b1_t.assign(self.b1_t * self.b1)
+    self.b2_t.assign(self.b2_t * self.b2)
+    for i, (t, g) in enumerate(zip(self.params, grads)):
+      g = g.float()
+      self.m[i].assign((self.b1 * self.m[i] + (1.0 - self.b1) * g).cast(self.m[i].dtype))
+      self.v[i].assign((self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)).cast(self.v[i].dtype))
+      m_hat, v_hat = self.m[i] / (1.0 - self.b1_t), self.v[i] / (1.0 - self.b2_t)
+      up = m_hat / (v_hat.sqrt() + self.eps) + self.wd * t.detach()
+      if self.adam: r = 1.0
+      else:
+        w_norm, up_norm = t.detach().float().square().sum().sqrt(), up.square().sum().sqrt()
+        r = (w_norm > 0).where((up_norm > 0).where(w_norm / up_norm, 1.0), 1.0)
+      t.assign((t.detach() - self.lr * r * up).cast(t.dtype))
+    return [self.b1_t, self.b2_t, *self.m, *self.v, *self.params]
+
+def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)
+
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+# ***** learning-rate schedules *****
+
+class LRScheduler:
+  """Sets the optimizer's lr to base_lr * factor(n) for step count n: at construction (n=0) and after each .step()
+  (call it once per optimizer step or once per epoch, as the schedule's unit)."""
+  def __init__(self, optimizer: Optimizer):
+    self.optimizers = getattr(optimizer, "optimizers", [optimizer])
+    self.base_lrs = [float(o.lr.numpy()[0]) for o in self.optimizers]
+    self.epoch_counter = 0
+    self._apply()
+  def factor(self, n: int) -> float: raise NotImplementedError
+  def get_lr(self) -> list[float]: return [lr * self.factor(self.epoch_counter) for lr in self.base_lrs]
+  def step(self) -> None:
+    self.epoch_counter += 1
+    self._apply()
+  def _apply(self) -> None:
+    for o, lr in zip(self.optimizers, self.get_lr()): o.lr.assign(Tensor([lr], device=o.lr.device, dtype=o.lr.dtype))
+    Tensor.realize_all(*[o.lr for o in self.optimizers])
+
+class StepLR(LRScheduler):
+  """Multiply the lr by gamma every step_size steps."""
+  def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
+    if step_size <= 0: raise ValueError(f"StepLR: step_size must be positive, got {step_size}")
+    self.step_size, self.gamma = step_size, gamma
+    super().__init__(optimizer)
+  def factor(self, n: int) -> float: return self.gamma ** (n // self.step_size)
+
+class LinearWarmupLR(LRScheduler):
+  """Ramp the lr linearly from start_factor*lr at step 0 to lr at step warmup_steps, then hold it."""
+  def __init__(self, optimizer: Optimizer, warmup_steps: int, start_factor: float = 0.0):
+    if warmup_steps < 0: raise ValueError(f"LinearWarmupLR: warmup_steps must be >= 0, got {warmup_steps}")
+    self.warmup_steps, self.start_factor = warmup_steps, start_factor
+    super().__init__(optimizer)
+  def factor(self, n: int) -> float:
+    return 1.0 if n >= self.warmup_steps else self.start_factor + (1.0 - self.start_factor) * n / self.warmup_steps
+
+class CosineAnnealingLR(LinearWarmupLR):
+  """Optional linear warmup over warmup_steps, then a half cosine from lr down to eta_min at step T_max (held after)."""
+  def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, warmup_steps: int = 0, start_factor: float = 0.0):
+    if T_max <= warmup_steps: raise ValueError(f"CosineAnnealingLR: T_max ({T_max}) must exceed warmup_steps ({warmup_steps})")
+    self.T_max, self.eta_min = T_max, eta_min
+    super().__init__(optimizer, warmup_steps, start_factor)
+  def get_lr(self) -> list[float]:
+    n = self.epoch_counter
+    if n < self.warmup_steps: return super().get_lr()
+    progress = min(n - self.warmup_steps, self.T_max - self.warmup_steps) / (self.T_max - self.warmup_steps)
+    return [self.eta_min + (lr - self.eta_min) * (1 + math.cos(math.pi * progress)) / 2 for lr in self.base_lrs]

@@ -1,0 +1,82 @@
+"""Model state: find a model's tensors by attribute path, load them strictly, and read/write them as safetensors or torch files."""
+from __future__ import annotations
+from typing import Any
+import numpy as np
+from tinycore.dtype import dtypes
+from tinycore.tensor import Tensor, _plain
+from tinycore.nn.serialization import safetensors_load_arrays, safetensors_save_arrays, torch_load_arrays, is_bfloat16, BFLOAT16
+
+def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
+  """Every Tensor reachable from obj through attributes, lists, tuples and dicts, keyed by its dotted path
+  ("layers.0.weight"). A tensor reachable twice (tied weights) appears under both names; cycles are followed once."""
+  out: dict[str, Tensor] = {}
+  def walk(o: Any, path: str, seen: frozenset[int]) -> None:
+    if isinstance(o, Tensor): out[path.rstrip(".")] = o; return
+    if id(o) in seen: return
+    seen = seen | {id(o)}
+    if hasattr(o, "_asdict"): o = o._asdict()  # namedtuple
+    elif not isinstance(o, (dict, list, tuple)) and isinstance(getattr(o, "__dict__", None), dict): o = vars(o)
+    if isinstance(o, dict):
+      for k, v in o.items(): walk(v, f"{path}{k}.", seen)
+    elif isinstance(o, (list, tuple)):
+      for i, v in enumerate(o): walk(v, f"{path}{i}.", seen)
+  walk(obj, prefix, frozenset())
+  return out
+
+def get_parameters(obj: Any) -> list[Tensor]:
+  """The distinct tensors of get_state_dict(obj), in order (what an optimizer is given)."""
+  return list({id(t): t for t in get_state_dict(obj).values()}.values())
+
+def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True, verbose: bool = False, consume: bool = False,
+                    realize: bool = True) -> list[Tensor]:
+  """Copy state_dict's tensors into model's (same names as get_state_dict), cast to each model tensor's dtype and device.
+
+  strict: every model tensor must be given and nothing else. A shape mismatch is always an error. The error lists every
+  missing key, unexpected key and shape mismatch at once. Realized tensors are written in place (other references to them,
+  an optimizer or a TinyJit, see the new values); everything is realized together. consume pops loaded keys from state_dict."""
+  model_state = get_state_dict(model)
+  missing = [k for k in model_state if k not in state_dict]
+  unexpected = [k for k in state_dict if k not in model_state]
+  mismatched = [f"{k}: model {model_state[k].shape} vs state_dict {tuple(state_dict[k].shape)}" for k in model_state
+                if k in state_dict and tuple(model_state[k].shape) != tuple(state_dict[k].shape)]
+  if mismatched or (strict and (missing or unexpected)):
+    problems = [f"missing keys ({len(missing)}): {missing}" if missing and strict else "",
+                f"unexpected keys ({len(unexpected)}): {unexpected}" if unexpected and strict else "",
+                f"shape mismatches ({len(mismatched)}): {mismatched}" if mismatched else ""]
+    raise RuntimeError("load_state_dict: " + "; ".join(p for p in problems if p))
+  if verbose and (missing or unexpected): print(f"load_state_dict: not loaded {missing}, ignored {unexpected}")
+  loaded = []
+  for k, v in model_state.items():
+    if k not in state_dict: continue
+    src = state_dict.pop(k) if consume else state_dict[k]
+    if not isinstance(src, Tensor): src = Tensor(np.asarray(src), device=v.device)
+    src = src.to(v.device).cast(v.dtype)
+    if _plain(v.uop): v.assign(src)
+    else: v.replace(src)
+    loaded.append(v)
+  if realize: Tensor.realize_all(*loaded)
+  return loaded
+
+def _array_to_tensor(a: np.ndarray, device: str | None) -> Tensor:
+  if is_bfloat16(a): return Tensor(a.view(np.uint16), device=device).bitcast(dtypes.bfloat16)
+  return Tensor(a, device=device)
+
+def _tensor_to_array(t: Tensor) -> np.ndarray:
+  if t.dtype == dtypes.bfloat16: return t.bitcast(dtypes.uint16).numpy().astype(BFLOAT16)  # the exact bits, tagged
+  return t.numpy()
+
+def safetensors_load(fn, device: str | None = None) -> dict[str, Tensor]:
+  """The tensors of a safetensors file (path or bytes) on `device`; a malformed file raises ValueError saying what is wrong."""
+  return {k: _array_to_tensor(a, device) for k, a in safetensors_load_arrays(fn).items()}
+
+def safetensors_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | None = None) -> None:
+  """Write {name: Tensor} to fn as safetensors (bfloat16 stays BF16)."""
+  bad = [k for k, t in tensors.items() if not isinstance(t, Tensor)]
+  if bad: raise TypeError(f"safetensors_save: values for {bad} are not Tensors")
+  safetensors_save_arrays(fn, {k: _tensor_to_array(t) for k, t in tensors.items()}, metadata)
+
+def torch_load(fn, device: str | None = None) -> dict[str, Tensor]:
+  """The tensors of a torch.save checkpoint (a state_dict, possibly inside a training checkpoint) as {name: Tensor}."""
+  return {k: _array_to_tensor(a, device) for k, a in torch_load_arrays(fn).items()}
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safetensors_load", "safetensors_save", "torch_load"]

@@ -1,0 +1,114 @@
+"""BEAM search: try kernel optimisations on the device, keep the fastest, remember the choice on disk per (device, kernel).
+
+An optimisation (Opt) is applied to the lowered kernel graph before the target's own passes (codegen/opt.py). The core
+offers UNROLL (a reduce loop's body repeated `amount` times per iteration). codegen/opt.py can offer more: a function
+`candidate_opts(sink, renderer) -> list[Opt]` lists the ones that apply to a kernel, and `apply_opt(sink, renderer, opt)`
+applies one of its own (op names other than UNROLL); the search treats them all alike."""
+from __future__ import annotations
+import hashlib, math
+from dataclasses import dataclass
+import numpy as np
+from tinycore.dtype import dtypes, to_np_dtype
+from tinycore.helpers import DEBUG, getenv
+from tinycore.uop import UOp, Ops
+from tinycore.renderer import Renderer, ProgramSpec
+from tinycore.runtime.device import Device, Buffer
+from tinycore.runtime.diskcache import cache_key, diskcache_get_obj, diskcache_put_obj
+from tinycore.runtime.errors import TinycoreError
+from tinycore.codegen import opt as target_opts
+
+@dataclass(frozen=True)
+class Opt:
+  op: str        # "UNROLL", or an op name codegen/opt.py knows
+  axis: int      # the id of the RANGE it applies to (RANGE arg[0])
+  amount: int
+
+# ***** the core's option: unrolling a reduce loop *****
+
+def _unroll(sink: UOp, axis: int, amount: int) -> UOp:
+  """r in [0, n) becomes r' in [0, n/amount), the body summed (or max-ed) over r = r'*amount + i for each i."""
+  def rewrite(x: UOp) -> UOp | None:
+    if x.op is not Ops.REDUCE or not any(r.arg[0] == axis for r in x.src[1:]): return None
+    r = next(r for r in x.src[1:] if r.arg[0] == axis)
+    outer = UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, r.src[0].arg // amount),), r.arg)
+    parts = [x.src[0].substitute({r: outer * amount + i}) for i in range(amount)]
+    while len(parts) > 1: parts = [UOp(x.arg, x.dtype, tuple(parts[i:i+2])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
+    return UOp(Ops.REDUCE, x.dtype, (parts[0],) + tuple(outer if s is r else s for s in x.src[1:]), x.arg)
+  reduces = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+  return sink.substitute({x: new for x in reduces if (new := rewrite(x)) is not None})
+
+def _unroll_options(sink: UOp) -> list[Opt]:
+  rngs = {r for u in sink.toposort() if u.op is Ops.REDUCE for r in u.src[1:]}
+  return [Opt("UNROLL", r.arg[0], k) for r in sorted(rngs, key=lambda r: r.arg[0]) if r.src[0].op is Ops.CONST
+          for k in (2, 4, 8, 16) if r.src[0].arg % k == 0 and r.src[0].arg > k]
+
+def candidate_opts(sink: UOp, ren: Renderer) -> list[Opt]:
+  return _unroll_options(sink) + (list(target_opts.candidate_opts(sink, ren)) if hasattr(target_opts, "candidate_opts") else [])
+
+def apply_opts(sink: UOp, ren: Renderer, opts: tuple[Opt, ...]) -> UOp:
+  for o in opts:
+    if o.op == "UNROLL": sink = _unroll(sink, o.axis, o.amount)
+    elif hasattr(target_opts, "apply_opt"): sink = target_opts.apply_opt(sink, ren, o)
+    else: raise ValueError(f"unknown optimisation {o}")
+  return sink
+
+# ***** timing on the device *****
+
+def ast_key(ast: UOp) -> str:
+  """A digest of the kernel's structure, equal across processes for equal kernels."""
+  order = ast.toposort()
+  ids = {u: i for i, u in enumerate(order)}
+  h = hashlib.sha256()
+  for u in order: h.update(repr((u.op.name, str(u.dtype), tuple(ids[s] for s in u.src), u.arg)).encode())
+  return h.hexdigest()
+
+def _test_buffers(ast: UOp, device: str) -> list[Buffer]:
+  """Buffers shaped like the kernel's parameters, filled with small values (NaN-free, so timing is typical)."""
+  params = sorted({u.arg: u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}.items())
+  rng = np.random.default_rng(0)
+  bufs = []
+  for _, p in params:
+    b = Buffer(device, p.dtype.size, p.dtype.base)
+    npdt = np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype)
+    b.copyin(memoryview(np.ascontiguousarray(rng.integers(0, 3, b.size).astype(npdt))).cast("B"))
+    bufs.append(b)
+  return bufs
+
+def time_program(spec: ProgramSpec, device: str, bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
+  from tinycore.engine import CompiledRunner
+  runner = CompiledRunner(device, spec)
+  return min(runner(bufs, var_vals, wait=True) or math.inf for _ in range(runs))
+
+def beam_search_program(ast: UOp, ren: Renderer, device: str, width: int, name: str | None = None) -> ProgramSpec:
+  """The kernel compiled with the fastest set of optimisations a beam of `width` finds (cached on disk)."""
+  from tinycore.codegen import get_program, lower_to_sink
+  dev = Device[device]
+  key = cache_key("beam", dev.spec.name, dev.spec.version, dev.assembler.target, ast_key(ast), width)
+  if (cached := diskcache_get_obj("beam", key)) is not None and isinstance(cached, tuple):
+    try: return get_program(ast, ren, name, opts=cached)
+    except (TinycoreError, ValueError): pass  # a choice made by another version of an optimisation: search again
+  base = lower_to_sink(ast, ren)
+  options = candidate_opts(base, ren)
+  bufs = _test_buffers(ast, device)
+  var_vals = {v.arg[0]: v.arg[2] for v in base.toposort() if v.op is Ops.DEFINE_VAR}
+  def timed(opts: tuple[Opt, ...]) -> float:
+    try: return time_program(get_program(ast, ren, name, opts=opts), device, bufs, var_vals)
+    except TinycoreError as e:
+      if DEBUG >= 3: print(f"BEAM: {opts} failed: {e}")
+      return math.inf
+  best_opts, best_t = (), timed(())
+  beam = [((), best_t)]
+  for _ in range(getenv("BEAM_ROUNDS", 3)):
+    tried: dict[tuple[Opt, ...], float] = {}
+    for opts, _ in beam:
+      used = {(o.op, o.axis) for o in opts}
+      for o in options:
+        if (o.op, o.axis) in used or (cand := tuple(sorted(opts + (o,), key=lambda x: (x.axis, x.op)))) in tried: continue
+        tried[cand] = timed(cand)
+    if not tried: break
+    beam = sorted(tried.items(), key=lambda kv: kv[1])[:width]
+    if beam[0][1] >= best_t: break
+    best_opts, best_t = beam[0]
+  if DEBUG >= 2: print(f"BEAM {name or ''}: {best_opts} {best_t*1e6:.1f} us")
+  diskcache_put_obj("beam", key, best_opts)
+  return get_program(ast, ren, name, opts=best_opts)
