@@ -7,11 +7,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from
 
 # ***** the models, written once for tinycore and tinygrad (the same API) *****
 
-def convnet(Tensor, nn, width: int = 16):
-  """The examples/train_digits.py network: conv-bn-relu-pool twice, linear: [B,1,28,28] -> [B,10]."""
-  layers = [nn.Conv2d(1, width, 3), nn.BatchNorm(width), Tensor.relu, Tensor.max_pool2d,
-            nn.Conv2d(width, 2 * width, 3), nn.BatchNorm(2 * width), Tensor.relu, Tensor.max_pool2d,
-            lambda x: x.flatten(1), nn.Linear(2 * width * 5 * 5, 10)]
+def convnet(Tensor, nn, width: int = 16, convs: int = 1):
+  """convs=1: the examples/train_digits.py network, conv-bn-relu-pool and a linear layer: [B,1,28,28] -> [B,10].
+  convs=2: a second conv-bn-relu-pool block (2*width channels), whose input gradient is a kernel worth watching."""
+  layers = [nn.Conv2d(1, width, 3), nn.BatchNorm(width), Tensor.relu, Tensor.max_pool2d]
+  if convs == 2: layers += [nn.Conv2d(width, 2 * width, 3), nn.BatchNorm(2 * width), Tensor.relu, Tensor.max_pool2d]
+  layers += [lambda x: x.flatten(1), nn.Linear(width * 13 * 13 if convs == 1 else 2 * width * 5 * 5, 10)]
   return layers, lambda x: x.sequential(layers)
 
 def transformer(Tensor, nn, vocab: int, dim: int, heads: int, n_layers: int, seq: int):
@@ -35,8 +36,9 @@ def transformer(Tensor, nn, vocab: int, dim: int, heads: int, n_layers: int, seq
 
 def torch_models(torch, width: int, vocab: int, dim: int, heads: int, n_layers: int, seq: int):
   tnn, F = torch.nn, torch.nn.functional
-  conv = tnn.Sequential(tnn.Conv2d(1, width, 3), tnn.BatchNorm2d(width), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(width, 2 * width, 3),
-                        tnn.BatchNorm2d(2 * width), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(2 * width * 25, 10))
+  conv1 = tnn.Sequential(tnn.Conv2d(1, width, 3), tnn.BatchNorm2d(width), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(width * 169, 10))
+  conv2 = tnn.Sequential(tnn.Conv2d(1, width, 3), tnn.BatchNorm2d(width), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(width, 2 * width, 3),
+                         tnn.BatchNorm2d(2 * width), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(2 * width * 25, 10))
   class Block(tnn.Module):
     def __init__(self):
       super().__init__()
@@ -56,7 +58,7 @@ def torch_models(torch, width: int, vocab: int, dim: int, heads: int, n_layers: 
       x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))[None]
       for b in self.blocks: x = b(x)
       return self.head(self.ln(x)).reshape(-1, vocab)
-  return conv, GPT()
+  return {"convnet": conv1, "convnet2": conv2, "transformer": GPT()}
 
 # ***** one training step per framework: returns a function of numpy (x, y) that runs a step and returns the loss *****
 
@@ -73,7 +75,8 @@ def tiny_step(lib: str, which: str, use_jit: bool, cfg) -> Callable:
     from tinygrad.nn.state import get_parameters
     def training(): return Context(TRAINING=1)
   Tensor.manual_seed(0)
-  model, forward = convnet(Tensor, nn, cfg.width) if which == "convnet" else transformer(Tensor, nn, cfg.vocab, cfg.dim, cfg.heads, cfg.layers, cfg.seq)
+  if which == "transformer": model, forward = transformer(Tensor, nn, cfg.vocab, cfg.dim, cfg.heads, cfg.layers, cfg.seq)
+  else: model, forward = convnet(Tensor, nn, cfg.width, 2 if which == "convnet2" else 1)
   opt = optim.Adam(get_parameters(model), lr=1e-3)
   def step(x, y):
     opt.zero_grad()
@@ -93,8 +96,7 @@ class _SetTraining:
 def torch_step(which: str, cfg) -> Callable:
   import torch
   torch.manual_seed(0)
-  conv, gpt = torch_models(torch, cfg.width, cfg.vocab, cfg.dim, cfg.heads, cfg.layers, cfg.seq)
-  model = conv if which == "convnet" else gpt
+  model = torch_models(torch, cfg.width, cfg.vocab, cfg.dim, cfg.heads, cfg.layers, cfg.seq)[which]
   model.train()
   opt = torch.optim.Adam(model.parameters(), lr=1e-3)
   def run(x, y):
@@ -107,7 +109,7 @@ def torch_step(which: str, cfg) -> Callable:
 
 def batches(which: str, cfg, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
   rng = np.random.default_rng(0)
-  if which == "convnet":
+  if which.startswith("convnet"):
     return [(rng.random((cfg.batch, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, cfg.batch).astype(np.int32)) for _ in range(n)]
   out = []
   for _ in range(n):
@@ -127,7 +129,7 @@ def time_steps(run: Callable, data, warmup: int) -> tuple[float, float]:
 
 def main():
   p = argparse.ArgumentParser(description=__doc__)
-  p.add_argument("--models", default="convnet,transformer")
+  p.add_argument("--models", default="convnet,convnet2,transformer")
   p.add_argument("--steps", type=int, default=10, help="timed steps (after the warmup)")
   p.add_argument("--warmup", type=int, default=3, help="untimed steps: compile, then the TinyJit capture on step 2")
   p.add_argument("--batch", type=int, default=64)

@@ -29,13 +29,25 @@ def test_least_upper_dtype_table(a, b, out):
   assert least_upper_dtype(a, b) == out and least_upper_dtype(b, a) == out
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(ALL), st.sampled_from(ALL), st.sampled_from(ALL))
-def test_least_upper_dtype_is_a_join(a, b, c):
+@given(st.sampled_from(ALL), st.sampled_from(ALL))
+def test_least_upper_dtype_is_a_commutative_upper_bound(a, b):
   assert least_upper_dtype(a, a) == a
   assert least_upper_dtype(a, b) == least_upper_dtype(b, a)
-  assert least_upper_dtype(least_upper_dtype(a, b), c) == least_upper_dtype(a, least_upper_dtype(b, c))
   j = least_upper_dtype(a, b)
-  assert least_upper_dtype(j, a) == j and least_upper_dtype(j, b) == j  # an upper bound of both
+  assert least_upper_dtype(j, a) == j and least_upper_dtype(j, b) == j
+
+NO_64BIT_INTS = [d for d in ALL if d not in (dtypes.int64, dtypes.uint64)]
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(NO_64BIT_INTS), st.sampled_from(NO_64BIT_INTS), st.sampled_from(NO_64BIT_INTS))
+def test_least_upper_dtype_is_associative(a, b, c):
+  assert least_upper_dtype(least_upper_dtype(a, b), c) == least_upper_dtype(a, least_upper_dtype(b, c))
+
+@pytest.mark.xfail(strict=True, reason="dtype.py: int64/uint64 have two upper bounds (float16, bfloat16) and no least one; "
+                                       "least_upper_dtype picks float16, so the join is not associative (JAX joins them at the default float)")
+def test_least_upper_dtype_is_associative_with_64bit_ints():
+  a, b, c = dtypes.int8, dtypes.uint64, dtypes.bfloat16
+  assert least_upper_dtype(least_upper_dtype(a, b), c) == least_upper_dtype(a, least_upper_dtype(b, c))
 
 @pytest.mark.parametrize("a,b,out", [p for p in PROMOTION if p[0] != dtypes.bool or p[1] != dtypes.bool], ids=lambda d: d.name)
 def test_tensor_ops_promote_and_compute_in_the_joined_dtype(a, b, out):
@@ -89,7 +101,8 @@ def test_reduction_result_dtypes(op, dt, out):
   x = Tensor([[1, 2], [3, 4]], dtype=dt) if dt != dtypes.bool else Tensor([[True, False], [True, True]])
   r = getattr(x, op)()
   assert r.dtype == out
-  ref = getattr(np, {"argmax": "argmax", "cumsum": "cumsum", "var": "var"}.get(op, op))(x.numpy().astype(np.float64), **({"ddof": 1} if op == "var" else {}))
+  xs = x.numpy().astype(np.float64)
+  ref = np.cumsum(xs, 0) if op == "cumsum" else np.var(xs, ddof=1) if op == "var" else getattr(np, op)(xs)
   np.testing.assert_allclose(r.numpy().astype(np.float64), ref, rtol=1e-2)
   assert Tensor([200, 100], dtype=dtypes.uint8).sum().item() == 300 and Tensor([100, 100], dtype=dtypes.int8).sum(dtype=dtypes.int8).item() == -56
 
@@ -114,7 +127,7 @@ def test_float_to_int_casts_saturate(dt):
   np.testing.assert_array_equal(Tensor(SPECIAL, dtype=dtypes.float64).cast(dt).numpy(), saturate(SPECIAL, dt))
 
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.floats(-1e12, 1e12, width=32), min_size=1, max_size=8), st.sampled_from(INTS))
+@given(st.lists(st.floats(-2.0 ** 40, 2.0 ** 40, width=32), min_size=1, max_size=8), st.sampled_from(INTS))
 def test_random_float_to_int_casts_saturate(vals, dt):
   x = np.array(vals, np.float32)
   np.testing.assert_array_equal(Tensor(x).cast(dt).numpy(), saturate(x, dt))
@@ -151,8 +164,8 @@ def test_float_narrowing_rounds_to_nearest_even():
   assert h.dtype == np.float16
   np.testing.assert_array_equal(h.astype(np.float64), [2048.0, 2052.0, 65504.0, np.inf, 0.0, 2 ** -24, 2 ** -24, -np.inf])
   one = 2.0 ** -8
-  b = Tensor([1 + one, 1 + 3 * one, 1 + one + 2 ** -20, 3.4e38, np.nan, -np.inf, 2.0 ** -130]).cast(dtypes.bfloat16).numpy()
-  np.testing.assert_array_equal(b[[0, 1, 2, 5]], [1.0, 1 + 2 * 2 * one, 1 + 2 * one, -np.inf])  # ties go to the even mantissa
+  b = Tensor([1 + one, 1 + 3 * one, 1 + one + 2 ** -20, 3.39e38, np.nan, -np.inf, 2.0 ** -130, 3.4e38]).cast(dtypes.bfloat16).numpy()
+  np.testing.assert_array_equal(b[[0, 1, 2, 5, 7]], [1.0, 1 + 2 * 2 * one, 1 + 2 * one, -np.inf, np.inf])  # ties go to the even mantissa
   assert b[3] == np.float32(3.3895313892515355e38) and np.isnan(b[4]) and b[6] == np.float32(2.0 ** -130)
   assert Tensor([1e40], dtype=dtypes.float64).cast(dtypes.float32).item() == np.inf
   np.testing.assert_array_equal(Tensor([0.1], dtype=dtypes.float64).cast(dtypes.float32).numpy(), np.float32([0.1]))
@@ -226,7 +239,8 @@ def test_infinities_and_signed_zero():
   assert Tensor([0.0, -1.0]).log().numpy()[0] == -np.inf and np.isnan(Tensor([-1.0]).log().item()) and np.isnan(Tensor([-1.0]).sqrt().item())
   assert Tensor([-np.inf, 0.0]).softmax().numpy().tolist() == [0.0, 1.0] and Tensor([np.inf, 1.0]).logsumexp().item() == np.inf
   assert Tensor([-np.inf, -np.inf]).logsumexp().item() == -np.inf and Tensor([np.inf, -np.inf]).sigmoid().numpy().tolist() == [1.0, 0.0]
-  assert Tensor([1e30, -1e30]).tanh().numpy().tolist() == [1.0, -1.0] and Tensor([np.inf, -np.inf]).atan().numpy().tolist() == [np.pi / 2, -np.pi / 2]
+  assert Tensor([1e30, -1e30]).tanh().numpy().tolist() == [1.0, -1.0]
+  np.testing.assert_array_equal(Tensor([np.inf, -np.inf]).atan().numpy(), np.float32([np.pi / 2, -np.pi / 2]))
 
 def test_rounding_functions():
   x = Tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.2, 2.7])

@@ -1,5 +1,4 @@
 """The rewrite engine: what a UPat matches, dispatch by op, rewrite order (top-down vs bottom-up), fixed points, graph_rewrite_map."""
-import pytest
 from hypothesis import given, settings, strategies as st
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp, Ops, Variable

@@ -163,26 +163,21 @@ def test_every_beam_option_computes_the_same_result():
 
 def test_beam_keeps_the_fastest_and_remembers_it(cache_dir, monkeypatch):
   from tinycore import search
+  from tinycore.codegen import get_program, lower_to_sink
   _, si = _matmul_kernel()
   ren = Device.renderer("PYTHON")
-  timed = []
-  def fake_time(spec, device, bufs, var_vals, runs=3):
-    timed.append(spec.src)
-    return 1.0 - 0.5 * ("UNROLL4" in spec.name) if False else (0.5 if spec.src.count("'LOAD'") == 4 * 2 + 1 else 1.0)
-  monkeypatch.setattr(search, "time_program", fake_time)
+  (axis,) = {o.axis for o in search.candidate_opts(lower_to_sink(si.ast, ren), ren)}
+  tried = []
+  def fake_measure(ast, ren, device, opts, bufs, var_vals):  # unrolling by 4 is fastest, 8 next
+    tried.append(opts)
+    return {(): 3.0, (search.Opt("UNROLL", axis, 4),): 1.0, (search.Opt("UNROLL", axis, 8),): 2.0}.get(opts, 5.0)
+  monkeypatch.setattr(search, "measure", fake_measure)
   spec = search.beam_search_program(si.ast, ren, "PYTHON", 2)
-  want = search.get_program(si.ast, ren, opts=(search.Opt("UNROLL", 2, 4),)) if hasattr(search, "get_program") else None
-  from tinycore.codegen import get_program
-  assert spec.src == get_program(si.ast, ren, opts=(search.Opt("UNROLL", spec_axis := _reduce_axis(si.ast), 4),)).src
-  assert len(timed) > 1
-  def no_timing(*a, **k): raise AssertionError("the cached choice must be used")
-  monkeypatch.setattr(search, "time_program", no_timing)
+  assert spec.src == get_program(si.ast, ren, opts=(search.Opt("UNROLL", axis, 4),)).src
+  assert () in tried and len(tried) == 5   # the baseline and each single option; no pair: one axis, one unroll
+  def no_measuring(*a, **k): raise AssertionError("the cached choice must be used")
+  monkeypatch.setattr(search, "measure", no_measuring)
   assert search.beam_search_program(si.ast, ren, "PYTHON", 2).src == spec.src
-
-def _reduce_axis(ast) -> int:
-  from tinycore.codegen import lower_to_sink
-  sink = lower_to_sink(ast, Device.renderer("PYTHON"))
-  return next(r.arg[0] for u in sink.toposort() if u.op.name == "REDUCE" for r in u.src[1:] if r.src[0].arg == 32)
 
 def test_beam_env_runs_the_search(cache_dir, monkeypatch):
   from tinycore import search

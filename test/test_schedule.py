@@ -3,9 +3,8 @@ import random
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from tinycore import Tensor, GlobalCounters, Device
+from tinycore import Tensor, GlobalCounters
 from tinycore.uop import Ops
-from tinycore.schedule import create_schedule
 
 rng = np.random.default_rng(0)
 def rnd(*shape) -> Tensor: return Tensor(rng.standard_normal(shape).astype(np.float32)).realize()

@@ -1,8 +1,7 @@
 """Autograd on the lazy graph: derivative rules as a PatternMatcher over UOps, and the reverse sweep that applies them."""
 from __future__ import annotations
 import math
-from tinycore.dtype import dtypes
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops
 from tinycore.rewrite import UPat, PatternMatcher
 
 def _reduce_to(g: UOp, shape: tuple) -> UOp:

@@ -93,12 +93,12 @@ class TinyJit(Generic[ReturnType]):
       Tensor.realize_all(*_tensors_in(ret))
     elif self.cnt == 1:
       if engine.capturing is not None: raise JitError(f"TinyJit({self.__name__}) is capturing inside another TinyJit's capture")
+      where = {id(buffers[t.uop.base].base): i for i, t in reversed(list(enumerate(tensors)))}  # buffer -> first argument holding it
       engine.capturing = recorded = []
       try:
         ret = self.fxn(*args, **kwargs)
         Tensor.realize_all(*_tensors_in(ret))
       finally: engine.capturing = None
-      where = {id(buffers[t.uop.base].base): i for i, t in reversed(list(enumerate(tensors)))}
       self.captured = [(si, [(p, where[id(b.base)]) for p, b in enumerate(si.bufs) if id(b.base) in where]) for si in recorded]
       if any(b._base is not None for si, swaps in self.captured for p, _ in swaps for b in [si.bufs[p]]):
         self.captured = []

@@ -15,7 +15,7 @@ from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.diskcache import cache_key, diskcache_get_obj, diskcache_put_obj
 from tinycore.runtime.errors import TinycoreError
-from tinycore.codegen import opt as target_opts
+from tinycore.codegen import opt as target_opts, get_program, lower_to_sink
 
 @dataclass(frozen=True)
 class Opt:
@@ -74,14 +74,17 @@ def _test_buffers(ast: UOp, device: str) -> list[Buffer]:
     bufs.append(b)
   return bufs
 
-def time_program(spec: ProgramSpec, device: str, bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
+def measure(ast: UOp, ren: Renderer, device: str, opts: tuple[Opt, ...], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
+  """Seconds the kernel takes with `opts` (best of `runs`); inf when the optimisation does not compile."""
   from tinycore.engine import CompiledRunner
-  runner = CompiledRunner(device, spec)
+  try: runner = CompiledRunner(device, get_program(ast, ren, opts=opts))
+  except TinycoreError as e:
+    if DEBUG >= 3: print(f"BEAM: {opts} failed: {e}")
+    return math.inf
   return min(runner(bufs, var_vals, wait=True) or math.inf for _ in range(runs))
 
 def beam_search_program(ast: UOp, ren: Renderer, device: str, width: int, name: str | None = None) -> ProgramSpec:
   """The kernel compiled with the fastest set of optimisations a beam of `width` finds (cached on disk)."""
-  from tinycore.codegen import get_program, lower_to_sink
   dev = Device[device]
   key = cache_key("beam", dev.spec.name, dev.spec.version, dev.assembler.target, ast_key(ast), width)
   if (cached := diskcache_get_obj("beam", key)) is not None and isinstance(cached, tuple):
@@ -91,11 +94,7 @@ def beam_search_program(ast: UOp, ren: Renderer, device: str, width: int, name: 
   options = candidate_opts(base, ren)
   bufs = _test_buffers(ast, device)
   var_vals = {v.arg[0]: v.arg[2] for v in base.toposort() if v.op is Ops.DEFINE_VAR}
-  def timed(opts: tuple[Opt, ...]) -> float:
-    try: return time_program(get_program(ast, ren, name, opts=opts), device, bufs, var_vals)
-    except TinycoreError as e:
-      if DEBUG >= 3: print(f"BEAM: {opts} failed: {e}")
-      return math.inf
+  def timed(opts: tuple[Opt, ...]) -> float: return measure(ast, ren, device, opts, bufs, var_vals)
   best_opts, best_t = (), timed(())
   beam = [((), best_t)]
   for _ in range(getenv("BEAM_ROUNDS", 3)):

@@ -30,6 +30,7 @@ def _np_to_buffer_uop(arr: np.ndarray, device: str, dtype: DType) -> UOp:
 class Tensor(NNOpsMixin, IndexingMixin):
   """A lazy n-dimensional array on a device. `Tensor([1., 2.]) * 2` builds a graph; `.numpy()`/`.realize()` run it."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+  __array_ufunc__ = None  # `np.float32(2) * t` defers to Tensor.__rmul__ instead of numpy converting t to an array
   training: bool = False
   no_grad: bool = False
   _seed: int = 0
@@ -58,11 +59,15 @@ class Tensor(NNOpsMixin, IndexingMixin):
       dtype = dtype or (dtypes.default_float if data is None else dtypes.from_py(data))
       self.uop = UOp.const(dtype, 0 if data is None else data, _canon_device(device))
     elif isinstance(data, (bytes, bytearray, memoryview)):
-      arr = np.frombuffer(bytes(data), np.uint8)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8).bitcast(dtype) if dtype not in (None, dtypes.uint8) else _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8)
+      raw = bytes(data)  # the bytes reinterpreted as `dtype`, like torch.frombuffer
+      if dtype is not None and len(raw) % dtype.itemsize: raise ValueError(f"{len(raw)} bytes do not divide into {dtype} elements of {dtype.itemsize} bytes")
+      arr = np.frombuffer(raw, np.uint8)
+      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8)
+      if dtype not in (None, dtypes.uint8): self.uop = Tensor(self.uop).bitcast(dtype).uop
     elif isinstance(data, (list, tuple)):
       if dtype is None: dtype = _infer_dtype(data)
       arr = np.array(data, dtype=np.float64 if dtypes.is_float(dtype) else (np.bool_ if dtype == dtypes.bool else object))
+      if arr.dtype == object and any(isinstance(v, (list, tuple)) for v in arr.reshape(-1)): raise ValueError(f"ragged nested list: every row must have the same length, got {data!r}")
       if dtypes.is_int(dtype): arr = _wrap_ints(arr, dtype)
       self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
     elif isinstance(data, np.ndarray) or np.isscalar(data):
@@ -162,8 +167,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}; cast it first")
     if x.device != self.device: x = x.to(self.device)
-    if not _plain(self.uop): self.uop = self.contiguous().realize().uop
-    self.uop = UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop), unique_id())
+    # a pending assign already names the buffer: chain onto it lazily (x's graph reads the earlier write)
+    target = self.uop.src[0] if self.uop.op is Ops.ASSIGN else self.uop
+    if not _plain(target): target = self.uop = self.contiguous().realize().uop
+    self.uop = UOp(Ops.ASSIGN, self.dtype, (target, x.uop), unique_id())
     return self
   def replace(self, x: Tensor) -> Tensor:
     if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
@@ -242,11 +249,13 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return x0
   @staticmethod
   def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
-    """Uniform in [0, 1)."""
+    """Uniform in [0, 1): the top m random bits times 2^-m, m the dtype's significand width, so no value rounds up to 1."""
     shape = argfix(*shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dtypes.is_float(dt): raise TypeError(f"rand makes floats, not {dt}; use randint for integers")
+    m = {dtypes.float16: 11, dtypes.bfloat16: 8, dtypes.float32: 24, dtypes.float64: 32}[dt]
     bits = Tensor._random_bits(prod(shape), device)
-    f = ((bits._shr(9)) | 0x3F800000).bitcast(dtypes.float32) - 1.0
+    f = bits._shr(32 - m).cast(dtypes.float64 if m > 24 else dtypes.float32) * (2.0 ** -m)
     out = f.cast(dt).reshape(shape)
     if contiguous: out = out.contiguous()
     out.requires_grad = requires_grad
@@ -275,7 +284,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return out
   @staticmethod
   def normal(*shape, mean: float = 0.0, std: float = 1.0, **kw) -> Tensor:
-    out = (Tensor.randn(*shape, device=kw.get("device")) * std + mean).contiguous()
+    out = (Tensor.randn(*shape, device=kw.get("device"), dtype=kw.get("dtype")) * std + mean).contiguous()
     out.requires_grad = kw.get("requires_grad")
     return out
   @staticmethod
@@ -479,7 +488,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def frac(self) -> Tensor: return self - self.trunc()
   def abs(self) -> Tensor:
     if dtypes.is_unsigned(self.dtype) or self.dtype == dtypes.bool: return self
-    return (self < 0).where(-self, self) if not dtypes.is_float(self.dtype) else self.maximum(-self)  # MAX keeps NaN, makes -0.0 0.0
+    if not dtypes.is_float(self.dtype): return (self < 0).where(-self, self)
+    return (self == 0).where(0.0, self.maximum(-self))  # MAX keeps NaN; max(-0.0, 0.0) may be -0.0, so zeros are set to +0.0
   def sign(self) -> Tensor:
     if self.dtype == dtypes.bool: return self
     s = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)

@@ -14,7 +14,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
   p.add_argument("--section", action="append", choices=sorted(SECTIONS), help="run only this section (repeatable)")
   p.add_argument("-k", dest="keyword", help="pytest -k expression selecting tests by name (e.g. 'add and float16')")
   p.add_argument("-m", dest="markexpr", help="pytest -m marker expression (the sections are markers)")
-  p.add_argument("-q", "--quiet", action="store_true", help="no per-test pytest output, only the report")
+  p.add_argument("-q", "--quiet", action="store_true", help="less pytest output: progress dots and failures, then the report")
+  p.add_argument("--all-skips", action="store_true", help="name every skipped test in the report (default: 40 per reason)")
   if "--" in argv: argv, extra = argv[:argv.index("--")], argv[argv.index("--") + 1:]
   else: extra = []
   return p.parse_args(argv), extra
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
   collector = Collector()
   rc = pytest.main(pytest_args(args, extra), plugins=[collector])
   info = {"package": spec.package, "version": spec.version, "profile": args.profile, "pytest_exit": int(rc)}
-  print("\n" + format_report(collector, name, info))
+  print("\n" + format_report(collector, name, info, None if args.all_skips else 40))
   if args.json:
     with open(args.json, "w") as f: json.dump(collector.as_json(name, info), f, indent=1)
   if collector.failures() or collector.collect_errors: return 1

@@ -49,7 +49,10 @@ class Collector:
 
   def summary(self) -> dict[str, Counter]:
     rows: dict[str, Counter] = {s: Counter() for s in SECTIONS}
-    for r in self.results.values(): rows.setdefault(r.section, Counter())[r.outcome] += 1
+    for r in self.results.values():
+      row = rows.setdefault(r.section, Counter())
+      row[r.outcome] += 1
+      row["seconds"] += r.seconds
     return rows
 
   def failures(self) -> list[Result]: return [r for r in self.results.values() if r.outcome in ("failed", "error")]
@@ -57,22 +60,24 @@ class Collector:
 
   def as_json(self, device: str, info: dict) -> dict:
     return {"device": device, **info, "seconds": round(self.seconds, 2),
-            "sections": {s: dict(c) for s, c in self.summary().items()},
+            "sections": {s: {k: round(v, 2) if k == "seconds" else v for k, v in c.items()} for s, c in self.summary().items()},
             "failures": [asdict(r) for r in self.failures()], "skips": [asdict(r) for r in self.skips()],
             "collection_errors": self.collect_errors}
 
 def _what(r: Result) -> str: return " ".join(x for x in (r.op, r.dtype, r.shape) if x)
 
-def format_report(c: Collector, device: str, info: dict) -> str:
+def format_report(c: Collector, device: str, info: dict, skips_per_reason: int | None = 40) -> str:
+  """The table by section, every failure with what it checked, and the skips grouped by reason (at most
+  `skips_per_reason` named per reason; None names all of them; the JSON report always has every one)."""
   lines = [f"tinycore conformance: {device} ({info.get('package', '?')} {info.get('version', '?')}), profile {info.get('profile', '?')}, "
            f"{len(c.results)} tests in {c.seconds:.1f} s", "",
-           f"{'section':<11}{'passed':>8}{'failed':>8}{'skipped':>9}"]
+           f"{'section':<11}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>9}"]
   total: Counter = Counter()
   for section, counts in c.summary().items():
     failed = counts["failed"] + counts["error"]
-    lines.append(f"{section:<11}{counts['passed']:>8}{failed:>8}{counts['skipped']:>9}")
+    lines.append(f"{section:<11}{counts['passed']:>8}{failed:>8}{counts['skipped']:>9}{counts['seconds']:>9.1f}")
     total.update(counts)
-  lines.append(f"{'total':<11}{total['passed']:>8}{total['failed'] + total['error']:>8}{total['skipped']:>9}")
+  lines.append(f"{'total':<11}{total['passed']:>8}{total['failed'] + total['error']:>8}{total['skipped']:>9}{total['seconds']:>9.1f}")
   if c.collect_errors: lines += ["", f"COLLECTION ERRORS ({len(c.collect_errors)})"] + [f"  {e}" for e in c.collect_errors]
   if (fails := c.failures()):
     lines += ["", f"FAILURES ({len(fails)})"]
@@ -85,5 +90,7 @@ def format_report(c: Collector, device: str, info: dict) -> str:
     lines += ["", f"SKIPS ({len(skips)}, by reason)"]
     for reason, rs in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
       lines.append(f"  {reason} ({len(rs)}):")
-      lines.append("      " + "; ".join(f"[{r.section}] {_what(r)}" for r in rs))
+      shown = rs if skips_per_reason is None else rs[:skips_per_reason]
+      more = f"; ... and {len(rs) - len(shown)} more (--all-skips or --json lists them)" if len(shown) < len(rs) else ""
+      lines.append("      " + "; ".join(f"[{r.section}] {_what(r)}" for r in shown) + more)
   return "\n".join(lines)

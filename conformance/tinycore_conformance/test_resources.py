@@ -36,8 +36,8 @@ def test_live_buffers_return_to_baseline(device, target: Target):
   workload(target)  # compile everything once: the kernel cache may keep what it needs
   before = settle(device)
   for _ in range(5): workload(target)
-  after = settle(device)
-  assert after == before, f"{after - before} allocations still live after 5 rounds of launches and every tensor dropped (Allocator.live {before} -> {after})"
+  after = settle(device)  # lower is fine: buffers of earlier tests may be collected meanwhile
+  assert after <= before, f"{after - before} allocations still live after 5 rounds of launches and every tensor dropped (Allocator.live {before} -> {after})"
 
 @pytest.mark.covers("buffer lifetime")
 def test_memory_counter_returns_to_baseline(device, target: Target):
@@ -45,7 +45,7 @@ def test_memory_counter_returns_to_baseline(device, target: Target):
   before = GlobalCounters.mem_used
   for _ in range(3): workload(target)
   gc.collect()
-  assert GlobalCounters.mem_used == before, f"GlobalCounters.mem_used grew by {GlobalCounters.mem_used - before} bytes"
+  assert GlobalCounters.mem_used <= before, f"GlobalCounters.mem_used grew by {GlobalCounters.mem_used - before} bytes"
 
 @pytest.mark.covers("1000 launches")
 def test_a_thousand_small_launches(device, target: Target):

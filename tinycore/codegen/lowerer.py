@@ -1,8 +1,8 @@
 """Lowering: a kernel AST of tensor-level ops becomes loops (RANGE), loads, stores and index math."""
 from __future__ import annotations
-from tinycore.dtype import dtypes, PtrDType
+from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
-from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, identity_element
+from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop
 
 def _and(a: UOp | None, b: UOp) -> UOp: return b if a is None else a & b
 
@@ -35,7 +35,7 @@ class Lowerer:
     if op is Ops.RESHAPE:
       flat = sum((i * st for i, st in zip(idx, strides_for_shape(u.shape))), UOp.const(dtypes.index, 0))
       new = tuple(UOp.const(dtypes.index, 0) if s == 1 else (flat // st) % s for s, st in zip(src.shape, strides_for_shape(src.shape)))
-      return self.lower(src, tuple(x.simplify() for x in new), valid)
+      return self.lower(src, new, valid)
     if op is Ops.EXPAND:
       return self.lower(src, tuple(UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
     if op is Ops.PERMUTE:
@@ -52,8 +52,7 @@ class Lowerer:
         if a != 0: cond = _and(cond, i < (s + b))
         new_idx.append(i - b if b != 0 else i)
       if cond is None: return self.lower(src, tuple(new_idx), valid)
-      cond = cond.simplify()
-      inner = self.lower(src, tuple(x.simplify() for x in new_idx), _and(valid, cond))
+      inner = self.lower(src, tuple(new_idx), _and(valid, cond))
       return cond.where(inner, UOp.const(u.dtype, 0))
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg

@@ -40,11 +40,9 @@ class Optimizer:
     for t in self.params: t.grad = None
 
   def schedule_step(self) -> list[Tensor]:
-    """Assign every parameter's (and state's) new value lazily; return what to realize, in a safe order.
-
-    The order matters to the scheduler, which runs kernels in the depth-first order of the realized tensors: gradients and
-    buffers (whose graphs read the old parameters) come before the assignments that overwrite the parameters.
-    Realize a loss with it as `Tensor.realize_all(loss, *opt.schedule_step())`: the loss first, for the same reason."""
+    """Assign every parameter's (and state's) new value lazily; return the tensors to realize together: the gradients, the
+    buffers, then the assigned parameters and state. Add the loss to get forward, backward and update in one schedule:
+    `loss.realize(*opt.schedule_step())` (the scheduler runs every read of a parameter before the write that updates it)."""
     grads, updates = self._schedule_parts()
     return [*grads, *self.buffers, *updates]
 
@@ -73,7 +71,7 @@ class OptimizerGroup(Optimizer):
   def zero_grad(self) -> None:
     for o in self.optimizers: o.zero_grad()
   def _schedule_parts(self) -> tuple[list[Tensor], list[Tensor]]:
-    # every gradient before any update: one optimizer's update must not overwrite what another's gradients read
+    # all gradients, then all updates: the group's step is one schedule like a single optimizer's
     parts = [o._schedule_parts() for o in self.optimizers]
     return [g for gs, _ in parts for g in gs], [u for _, us in parts for u in us]
 

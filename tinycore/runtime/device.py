@@ -1,12 +1,12 @@
 """Runtime: the Allocator and Driver bases, Buffer, and the Device registry that finds backends through entry points."""
 from __future__ import annotations
-import functools, importlib.metadata, os, sys, warnings, weakref
+import functools, importlib.metadata, os, warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 import pluggy
-from tinycore.dtype import DType, dtypes, to_np_dtype
-from tinycore.helpers import getenv, DEBUG
+from tinycore.dtype import DType, to_np_dtype
+from tinycore.helpers import getenv
 from tinycore.runtime.errors import PluginError, DeviceError
 from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, CONTRACT_VERSION
 

@@ -1,0 +1,157 @@
+"""Benchmark of the CPU backend side by side with numpy (and PyTorch, tinygrad when installed): matmul, a fused
+elementwise+reduce chain, small-op dispatch, first-call compile time, and the matmul speedup from threads."""
+from __future__ import annotations
+import argparse, os, pathlib, statistics, sys, time
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
+import numpy as np
+
+def timeit(fn, reps: int, warmup: int = 1) -> list[float]:
+  for _ in range(warmup): fn()
+  out = []
+  for _ in range(reps):
+    st = time.perf_counter()
+    fn()
+    out.append(time.perf_counter() - st)
+  return out
+
+def best(ts: list[float]) -> float: return min(ts)
+def med(ts: list[float]) -> float: return statistics.median(ts)
+
+# ***** the frameworks, each a dict of the few operations the workloads need *****
+
+def tinycore_fw():
+  from tinycore import Tensor, Device
+  assert Device.DEFAULT == "CPU", f"the default device is {Device.DEFAULT}, not CPU: is tinygrad-cpu installed (pip install -e backends/tinygrad-cpu)?"
+  return {"name": "tinycore", "tensor": lambda a: Tensor(a).realize(), "matmul": lambda a, b: (a @ b).realize(),
+          "chain": lambda x: ((x * 2 + 1).exp()).sum().realize(), "add1": lambda s: (s + 1).realize()}
+
+def numpy_fw():
+  return {"name": "numpy", "tensor": lambda a: a, "matmul": lambda a, b: a @ b, "chain": lambda x: np.exp(x * 2 + 1).sum(), "add1": lambda s: s + 1}
+
+def torch_fw():
+  try: import torch
+  except ImportError: return None
+  return {"name": "torch", "tensor": torch.from_numpy, "matmul": lambda a, b: a @ b, "chain": lambda x: ((x * 2 + 1).exp()).sum(), "add1": lambda s: s + 1}
+
+def tinygrad_fw():
+  try:
+    from tinygrad import Tensor as TGTensor, Device as TGDevice
+    TGTensor([1.0]).realize()
+  except ImportError: return None
+  except Exception as e:  # installed, but no device of it runs here (its CPU device needs clang or libLLVM)
+    print(f"tinygrad is installed but cannot run here: {type(e).__name__}: {e}")
+    return None
+  def sync(t):
+    t.realize()
+    TGDevice[t.device].synchronize()
+    return t
+  return {"name": "tinygrad", "tensor": lambda a: TGTensor(a).realize(), "matmul": lambda a, b: sync(a @ b),
+          "chain": lambda x: sync(((x * 2 + 1).exp()).sum()), "add1": lambda s: sync(s + 1)}
+
+# ***** workloads *****
+
+def bench_matmul(fws, n: int, reps: int) -> dict[str, float]:
+  a, b = np.random.rand(n, n).astype(np.float32), np.random.rand(n, n).astype(np.float32)
+  args = {fw["name"]: (fw["tensor"](a), fw["tensor"](b)) for fw in fws}
+  ts = {fw["name"]: [] for fw in fws}
+  for fw in fws: fw["matmul"](*args[fw["name"]])  # compile / warm up
+  for _ in range(reps):  # interleaved, so every framework sees the same machine load
+    for fw in fws: ts[fw["name"]] += timeit(lambda: fw["matmul"](*args[fw["name"]]), 1, 0)
+  return {k: 2 * n**3 / best(v) / 1e9 for k, v in ts.items()}
+
+def bench_chain(fws, n: int, reps: int) -> dict[str, float]:
+  x = np.random.rand(n).astype(np.float32)
+  args = {fw["name"]: fw["tensor"](x) for fw in fws}
+  ts = {fw["name"]: [] for fw in fws}
+  for fw in fws: fw["chain"](args[fw["name"]])
+  for _ in range(reps):
+    for fw in fws: ts[fw["name"]] += timeit(lambda: fw["chain"](args[fw["name"]]), 1, 0)
+  return {k: med(v) * 1e3 for k, v in ts.items()}
+
+def bench_dispatch(fws, reps: int) -> dict[str, float]:
+  out = {}
+  for fw in fws:
+    s = fw["tensor"](np.arange(4, dtype=np.float32))
+    out[fw["name"]] = med(timeit(lambda: fw["add1"](s), reps, warmup=10)) * 1e6
+  return out
+
+def bench_launch(reps: int) -> float:
+  """The backend's share of a dispatch: one cached kernel launched through its runner (no scheduling)."""
+  from tinycore import Tensor
+  from tinycore.engine import get_runner
+  from tinycore.schedule import create_schedule
+  s = Tensor(np.arange(4, dtype=np.float32)).realize()
+  items, _ = create_schedule([(s + 1).uop])
+  si = items[-1]
+  runner = get_runner(si.bufs[0].device, si.ast)
+  return med(timeit(lambda: runner(si.bufs, {}), reps, warmup=10)) * 1e6
+
+def bench_jit_dispatch(reps: int) -> float | None:
+  try: from tinycore.jit import TinyJit
+  except ImportError: return None
+  from tinycore import Tensor
+  step = TinyJit(lambda s: (s + 1).realize())
+  s = Tensor(np.arange(4, dtype=np.float32)).realize()
+  return med(timeit(lambda: step(s), reps, warmup=5)) * 1e6
+
+def bench_compile(n: int) -> float:
+  """First call of a new elementwise kernel (codegen + LLVM + load) minus its second call, disk cache off."""
+  from tinycore import Tensor, Context
+  x = Tensor(np.random.rand(4096).astype(np.float32)).realize()
+  ts = []
+  with Context(CACHELEVEL=0):
+    (x * 0.5 + 1).realize()  # the first LLVM use initialises the target
+    for i in range(n):
+      c = 1.25 + i  # a new constant: a new kernel
+      first = timeit(lambda: (x * c + 1).realize(), 1, 0)[0]
+      again = timeit(lambda: (x * c + 1).realize(), 1, 0)[0]
+      ts.append(first - again)
+  return med(ts) * 1e3
+
+def bench_threads(n: int, reps: int) -> tuple[float, float]:
+  """The same matmul kernel run on 1 OS thread and on all of them: GFLOPS for each."""
+  from tinycore import Tensor, Device
+  drv = Device["CPU"].driver
+  a, b = Tensor(np.random.rand(n, n).astype(np.float32)).realize(), Tensor(np.random.rand(n, n).astype(np.float32)).realize()
+  (a @ b).realize()
+  threads, out = drv.threads, []
+  try:
+    for t in (1, threads):
+      drv.threads = t
+      out.append(2 * n**3 / best(timeit(lambda: (a @ b).realize(), reps)) / 1e9)
+  finally: drv.threads = threads
+  return out[0], out[1]
+
+def table(title: str, res: dict[str, float], unit: str, higher_better: bool) -> None:
+  ref = res["numpy"]
+  print(f"\n{title}")
+  for k, v in res.items():
+    ratio = v / ref if higher_better else ref / v
+    print(f"  {k:10s} {v:10.2f} {unit:8s} {ratio:6.2f}x numpy")
+
+def main():
+  ap = argparse.ArgumentParser(description=__doc__)
+  ap.add_argument("--n", type=int, default=1024, help="matmul size")
+  ap.add_argument("--chain", type=int, default=16 * 1024 * 1024, help="elements in the fused chain")
+  ap.add_argument("--reps", type=int, default=10)
+  ap.add_argument("--quick", action="store_true", help="small sizes, few repetitions (a smoke run)")
+  args = ap.parse_args()
+  if args.quick: args.n, args.chain, args.reps = 256, 1 << 20, 3
+  fws = [f for f in (tinycore_fw(), numpy_fw(), torch_fw(), tinygrad_fw()) if f is not None]
+  from tinycore import Device
+  drv = Device["CPU"].driver
+  print(f"CPU backend: renderer {type(Device['CPU'].renderer).__name__}, {drv.threads} threads, vector width {Device['CPU'].renderer.vector_width}, "
+        f"target {Device['CPU'].assembler.target.split(':')[0:3]}; comparing with {[f['name'] for f in fws[1:]]}")
+  mm = bench_matmul(fws, args.n, args.reps)
+  table(f"float32 matmul {args.n}x{args.n} (best of {args.reps})", mm, "GFLOPS", True)
+  ch = bench_chain(fws, args.chain, args.reps)
+  table(f"((x*2+1).exp()).sum() over {args.chain} floats (median of {args.reps})", ch, "ms", False)
+  dp = bench_dispatch(fws, 20 * args.reps)
+  table("dispatch of a small cached op, (s+1).realize() on 4 floats (median)", dp, "us", False)
+  print(f"  tinycore kernel launch alone (runner call, no scheduling): {bench_launch(20 * args.reps):.2f} us")
+  if (jit := bench_jit_dispatch(20 * args.reps)) is not None: print(f"  tinycore through TinyJit replay: {jit:.2f} us")
+  print(f"\nfirst-call compile of an elementwise kernel (median of {max(5, args.reps)}): {bench_compile(max(5, args.reps)):.1f} ms")
+  one, many = bench_threads(args.n, args.reps)
+  print(f"\nmatmul {args.n}x{args.n} threads: 1 thread {one:.1f} GFLOPS, {drv.threads} threads {many:.1f} GFLOPS, speedup {many / one:.2f}x")
+
+if __name__ == "__main__": main()
