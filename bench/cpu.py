@@ -14,6 +14,12 @@ def timeit(fn, reps: int, warmup: int = 1) -> list[float]:
     out.append(time.perf_counter() - st)
   return out
 
+def measure(fn, reps: int) -> list[float]:
+  """One framework at a time, after a pause: BLAS and OpenMP pools spin for a while after a call and would steal the
+  cores from the next framework if runs were interleaved."""
+  time.sleep(0.3)
+  return timeit(fn, reps, warmup=2)
+
 def best(ts: list[float]) -> float: return min(ts)
 def med(ts: list[float]) -> float: return statistics.median(ts)
 
@@ -52,21 +58,11 @@ def tinygrad_fw():
 
 def bench_matmul(fws, n: int, reps: int) -> dict[str, float]:
   a, b = np.random.rand(n, n).astype(np.float32), np.random.rand(n, n).astype(np.float32)
-  args = {fw["name"]: (fw["tensor"](a), fw["tensor"](b)) for fw in fws}
-  ts = {fw["name"]: [] for fw in fws}
-  for fw in fws: fw["matmul"](*args[fw["name"]])  # compile / warm up
-  for _ in range(reps):  # interleaved, so every framework sees the same machine load
-    for fw in fws: ts[fw["name"]] += timeit(lambda: fw["matmul"](*args[fw["name"]]), 1, 0)
-  return {k: 2 * n**3 / best(v) / 1e9 for k, v in ts.items()}
+  return {fw["name"]: 2 * n**3 / best(measure(lambda fw=fw, x=fw["tensor"](a), y=fw["tensor"](b): fw["matmul"](x, y), reps)) / 1e9 for fw in fws}
 
 def bench_chain(fws, n: int, reps: int) -> dict[str, float]:
   x = np.random.rand(n).astype(np.float32)
-  args = {fw["name"]: fw["tensor"](x) for fw in fws}
-  ts = {fw["name"]: [] for fw in fws}
-  for fw in fws: fw["chain"](args[fw["name"]])
-  for _ in range(reps):
-    for fw in fws: ts[fw["name"]] += timeit(lambda: fw["chain"](args[fw["name"]]), 1, 0)
-  return {k: med(v) * 1e3 for k, v in ts.items()}
+  return {fw["name"]: med(measure(lambda fw=fw, t=fw["tensor"](x): fw["chain"](t), reps)) * 1e3 for fw in fws}
 
 def bench_dispatch(fws, reps: int) -> dict[str, float]:
   out = {}

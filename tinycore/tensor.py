@@ -535,7 +535,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     base, exp = (self, x) if not reverse else (x, self)
     if isinstance(base, np.generic): base = base.item()
     if isinstance(exp, np.generic): exp = exp.item()
-    if not isinstance(base, Tensor): base = Tensor(UOp.const(dtypes.from_py(base) if not isinstance(exp, Tensor) or dtypes.is_float(exp.dtype) or isinstance(base, float) else exp.dtype, base, exp.device))
+    if not isinstance(base, Tensor): base = Tensor(UOp.const(dtypes.from_py(base) if not isinstance(exp, Tensor) or not dtypes.is_int(exp.dtype) or isinstance(base, float) else exp.dtype, base, exp.device))
     if base.dtype == dtypes.bool and not (isinstance(exp, float) or isinstance(exp, Tensor) and dtypes.is_float(exp.dtype)): base = base.cast(dtypes.default_int)
     if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64 and (exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
       if exp == 0: return base.ones_like()

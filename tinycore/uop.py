@@ -292,9 +292,9 @@ def _min_max_unclamped(u: UOp) -> tuple[Any, Any]:
       if u.op is Ops.ADD: return s[0][0] + s[1][0], s[0][1] + s[1][1]
       if u.op is Ops.SUB: return s[0][0] - s[1][1], s[0][1] - s[1][0]
       if u.op is Ops.MUL:
-        c = [a*b for a in s[0] for b in s[1]]
+        c = [0 if a == 0 or b == 0 else a*b for a in s[0] for b in s[1]]  # 0 * inf is 0 for bounds
         return min(c), max(c)
-      if u.op is Ops.NEG: return -s[0][1], -s[0][0]
+      if u.op is Ops.NEG: return (not s[0][1], not s[0][0]) if dt == dtypes.bool else (-s[0][1], -s[0][0])
       if u.op is Ops.MAX: return max(s[0][0], s[1][0]), max(s[0][1], s[1][1])
       if u.op is Ops.IDIV and s[1][0] == s[1][1] and s[1][0] != 0:
         d = s[1][0]

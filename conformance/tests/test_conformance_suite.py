@@ -2,7 +2,7 @@
 from __future__ import annotations
 import os, subprocess, sys
 import pytest
-from conftest import HERE, run_cli
+from conformance_helpers import HERE, run_cli
 
 def failed(report: dict) -> set[tuple[str, str]]: return {(f["op"], f["dtype"]) for f in report["failures"]}
 
