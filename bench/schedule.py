@@ -114,17 +114,18 @@ def frameworks() -> list[Framework]:
   return out
 
 def measure(fw: Framework, build: Callable, reps: int) -> tuple[float, float, int]:
-  """Median seconds to schedule and to codegen, each rep on a freshly built graph (nothing cached by structure)."""
+  """Median CPU seconds of this process to schedule and to codegen, each rep on a freshly built graph (nothing cached
+  by structure). CPU time, not wall time: both are single-threaded Python, and other load on the machine drops out."""
   sched, cg, n = [], [], 0
   for _ in range(reps):
     outs = build(fw.T, fw.dev)
     gc.collect()
-    st = time.perf_counter()
+    st = time.process_time()
     kernels = fw.schedule(outs)
-    sched.append(time.perf_counter() - st)
-    st = time.perf_counter()
+    sched.append(time.process_time() - st)
+    st = time.process_time()
     fw.codegen(kernels)
-    cg.append(time.perf_counter() - st)
+    cg.append(time.process_time() - st)
     n = len(kernels)
   return statistics.median(sched), statistics.median(cg), n
 

@@ -257,6 +257,14 @@ def round_bf16(x: np.ndarray) -> np.ndarray:
   b = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16) << 16
   return b.astype(np.uint32).view(np.float32)
 
+def test_half_ops_keep_their_dtype_and_compute_in_float32():
+  h = Tensor([1.5, -2.25, 3.0], dtype=dtypes.float16)
+  for r in (h ** 2.5, 2.5 ** h, h ** Tensor([2.0], dtype=dtypes.float16), h % 0.7, h // 0.7, 2 ** h): assert r.dtype == dtypes.float16, r
+  x = np.array([300.0, 7.0, -5.5], np.float16)
+  np.testing.assert_allclose((Tensor(x) % np.float16(0.3)).numpy().astype(np.float64), np.mod(x.astype(np.float32), np.float32(np.float16(0.3))), atol=1e-3)
+  np.testing.assert_allclose((Tensor([1.5, 2.0], dtype=dtypes.bfloat16) ** 2.5).numpy(), np.float32([1.5 ** 2.5, 2 ** 2.5]), rtol=2 ** -8)
+  assert (2 ** Tensor([True, False])).numpy().tolist() == [2, 1]
+
 def test_float16_arithmetic_rounds_like_numpy():
   rng = np.random.default_rng(1)
   a, b = rng.uniform(-100, 100, 64).astype(np.float16), rng.uniform(0.5, 4, 64).astype(np.float16)

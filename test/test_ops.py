@@ -161,6 +161,7 @@ def test_reductions_of_empty_dims():
   np.testing.assert_array_equal(z.logsumexp(1).numpy(), [-np.inf, -np.inf])
   assert z.any().item() is False and z.all().item() is True
   assert z.sum(0).shape == (0,) and z.max(0).shape == (0,)
+  assert z.softmax(1).shape == (2, 0) and z.log_softmax(0).shape == (2, 0)
   with pytest.raises(ValueError, match="empty"): z.max(1)
   with pytest.raises(ValueError, match="empty"): z.min()
   with pytest.raises(ValueError, match="empty"): z.argmax(1)
@@ -457,6 +458,15 @@ def test_matmul_errors_and_linear():
   x, w, b = uniform(4, 3), uniform(3, 2), uniform(2)
   check(lambda x, w, b: x.linear(w, b), lambda x, w, b: x @ w + b, x, w, b)
   assert Tensor(x).linear(Tensor(w), dtype=dtypes.float16).dtype == dtypes.float16
+
+@pytest.mark.parametrize("shape", [(4, 4), (5, 3), (3, 5), (2, 3, 3)], ids=str)
+def test_qr_matches_numpy(shape):
+  a = uniform(*shape)
+  q, r = Tensor(a).qr()
+  qn, rn = np.linalg.qr(a.astype(np.float64))
+  np.testing.assert_allclose(q.numpy(), qn, atol=2e-5)
+  np.testing.assert_allclose(r.numpy(), rn, atol=2e-5)
+  if shape == (4, 4): check(lambda t: t.qr()[1], lambda x: np.linalg.qr(x)[1], a, atol=2e-5, grad_atol=2e-3)
 
 EINSUM = [("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]), ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->ji", [(3, 4)]),
           ("bij,jk->bik", [(2, 3, 4), (4, 5)]), ("...ij,jk->...ik", [(2, 3, 4), (4, 5)]), ("i,i", [(4,), (4,)]), ("i,j->ij", [(3,), (4,)]),

@@ -119,12 +119,23 @@ def test_in_place_elementwise_assign_needs_no_temporary():
   np.testing.assert_equal(x.numpy(), np.arange(6) * 2 + 1)
 
 def test_swap_by_assign():
+  # each assign reads the buffer the other overwrites: the values go through temporaries
   a, b = Tensor([1.0, 2.0]).realize(), Tensor([3.0, 4.0]).realize()
-  a.assign(b * 1)
-  b.assign(a.detach() if False else Tensor(a.uop.src[0]) * 1)  # b reads a's buffer before the assign
+  a_old, b_old = a * 1, b * 1
+  a.assign(b_old)
+  b.assign(a_old)
+  assert len(kernels(a, b)) == 4
   Tensor.realize_all(a, b)
   np.testing.assert_equal(a.numpy(), [3.0, 4.0])
   np.testing.assert_equal(b.numpy(), [1.0, 2.0])
+
+def test_reading_before_and_after_an_assign_in_one_kernel_is_a_clear_error():
+  x = Tensor([1.0, 2.0]).realize()
+  old = x * 1
+  x.assign(x * 2)
+  with pytest.raises(RuntimeError, match="both before and after an assign"): (old + x).realize()
+  Tensor.realize_all(old)   # realized apart, both values are available
+  np.testing.assert_equal((old + x).numpy(), [3.0, 6.0])
 
 @pytest.mark.parametrize("assign_first", [True, False])
 def test_reads_of_the_old_value_run_before_the_assign(assign_first):

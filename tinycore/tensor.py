@@ -383,6 +383,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if rounding_mode is None:
       a, b = a.cast(least_upper_float(a.dtype)), b.cast(least_upper_float(b.dtype))
       return _bin(Ops.FDIV, a, b)
+    if a.dtype in (dtypes.float16, dtypes.bfloat16): return a.float().div(b.float(), rounding_mode=rounding_mode).cast(a.dtype)
     if rounding_mode == "trunc": return _bin(Ops.IDIV, a, b) if dtypes.is_int(a.dtype) else _bin(Ops.FDIV, a, b).trunc()
     if rounding_mode == "floor":
       if not dtypes.is_int(a.dtype): return _bin(Ops.FDIV, a, b).floor()
@@ -392,6 +393,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def idiv(self, x, reverse=False) -> Tensor: return self.div(x, reverse, rounding_mode="trunc")
   def mod(self, x, reverse=False) -> Tensor:
     a, b = self._broadcasted(x, reverse)
+    if a.dtype in (dtypes.float16, dtypes.bfloat16): return a.float().mod(b.float()).cast(a.dtype)  # a half quotient loses the remainder
     return a - a.div(b, rounding_mode="floor") * b
   def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
   def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
@@ -535,7 +537,9 @@ class Tensor(NNOpsMixin, IndexingMixin):
     base, exp = (self, x) if not reverse else (x, self)
     if isinstance(base, np.generic): base = base.item()
     if isinstance(exp, np.generic): exp = exp.item()
-    if not isinstance(base, Tensor): base = Tensor(UOp.const(dtypes.from_py(base) if not isinstance(exp, Tensor) or not dtypes.is_int(exp.dtype) or isinstance(base, float) else exp.dtype, base, exp.device))
+    if not isinstance(base, Tensor):  # a Python base takes the exponent tensor's dtype when it is of the same kind, like any scalar
+      kind_ok = dtypes.is_float(exp.dtype) or (isinstance(base, int) and not isinstance(base, bool) and dtypes.is_int(exp.dtype))
+      base = Tensor(UOp.const(exp.dtype if kind_ok else dtypes.from_py(base), base, exp.device))
     if base.dtype == dtypes.bool and not (isinstance(exp, float) or isinstance(exp, Tensor) and dtypes.is_float(exp.dtype)): base = base.cast(dtypes.default_int)
     if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64 and (exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
       if exp == 0: return base.ones_like()
@@ -547,10 +551,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if isinstance(exp, float) and exp == 0.5: return base.sqrt()
     b, e = base._broadcasted(exp)
     if dtypes.is_int(b.dtype): return _int_pow(b, e)
+    if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # the chain below in float32
     # |b|^e as exp2(e*log2|b|) on a base kept away from 0, so the gradient at b=0 is a clean 0 (or inf), never 0*inf
     zero = b == 0
     r = (e * zero.where(1.0, b).abs().log2()).exp2()
-    r = zero.where((e > 0).where(0.0, (e < 0).where(math.inf, 1.0)), r)
+    r = zero.where((e > 0).where(0.0, (e < 0).where(r.const_like(math.inf), 1.0)), r)
     e_int = e.trunc() == e
     e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
     neg = b < 0
@@ -864,7 +869,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def std_mean(self, axis=None, keepdim=False, correction=1): return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
   def _softmax(self, axis, dtype=None):
     x = self.cast(dtype) if dtype is not None else self._float()
-    m = x - x.max(axis, keepdim=True).detach()
+    m = x - x._reduce(Ops.MAX, axis, True).detach()  # no emptiness check: softmax over an empty dim is just empty
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
   def softmax(self, axis: int = -1, dtype=None) -> Tensor:
@@ -948,6 +953,27 @@ class Tensor(NNOpsMixin, IndexingMixin):
     out = x.mul(weight) if weight.ndim == 1 else x.dot(weight, dtype=dtype)
     return out + bias if bias is not None else out
   def sequential(self, ll: list[Callable]) -> Tensor: return functools.reduce(lambda x, f: f(x), ll, self)
+  def qr(self) -> tuple[Tensor, Tensor]:
+    """Householder QR of the last two dims (reduced: Q (..., m, k), R (..., k, n), k = min(m, n)), with LAPACK's signs:
+    reflection k maps column k onto -sign(x0)*|x| e_k and is skipped where the column is already zero below the diagonal."""
+    if self.ndim < 2: raise ValueError(f"qr needs a matrix, got shape {self.shape}")
+    m, n = self.shape[-2:]
+    lead = self.shape[:-2]
+    R = self._float()
+    Q = Tensor.eye(m, dtype=R.dtype, device=self.device).reshape(*[1] * len(lead), m, m).expand(*lead, m, m)
+    rows = Tensor.arange(m, device=self.device)
+    for k in range(min(m - 1, n)):
+      x = (rows >= k).where(R[..., :, k], 0)  # column k from the diagonal down
+      x0 = R[..., k:k + 1, k]
+      norm = x.square().sum(-1, keepdim=True).sqrt()
+      alpha = (x0 < 0).where(norm, -norm)
+      v = x - (rows == k).where(alpha, 0)
+      vn = v.square().sum(-1, keepdim=True).sqrt()
+      v = (norm == x0.abs()).where(0, v / (norm == x0.abs()).where(1, vn))  # nothing below the diagonal: no reflection
+      R = R - 2 * v.unsqueeze(-1) * (v.unsqueeze(-2) @ R)
+      Q = Q - 2 * (Q @ v.unsqueeze(-1)) * v.unsqueeze(-2)
+    kk = min(m, n)
+    return Q[..., :, :kk], R[..., :kk, :].triu()
 
 def _int_pow(b: Tensor, e: Tensor) -> Tensor:
   """Exact integer power by square-and-multiply over the exponent's bits; negative exponents give 0 (|base|>1)."""

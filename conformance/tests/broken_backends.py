@@ -1,5 +1,6 @@
 """Deliberately broken backends, each the PYTHON device with one defect, registered through a test entry point."""
 from __future__ import annotations
+import os
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp, Ops
 from tinycore.rewrite import PatternMatcher, UPat
@@ -34,6 +35,14 @@ class ClampedProgram(PythonProgram):
     return super().__call__(*bufs, global_size=(min(global_size[0], 65536), *global_size[1:]), local_size=local_size, vals=vals, wait=wait)
 class ClampingDriver(NamedDriver):
   def load(self, name: str, binary: bytes, spec=None): return ClampedProgram(name, binary.decode())
+
+class AbortingProgram(PythonProgram):
+  """Takes the whole process down (like a driver segfault) when launched over exactly 7 threads."""
+  def __call__(self, *bufs, global_size=(1, 1, 1), **kw):
+    if tuple(global_size)[:1] == (7,): os.abort()
+    return super().__call__(*bufs, global_size=global_size, **kw)
+class AbortingDriver(NamedDriver):
+  def load(self, name: str, binary: bytes, spec=None): return AbortingProgram(name, binary.decode())
 
 class LeakingDriver(NamedDriver):
   """Takes a scratch buffer from the allocator for every launch and never gives it back."""
@@ -71,5 +80,6 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_LAUNCH", renderer_named("BROKEN_LAUNCH"), driver=lambda: ClampingDriver("BROKEN_LAUNCH")),
     spec("BROKEN_LEAK", renderer_named("BROKEN_LEAK"), driver=lambda: LeakingDriver("BROKEN_LEAK"), allocator=leaky_allocator),
     spec("BROKEN_UNDECLARED", AcceptsEverything),
+    spec("BROKEN_CRASH", renderer_named("BROKEN_CRASH"), driver=lambda: AbortingDriver("BROKEN_CRASH")),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
   ]

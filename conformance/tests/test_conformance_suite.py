@@ -48,6 +48,13 @@ def test_undeclared_dtype_that_computes_is_caught(plugin_path, tmp_path):
   assert proc.returncode == 1, proc.stdout[-3000:]
   assert failed(rep) == {("test_undeclared_dtype_fails_cleanly", "float64")}, failed(rep)
 
+def test_crashing_backend_is_reported_and_the_rest_still_runs(plugin_path, tmp_path):
+  """A backend that kills the interpreter: the CLI names the test it died in and runs the remaining tests."""
+  proc, rep = run_cli("BROKEN_CRASH", "-k", "test_driver_launch_sizes", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert [(f["op"], f["shape"]) for f in rep["failures"]] == [("driver.launch", "(7,)")], rep["failures"]
+  assert "died" in rep["failures"][0]["message"] and rep["sections"]["contract"]["passed"] == 6
+
 def test_narrow_backend_passes_and_says_why_it_skips(plugin_path, tmp_path):
   """Declaring only bool, int32 and float32 is fine: what is missing is skipped with a reason and checked to fail cleanly."""
   proc, rep = run_cli("NARROW", "--section", "dtypes", path=plugin_path, tmp=tmp_path)
@@ -77,3 +84,9 @@ def test_example_plugin_installs_and_passes(tmp_path):
   assert rep["package"] == "tinygrad-example" and not rep["failures"]
   for section in ("contract", "dtypes", "fuzz", "models", "resources"): assert rep["sections"][section]["passed"] > 0, section
   assert any("does not declare bfloat16" in s["message"] for s in rep["skips"])
+
+def test_writing_a_backend_doc_shows_the_example_verbatim():
+  """docs/writing-a-backend.md and example_plugin/ are one text: every file of the example appears in the doc unchanged."""
+  doc = (HERE.parents[1] / "docs" / "writing-a-backend.md").read_text()
+  files = [HERE / "example_plugin" / "pyproject.toml", *sorted((HERE / "example_plugin" / "tinygrad_example").glob("*.py"))]
+  for f in files: assert f.read_text().strip() in doc, f"{f.relative_to(HERE)} differs from its copy in docs/writing-a-backend.md"

@@ -1,8 +1,10 @@
-"""`tinycore-conformance NAME`: run the suite against one backend in-process and print a report (and optionally JSON)."""
+"""`tinycore-conformance NAME`: run the suite against one backend in a child pytest and print a report (and optionally JSON)."""
 from __future__ import annotations
-import argparse, json, os, sys
+import argparse, json, os, subprocess, sys, tempfile, time
 from tinycore_conformance import SECTIONS
-from tinycore_conformance.report import Collector, format_report
+from tinycore_conformance.report import EVENTS_ENV, Collector, format_report
+
+MAX_CRASHES = 5   # restarts after the backend takes the test process down
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
   p = argparse.ArgumentParser(prog="tinycore-conformance", description="Check a tinycore backend against the shared conformance suite.",
@@ -22,7 +24,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
   out = ["--pyargs", "tinycore_conformance", "--device", args.device, "--conformance-profile", args.profile,
-         "-p", "no:cacheprovider", "--tb=short", "-q" if not args.quiet else "-qq"]
+         "-p", "no:cacheprovider", "-p", "tinycore_conformance.report", "--tb=short", "-q" if not args.quiet else "-qq"]
   if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"): out += ["-p", "tinycore_conformance.plugin"]
   marks = [f"({args.markexpr})"] if args.markexpr else []
   if args.section: marks.append("(" + " or ".join(args.section) + ")")
@@ -31,7 +33,6 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
   return out + extra
 
 def main(argv: list[str] | None = None) -> int:
-  import pytest
   args, extra = parse(sys.argv[1:] if argv is None else argv)
   from tinycore.runtime.device import Device
   name = Device.canonicalize(args.device).split(":")[0]
@@ -40,14 +41,25 @@ def main(argv: list[str] | None = None) -> int:
           (f"\n  plugin errors: {Device.errors}" if Device.errors else ""), file=sys.stderr)
     return 2
   spec = Device.specs[name]
-  collector = Collector()
-  rc = pytest.main(pytest_args(args, extra), plugins=[collector])
-  info = {"package": spec.package, "version": spec.version, "profile": args.profile, "pytest_exit": int(rc)}
+  # pytest runs in a child process: a backend that crashes the interpreter still gets a report naming the test it crashed
+  # in, and pytest starts again on the tests that have no result yet (up to MAX_CRASHES times)
+  with tempfile.TemporaryDirectory() as tmp:
+    events = os.path.join(tmp, "events.jsonl")
+    open(events, "w").close()
+    start, collector = time.perf_counter(), Collector()
+    for _ in range(MAX_CRASHES + 1):
+      rc = subprocess.run([sys.executable, "-m", "pytest", *pytest_args(args, extra)], env={**os.environ, EVENTS_ENV: events}).returncode
+      crashed_in = collector.load(events, time.perf_counter() - start)
+      if crashed_in is None or rc in (0, 1, 2, 5): break
+      with open(events, "a") as f: f.write(json.dumps({"event": "crash", "nodeid": crashed_in, "exit_code": rc}) + "\n")
+      print(f"\ntinycore-conformance: the test process died (exit code {rc}) in {crashed_in}; continuing with the remaining tests", flush=True)
+    collector.load(events, time.perf_counter() - start)
+  info = {"package": spec.package, "version": spec.version, "profile": args.profile, "pytest_exit": rc}
   print("\n" + format_report(collector, name, info, None if args.all_skips else 40))
   if args.json:
     with open(args.json, "w") as f: json.dump(collector.as_json(name, info), f, indent=1)
   if collector.failures() or collector.collect_errors: return 1
-  return 0 if rc in (0, 5) and collector.results else int(rc) or 1
+  return 0 if rc in (0, 5) and collector.results else rc or 1
 
 if __name__ == "__main__":
   sys.exit(main())

@@ -7,10 +7,6 @@ from tinycore.tensor import Tensor
 from tinycore.runtime.device import Buffer
 from tinycore.codegen import get_program
 
-def scheduled(t: Tensor) -> list:
-  """The schedule items that would realize t (nothing runs)."""
-  return t.schedule()
-
 def var_kernel(n: int, dt: DType = dtypes.float32) -> UOp:
   """out[i] = inp[i] * a + b, where a and b are integer launch variables: a kernel AST in the scheduler's form."""
   out, inp = UOp(Ops.DEFINE_GLOBAL, dt.ptr(n), (), 0), UOp(Ops.DEFINE_GLOBAL, dt.ptr(n), (), 1)
@@ -37,7 +33,7 @@ class Launch:
 
 def launch_for(dev, t: Tensor) -> Launch:
   """The single kernel realizing t (an expression over Tensor.empty inputs), with buffers shaped like its parameters."""
-  items = [si for si in scheduled(t) if si.ast.op is Ops.SINK]
+  items = [si for si in t.schedule() if si.ast.op is Ops.SINK]
   assert len(items) == 1, f"expected one kernel for {t}, the schedule has {len(items)}"
   si = items[0]
   return Launch(dev, si.ast, [(b.size, b.dtype) for b in si.bufs])

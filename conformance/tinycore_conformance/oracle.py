@@ -92,12 +92,15 @@ def as_ref(x: np.ndarray) -> np.ndarray:
 
 def erf(x): return np.vectorize(math.erf, otypes=[np.float64])(x) if np.asarray(x).size else np.asarray(x, np.float64)
 
+def _max_or_zero(x, axis):  # an empty axis has no maximum; its softmax is empty all the same
+  return np.max(x, axis=axis, keepdims=True) if x.shape[axis] else 0.0
+
 def softmax(x, axis):
-  e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+  e = np.exp(x - _max_or_zero(x, axis))
   return e / np.sum(e, axis=axis, keepdims=True)
 
 def log_softmax(x, axis):
-  m = x - np.max(x, axis=axis, keepdims=True)
+  m = x - _max_or_zero(x, axis)
   return m - np.log(np.sum(np.exp(m), axis=axis, keepdims=True))
 
 def sigmoid(x): return 1 / (1 + np.exp(-x))

@@ -1,6 +1,6 @@
 """The human and JSON report: collects each test's outcome by section, with the op, dtype and shape it checked."""
 from __future__ import annotations
-import time
+import json, os
 from collections import Counter, defaultdict
 from dataclasses import dataclass, asdict
 from tinycore_conformance import SECTIONS
@@ -24,28 +24,70 @@ def _message(report) -> str:
   text = crash.message if crash is not None else str(lr).strip().splitlines()[-1]
   return text.removeprefix("AssertionError: ")
 
+EVENTS_ENV = "TINYCORE_CONFORMANCE_EVENTS"   # the file the pytest process appends its events to, one JSON object a line
+
+class EventWriter:
+  """The pytest side (a plugin object): every collection error, test start and phase report, flushed as it happens,
+  so the CLI can tell which test was running if the backend takes the process down."""
+  def __init__(self, path: str): self.f = open(path, "a", buffering=1)
+  def emit(self, **event) -> None: self.f.write(json.dumps(event) + "\n")
+  def pytest_collectreport(self, report) -> None:
+    if report.failed: self.emit(event="collect_error", nodeid=report.nodeid, message=_message(report))
+  def pytest_runtest_logstart(self, nodeid, location) -> None: self.emit(event="start", nodeid=nodeid)
+  def pytest_runtest_logreport(self, report) -> None:
+    self.emit(event="report", nodeid=report.nodeid, when=report.when, outcome=report.outcome, message=_message(report),
+              section=next((s for s in SECTIONS if s in report.keywords), "other"), props=dict(report.user_properties),
+              seconds=getattr(report, "duration", 0.0))
+
+def pytest_configure(config) -> None:
+  """Loaded with -p tinycore_conformance.report by the CLI: write events where the CLI asked."""
+  if (path := os.environ.get(EVENTS_ENV)): config.pluginmanager.register(EventWriter(path), "tinycore-conformance-events")
+
+def pytest_collection_modifyitems(config, items) -> None:
+  """After a crash the CLI starts pytest again: tests that already have a result (and the one that crashed) are left out."""
+  if not (path := os.environ.get(EVENTS_ENV)) or not os.path.getsize(path): return
+  with open(path) as f: done = {e["nodeid"] for line in f if (e := _parse(line)) is not None and e["event"] != "collect_error"}
+  keep = [it for it in items if it.nodeid not in done]
+  if len(keep) < len(items):
+    config.hook.pytest_deselected(items=[it for it in items if it.nodeid in done])
+    items[:] = keep
+
+def _parse(line: str) -> dict | None:
+  try: return json.loads(line)
+  except json.JSONDecodeError: return None   # a line cut short by a crash
+
 class Collector:
-  """A pytest plugin object: pass it to pytest.main(plugins=[...]) and read `.results` afterwards."""
+  """The CLI side: results rebuilt from the events file, a crash charged to the test that was running."""
   def __init__(self):
     self.results: dict[str, Result] = {}
     self.collect_errors: list[str] = []
-    self.started = time.perf_counter()
     self.seconds = 0.0
 
-  def pytest_collectreport(self, report) -> None:
-    if report.failed: self.collect_errors.append(f"{report.nodeid}: {_message(report)}")
+  def load(self, path: str, seconds: float) -> str | None:
+    """Read the events; returns the test that was running when the events stop (the one a crash happened in), if any."""
+    self.results.clear(); self.collect_errors.clear()
+    self.seconds, running = seconds, None
+    with open(path) as f:
+      for e in filter(None, map(_parse, f)):
+        if e["event"] == "collect_error": self.collect_errors.append(f"{e['nodeid']}: {e['message']}")
+        elif e["event"] == "start": running = e["nodeid"]
+        elif e["event"] == "crash":
+          r = self.results.setdefault(e["nodeid"], Result(e["nodeid"], "other", "passed"))
+          r.outcome, r.message = "error", f"the test process died (exit code {e['exit_code']}) while this test ran: the backend crashed it"
+          running = None
+        else:
+          self.add(e)
+          if e["when"] == "teardown": running = None
+    return running
 
-  def pytest_runtest_logreport(self, report) -> None:
-    props = dict(report.user_properties)
-    section = next((s for s in SECTIONS if s in report.keywords), "other")
-    r = self.results.setdefault(report.nodeid, Result(report.nodeid, section, "passed", props.get("op", ""), props.get("dtype", ""), props.get("shape", "")))
+  def add(self, e: dict) -> None:
+    props = e["props"]
+    r = self.results.setdefault(e["nodeid"], Result(e["nodeid"], e["section"], "passed"))
     r.op, r.dtype, r.shape = props.get("op", r.op), props.get("dtype", r.dtype), props.get("shape", r.shape)
-    r.seconds += getattr(report, "duration", 0.0)
-    if report.skipped and r.outcome == "passed": r.outcome, r.message = "skipped", _message(report)
-    elif report.failed and r.outcome != "failed":
-      r.outcome, r.message = ("failed" if report.when == "call" else "error"), _message(report)
-
-  def pytest_sessionfinish(self, session, exitstatus) -> None: self.seconds = time.perf_counter() - self.started
+    r.seconds += e["seconds"]
+    if e["outcome"] == "skipped" and r.outcome == "passed": r.outcome, r.message = "skipped", e["message"]
+    elif e["outcome"] == "failed" and r.outcome not in ("failed", "error"):
+      r.outcome, r.message = ("failed" if e["when"] == "call" else "error"), e["message"]
 
   def summary(self) -> dict[str, Counter]:
     rows: dict[str, Counter] = {s: Counter() for s in SECTIONS}

@@ -103,7 +103,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   def pick(r: UOp, wanted: int) -> None:
     nonlocal budget
     for k in (16, 8, 4, 2):
-      if k <= min(wanted, budget) and left(r) % k == 0 and left(r) // k >= 1:
+      if k <= min(wanted, budget) and left(r) % k == 0:
         copies[r], budget = k, budget // k
         return
   if reduces:
@@ -117,7 +117,9 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       if vaxis in glob: pick(vaxis, 2)
     else:
       for r in glob[:2]: pick(r, 4 if r is glob[0] else 2)
-    if vaxis is not None and vaxis.arg[1] == "reduce" and not copies: pick(vaxis, 4)  # independent accumulators
+    if not copies and (vaxis is None or vaxis.arg[1] == "reduce"):  # a reduction alone: independent accumulators
+      r = vaxis if vaxis is not None else max((r for r in rngs if r in reduce_rngs), key=vec_score, default=None)
+      if r is not None: pick(r, 4)
   if vaxis is None and not copies: return None
   return vaxis, W, copies
 

@@ -43,7 +43,7 @@ class LLVMAssembler(Assembler):
   def __init__(self, renderer=None):
     super().__init__(renderer)
     self.tm, host = host_target_machine()
-    self.target = f"llvm{'.'.join(map(str, llvm().llvm_version_info))}:{host}"
+    self.target = f"llvm{'.'.join(map(str, llvm().llvm_version_info))}-O3-nounroll:{host}"  # all that decides the bytes
   def assemble(self, src: str) -> bytes:
     ll = llvm()
     try:
@@ -71,7 +71,7 @@ class ClangAssembler(Assembler):
     super().__init__(renderer)
     self.cc = find_c_compiler()
     version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.split("\n")[0] if self.cc else "none"
-    self.target = f"c:{version}:{host_target_machine()[1]}"
+    self.target = f"c:{version}:{' '.join(self.FLAGS)}:{host_target_machine()[1]}"
   def assemble(self, src: str) -> bytes:
     if self.cc is None:
       raise CompileError("CPU: the C renderer (CPU_RENDERER=C) needs a C compiler, but neither clang nor gcc is on PATH; "

@@ -27,8 +27,10 @@ class CPUDriver(Driver):
     super().__init__("CPU")
     self.threads = cpu_threads()
     self._pool: ThreadPoolExecutor | None = None
+    self._pool_pid = 0
     self._jit = None
     self._libs = itertools.count()
+    self._trackers: list = []
   def load(self, name: str, binary: bytes, spec=None) -> CPUProgram:
     header, payload = unpack(binary)
     argtypes = [ctypes.c_void_p] * header["nbufs"] + [_CTYPES[t] for t in header["vars"]] + [ctypes.c_int32, ctypes.c_int32]
@@ -41,7 +43,7 @@ class CPUDriver(Driver):
     try:
       tracker = llvm().JITLibraryBuilder().add_object_img(obj).add_current_process().export_symbol(fn).link(self._jit, f"{fn}_{next(self._libs)}")
     except RuntimeError as e: raise CompileError(f"CPU: cannot load kernel {name!r}: the JIT linker refused its object code: {e}") from e
-    self._trackers = getattr(self, "_trackers", []) + [tracker]  # the code lives as long as the driver
+    self._trackers.append(tracker)  # the code lives as long as the driver
     return tracker[fn]
   def _dlopen(self, name: str, fn: str, so: bytes):
     fd, path = tempfile.mkstemp(suffix=".so")
@@ -53,7 +55,7 @@ class CPUDriver(Driver):
     finally: os.unlink(path)
   def _worth_threads(self, spec) -> bool:
     if spec is None: return True
-    work = [w for w in (spec.flops, spec.mem_bytes)]
+    work = (spec.flops, spec.mem_bytes)
     return not all(isinstance(w, int) for w in work) or sum(work) >= PARALLEL_MIN_WORK
   def run(self, fn, args: tuple, n: int, parallel: bool) -> None:
     """Core ids [0, n) in `workers` contiguous slices; the calling thread runs the first."""
@@ -61,7 +63,8 @@ class CPUDriver(Driver):
     if workers <= 1:
       fn(*args, 0, n)
       return
-    if self._pool is None: self._pool = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="tinycore-cpu")
+    if self._pool is None or self._pool_pid != os.getpid():  # a forked child inherits the pool object, not its threads
+      self._pool, self._pool_pid = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="tinycore-cpu"), os.getpid()
     bounds = [n * i // workers for i in range(workers + 1)]
     futures = [self._pool.submit(fn, *args, bounds[i], bounds[i+1]) for i in range(1, workers)]
     fn(*args, bounds[0], bounds[1])

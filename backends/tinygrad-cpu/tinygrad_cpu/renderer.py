@@ -63,7 +63,8 @@ def lconst(ty: str, v) -> str:
   s = _scalar_of(ty)
   one = ("true" if v else "false") if s == "i1" else str(int(v)) if s.startswith("i") else _fhex(float(v))
   n = _lanes(ty)
-  return one if n == 1 else "<" + ", ".join([f"{s} {one}"] * n) + ">"
+  if n == 1: return one
+  return "zeroinitializer" if one in ("0", "false", _fhex(0.0)) else "<" + ", ".join([f"{s} {one}"] * n) + ">"
 
 class LLVMRenderer(Renderer):
   """LLVM IR for the host CPU. One function per kernel: void name(ptr data0.., iN var0.., i32 core_start, i32 core_end);

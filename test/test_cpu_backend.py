@@ -1,0 +1,343 @@
+"""The CPU backend (tinygrad-cpu): Tensor ops against numpy on both renderers, IEEE corner cases, integer traps, every dtype,
+threads on and off, the opt passes it asks for, and its binaries, memory and errors."""
+from __future__ import annotations
+import contextlib, math, os, subprocess, sys
+import numpy as np
+import pytest
+from tinycore import Tensor, Device, dtypes, engine
+from tinycore.dtype import ALL_DTYPES, to_np_dtype
+from tinycore.uop import UOp, Ops
+from tinycore.tensor import _bin
+from tinycore.codegen import get_program
+from tinycore.schedule import create_schedule
+from tinycore.runtime.errors import CompileError
+from tinycore.runtime.device import Buffer
+from tinygrad_cpu.renderer import LLVMRenderer, CRenderer
+from tinygrad_cpu.assembler import LLVMAssembler, ClangAssembler, find_c_compiler, pack, unpack
+
+HAS_CC = find_c_compiler() is not None
+RENDERERS = ["LLVM", pytest.param("C", marks=pytest.mark.skipif(not HAS_CC, reason="CPU_RENDERER=C needs clang or gcc and neither is installed"))]
+
+@contextlib.contextmanager
+def cpu_renderer(ren):
+  """The opened CPU device with another renderer (and the assembler for it); compiled kernels are not shared across."""
+  dev = Device["CPU"]
+  saved = Device._renderers.get("CPU"), dev.renderer, dev.assembler, dict(engine._runners)
+  Device._renderers["CPU"] = dev.renderer = ren
+  dev.assembler = ClangAssembler(ren) if isinstance(ren, CRenderer) else LLVMAssembler(ren)
+  engine._runners.clear()
+  try: yield dev
+  finally:
+    Device._renderers["CPU"], dev.renderer, dev.assembler = saved[:3]
+    engine._runners.clear()
+    engine._runners.update(saved[3])
+
+@pytest.fixture(params=RENDERERS)
+def renderer(request):
+  with cpu_renderer(CRenderer() if request.param == "C" else LLVMRenderer()): yield request.param
+
+def cpu(a, dtype=None) -> Tensor: return Tensor(np.asarray(a), device="CPU", dtype=dtype)
+def python(a, dtype=None) -> Tensor: return Tensor(np.asarray(a), device="PYTHON", dtype=dtype)
+def same(a: np.ndarray, b: np.ndarray) -> None:
+  """Bit-for-bit equal, NaNs included (and -0.0 told from 0.0)."""
+  assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
+  assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"\n{a.ravel()[:16]}\n{b.ravel()[:16]}"
+
+rng = np.random.default_rng(0)
+SHAPES = [(5, 7), (32, 48)]   # an odd shape (scalar loops) and one that is vectorized and upcast
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 0.5, -2.5, 3e38, -3e38, 1e-40, 88.0, -100.0, 7.0, 2.0], np.float32)
+
+# ***** the device itself *****
+
+def test_cpu_is_the_default_device_when_installed():
+  assert Device.specs["CPU"].priority > Device.specs["PYTHON"].priority
+  env = {k: v for k, v in os.environ.items() if k != "DEV"}
+  out = subprocess.run([sys.executable, "-c", "from tinycore import Tensor, Device; print(Device.DEFAULT, (Tensor([1.,2,3])*2).tolist())"],
+                       env=env, capture_output=True, text=True, timeout=120)
+  assert out.stdout.split("\n")[0] == "CPU [2.0, 4.0, 6.0]", out.stderr
+
+def test_renderer_describes_a_cpu_target_without_a_device():
+  ren = LLVMRenderer(threads=3, vector_width=8)
+  d = ren.describe()
+  assert d["global_dims"] == 0 and d["threads"] == 3 and d["vector_width"] == 8 and len(d["supported_dtypes"]) == len(ALL_DTYPES)
+
+# ***** ops against numpy, both renderers *****
+
+UNARY = {"neg": (lambda x: -x, np.negative), "exp": (lambda x: x.exp(), np.exp), "log": (lambda x: x.abs().log(), lambda x: np.log(np.abs(x))),
+         "sqrt": (lambda x: x.abs().sqrt(), lambda x: np.sqrt(np.abs(x))), "sin": (lambda x: x.sin(), np.sin), "exp2": (lambda x: x.exp2(), np.exp2),
+         "log2": (lambda x: x.abs().log2(), lambda x: np.log2(np.abs(x))), "recip": (lambda x: x.reciprocal(), np.reciprocal),
+         "trunc": (lambda x: x.trunc(), np.trunc), "floor": (lambda x: x.floor(), np.floor), "relu": (lambda x: x.relu(), lambda x: np.maximum(x, 0)),
+         "sigmoid": (lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x))), "tanh": (lambda x: x.tanh(), np.tanh)}
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(renderer, name, shape):
+  x = rng.standard_normal(shape).astype(np.float32) * 3
+  ours, ref = UNARY[name]
+  with np.errstate(all="ignore"): np.testing.assert_allclose(ours(cpu(x)).numpy(), ref(x), rtol=2e-6, atol=1e-6)
+
+BINARY = {"add": (lambda a, b: a + b, np.add), "sub": (lambda a, b: a - b, np.subtract), "mul": (lambda a, b: a * b, np.multiply),
+          "div": (lambda a, b: a / b, np.divide), "max": (lambda a, b: a.maximum(b), np.maximum), "min": (lambda a, b: a.minimum(b), np.minimum),
+          "lt": (lambda a, b: a < b, np.less), "eq": (lambda a, b: a == b, np.equal), "ne": (lambda a, b: a != b, np.not_equal),
+          "where": (lambda a, b: (a > b).where(a, b), lambda a, b: np.where(a > b, a, b)), "pow": (lambda a, b: a.abs() ** b, lambda a, b: np.abs(a) ** b)}
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary(renderer, name, shape):
+  a, b = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+  ours, ref = BINARY[name]
+  np.testing.assert_allclose(ours(cpu(a), cpu(b)).numpy(), ref(a, b), rtol=1e-5, atol=1e-6)
+
+REDUCE = {"sum": (lambda x: x.sum(), np.sum), "sum0": (lambda x: x.sum(0), lambda x: x.sum(0)), "sum1": (lambda x: x.sum(1), lambda x: x.sum(1)),
+          "max1": (lambda x: x.max(1), lambda x: x.max(1)), "min0": (lambda x: x.min(0), lambda x: x.min(0)), "mean": (lambda x: x.mean(), np.mean),
+          "prod1": (lambda x: (x * 0.1 + 1).prod(1), lambda x: (x * 0.1 + 1).prod(1)),
+          "softmax": (lambda x: x.softmax(), lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+          "cumsum": (lambda x: x.cumsum(1), lambda x: np.cumsum(x, 1)), "argmax": (lambda x: x.argmax(1), lambda x: x.argmax(1)),
+          "pad": (lambda x: x.pad(((1, 2), (0, 3))) + 1, lambda x: np.pad(x, ((1, 2), (0, 3))) + 1), "flip_T": (lambda x: x.flip(1).T + 0, lambda x: x[:, ::-1].T),
+          "any": (lambda x: (x > 1).any(1), lambda x: (x > 1).any(1)), "all": (lambda x: (x > -3).all(), lambda x: (x > -3).all())}
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("name", sorted(REDUCE))
+def test_reduce_and_movement(renderer, name, shape):
+  x = rng.standard_normal(shape).astype(np.float32)
+  ours, ref = REDUCE[name]
+  np.testing.assert_allclose(ours(cpu(x)).numpy(), ref(x), rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("m,k,n", [(3, 5, 7), (64, 64, 64), (33, 48, 40), (16, 128, 96), (128, 32, 128)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_matmul(renderer, m, k, n, transposed):
+  a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+  tb = cpu(np.ascontiguousarray(b.T)).T if transposed else cpu(b)   # b.T in memory: the reduce axis is the contiguous one
+  np.testing.assert_allclose((cpu(a) @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+def test_conv_and_batched_matmul(renderer):
+  x, w = rng.standard_normal((2, 3, 10, 10)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+  ref = np.zeros((2, 4, 8, 8), np.float32)
+  for i in range(8):
+    for j in range(8): ref[:, :, i, j] = np.einsum("ncij,ocij->no", x[:, :, i:i+3, j:j+3], w)
+  np.testing.assert_allclose(cpu(x).conv2d(cpu(w)).numpy(), ref, rtol=1e-4, atol=1e-4)
+  a, b = rng.standard_normal((3, 16, 32)).astype(np.float32), rng.standard_normal((3, 32, 16)).astype(np.float32)
+  np.testing.assert_allclose((cpu(a) @ cpu(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+def test_large_elementwise_and_reduce_run_threaded(renderer):
+  x = rng.standard_normal(1 << 20).astype(np.float32)
+  np.testing.assert_allclose((cpu(x) * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+  np.testing.assert_allclose(((cpu(x) * 0.5).exp()).sum().numpy(), np.exp(x.astype(np.float64) * 0.5).sum(), rtol=1e-4)
+  np.testing.assert_allclose(cpu(x.reshape(1024, 1024)).sum(1).numpy(), x.reshape(1024, 1024).sum(1), rtol=1e-4, atol=1e-4)
+
+# ***** IEEE corner cases: what the PYTHON device defines *****
+
+def test_nan_inf_and_signed_zero(renderer):
+  a, b = SPECIAL, SPECIAL[::-1].copy()
+  with np.errstate(all="ignore"):
+    same((cpu(a) + cpu(b)).numpy(), a + b)
+    same((cpu(a) * cpu(b)).numpy(), a * b)
+    same((cpu(a) / cpu(b)).numpy(), a / b)
+    same((-cpu(a)).numpy(), -a)
+    same(cpu(a).reciprocal().numpy(), np.reciprocal(a))
+    same(cpu(a).sqrt().numpy(), np.sqrt(a))
+    same((cpu(a) != cpu(b)).numpy(), a != b)    # NaN != anything is True
+    same((cpu(a) < cpu(b)).numpy(), a < b)      # NaN < anything is False
+    same((cpu(a) == cpu(a)).numpy(), a == a)
+  mx = cpu(a).maximum(cpu(b)).numpy()
+  assert np.array_equal(np.isnan(mx), np.isnan(a) | np.isnan(b)), "MAX must propagate NaN from either side"
+  assert math.isnan(cpu(a).max().item()) and math.isnan(cpu(np.tile(a, 8)).sum().item())
+  assert np.signbit(cpu([-0.0]).neg().neg().numpy()[0]) and cpu([0.0]).reciprocal().item() == math.inf and cpu([-0.0]).reciprocal().item() == -math.inf
+
+def test_exp2_log2_special_values_and_accuracy(renderer):
+  x = np.concatenate([np.array([np.inf, -np.inf, np.nan, 0, -0.0, 1, 127.5, 128, -126, -149, -150, -160], np.float32),
+                      np.linspace(-150, 128, 4096, dtype=np.float32)])
+  with np.errstate(all="ignore"):
+    got, ref = cpu(x).exp2().numpy(), np.exp2(x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref) & (ref > 1e-37)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=3e-7)
+    y = np.concatenate([np.array([0, -0.0, -1, np.inf, -np.inf, np.nan, 1e-45, 1e-40, 1, 2, 0.5], np.float32), np.geomspace(1e-30, 1e30, 4096, dtype=np.float32)])
+    got, ref = cpu(y).log2().numpy(), np.log2(y.astype(np.float64)).astype(np.float32)
+  assert np.array_equal(np.isnan(got), np.isnan(ref)) and np.array_equal(got[np.isinf(ref)], ref[np.isinf(ref)])
+  fin = np.isfinite(ref)
+  np.testing.assert_allclose(got[fin], ref[fin], rtol=5e-7, atol=1e-7)
+
+INT_DTYPES = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64]
+
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=lambda d: d.name)
+def test_integer_division_never_traps(renderer, dt):
+  """x // 0 and x % 0 are 0; MIN // -1 wraps to MIN (remainder 0): no SIGFPE, and exactly what PYTHON computes."""
+  lo = -2**(8*dt.itemsize-1) if not dtypes.is_unsigned(dt) else 0
+  a = np.array([7, -7, lo, lo, 5, 0, lo, 100] * 4, np.int64).astype(to_np_dtype(dt))
+  b = np.array([0, 0, -1, 0, 3, 0, 1, -3] * 4, np.int64).astype(to_np_dtype(dt))
+  for fn in (lambda x, y: x.idiv(y), lambda x, y: x % y, lambda x, y: x // y):
+    same(fn(cpu(a), cpu(b)).numpy(), fn(python(a), python(b)).numpy())
+  assert cpu(a).idiv(cpu(b)).numpy()[0] == 0
+
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=lambda d: d.name)
+def test_integer_ops_wrap_and_mask_shifts(renderer, dt):
+  a = np.array([0, 1, 3, 100, 2**6, 77, 5, 9] * 4, np.int64).astype(to_np_dtype(dt))
+  b = np.array([1, 2, 3, 7, 2**6 - 1, 200, 8 * dt.itemsize + 1, 0] * 4, np.int64).astype(to_np_dtype(dt))
+  for fn in (lambda x, y: x * y * y, lambda x, y: x - y, lambda x, y: x ^ y, lambda x, y: x.maximum(y), lambda x, y: x < y,
+             lambda x, y: _bin(Ops.SHL, x, y), lambda x, y: _bin(Ops.SHR, x, y), lambda x, y: x << 3, lambda x, y: x >> 2):
+    same(fn(cpu(a), cpu(b)).numpy(), fn(python(a), python(b)).numpy())
+
+# ***** dtypes *****
+
+CAST_VALUES = np.array([0.0, -0.0, 1.5, -1.5, 255.7, -129.3, 65504, 70000, 3e9, -3e9, 1e20, np.inf, -np.inf, np.nan, 0.1, 2**24 + 1] * 2, np.float64)
+
+@pytest.mark.parametrize("src", ALL_DTYPES, ids=lambda d: d.name)
+def test_casts_match_the_reference(renderer, src):
+  """Every dtype pair, bit for bit against PYTHON: float->int saturates (NaN -> 0), bfloat16 rounds to nearest even."""
+  for dst in ALL_DTYPES:
+    same(cpu(CAST_VALUES).cast(src).cast(dst).numpy(), python(CAST_VALUES).cast(src).cast(dst).numpy())
+
+def test_float_to_int_saturates(renderer):
+  x = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.9, -2.9, 1e30] * 4, np.float32)
+  assert cpu(x).cast(dtypes.int32).numpy()[:8].tolist() == [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 2, -2, 2**31 - 1]
+  assert cpu(x).cast(dtypes.uint8).numpy()[:8].tolist() == [0, 255, 0, 255, 0, 2, 0, 255]
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16, dtypes.float64], ids=lambda d: d.name)
+def test_low_and_high_precision_math(renderer, dt):
+  a, b = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
+  for fn in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.abs().sqrt(), lambda x, y: x.maximum(y)):
+    same(fn(cpu(a).cast(dt), cpu(b).cast(dt)).numpy(), fn(python(a).cast(dt), python(b).cast(dt)).numpy())
+  for fn in (lambda x, y: x.exp(), lambda x, y: x.abs().log(), lambda x, y: x.sin(), lambda x, y: x.sum(1), lambda x, y: x @ y.T):
+    got, ref = fn(cpu(a).cast(dt), cpu(b).cast(dt)), fn(python(a).cast(dt), python(b).cast(dt))
+    np.testing.assert_allclose(got.cast(dtypes.float32).numpy(), ref.cast(dtypes.float32).numpy(), rtol=1e-2 if dt != dtypes.float64 else 1e-6, atol=1e-2)
+
+def test_bitcasts(renderer):
+  for src, dst in [(dtypes.float32, dtypes.int32), (dtypes.int32, dtypes.float32), (dtypes.float16, dtypes.int16), (dtypes.bfloat16, dtypes.uint16),
+                   (dtypes.uint16, dtypes.bfloat16), (dtypes.float64, dtypes.uint64)]:
+    same(cpu(CAST_VALUES).cast(src).bitcast(dst).numpy(), python(CAST_VALUES).cast(src).bitcast(dst).numpy())
+
+def test_bool_ops(renderer):
+  a, b = rng.standard_normal(64) > 0, rng.standard_normal(64) > 0
+  for fn in (lambda x, y: x & y, lambda x, y: x | y, lambda x, y: x ^ y, lambda x, y: x.logical_not(), lambda x, y: x.where(x, y), lambda x, y: x.any()):
+    same(fn(cpu(a), cpu(b)).numpy(), fn(python(a), python(b)).numpy())
+
+# ***** threads *****
+
+def _run_with(ren, ast, bufs) -> list[np.ndarray]:
+  """Compile `ast` with `ren`, run it on fresh copies of `bufs`, return the outputs."""
+  spec = get_program(ast, ren)
+  asm = ClangAssembler(ren) if isinstance(ren, CRenderer) else LLVMAssembler(ren)
+  prog = Device["CPU"].driver.load(spec.name, asm.assemble(spec.src), spec)
+  copies = [Buffer("CPU", b.size, b.dtype).copyin(b.as_bytes()) if i else Buffer("CPU", b.size, b.dtype).ensure_allocated() for i, b in enumerate(bufs)]
+  prog(*[c._buf for c in copies], global_size=spec.global_size)
+  return [c.numpy() for c in copies[:1]]
+
+@pytest.mark.parametrize("kind", RENDERERS)
+def test_threads_on_and_off_give_identical_results(kind):
+  """The outer loop cut into 1, 2, 3 or 7 chunks (uneven ones included), and the chunks run on one OS thread or many:
+  every output bit is the same."""
+  drv = Device["CPU"].driver
+  a, b, c = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333)])
+  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0)]
+  for out in outs:
+    items, _ = create_schedule([out.uop])
+    for si in items[:-1]: engine.run_schedule([si])
+    si = items[-1]
+    results = []
+    for threads in (1, 2, 3, 7):
+      ren = CRenderer(threads) if kind == "C" else LLVMRenderer(threads)
+      for workers in (1, 4):
+        old, drv.threads = drv.threads, workers
+        try: results.append(_run_with(ren, si.ast, si.bufs))
+        finally: drv.threads = old
+    for r in results[1:]: same(r[0], results[0][0])
+
+def test_thread_split_shape_of_the_program():
+  x = Tensor.empty(37, 64, device="CPU")
+  items, _ = create_schedule([(x + 1).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=4))
+  assert spec.global_size == (4, 1, 1) and any(u.op is Ops.SPECIAL and u.arg == "gidx0" for u in spec.uops)
+  assert get_program(items[-1].ast, LLVMRenderer(threads=1)).global_size == (1, 1, 1)
+
+# ***** the opt passes: only when the renderer asks *****
+
+def test_matmul_is_register_tiled_with_vectors():
+  a, b = Tensor.empty(64, 64, device="CPU"), Tensor.empty(64, 64, device="CPU")
+  items, _ = create_schedule([(a @ b).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8))
+  assert "<8 x float>" in spec.src and "fmul <8 x float>" in spec.src
+  assert sum(1 for u in spec.uops if u.op is Ops.DEFINE_ACC) >= 4, "several accumulators: a register tile"
+  assert spec.flops == 2 * 64**3, "estimated FLOPs count every vector lane"
+  pyspec = get_program(items[-1].ast, Device.renderer("PYTHON"))
+  assert not any(u.dtype.count > 1 or u.op in (Ops.VECTORIZE, Ops.GEP) for u in pyspec.uops), "PYTHON must get plain scalar uops"
+
+def test_full_reduce_is_vectorized_with_lane_partials():
+  items, _ = create_schedule([Tensor.empty(4096, device="CPU").sum().uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16))
+  assert any(u.op is Ops.GEP for u in spec.uops) and "<16 x float>" in spec.src
+
+def test_no_fast_math_anywhere():
+  x = Tensor.empty(64, 64, device="CPU")
+  items, _ = create_schedule([((x * 2 + 1).exp().log() @ x).uop])
+  for si in items:
+    src = get_program(si.ast, LLVMRenderer()).src
+    assert not any(flag in src for flag in (" fast ", " reassoc ", " contract ", " nnan ", " ninf ", " afn ")), "IEEE semantics: no fast-math flags"
+
+# ***** binaries, memory, errors *****
+
+def _some_kernel_src(ren) -> str:
+  items, _ = create_schedule([(Tensor.empty(64, device="CPU") * 3 + 1).uop])
+  return get_program(items[-1].ast, ren).src
+
+@pytest.mark.parametrize("kind", RENDERERS)
+def test_assembler_is_deterministic(kind):
+  ren = CRenderer() if kind == "C" else LLVMRenderer()
+  asm = ClangAssembler(ren) if kind == "C" else LLVMAssembler(ren)
+  src = _some_kernel_src(ren)
+  assert asm.assemble(src) == asm.assemble(src)
+  assert asm.target and asm.target != (LLVMAssembler(LLVMRenderer()).target if kind == "C" else ClangAssembler(CRenderer()).target)
+
+def test_corrupt_binary_raises_naming_cpu():
+  drv = Device["CPU"].driver
+  good = LLVMAssembler(LLVMRenderer()).assemble(_some_kernel_src(LLVMRenderer()))
+  header, payload = unpack(good)
+  flipped = bytearray(good)
+  flipped[-100] ^= 0xFF
+  src = _some_kernel_src(LLVMRenderer())
+  for bad in (b"garbage", good[:len(good) // 2], bytes(flipped), pack("llvm", src, b"\x7fELF" + b"\x00" * 60)):
+    with pytest.raises(CompileError, match="CPU"): drv.load("k", bad)
+  drv.load("k", good)  # and the good one still loads
+
+def test_missing_c_compiler_is_a_clear_error(monkeypatch):
+  import tinygrad_cpu.assembler
+  monkeypatch.setattr(tinygrad_cpu.assembler, "find_c_compiler", lambda: None)
+  with pytest.raises(CompileError, match="neither clang nor gcc"): ClangAssembler(CRenderer()).assemble(_some_kernel_src(CRenderer()))
+
+def test_llvm_rejects_bad_ir_with_a_cpu_error():
+  with pytest.raises(CompileError, match="CPU"): LLVMAssembler().assemble("; tinycore-cpu k 1 \ndefine void @k( {")
+
+def test_allocator_alignment_views_and_zero_copy():
+  alloc = Device["CPU"].allocator
+  buf = alloc.alloc(1000)
+  try:
+    assert buf.addr % 64 == 0
+    alloc._copyin(buf, memoryview(bytes(range(256)) * 4)[:1000])
+    view = alloc._offset(buf, 100, 200)
+    assert view.addr == buf.addr + 200 and bytes(view.mv) == bytes(range(200, 256)) + bytes(range(0, 44))
+    mv = alloc._as_buffer(buf)
+    mv[0] = 99
+    out = memoryview(bytearray(1000))
+    alloc._copyout(out, buf)
+    assert out[0] == 99, "_as_buffer is the memory itself, not a copy"
+  finally: alloc.free(buf, 1000)
+  t = cpu(np.arange(12, dtype=np.float32)).reshape(3, 4)
+  np.testing.assert_array_equal((t[1:] * 2).numpy(), np.arange(12, dtype=np.float32).reshape(3, 4)[1:] * 2)
+
+def test_kernels_with_launch_variables():
+  """DEFINE_VAR parameters (a loop bound and a value) reach the kernel as integers in the order of ProgramSpec.vars;
+  the symbolic loop is split across threads like a constant one. Checked against PYTHON."""
+  from tinycore.engine import CompiledRunner
+  n, scale = UOp.variable("n", 1, 64), UOp.variable("scale", 0, 100, dtypes.int32)
+  out, inp = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(64), (), 0), UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(64), (), 1)
+  value = UOp(Ops.MUL, dtypes.float32, (inp.shrink(((0, n),)), scale.cast(dtypes.float32).reshape((1,)).expand((n,))))
+  ast = UOp(Ops.SINK, dtypes.void, (out.store(value),))
+  x = np.arange(64, dtype=np.float32)
+  results = []
+  for dev in ("CPU", "PYTHON"):
+    spec = get_program(ast, Device.renderer(dev), "scaled_prefix")
+    bufs = [Buffer(dev, 64, dtypes.float32).copyin(np.full(64, -1, np.float32).tobytes()), Buffer(dev, 64, dtypes.float32).copyin(x.tobytes())]
+    CompiledRunner(dev, spec)(bufs, {"n": 37, "scale": 7})
+    results.append(bufs[0].numpy())
+  same(results[0], results[1])
+  np.testing.assert_array_equal(results[0], np.where(np.arange(64) < 37, x * 7, -1))
