@@ -1,5 +1,4 @@
 """Dtypes: promotion (tensor/tensor and tensor/Python scalar), casts with saturation and wraparound, bitcasts, NaN/inf/-0.0, half rounding."""
-import math
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st

@@ -188,3 +188,23 @@ def test_beam_env_runs_the_search(cache_dir, monkeypatch):
   with Context(BEAM=2): got = out.numpy()
   assert calls and all(w == 2 for w in calls)
   with Context(BEAM=0): np.testing.assert_equal((out * 1).numpy(), got)
+
+# ***** linearizer *****
+
+def test_reductions_sharing_a_range_open_it_once():
+  """Two sums over one loop, one of them not depending on the output loop: the loop is emitted once, inside."""
+  from tinycore.uop import UOp, Ops
+  from tinycore.codegen import linearize, lower_index_dtype
+  from tinycore.runtime.builtin import PythonRenderer, PythonProgram
+  idx = lambda v: UOp.const(dtypes.index, v)
+  g = UOp(Ops.RANGE, dtypes.index, (idx(4),), (0, "global"))
+  r = UOp(Ops.RANGE, dtypes.index, (idx(3),), (1, "reduce"))
+  out, inp = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(4), (), 0), UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(12), (), 1)
+  summed = UOp(Ops.REDUCE, dtypes.float32, (inp.index(g * 3 + r).load(), r), Ops.ADD)
+  count = UOp(Ops.REDUCE, dtypes.float32, (UOp.const(dtypes.float32, 1.0), r), Ops.ADD)
+  uops = linearize(lower_index_dtype(UOp(Ops.SINK, dtypes.void, (out.index(g).store(summed + count),)), PythonRenderer()))
+  assert [u.op for u in uops].count(Ops.RANGE) == 2 and len({u for u in uops if u.op is Ops.RANGE}) == 2
+  src = PythonRenderer().render("k", uops)
+  res, data = np.zeros(4, np.float32), np.arange(12, dtype=np.float32)
+  PythonProgram("k", src)(memoryview(res).cast("B"), memoryview(data).cast("B"))
+  np.testing.assert_equal(res, data.reshape(4, 3).sum(1) + 3)

@@ -1,12 +1,12 @@
 """Tensor: the lazy, tinygrad-compatible user API. Every method builds UOps; realize() schedules and runs them."""
 from __future__ import annotations
-import functools, math, struct, weakref
-from typing import Any, Callable, Iterable, Sequence
+import functools, math, weakref
+from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
-  dtype_min, dtype_max, f32_to_bf16_bits, ALL_DTYPES
-from tinycore.helpers import argfix, prod, all_int, make_tuple, normalize_axis, flatten, getenv, ceildiv, ContextVar
-from tinycore.uop import UOp, Ops, GroupOp, Variable, resolve, sint_to_uop, smax, bf16_to_f32, f32_to_bf16
+  dtype_min, dtype_max
+from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, ContextVar
+from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule

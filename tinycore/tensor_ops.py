@@ -1,15 +1,18 @@
 """Tensor methods built from the primitives in tensor.py: indexing, pooling windows, convolution, normalisation, losses."""
 from __future__ import annotations
 import math, string
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 import numpy as np
-from tinycore.dtype import DType, dtypes, to_dtype, dtype_min, dtype_max, least_upper_dtype
+from tinycore.dtype import DType, dtypes, dtype_min, dtype_max
 from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _T():
   from tinycore.tensor import Tensor
   return Tensor
+def _broadcast_shapes(*shapes: tuple) -> tuple:
+  from tinycore.tensor import _broadcast_shape
+  return _broadcast_shape(*shapes)
 
 # ***** indexing *****
 
@@ -460,16 +463,6 @@ class IndexingMixin:
     order = [lhs_names.index(x) for g in rhs for x in g if x != "1"]
     out = self.reshape(flat_shape).permute(*order)
     return out.reshape(tuple(prod(dims[x] for x in g if x != "1") for g in rhs))
-
-
-def _broadcast_shapes(*shapes: tuple) -> tuple:
-  nd = max((len(s) for s in shapes), default=0)
-  out = []
-  for dims in zip(*[(1,) * (nd - len(s)) + tuple(s) for s in shapes]):
-    big = {d for d in dims if d != 1}
-    if len(big) > 1: raise ValueError(f"shapes {shapes} cannot be broadcast together")
-    out.append(big.pop() if big else 1)
-  return tuple(out)
 
 
 class NNOpsMixin:

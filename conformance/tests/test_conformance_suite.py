@@ -1,7 +1,6 @@
 """The suite can fail: each deliberately broken backend is reported failing, naming the op; correct ones pass."""
 from __future__ import annotations
-import os, subprocess, sys
-import pytest
+import os, shutil, subprocess, sys
 from conformance_helpers import HERE, run_cli
 
 def failed(report: dict) -> set[tuple[str, str]]: return {(f["op"], f["dtype"]) for f in report["failures"]}
@@ -75,9 +74,10 @@ def test_pytest_plugin_entry_point(plugin_path, tmp_path):
 
 def test_example_plugin_installs_and_passes(tmp_path):
   """The example in docs/writing-a-backend.md: pip-install it (into a private target) and run the suite on EXAMPLE."""
-  site = tmp_path / "site"
-  pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
-                        str(HERE / "example_plugin")], capture_output=True, text=True, timeout=300)
+  site, src = tmp_path / "site", tmp_path / "example_plugin"
+  shutil.copytree(HERE / "example_plugin", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))  # builds stay out of the checkout
+  pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(src)],
+                       capture_output=True, text=True, timeout=300)
   assert pip.returncode == 0, pip.stderr[-3000:]
   proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward", path=[str(site)], tmp=tmp_path)
   assert proc.returncode == 0, proc.stdout[-5000:]

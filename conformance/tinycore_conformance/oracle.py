@@ -145,7 +145,3 @@ def threefry_random_bits(n: int, seed: int, call: int) -> np.ndarray:
     x0 = (x0 + ks[(i + 1) % 3]) & m
     x1 = (x1 + ks[(i + 2) % 3] + np.uint64(i + 1)) & m
   return x0.astype(np.uint32)
-
-def uniform_from_bits(bits: np.ndarray) -> np.ndarray:
-  """[0, 1) floats from random words: the top 23 bits as a float32 mantissa in [1, 2), minus one."""
-  return ((bits >> np.uint32(9)) | np.uint32(0x3F800000)).view(np.float32) - np.float32(1.0)

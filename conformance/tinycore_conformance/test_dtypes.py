@@ -3,7 +3,7 @@ from __future__ import annotations
 import math
 import numpy as np
 import pytest
-from tinycore.dtype import DType, dtypes, ALL_DTYPES, FLOATS, INTS
+from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.tensor import Tensor
 from tinycore.runtime.errors import UnsupportedError
 from tinycore_conformance import oracle as O

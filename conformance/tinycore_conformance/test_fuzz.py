@@ -1,6 +1,5 @@
 """Section fuzz: random graphs of elementwise, movement and reduce ops (hypothesis) built on the backend and in numpy."""
 from __future__ import annotations
-import math
 from dataclasses import dataclass, field
 import numpy as np
 import pytest

@@ -7,14 +7,23 @@ from tinycore.uop import UOp, Ops, identity_element
 def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   """`params`: DEFINE_GLOBALs emitted even when nothing in `sink` uses them."""
   order = sink.toposort()
-  deps: dict[UOp, frozenset[UOp]] = {}     # the loop ranges each node's value changes with
-  reduces_by_ranges: dict[tuple[UOp, ...], list[UOp]] = defaultdict(list)
+  # reductions over the same ranges share one loop (a range is opened once); the loop sits inside every outer loop
+  # any of them needs, so a reduction's value changes with the outer loops of its whole group
+  reduces_by_ranges: dict[tuple, list[UOp]] = defaultdict(list)
   for u in order:
-    if u.op is Ops.RANGE: deps[u] = frozenset({u})
-    elif u.op is Ops.REDUCE:
-      deps[u] = deps[u.src[0]] - set(u.src[1:])
-      reduces_by_ranges[u.src[1:]].append(u)
-    else: deps[u] = frozenset().union(*(deps[s] for s in u.src))
+    if u.op is Ops.REDUCE: reduces_by_ranges[u.src[1:]].append(u)
+  deps: dict[UOp, frozenset[UOp]] = {}     # the loop ranges each node's value changes with
+  def deps_pass() -> bool:
+    changed = False
+    for u in order:
+      if u.op is Ops.RANGE: d = frozenset({u})
+      elif u.op is Ops.REDUCE: d = frozenset().union(*(deps.get(x.src[0], frozenset()) for x in reduces_by_ranges[u.src[1:]])) - set(u.src[1:])
+      else: d = frozenset().union(*(deps[s] for s in u.src))
+      if deps.get(u) != d: deps[u], changed = d, True
+    return changed
+  deps_pass()
+  # a group's outer loops can come from a member later in `order`: then repeat to the fixed point
+  while any(len(g) > 1 for g in reduces_by_ranges.values()) and deps_pass(): pass
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
   n_acc = 0

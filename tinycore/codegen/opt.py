@@ -90,20 +90,20 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   rngs = [u for u in order if u.op is Ops.RANGE and (u.arg[1] == "global" or u in reduce_rngs) and _const_size(u)]
   accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
   loads = [u for u in order if u.op is Ops.LOAD]
-  W = ren.vector_width
   def vec_score(r: UOp) -> int:  # contiguous accesses gain, gathers lose
     return sum((1 if lane_base(i, r) is not None else -1) for i in accesses if r in deps[i])
-  vaxis = None
-  if W > 1:
+  vaxis, W = None, ren.vector_width
+  while W > 1 and vaxis is None:  # the widest vectors some axis divides into (1000 wide: 8 lanes, not 16)
     cands = [(vec_score(r), r.arg[1] == "global", r.arg[0], r) for r in rngs if _const_size(r) % W == 0]
     if cands and (best := max(cands, key=lambda c: c[:3]))[0] > 0: vaxis = best[3]
+    else: W //= 2
   copies: dict[UOp, int] = {}
   budget = ren.upcast_max
   def left(r: UOp) -> int: return _const_size(r) // (W if r is vaxis else 1)
   def pick(r: UOp, wanted: int) -> None:
     nonlocal budget
-    for k in (16, 8, 4, 2):
-      if k <= min(wanted, budget) and left(r) % k == 0:
+    for k in range(min(wanted, budget), 1, -1):  # the largest that divides: 7 copies of a 1001 axis beat none
+      if left(r) % k == 0:
         copies[r], budget = k, budget // k
         return
   if reduces:
