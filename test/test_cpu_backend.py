@@ -41,7 +41,7 @@ def python(a, dtype=None) -> Tensor: return Tensor(np.asarray(a), device="PYTHON
 def same(a: np.ndarray, b: np.ndarray) -> None:
   """Bit-for-bit equal, NaNs included (and -0.0 told from 0.0)."""
   assert a.dtype == b.dtype and a.shape == b.shape, (a.dtype, a.shape, b.dtype, b.shape)
-  assert np.array_equal(a.view(np.uint8), b.view(np.uint8)), f"\n{a.ravel()[:16]}\n{b.ravel()[:16]}"
+  assert np.array_equal(a.reshape(-1).view(np.uint8), b.reshape(-1).view(np.uint8)), f"\n{a.ravel()[:16]}\n{b.ravel()[:16]}"
 
 rng = np.random.default_rng(0)
 SHAPES = [(5, 7), (32, 48)]   # an odd shape (scalar loops) and one that is vectorized and upcast
@@ -206,6 +206,19 @@ def test_bitcasts(renderer):
   for src, dst in [(dtypes.float32, dtypes.int32), (dtypes.int32, dtypes.float32), (dtypes.float16, dtypes.int16), (dtypes.bfloat16, dtypes.uint16),
                    (dtypes.uint16, dtypes.bfloat16), (dtypes.float64, dtypes.uint64)]:
     same(cpu(CAST_VALUES).cast(src).bitcast(dst).numpy(), python(CAST_VALUES).cast(src).bitcast(dst).numpy())
+
+def test_bool_and_int_reductions(renderer):
+  """Reductions whose identity is not zero (any/all/max of bools, max/min of ints), vectorized or not."""
+  m = np.zeros((4, 32), bool)
+  m[1, 5] = True
+  m[2] = True
+  for x in (m, m[:, :7]):
+    for fn, ref in ((lambda t: t.any(1), lambda a: a.any(1)), (lambda t: t.all(1), lambda a: a.all(1)), (lambda t: t.any(), lambda a: a.any()),
+                    (lambda t: t.all(), lambda a: a.all()), (lambda t: t[0].any(), lambda a: a[0].any()), (lambda t: t[2].all(), lambda a: a[2].all())):
+      assert np.array_equal(fn(cpu(x)).numpy(), ref(x)), (fn, x.shape)
+  i = rng.integers(-2**31, 2**31 - 1, (4, 32), dtype=np.int64).astype(np.int32)
+  for fn in (lambda t: t.max(1), lambda t: t.min(1), lambda t: t.max(), lambda t: t.cast(dtypes.uint8).max(0), lambda t: t.cast(dtypes.int8).min(0)):
+    same(fn(cpu(i)).numpy(), fn(python(i)).numpy())
 
 def test_bool_ops(renderer):
   a, b = rng.standard_normal(64) > 0, rng.standard_normal(64) > 0

@@ -118,10 +118,10 @@ def from_np_dtype(npdt) -> DType:
 
 def dtype_min(dt: DType):
   if dtypes.is_int(dt): return 0 if dtypes.is_unsigned(dt) else -2**(8*dt.itemsize-1)
-  return False if dt == dtypes.bool else -math.inf
+  return False if dt.scalar == dtypes.bool else -math.inf
 def dtype_max(dt: DType):
   if dtypes.is_int(dt): return 2**(8*dt.itemsize)-1 if dtypes.is_unsigned(dt) else 2**(8*dt.itemsize-1)-1
-  return True if dt == dtypes.bool else math.inf
+  return True if dt.scalar == dtypes.bool else math.inf
 
 # scalar conversions with the target dtype's exact semantics (wraparound for ints, IEEE rounding for floats)
 def f32_to_bf16_bits(x: float) -> int:
