@@ -125,6 +125,36 @@ def test_large_elementwise_and_reduce_run_threaded(renderer):
   np.testing.assert_allclose(((cpu(x) * 0.5).exp()).sum().numpy(), np.exp(x.astype(np.float64) * 0.5).sum(), rtol=1e-4)
   np.testing.assert_allclose(cpu(x.reshape(1024, 1024)).sum(1).numpy(), x.reshape(1024, 1024).sum(1), rtol=1e-4, atol=1e-4)
 
+def _random_chain(seed: int, device: str) -> np.ndarray:
+  """A seeded random chain of elementwise, movement, reduce, matmul and cast ops: the same program on any device."""
+  r = np.random.default_rng(seed)
+  shape = [(16,), (4, 16), (3, 5), (2, 8, 16), (32, 32), (6, 16)][r.integers(6)]
+  t = Tensor(r.standard_normal(shape).astype(np.float32), device=device)
+  for _ in range(r.integers(2, 8)):
+    k, nd = r.integers(0, 14), t.ndim
+    ax = int(r.integers(0, nd))
+    if k == 0: t = t + t.flip(ax)
+    elif k == 1: t = t * 0.5 + 1
+    elif k == 2: t = t.maximum(t.flip(ax) * 0.3)
+    elif k == 3: t = (t > 0).where(t.clip(-4, 4).exp(), -t)
+    elif k == 4 and nd >= 2: t = t.permute(*reversed(range(nd))) + 0
+    elif k == 5: t = t.pad(tuple((1, 2) if i == ax else (0, 0) for i in range(nd))) * 1.5
+    elif k == 6 and t.shape[ax] > 2: t = t.shrink(tuple((1, t.shape[ax] - 1) if i == ax else (0, n) for i, n in enumerate(t.shape)))
+    elif k == 7: t = t.sum(ax, keepdim=bool(r.integers(2)))
+    elif k == 8: t = t.max(ax, keepdim=True) - t
+    elif k == 9: t = t.cast(dtypes.int32).cast(dtypes.float32) + t.abs().sqrt()
+    elif k == 10 and nd >= 2: t = (t @ t.transpose(-1, -2)) * 0.1
+    elif k == 11: t = t.clip(-8, 8).cast(dtypes.float16).exp2().cast(dtypes.float32)
+    elif k == 12: t = (t.abs() + 1).log2() - t.sin()
+    elif k == 13: t = t.softmax(ax)
+    if t.ndim == 0: t = t.reshape(1)
+  return t.numpy()
+
+@pytest.mark.parametrize("seed", range(20))
+def test_random_op_chains_match_python(renderer, seed):
+  """The upcast, vectorize and thread-split passes on whatever kernels a random program makes: CPU against PYTHON."""
+  np.testing.assert_allclose(_random_chain(seed, "CPU"), _random_chain(seed, "PYTHON"), rtol=1e-3, atol=1e-3)
+
 # ***** IEEE corner cases: what the PYTHON device defines *****
 
 def test_nan_inf_and_signed_zero(renderer):

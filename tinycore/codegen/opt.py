@@ -185,7 +185,7 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
   for u in order:
     if u.op is Ops.SINK: continue
     if u.op is Ops.STORE:
-      buf, idx = u.src[0].src
+      buf, idx = u.src[0].src[:2]
       if not dep[u]: stores.append(u.replace(src=(new[u.src[0]], new[u.src[1]])))
       elif (base := lane_base(idx, lane)) is not None:
         stores.append(UOp(Ops.STORE, dtypes.void, (_vec_index(buf, base, W), as_vec(u.src[1]))))

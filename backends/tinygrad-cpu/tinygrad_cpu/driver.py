@@ -10,7 +10,7 @@ from tinygrad_cpu.renderer import cpu_threads
 
 _CTYPES = {"bool": ctypes.c_bool, "char": ctypes.c_int8, "uchar": ctypes.c_uint8, "short": ctypes.c_int16, "ushort": ctypes.c_uint16,
            "int": ctypes.c_int32, "uint": ctypes.c_uint32, "long": ctypes.c_int64, "ulong": ctypes.c_uint64}
-PARALLEL_MIN_WORK = 1 << 18   # estimated FLOPs + bytes below which a kernel runs on one thread (threads cost ~10-30 us)
+PARALLEL_MIN_WORK = 1 << 22   # estimated FLOPs + bytes (~80 us of work) below which a kernel runs on one thread: a pool launch costs ~10-40 us
 
 class CPUProgram:
   """A loaded kernel: fn(bufs..., vars..., core_start, core_end)."""
@@ -23,6 +23,7 @@ class CPUProgram:
     return time.perf_counter() - st if wait else None
 
 class CPUDriver(Driver):
+  """Kernels run synchronously: a launch returns when every core id has run, so synchronize has nothing to wait for."""
   def __init__(self):
     super().__init__("CPU")
     self.threads = cpu_threads()
