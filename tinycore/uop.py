@@ -2,7 +2,7 @@
 from __future__ import annotations
 import functools, math, weakref
 from enum import Enum, auto
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 import numpy as np
 from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max
 from tinycore.helpers import prod, all_int
@@ -90,7 +90,6 @@ class UOp(metaclass=UOpMeta):
       stack.append((u, True))
       if gate is None or gate(u): stack.extend((s, False) for s in reversed(u.src) if s not in visited)
     return out
-  def sparents(self) -> list[UOp]: return self.toposort()
 
   # ***** printing *****
   def __repr__(self) -> str: return pretty(self)
@@ -436,7 +435,6 @@ def print_uops(uops: Sequence[UOp]) -> None:
   for i, x in enumerate(uops):
     print(f"{i:4d} {x.op.name:<14} {str(x.dtype):<26} {[ids.get(s, '--') for s in x.src]!s:<22} {x.arg!r}")
 
-def iter_tensor_graph(u: UOp) -> Iterator[UOp]: yield from u.toposort()
 
 def sym_eval(x: Any, var_vals: dict[str, int]) -> int:
   """The integer value of a possibly symbolic size, given values for its variables."""
