@@ -161,6 +161,8 @@ def main():
     base = results.get("torch")
     for name, t in results.items():
       if name != "torch" and base: print(f"  {name:14s} {t / base:8.2f}x torch's step time")
+    for ours, theirs in (("tinycore", "tinygrad"), ("tinycore+jit", "tinygrad+jit")):
+      if ours in results and theirs in results: print(f"  {ours:14s} {results[theirs] / results[ours]:8.2f}x faster than {theirs}")
     if "tinycore" in results and "tinycore+jit" in results: print(f"  TinyJit speedup: {results['tinycore'] / results['tinycore+jit']:.2f}x")
 
 if __name__ == "__main__": main()

@@ -159,3 +159,54 @@ def test_random_chain_rule(bounded, then_exp, xs):
     for name in chain: a = UNARY[name][1](a)
     return a
   np.testing.assert_allclose(grad_of(f, x)[0], numeric_grad(f_np, x), rtol=5e-3, atol=5e-4)
+
+# ***** numerical stability at large |x| (float16 first: exp of 12 already overflows it) *****
+
+def _sigmoid64(x): return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), np.exp(-np.abs(x)) / (1 + np.exp(-np.abs(x))))
+_GELU_C = np.sqrt(2 / np.pi)
+STABLE = {  # name: (forward, float64 reference, its derivative)
+  "sigmoid": (lambda t: t.sigmoid(), _sigmoid64, lambda x: _sigmoid64(x) * (1 - _sigmoid64(x))),
+  "tanh": (lambda t: t.tanh(), np.tanh, lambda x: 1 - np.tanh(x) ** 2),
+  "gelu": (lambda t: t.gelu(), lambda x: x * _sigmoid64(2 * _GELU_C * (x + 0.044715 * x ** 3)),
+           lambda x: (s := _sigmoid64(2 * _GELU_C * (x + 0.044715 * x ** 3))) + x * s * (1 - s) * 2 * _GELU_C * (1 + 3 * 0.044715 * x ** 2)),
+  "silu": (lambda t: t.silu(), lambda x: x * _sigmoid64(x), lambda x: _sigmoid64(x) * (1 + x * (1 - _sigmoid64(x)))),
+}
+EXTREMES = [-1e4, -300.0, -100.0, -30.0, -12.0, -5.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 5.0, 12.0, 30.0, 100.0, 300.0, 1e4]
+
+@pytest.mark.parametrize("dtype,atol,rtol", [("float16", 2e-3, 1e-2), ("bfloat16", 2e-2, 2e-2), ("float32", 1e-6, 1e-4)], ids=lambda v: str(v))
+@pytest.mark.parametrize("name", sorted(STABLE))
+def test_saturating_activations_are_finite_and_accurate_at_extremes(name, dtype, atol, rtol):
+  f, ref, dref = STABLE[name]
+  x64 = np.array(EXTREMES)
+  t = Tensor(x64.tolist(), dtype=dtype, requires_grad=True)
+  y = f(t)
+  (g,) = y.sum().gradient(t)
+  xq = t.numpy().astype(np.float64)  # the inputs as the dtype holds them (1e4 in bfloat16 is 9984)
+  out, grad = y.numpy().astype(np.float64), g.numpy().astype(np.float64)
+  assert np.isfinite(out).all() and np.isfinite(grad).all(), (out, grad)
+  np.testing.assert_allclose(out, ref(xq), atol=atol, rtol=rtol)
+  np.testing.assert_allclose(grad, dref(xq), atol=atol, rtol=rtol)
+
+def test_sigmoid_and_tanh_keep_their_symmetry_and_tiny_tails():
+  x = Tensor([-80.0, -20.0, 20.0, 80.0], requires_grad=True)
+  s, th = x.sigmoid(), x.tanh()
+  # float32 holds sigmoid(-80) = 1.8e-35 and its gradient: no underflow to 0 from 1/(1+inf), no NaN from inf*0
+  np.testing.assert_allclose(s.numpy()[:2], _sigmoid64(np.array([-80.0, -20.0])), rtol=1e-5)
+  np.testing.assert_allclose(x.sigmoid().sum().gradient(x)[0].numpy(), _sigmoid64(np.array([-80.0, -20, 20, 80])) * _sigmoid64(np.array([80.0, 20, -20, -80])), rtol=1e-5)
+  np.testing.assert_array_equal(th.numpy(), -th.numpy()[::-1])
+  (g,) = x.tanh().sum().gradient(x)
+  assert np.isfinite(g.numpy()).all() and g.numpy()[1] == g.numpy()[2]
+
+@pytest.mark.parametrize("make", ["numpy", "const", "realized"])
+def test_gradient_of_a_size_zero_input_is_zeros_of_its_shape(make):
+  x = {"numpy": lambda: Tensor(np.zeros((0, 3), np.float32), requires_grad=True), "const": lambda: Tensor.zeros(0, 3, requires_grad=True),
+       "realized": lambda: Tensor.zeros(0, 3).contiguous().realize().requires_grad_()}[make]()
+  y = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  # logsumexp over an empty dim is a constant -inf: no path reaches x, yet d/dx is defined (there is nothing to differentiate)
+  gx, gy = (x.logsumexp(0).maximum(0) * y + y).sum().gradient(x, y)
+  assert gx.shape == (0, 3) and gx.dtype == x.dtype and gx.numpy().shape == (0, 3)
+  np.testing.assert_array_equal(gy.numpy(), [1.0, 1.0, 1.0])
+  (gx,) = (x.sum(0) * y).sum().gradient(x)  # reached through the graph: the same answer
+  assert gx.shape == (0, 3)
+  # a non-empty tensor off the graph is still an error
+  with pytest.raises(RuntimeError, match="not part of the graph"): (x.logsumexp(0).maximum(0) * y).sum().gradient(Tensor([1.0], requires_grad=True))

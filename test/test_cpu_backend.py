@@ -305,6 +305,45 @@ def test_matmul_is_register_tiled_with_vectors():
   pyspec = get_program(items[-1].ast, Device.renderer("PYTHON"))
   assert not any(u.dtype.count > 1 or u.op in (Ops.VECTORIZE, Ops.GEP) for u in pyspec.uops), "PYTHON must get plain scalar uops"
 
+@pytest.mark.parametrize("m,k,n", [(1000, 24, 1000), (999, 9, 37), (19, 3, 17), (11, 5, 11)])
+def test_odd_sizes_are_tiled_with_an_overlapping_last_tile(renderer, m, k, n):
+  """Axes no tile divides still get vectors and register tiles: the last tile overlaps the one before it."""
+  a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+  np.testing.assert_allclose((cpu(a) @ cpu(b)).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+  x = rng.standard_normal((m, n)).astype(np.float32)
+  np.testing.assert_allclose((cpu(x) * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+  # in place (the output is also read): an overlap would apply the update twice, so these kernels must not overlap
+  t = cpu(x)
+  t.assign(t * 2 + 1).realize()
+  t.assign(t - cpu(x)).realize()
+  np.testing.assert_allclose(t.numpy(), (x * 2 + 1) - x, rtol=1e-6)
+
+def test_matmul_of_a_size_no_vector_divides_is_tiled():
+  a, b = Tensor.empty(1000, 1000, device="CPU"), Tensor.empty(1000, 1000, device="CPU")
+  items, _ = create_schedule([(a @ b).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16))
+  assert "<16 x float>" in spec.src and sum(1 for u in spec.uops if u.op is Ops.DEFINE_ACC) >= 4
+
+def test_conv_input_gradient_index_math_is_simplified_inside_the_padding():
+  """The input gradient of a conv pads and reshapes (tinygrad's pool trick): its index math has div/mod that only fold
+  where the pad is valid; the lowerer simplifies with those bounds."""
+  x = Tensor(rng.standard_normal((2, 4, 9, 9)).astype(np.float32), requires_grad=True)
+  w = Tensor(rng.standard_normal((8, 4, 3, 3)).astype(np.float32), requires_grad=True)
+  out = x.conv2d(w)
+  g = Tensor(rng.standard_normal((2, 8, 7, 7)).astype(np.float32))
+  (out * g).sum().backward()
+  xn, wn, gn = x.numpy(), w.numpy(), g.numpy()
+  dx = np.zeros_like(xn)
+  for i in range(7):
+    for j in range(7): dx[:, :, i:i+3, j:j+3] += np.einsum("no,ocij->ncij", gn[:, :, i, j], wn)
+  np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-4, atol=1e-4)
+  xs = Tensor.empty(2, 4, 9, 9, device="CPU", requires_grad=True)
+  (xs.conv2d(Tensor.empty(8, 4, 3, 3, device="CPU")) * g).sum().backward()
+  items, _ = create_schedule([xs.grad.uop])
+  grad_kernel = next(si for si in items if si.ast.op is Ops.SINK and si.bufs[0].size == 2 * 4 * 9 * 9)
+  src = get_program(grad_kernel.ast, LLVMRenderer(threads=1, vector_width=8)).src
+  assert src.count("sdiv") + src.count("srem") <= 8, "the pool trick's div/mod fold to a few (43 without the valid bounds)"
+
 def test_full_reduce_is_vectorized_with_lane_partials():
   items, _ = create_schedule([Tensor.empty(4096, device="CPU").sum().uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16))
@@ -384,3 +423,14 @@ def test_kernels_with_launch_variables():
     results.append(bufs[0].numpy())
   same(results[0], results[1])
   np.testing.assert_array_equal(results[0], np.where(np.arange(64) < 37, x * 7, -1))
+
+def test_heavy_elementwise_chain_behind_an_expand_is_computed_once():
+  """A chain of several ops that a matmul (or a conv's backward) expands is realized into a buffer instead of being
+  recomputed for every copy; a single op (a scale, a relu) still fuses into the matmul."""
+  a, w = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 4)).astype(np.float32)
+  heavy = ((cpu(a) * 0.5 + 1).exp().sqrt() * 3 - 1) @ cpu(w)
+  ks = [si for si in heavy.schedule() if si.ast.op is Ops.SINK]
+  assert len(ks) == 2
+  np.testing.assert_allclose(heavy.numpy(), (np.sqrt(np.exp(a * 0.5 + 1)) * 3 - 1) @ w, rtol=1e-4, atol=1e-4)
+  light = (cpu(a) * 2).relu() @ cpu(w)
+  assert len([si for si in light.schedule() if si.ast.op is Ops.SINK]) == 1

@@ -96,3 +96,32 @@ def test_nested_capture_is_refused():
   outer = TinyJit(lambda x: inner(x) + 1)
   outer(Tensor([1.0]))  # inner runs plainly
   with pytest.raises(JitError, match="inside another"): outer(Tensor([1.0]))  # inner would capture while outer captures
+
+# ***** random numbers inside a jit *****
+
+def test_rand_in_a_jit_is_fresh_each_replay_and_follows_the_seed():
+  f = TinyJit(lambda: Tensor.rand(8))
+  Tensor.manual_seed(11)
+  jitted = [f().numpy().copy() for _ in range(6)]  # calls 1 and 2 run and capture; 3..6 replay
+  Tensor.manual_seed(11)
+  eager = [Tensor.rand(8).numpy() for _ in range(6)]
+  assert len({v.tobytes() for v in jitted}) == 6  # every call new numbers, replays included
+  for got, want in zip(jitted, eager): np.testing.assert_array_equal(got, want)
+  # reseeding between replays restarts the sequence, and eager calls in between advance it for the jit too
+  Tensor.manual_seed(11)
+  np.testing.assert_array_equal(f().numpy(), eager[0])
+  Tensor.rand(8)
+  np.testing.assert_array_equal(f().numpy(), eager[2])
+
+def test_dropout_and_several_rand_calls_in_a_jit_match_eager():
+  x = Tensor(np.ones((4, 16), np.float32))
+  def step(x):
+    with Tensor.train(): return (x.dropout(0.5) + Tensor.randn(4, 16) * 0 + Tensor.rand(4, 1, contiguous=False) * Tensor.rand(1, 16)).realize()
+  f = TinyJit(step)
+  Tensor.manual_seed(2)
+  jitted = [f(x).numpy().copy() for _ in range(5)]
+  Tensor.manual_seed(2)
+  eager = [step(x).numpy() for _ in range(5)]
+  for got, want in zip(jitted, eager): np.testing.assert_array_equal(got, want)
+  masks = {(j > 1.5).tobytes() for j in jitted}  # kept elements are 2 + [0, 1), dropped ones [0, 1)
+  assert len(masks) == 5

@@ -115,6 +115,45 @@ def test_binary_with_python_scalars_on_either_side():
                   (lambda t: t.clip(-1, 1), lambda x: np.clip(x, -1, 1)), (lambda t: t.clamp(min_=0.2), lambda x: np.maximum(x, 0.2))]:
     check(f, f_np, np.where(np.abs(x) < 0.1, 0.4, x).astype(np.float32))
 
+_INT_RANGES = {dtypes.int8: (-128, 127), dtypes.uint8: (0, 255), dtypes.int16: (-2**15, 2**15 - 1), dtypes.int32: (-2**31, 2**31 - 1),
+               dtypes.uint32: (0, 2**32 - 1), dtypes.int64: (-2**63, 2**63 - 1)}
+
+@st.composite
+def _int_operands(draw):
+  dt = draw(st.sampled_from(sorted(_INT_RANGES, key=lambda d: d.name)))
+  lo, hi = _INT_RANGES[dt]
+  n = draw(st.integers(1, 6))
+  a = draw(st.lists(st.integers(lo, hi), min_size=n, max_size=n))
+  b = draw(st.lists(st.one_of(st.just(0), st.integers(-9 if lo < 0 else 0, 9), st.integers(lo, hi)), min_size=n, max_size=n))
+  return dt, a, b
+
+def _py_floordiv_mod(x: int, y: int, dt) -> tuple[int, int]:
+  """Python's // and %, 0 for a divisor of 0 (the UOp IDIV/MOD rule), wrapped into dt like the kernel (only int_min // -1 wraps)."""
+  lo, hi = _INT_RANGES[dt]
+  q, r = (x // y, x % y) if y else (0, 0)
+  return (q - lo) % (hi - lo + 1) + lo, r
+
+@settings(max_examples=80, deadline=None)
+@given(_int_operands())
+def test_int_floordiv_and_mod_match_python_and_give_0_for_a_0_divisor(ops):
+  dt, a, b = ops
+  ta, tb = Tensor(a, dtype=dt), Tensor(b, dtype=dt)
+  want = [_py_floordiv_mod(x, y, dt) for x, y in zip(a, b)]
+  assert (ta // tb).numpy().tolist() == [q for q, _ in want]
+  assert (ta % tb).numpy().tolist() == [r for _, r in want]
+  assert (ta % tb).dtype == dt and (ta // tb).dtype == dt
+
+def test_int_mod_and_floordiv_by_zero_follow_the_uop_semantics():
+  from tinycore.uop import exec_alu, Ops
+  a = [-7, -1, 0, 5, 7]
+  assert exec_alu(Ops.MOD, dtypes.int32, [np.array(a, np.int32), np.zeros(5, np.int32)]).tolist() == [0] * 5
+  assert exec_alu(Ops.IDIV, dtypes.int32, [np.array(a, np.int32), np.zeros(5, np.int32)]).tolist() == [0] * 5
+  for dt in (dtypes.int8, dtypes.int32, dtypes.uint8, dtypes.int64):
+    x = Tensor([abs(v) for v in a] if dtypes.is_unsigned(dt) else a, dtype=dt)
+    for r in (x % 0, x // 0, x % Tensor([0] * 5, dtype=dt), x // Tensor([0] * 5, dtype=dt), x.div(0, rounding_mode="trunc"), x.fmod(0), 3 % (x * 0)):
+      assert r.numpy().tolist() == [0] * 5, r.numpy()
+  assert np.isnan((Tensor([1.5, -2.0]) % 0).numpy()).all()  # floats: NaN, like numpy and torch
+
 def test_pow_gradient_at_zero_base_is_finite():
   x = Tensor([0.0, 1.0, 2.0], requires_grad=True)
   g, = (x ** 2.5).sum().gradient(x)
@@ -146,11 +185,41 @@ def test_var_correction_and_var_mean():
   np.testing.assert_allclose(v.numpy(), np.var(x, 1, ddof=1), rtol=1e-5)
   np.testing.assert_allclose(m.numpy(), x.mean(1), rtol=1e-5, atol=1e-6)
 
-@pytest.mark.xfail(strict=True, reason="gradient.py: the MUL REDUCE_AXIS rule is ctx*ret/src, which is 0/0 = NaN where an input is 0")
 def test_prod_gradient_with_a_zero_input():
   x = Tensor([0.0, 2.0, 3.0], requires_grad=True)
   np.testing.assert_allclose(x.prod().gradient(x)[0].numpy(), [6.0, 0.0, 0.0])
   np.testing.assert_allclose(x.cumprod().sum().gradient(x)[0].numpy(), [9.0, 0.0, 0.0])
+
+def _prod_others(x: np.ndarray, axis) -> np.ndarray:
+  """Reference d prod/dx: the product of the other elements of each reduce group, by deleting the element (no division)."""
+  axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in (axis if isinstance(axis, tuple) else (axis,)))
+  out = np.zeros_like(x)
+  for idx in np.ndindex(x.shape):
+    group = x[tuple(slice(None) if d in axes else i for d, i in enumerate(idx))].reshape(-1).tolist()
+    pos = np.ravel_multi_index(tuple(i for d, i in enumerate(idx) if d in axes), tuple(x.shape[d] for d in axes))
+    out[idx] = np.prod(group[:pos] + group[pos + 1:])
+  return out
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, (0, 2)], ids=str)
+def test_prod_gradient_with_zeros_along_any_axis(axis):
+  # groups with no zero, one zero and two zeros along every reduced axis
+  x = np.array([[[0., 2, 3], [1, 0, 0]], [[4, 5, 0.5], [0, -1, 2]]], np.float32)
+  t = Tensor(x, requires_grad=True)
+  g = t.prod(axis).sum().gradient(t)[0].numpy()
+  assert np.isfinite(g).all()
+  np.testing.assert_allclose(g, _prod_others(x.astype(np.float64), axis), rtol=1e-6)
+
+def test_prod_gradient_two_zeros_and_second_order():
+  x = Tensor([0.0, 0.0, 3.0], requires_grad=True)
+  np.testing.assert_array_equal(x.prod().gradient(x)[0].numpy(), [0.0, 0.0, 0.0])
+  y = Tensor([0.0, 2.0, 3.0], requires_grad=True)
+  (gy,) = y.prod().gradient(y)
+  # d/dy_i of sum_j(d prod/dy_j) = sum over j != i of the product of the third element: [2+3, 0+3, 0+2]
+  np.testing.assert_allclose(gy.sum().gradient(y)[0].numpy(), [5.0, 3.0, 2.0])
+  z = Tensor([0.0, 0.0, 3.0, 0.5], requires_grad=True)
+  (gz,) = z.prod().gradient(z)
+  # with two zeros only the second derivative between the two zeros survives: 3*0.5 each way
+  np.testing.assert_allclose(gz.sum().gradient(z)[0].numpy(), [1.5, 1.5, 0.0, 0.0])
 
 def test_reductions_of_empty_dims():
   z = Tensor.zeros(2, 0)
@@ -775,3 +844,18 @@ def test_against_torch_when_installed():
   xi = uniform(1, 2, 5, 6)
   np.testing.assert_allclose(Tensor(xi).interpolate((11, 7), mode="linear").numpy(),
                              F.interpolate(torch.tensor(xi), (11, 7), mode="bilinear", align_corners=False).numpy(), rtol=1e-5, atol=1e-6)
+
+def test_one_hot_keeps_small_int_classes_and_more_classes_than_the_dtype_holds():
+  # classes are compared in the input's dtype when they fit (no int64 on 32-bit backends), else in a wider int
+  u32 = Tensor([1, 2], dtype=dtypes.uint32).one_hot(4)
+  assert u32.dtype == dtypes.default_int and u32.tolist() == [[0, 1, 0, 0], [0, 0, 1, 0]]
+  u8 = Tensor([0, 255, 3], dtype=dtypes.uint8).one_hot(300).numpy()
+  assert u8.shape == (3, 300) and u8.sum() == 3 and u8.argmax(-1).tolist() == [0, 255, 3]
+
+def test_signed_zero_constants_stay_apart():
+  # -0.0 == 0.0 in Python: hash-consing, the schedule cache and `x + 0` folding must still tell them apart
+  x = np.array([-0.0, 1.0, -2.0], np.float32)
+  for _ in range(3):  # repeated: the schedule cache replays the second and third time
+    for got, want in [((Tensor(x) + 0.0).numpy(), x + 0.0), ((Tensor(x) * -0.0).numpy(), x * -0.0),
+                      ((Tensor(x) * 0.0).numpy(), x * 0.0), ((Tensor(x) - 0.0).numpy(), x - 0.0)]:
+      np.testing.assert_equal(np.signbit(got), np.signbit(want))

@@ -208,3 +208,68 @@ def test_reductions_sharing_a_range_open_it_once():
   res, data = np.zeros(4, np.float32), np.arange(12, dtype=np.float32)
   PythonProgram("k", src)(memoryview(res).cast("B"), memoryview(data).cast("B"))
   np.testing.assert_equal(res, data.reshape(4, 3).sum(1) + 3)
+
+# ***** schedule cache (tinycore/schedule_cache.py) *****
+
+def _hits():
+  from tinycore import schedule_cache
+  return schedule_cache.stats["hits"]
+
+def test_schedule_cache_replays_structurally_equal_graphs():
+  a = Tensor(np.arange(16, dtype=np.float32)).realize()
+  before = _hits()
+  for i in range(5):
+    b = Tensor(np.full(16, i, np.float32)).realize()  # a new input buffer each time: placeholders, not the buffers
+    np.testing.assert_allclose(((a + b) * 2).numpy(), (np.arange(16) + i) * 2)
+  assert _hits() - before >= 3
+  # the same structure with one buffer used twice is another key: a+a must read a, not some other buffer
+  np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
+  np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
+  np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
+
+def test_schedule_cache_keeps_no_buffer_alive():
+  import gc, weakref
+  from tinycore.schedule import buffers
+  refs = []
+  for i in range(4):
+    x = Tensor(np.full(8, i, np.float32)).realize()
+    y = (x * 3 + 1).realize()
+    assert y.numpy()[0] == i * 3 + 1
+    refs += [weakref.ref(buffers[x.uop.base]), weakref.ref(buffers[y.uop.base])]
+    del x, y
+  gc.collect()
+  assert all(r() is None for r in refs)
+
+def test_schedule_cache_assign_in_a_loop():
+  w = Tensor(np.zeros(8, np.float32)).realize()
+  g = Tensor(np.ones(8, np.float32)).realize()
+  before = _hits()
+  for i in range(6):
+    w.assign(w - g * 0.5).realize()
+    np.testing.assert_allclose(w.numpy(), np.full(8, -(i + 1) * 0.5))
+  assert _hits() > before
+  # two chained assigns in one realize, and an assign read again after it ran
+  a = Tensor(np.zeros(4, np.float32)).realize()
+  for i in range(4):
+    a.assign(a + 1)
+    a.assign(a * 2)
+    a.realize()
+  np.testing.assert_allclose(a.numpy(), np.full(4, 30.0))
+
+def test_schedule_cache_bound_variables_take_the_new_value():
+  from tinycore.uop import Variable
+  a = Tensor(np.arange(8, dtype=np.float32)).realize()
+  v = Variable("sc_i", 0, 100)
+  for i in range(5):
+    np.testing.assert_allclose((a + Tensor(v.bind(i * 7))).numpy(), np.arange(8) + i * 7)
+
+def test_schedule_cache_contiguous_and_clone_in_a_loop():
+  a = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)).realize()
+  outs = []
+  for _ in range(4):
+    t = a.T.contiguous().realize()
+    c = a.clone().realize()
+    outs.append(t)
+    np.testing.assert_allclose(t.numpy(), np.arange(12).reshape(3, 4).T)
+    np.testing.assert_allclose(c.numpy(), np.arange(12).reshape(3, 4))
+  assert len({id(o.uop.base) for o in outs}) == 4  # every realize got a buffer of its own

@@ -3,7 +3,7 @@ import random
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from tinycore import Tensor, GlobalCounters
+from tinycore import Tensor, GlobalCounters, Device
 from tinycore.uop import Ops
 
 rng = np.random.default_rng(0)
@@ -295,3 +295,15 @@ def test_random_graphs_match_numpy(shape, program, seed, picks):
   chosen = [leaves[p % len(leaves)] for p in picks] + [(t, n)]
   Tensor.realize_all(*[c[0] for c in chosen])
   for ct, cn in chosen: np.testing.assert_allclose(ct.numpy(), cn, rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("limit", [3, 4, 8])
+def test_kernels_respect_the_renderers_buffer_limit(monkeypatch, limit):
+  # a device that binds few buffers per kernel (WebGPU: 8 storage buffers) gets its wide kernels split, same results
+  monkeypatch.setattr(Device.renderer("PYTHON"), "max_buffers", limit)
+  xs = [Tensor(np.full((3, 4), i + 1, np.float32), device="PYTHON").realize() for i in range(11)]
+  w = Tensor(np.arange(16, dtype=np.float32).reshape(4, 4), device="PYTHON").realize()
+  out = (sum(x * (i + 1) for i, x in enumerate(xs)).relu() @ w + xs[0]).sum(1)
+  items = out.schedule()
+  assert items and all(len(si.bufs) <= limit for si in items), [len(si.bufs) for si in items]
+  want = (sum(np.full((3, 4), i + 1, np.float32) * (i + 1) for i in range(11)) @ np.arange(16, dtype=np.float32).reshape(4, 4) + 1).sum(1)
+  np.testing.assert_allclose(out.numpy(), want)

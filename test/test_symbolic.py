@@ -3,9 +3,10 @@ import math, random
 import numpy as np
 import pytest
 import z3
+from hypothesis import given, settings, strategies as st
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
-from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod
+from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod, exec_alu
 from tinycore.symbolic import simplify
 
 def c(v: int) -> UOp: return UOp.const(dtypes.index, v)
@@ -346,3 +347,15 @@ def test_checkers_divide_like_c():
       m = solver.model()
       assert (m.eval(zq).as_long(), m.eval(zr).as_long()) == (wq, wr)
       solver.pop()
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(-20, 20), st.integers(0, 15), st.integers(1, 6), st.integers(0, 5), st.booleans())
+def test_bounds_of_division_by_a_variable(xlo, xw, dlo, dw, neg):
+  # x // d and x % d with d a Variable of one sign: every value the pair can take lies inside vmin/vmax
+  x = Variable("x", xlo, xlo + xw)
+  d = Variable("d", -(dlo + dw), -dlo) if neg else Variable("d", dlo, dlo + dw)
+  for op in (Ops.IDIV, Ops.MOD):
+    lo, hi = x.alu(op, d).vmin_vmax
+    vals = [exec_alu(op, dtypes.int64, [a, b]) for a in range(xlo, xlo + xw + 1) for b in range(d.vmin, d.vmax + 1)]
+    assert lo <= min(vals) and max(vals) <= hi, (op, lo, hi, min(vals), max(vals))
+    assert hi - lo <= 2 * max(abs(xlo), abs(xlo + xw)), f"{op} bounds {lo, hi} are not finite/tight: 32-bit targets need them"

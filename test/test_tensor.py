@@ -218,6 +218,50 @@ def test_assign_writes_the_buffer_and_keeps_the_tensor():
   with pytest.raises(ValueError, match=r"shape \(2,\) does not match \(3,\)"): w.assign(Tensor([1.0, 2.0]))
   with pytest.raises(ValueError, match="dtype"): w.assign(Tensor([1, 2, 3]))
 
+def test_assign_to_a_view_writes_through_to_the_tensor():
+  x = Tensor.zeros(4).contiguous().realize()
+  v = x[0:2]
+  v.assign(Tensor.ones(2))
+  assert x.numpy().tolist() == [1.0, 1.0, 0.0, 0.0] and v.numpy().tolist() == [1.0, 1.0]
+  # other views of the buffer see it, and the view keeps reading the written buffer
+  y = x.reshape(2, 2)
+  x[2:4] += 5
+  assert y.numpy().tolist() == [[1.0, 1.0], [5.0, 5.0]] and v.numpy().tolist() == [1.0, 1.0]
+
+VIEWS = {  # name: (the view of a Tensor, the same view of a numpy array)
+  "transpose_row": (lambda t: t.T[1], lambda a: a.T[1]),
+  "flip_slice": (lambda t: t[::-1, 1:4], lambda a: a[::-1, 1:4]),
+  "strided": (lambda t: t[1::2, ::3], lambda a: a[1::2, ::3]),
+  "int_then_slice": (lambda t: t[2][1:5], lambda a: a[2][1:5]),
+  "permute3d": (lambda t: t.reshape(2, 2, 6).permute(2, 0, 1)[1:3], lambda a: a.reshape(2, 2, 6).transpose(2, 0, 1)[1:3]),
+  "reshape_slice": (lambda t: t.reshape(3, 8)[1:, 2:6], lambda a: a.reshape(3, 8)[1:, 2:6]),
+}
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_assign_through_movement_views_matches_numpy(view):
+  tview, nview = VIEWS[view]
+  a = np.arange(24, dtype=np.float32).reshape(4, 6)
+  want = a.copy()
+  target = nview(want)
+  assert np.shares_memory(target, want)
+  val = -np.arange(target.size, dtype=np.float32).reshape(target.shape) - 1
+  target[...] = val
+  x = Tensor(a)
+  tview(x).assign(Tensor(val))
+  np.testing.assert_array_equal(x.numpy(), want)
+
+def test_assign_to_a_view_of_a_pending_assign_and_with_overlap():
+  x = Tensor(np.arange(6, dtype=np.float32))
+  x.assign(x * 10)  # pending: the view writes after it
+  x[1:3].assign(Tensor([-1.0, -2.0]))
+  assert x.numpy().tolist() == [0.0, -1.0, -2.0, 30.0, 40.0, 50.0]
+  x[0:3].assign(x[3:6])  # reads the positions it does not write
+  assert x.numpy().tolist() == [30.0, 40.0, 50.0, 30.0, 40.0, 50.0]
+  p = Tensor.zeros(3).contiguous().realize()
+  p.pad(((1, 1),)).assign(Tensor([7.0, 1.0, 2.0, 3.0, 7.0]))  # the padding is not storage: only the middle lands
+  assert p.numpy().tolist() == [1.0, 2.0, 3.0]
+  with pytest.raises(ValueError, match="repeats elements"): Tensor.zeros(1).contiguous().realize().expand(3).assign(Tensor([1.0, 2.0, 3.0]))
+
 def test_inplace_operators_on_ints():
   x = Tensor([6, 7, 8]).contiguous()
   x //= 2

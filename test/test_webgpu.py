@@ -50,10 +50,10 @@ def test_render_needs_no_device():
 def test_renderer_describes_target():
   d = WGSLRenderer().describe()
   assert d["device"] == "WEBGPU" and d["global_dims"] == 3 and d["max_buffers"] == 8
-  assert d["supported_dtypes"] == ["bool", "float", "int", "uint"] and WGSLRenderer.index_bits == 32
+  assert d["supported_dtypes"] == ["bool", "char", "float", "int", "short", "uchar", "uint", "ushort"] and WGSLRenderer.index_bits == 32
+  assert d["has_local"] and d["local_max"] == (256, 256, 64)
 
-@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.int8,
-                                dtypes.uint8, dtypes.int16, dtypes.uint16], ids=lambda d: d.name)
+@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
 def test_unsupported_dtypes_raise(dt):
   with pytest.raises(UnsupportedError, match=f"WEBGPU.*{dt.name}"): get_program(ast_of(P([1.0, 2.0]).cast(dt)), WGSLRenderer())
 
@@ -69,7 +69,22 @@ def test_only_needed_helpers_are_emitted():
 
 def test_constants_are_exact():
   src = get_program(ast_of(P([1.0]) * 0.1 + P([1.0]) * float("inf") - 2**31), WGSLRenderer()).src
-  assert "0x1.99999a0000000p-4f" in src and "bitcast<f32>(0x7f800000u)" in src
+  assert "0x1.99999a0000000p-4f" in src and "f32_bits(0x7f800000u)" in src
+
+def test_non_finite_constants_are_not_const_expressions():
+  """Tint (Chromium) refuses a const-expression that is inf or NaN: they come from a function call, helpers included."""
+  import re
+  x = P([1.0, 0.0, -1.0])
+  for t in (x * float("inf") - float("nan"), x.log2(), x.sin(), x.sqrt(), x.exp2(), x / x, x.maximum(x.flip(0))):
+    src = get_program(ast_of(t), WGSLRenderer()).src
+    for m in re.finditer(r"bitcast<f32>\((0x[0-9a-f]+)u\)", src):
+      assert (int(m.group(1), 16) & 0x7f800000) != 0x7f800000, f"non-finite const-expression {m.group(0)} in\n{src}"
+  assert "f32_bits(0x7f800000u)" in get_program(ast_of(x * float("inf")), WGSLRenderer()).src
+
+def test_float_division_never_renders_a_bare_division_by_a_special_constant():
+  src = get_program(ast_of(P([1.0, 0.0]) / 0.0), WGSLRenderer()).src
+  assert "ieee_div(" in src and "/ 0.0f" not in src
+  assert "mul_zero(" in get_program(ast_of(P([1.0, 0.0]) * 0.0), WGSLRenderer()).src
 
 # ***** on the device: ops against numpy *****
 
@@ -160,6 +175,34 @@ def test_nan_semantics_of_math(gpu):
     nan_equal(T(x).reciprocal().numpy(), np.reciprocal(x))
   assert np.signbit(T(x).reciprocal().numpy()[2]), "1/-0 must be -inf"
 
+def test_var_and_std_of_one_element_are_nan(gpu):
+  """0/0 from the Bessel correction (n - 1 == 0): lavapipe turned `x / 0.0f` into garbage (9.6e-21, -8.65)."""
+  for shape in ((), (1,), (3, 1)):
+    x = np.full(shape, 3.0, np.float32)
+    assert np.isnan(T(x).var(axis=None if shape == () else -1).numpy()).all()
+    assert np.isnan(T(x).std(axis=None if shape == () else -1).numpy()).all()
+
+SPECIAL_CONSTS = [0.0, float("inf"), float("-inf"), float("nan"), 2.0, 3e38]
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "rsub", "rdiv", "rmul", "mod"])
+def test_arithmetic_with_special_constants_matches_python(gpu, name):
+  """Compilers fold x * 0 -> 0, x + 0 -> x, 0 - x -> -x, 0 / x -> 0 and x / 0 -> anything; the answers must be IEEE's,
+  bit for bit the PYTHON device's (the reference semantics), signs of zeros included."""
+  f = {"add": lambda x, c: x + c, "sub": lambda x, c: x - c, "mul": lambda x, c: x * c, "div": lambda x, c: x / c,
+       "rsub": lambda x, c: c - x, "rdiv": lambda x, c: c / x, "rmul": lambda x, c: c * x, "mod": lambda x, c: x % c}[name]
+  for c in SPECIAL_CONSTS:
+    got, want = f(T(SPECIAL), c).numpy(), f(P(SPECIAL), c).numpy()
+    same = (got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{name} {c}: inputs {SPECIAL[~same]} got {got[~same]} expected {want[~same]}"
+
+def test_reciprocal_and_division_of_runtime_values(gpu):
+  a, b = np.meshgrid(SPECIAL, SPECIAL)
+  got, want = (T(a) / T(b)).numpy(), (P(a) / P(b)).numpy()
+  assert ((got.view(np.uint32) == want.view(np.uint32)) | (np.isnan(got) & np.isnan(want))).all()
+  r = T(SPECIAL).reciprocal().numpy()
+  with np.errstate(all="ignore"): want = np.reciprocal(SPECIAL)
+  nan_equal(r, want)
+  assert (np.signbit(r) == np.signbit(want))[~np.isnan(want)].all()
+
 def test_max_reduction_propagates_nan(gpu):
   x = np.array([[1.0, np.nan, 3.0], [-np.inf, -5.0, -np.inf], [np.nan, np.nan, 0.0]], np.float32)
   nan_equal(T(x).max(axis=1).numpy(), np.max(x, axis=1))
@@ -187,6 +230,83 @@ def test_unaligned_views(gpu):
   v.copyin(bytes([0, 1, 1]))
   assert bytes(v.as_bytes()) == bytes([0, 1, 1])
   assert bytes(base.as_bytes()) == bytes([1, 0, 1, 0, 1, 1, 1, 0, 1, 1])
+
+def test_buffer_freed_in_a_reference_cycle_stays_usable(gpu):
+  """A Buffer dying in a reference cycle (as in an exception's traceback) must not hand a released GPUBuffer to the LRU
+  cache: wgpu-native aborted the whole process when the next kernel bound it."""
+  import gc
+  n = 1237   # a size no other test uses, so the next allocation of it takes the buffer from the cache
+  class Cycle: pass
+  c = Cycle()
+  c.me, c.buf = c, Buffer("WEBGPU", n, dtypes.float32).ensure_allocated()
+  del c
+  gc.collect()
+  cached = gpu.allocator.cache[(n * 4, None)]
+  assert cached and all(v.buf._internal is not None for v in cached), "the cached GPUBuffer was released"
+  x = np.arange(n, dtype=np.float32)
+  np.testing.assert_array_equal((T(x) + 1).numpy(), x + 1)
+
+def test_released_buffer_raises_instead_of_aborting(gpu):
+  from tinygrad_webgpu.allocator import GPUView
+  si = (T(np.ones(8, np.float32)) + 1).schedule()[-1]
+  from tinycore.engine import get_runner
+  runner = get_runner("WEBGPU", si.ast)
+  dead = GPUView(gpu.driver.gpu.create_buffer(size=32, usage=wgpu.BufferUsage.STORAGE), 0, 32)
+  dead.buf._release()
+  bufs = [b.ensure_allocated()._buf for b in si.bufs]
+  with pytest.raises(DeviceError, match="WEBGPU.*released"): runner.program(dead, *bufs[1:], global_size=(8, 1, 1))
+
+def test_empty_view_binds(gpu):
+  """A parameter that is an empty view still binds (a binding of size 0 is invalid WebGPU)."""
+  src = ("@group(0) @binding(0) var<storage, read_write> data0: array<f32>;\n"
+         "@group(0) @binding(1) var<storage, read_write> data1: array<f32>;\n"
+         "@compute @workgroup_size(64)\nfn fill(@builtin(global_invocation_id) g: vec3<u32>) {\n"
+         "  if (g.x < arrayLength(&data0)) { data0[g.x] = 7.0f + f32(arrayLength(&data1) * 0u); }\n}\n")
+  prg = gpu.driver.load("fill", src.encode())
+  base, out = Buffer("WEBGPU", 8, dtypes.float32).ensure_allocated(), Buffer("WEBGPU", 4, dtypes.float32).ensure_allocated()
+  prg(out._buf, base.view(0, dtypes.float32, 32).ensure_allocated()._buf, global_size=(4, 1, 1), wait=True)
+  assert out.numpy().tolist() == [7.0] * 4
+
+# ***** 8- and 16-bit integers (packed into u32 words, computed in 32 bits, wrapped after every op) *****
+
+SMALL = [(np.int8, dtypes.int8), (np.uint8, dtypes.uint8), (np.int16, dtypes.int16), (np.uint16, dtypes.uint16)]
+SMALL_OPS = [("add", lambda x, y: x + y), ("sub", lambda x, y: x - y), ("mul", lambda x, y: x * y), ("idiv", lambda x, y: x // y),
+             ("mod", lambda x, y: x % y), ("max", lambda x, y: x.maximum(y)), ("lt", lambda x, y: x < y), ("eq", lambda x, y: x == y),
+             ("neg", lambda x, y: -x), ("xor", lambda x, y: x ^ y), ("and", lambda x, y: x & y), ("shl", lambda x, y: x << 3),
+             ("shr", lambda x, y: x >> 2), ("sum", lambda x, y: x.sum(axis=0)), ("where", lambda x, y: (x < y).where(x, y)),
+             ("to_float", lambda x, y: x.cast(dtypes.float32)), ("to_int", lambda x, y: x.cast(dtypes.int32)),
+             ("to_uint", lambda x, y: x.cast(dtypes.uint32)), ("to_bool", lambda x, y: x.cast(dtypes.bool))]
+
+@pytest.mark.parametrize("npdt,dt", SMALL, ids=[d.name for _, d in SMALL])
+@pytest.mark.parametrize("name,f", SMALL_OPS, ids=[o[0] for o in SMALL_OPS])
+def test_small_ints_match_python(gpu, npdt, dt, name, f):
+  """Bit for bit the PYTHON device's answers (the reference semantics: wrapping arithmetic at the dtype's width)."""
+  rng = np.random.default_rng(7)
+  info = np.iinfo(npdt)
+  a = np.concatenate([rng.integers(info.min, info.max, (37, 3), endpoint=True), [[info.min, info.max, 0], [-1 if info.min else 1, 1, info.max]]]).astype(npdt)
+  b = np.concatenate([rng.integers(info.min, info.max, (37, 3), endpoint=True), [[-1 if info.min else 3, info.max, 0], [info.min, 0, 1]]]).astype(npdt)
+  got, want = f(T(a), T(b)), f(Tensor(a, device="PYTHON"), Tensor(b, device="PYTHON"))
+  assert got.dtype == want.dtype
+  np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+@pytest.mark.parametrize("npdt,dt", SMALL, ids=[d.name for _, d in SMALL])
+def test_small_ints_from_other_dtypes(gpu, npdt, dt):
+  f = np.array([np.nan, np.inf, -np.inf, 1e9, -1e9, 3.7, -3.7, 127.5, 200.0, -129.0, 65535.9, 40000.0], np.float32)
+  i = np.array([2**31 - 1, -2**31, 255, 256, -1, 65535, 65536, 128, -129, 12345, 0, 7], np.int32)
+  for x in (f, i, i.view(np.uint32)):
+    np.testing.assert_array_equal(T(x).cast(dt).numpy(), Tensor(x, device="PYTHON").cast(dt).numpy())
+  # neighbours in one u32 word: every thread stores one element, none may clobber another's
+  n = 1003
+  np.testing.assert_array_equal((T(np.arange(n, dtype=np.int32)) * 7).cast(dt).numpy(), (np.arange(n) * 7).astype(npdt))
+  other = {np.int8: np.uint8, np.uint8: np.int8, np.int16: np.uint16, np.uint16: np.int16}[npdt]
+  x = np.arange(-300, 300, 7).astype(npdt)
+  np.testing.assert_array_equal(T(x).bitcast({np.uint8: dtypes.uint8, np.int8: dtypes.int8, np.uint16: dtypes.uint16, np.int16: dtypes.int16}[other]).numpy(),
+                                x.view(other))
+
+def test_small_int_constants_and_wrapping_render():
+  src = get_program(ast_of(P([1, 2], np.int8) * 100 + 100), WGSLRenderer()).src
+  assert "array<atomic<u32>>" in src and "atomicOr(" in src and "& 0xffi" in src   # stored into words, wrapped to 8 bits
+  assert "<< 24" not in src
 
 # ***** movement, reductions, matmul *****
 
@@ -255,6 +375,62 @@ def test_kernel_with_more_buffers_than_the_adapter_allows(gpu):
   with pytest.raises(UnsupportedError, match=f"binds {n + 1} storage buffers.*max-storage-buffers-per-shader-stage"):
     gpu.driver.load(spec.name, spec.src.encode())
 
+def test_opened_device_describes_its_buffer_limit_to_the_renderer(gpu):
+  """WebGPU guarantees 8 storage buffers per stage; an opened device tells the registry's renderer what it granted."""
+  limit = gpu.driver.limits["max-storage-buffers-per-shader-stage"]
+  assert limit <= gpu.driver.adapter_limits["max-storage-buffers-per-shader-stage"]
+  assert gpu.renderer is Device.renderer("WEBGPU") and gpu.renderer.max_buffers == limit
+  assert WGSLRenderer().max_buffers == 8, "a renderer without a device keeps WebGPU's guaranteed minimum"
+  n = min(limit - 1, 11)   # n inputs + the output: more than 8 where the adapter allows it (lavapipe: 32)
+  xs = [np.full(3, i, np.float32) for i in range(n)]
+  assert np.array_equal(sum((T(x) for x in xs[1:]), T(xs[0])).numpy(), sum(xs[1:], xs[0]))
+  xs = [P([float(i)]) for i in range(limit)]   # one past the limit still raises
+  with pytest.raises(UnsupportedError, match=f"WEBGPU.*{limit + 1} storage buffers.*limit is {limit}"):
+    get_program(ast_of(sum(xs[1:], xs[0])), gpu.renderer)
+
+def local_ids_kernel(groups, local):
+  """out[flat id] = flat id, flat id = (gidx * local + lidx) along each dim, dim 0 fastest (as the conformance suite builds it)."""
+  from tinycore.uop import UOp, Ops
+  from tinycore.codegen.linearize import linearize
+  i32, total = dtypes.int32, int(np.prod(groups) * np.prod(local))
+  out = UOp(Ops.DEFINE_GLOBAL, i32.ptr(total), (), 0)
+  idx, stride = UOp.const(i32, 0), 1
+  for d in range(3):
+    if groups[d] * local[d] == 1: continue
+    g, l = (UOp(Ops.SPECIAL, i32, (UOp.const(i32, n),), f"{k}{d}") for k, n in (("gidx", groups[d]), ("lidx", local[d])))
+    idx = idx + (g * local[d] + l) * stride
+    stride *= groups[d] * local[d]
+  return WGSLRenderer().render("local_ids", linearize(UOp(Ops.SINK, dtypes.void, (UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, i32.ptr(total), (out, idx)), idx)),)))), total
+
+@pytest.mark.parametrize("groups,local", [((5, 1, 1), (8, 1, 1)), ((3, 2, 2), (4, 2, 2)), ((70001, 1, 1), (2, 1, 1))])
+def test_local_ids_set_the_workgroup_size(gpu, groups, local):
+  assert WGSLRenderer.has_local
+  src, total = local_ids_kernel(groups, local)
+  assert f"@workgroup_size({', '.join(map(str, local))})" in src
+  prg = gpu.driver.load("local_ids", src.encode())
+  buf = Buffer("WEBGPU", total, dtypes.int32).ensure_allocated()
+  prg(buf._buf, global_size=groups, local_size=local, wait=True)   # 70001 groups: more than one dispatch dimension holds
+  np.testing.assert_array_equal(buf.numpy(), np.arange(total))
+
+def test_local_size_mismatch_and_limits_raise(gpu):
+  src, total = local_ids_kernel((2, 1, 1), (8, 1, 1))
+  prg = gpu.driver.load("local_ids", src.encode())
+  buf = Buffer("WEBGPU", total, dtypes.int32).ensure_allocated()
+  with pytest.raises(UnsupportedError, match=r"WEBGPU.*local_size \(4, 1, 1\).*workgroups of \(8, 1, 1\)"):
+    prg(buf._buf, global_size=(4, 1, 1), local_size=(4, 1, 1))
+  plain = get_program(ast_of(P([1.0, 2.0]) + 1), WGSLRenderer())
+  with pytest.raises(UnsupportedError, match="WEBGPU.*without local ids"):
+    gpu.driver.load(plain.name, plain.src.encode())(buf._buf, buf._buf, global_size=(2, 1, 1), local_size=(2, 1, 1))
+  most = gpu.driver.limits["max-compute-invocations-per-workgroup"]
+  big, _ = local_ids_kernel((1, 1, 1), (most * 2, 1, 1))
+  with pytest.raises(UnsupportedError, match="WEBGPU.*workgroup size.*max-compute-invocations-per-workgroup"):
+    gpu.driver.load("local_ids", big.encode())
+
+def test_opened_device_describes_its_workgroup_limits(gpu):
+  lim = gpu.driver.limits
+  assert gpu.renderer.local_max == tuple(lim[f"max-compute-workgroup-size-{d}"] for d in "xyz")
+  assert gpu.renderer.max_threads_per_group == lim["max-compute-invocations-per-workgroup"]
+
 def test_timed_launch_and_backend_listing(gpu):
   from tinycore.engine import get_runner
   a = T(np.ones(1000, np.float32))
@@ -284,6 +460,7 @@ def test_export_writes_kernels_and_weights(gpu, tmp_path):
   path, _ = exported_model(tmp_path)
   js = (path / "model.js").read_text()
   assert "export async function load" in js and "@compute @workgroup_size(" in js and "navigator.gpu" in js
+  assert "maxStorageBuffersPerShaderStage < needed" in js, "a kernel binding more buffers than the browser allows must fail clearly"
 
 HARNESS = b"""<!doctype html><script type="module">
 const post = (x) => fetch("/result", {method: "POST", body: JSON.stringify(x)});
@@ -323,6 +500,17 @@ def run_in_chromium(folder, timeout=90) -> dict:
   finally:
     proc.kill(); proc.wait()
     server.shutdown()
+
+def test_exported_kernels_with_non_finite_constants_compile_in_chromium(gpu, tmp_path):
+  """Tint refused `bitcast<f32>(0x7fc00000u)` (a NaN const-expression) that every kernel with log2, sin or inf used."""
+  import tinygrad_webgpu
+  x = Tensor(np.array([1.0, 0.5, 0.0, 4.0], np.float32), device="WEBGPU")
+  fn = lambda x: ((x.log2().maximum(-5.0) + x.sin()) * 2 + ((x + 1) * float("inf")).minimum(7.0) + ((x + 1) / 0.0).minimum(3.0) + (x + 1) * 0.0,)
+  path = tinygrad_webgpu.export(fn, x, path=tmp_path / "model")
+  example = json.loads((path / "example.json").read_text())
+  got = run_in_chromium(path)
+  assert "error" not in got, got.get("error")
+  np.testing.assert_allclose(got["outputs"][0], example["outputs"][0], rtol=1e-5, atol=1e-6)
 
 def test_exported_model_runs_in_headless_chromium(gpu, tmp_path):
   path, example = exported_model(tmp_path)

@@ -4,5 +4,6 @@ from tinycore.helpers import Context, getenv
 from tinycore.uop import UOp, Ops, Variable
 from tinycore.runtime.device import Device, GlobalCounters, Buffer
 from tinycore.tensor import Tensor
+from tinycore.jit import TinyJit
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "Variable", "UOp", "Ops", "Buffer", "getenv"]
+__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "Variable", "UOp", "Ops", "Buffer", "getenv", "TinyJit"]

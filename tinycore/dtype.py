@@ -82,20 +82,33 @@ def to_dtype(x: DType | str) -> DType:
   if isinstance(x, str) and x in DTYPES_BY_NAME_PUBLIC: return DTYPES_BY_NAME_PUBLIC[x]
   raise TypeError(f"{x!r} is not a dtype; use one of {sorted(DTYPES_BY_NAME_PUBLIC)}")
 
-# promotion lattice (as in JAX/tinygrad): an edge a -> b means a promotes to b
+# promotion lattice (JAX/tinygrad's, made a true lattice): an edge a -> b means a promotes to b.
+# Every pair must have one least upper bound, or the join depends on the order it is taken in. In JAX's and tinygrad's
+# lattice int64 and uint64 both sit under float16 and bfloat16, two incomparable types with nothing between them, so
+# int64 v uint64 had no least upper bound (picking float16 made (int8 v uint64) v bfloat16 = float32 but
+# int8 v (uint64 v bfloat16) = bfloat16). Here uint64 goes straight to float32, the default float (JAX's choice for
+# int64 v uint64): int64 v uint64 = float32 and uint64 v float16/bfloat16 = float32, while every other int (int64
+# included) still meets a float at that float, as in JAX, tinygrad and PyTorch (int32 v float16 = float16).
 _PROMO = {dtypes.bool: (dtypes.int8, dtypes.uint8), dtypes.int8: (dtypes.int16,), dtypes.int16: (dtypes.int32,),
           dtypes.int32: (dtypes.int64,), dtypes.int64: (dtypes.float16, dtypes.bfloat16),
           dtypes.uint8: (dtypes.int16, dtypes.uint16), dtypes.uint16: (dtypes.int32, dtypes.uint32),
-          dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.uint64: (dtypes.float16, dtypes.bfloat16),
+          dtypes.uint32: (dtypes.int64, dtypes.uint64), dtypes.uint64: (dtypes.float32,),
           dtypes.float16: (dtypes.float32,), dtypes.bfloat16: (dtypes.float32,), dtypes.float32: (dtypes.float64,)}
 
 @functools.cache
 def _upper(dt: DType) -> frozenset[DType]: return frozenset({dt}).union(*(_upper(x) for x in _PROMO.get(dt, ())))
 
+@functools.cache
+def _join(common: frozenset[DType]) -> DType:
+  """The least element of a set of common upper bounds: the one every other element is above."""
+  least = [d for d in common if common <= _upper(d)]
+  if len(least) != 1: raise TypeError(f"dtype promotion has no least upper bound among {sorted(common)}")
+  return least[0]
+
 def least_upper_dtype(*ds: DType) -> DType:
-  """The smallest dtype every argument converts to without losing its kind (ints meet floats at float16/bfloat16 -> float32)."""
-  common = frozenset.intersection(*(_upper(d.scalar) for d in ds))
-  return min(common) if common else dtypes.float64
+  """The smallest dtype every argument promotes to in the lattice above (a join: commutative and associative).
+  Ints meet floats at the float (uint64 at float32 or above), signed meets unsigned one size up, int64 v uint64 = float32."""
+  return _join(frozenset.intersection(*(_upper(d.scalar) for d in ds)))
 
 def least_upper_float(dt: DType) -> DType: return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
 def sum_acc_dtype(dt: DType) -> DType:

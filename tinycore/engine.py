@@ -25,10 +25,14 @@ class CompiledRunner:
     self.device, self.spec = device, spec
     self.binary = assemble(device, spec.src, spec.name)
     self.program = Device[device].driver.load(spec.name, self.binary, spec)
+    # launch sizes and cost estimates without variables are computed once, not per launch
+    self._dims = spec.launch_dims({}) if all(isinstance(g, int) for g in spec.global_size) else None
+    self._var_names = tuple(v.arg[0] for v in spec.vars)
+    self.cost = (spec.flops, spec.mem_bytes) if isinstance(spec.flops, int) and isinstance(spec.mem_bytes, int) else None
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
-    gsize, lsize = self.spec.launch_dims(var_vals)
-    vals = tuple(var_vals[v.arg[0]] for v in self.spec.vars)
-    return self.program(*[b.ensure_allocated()._buf for b in bufs], global_size=gsize, local_size=lsize, vals=vals, wait=wait)
+    gsize, lsize = self._dims if self._dims is not None else self.spec.launch_dims(var_vals)
+    vals = tuple(var_vals[v] for v in self._var_names)
+    return self.program(*[(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], global_size=gsize, local_size=lsize, vals=vals, wait=wait)
 
 _runners: dict[tuple[str, UOp], CompiledRunner] = {}
 _names: dict[str, dict[str, int]] = defaultdict(dict)  # device -> kernel name -> how many different kernels carry it
@@ -71,8 +75,8 @@ def _size(x, var_vals: dict[str, int]) -> int: return x if isinstance(x, int) el
 
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
   for si in items:
-    vv = {**(var_vals or {}), **si.var_vals}
-    if capturing is not None: capturing.append(ScheduleItem(si.ast, list(si.bufs), vv))
+    vv = {**var_vals, **si.var_vals} if var_vals else si.var_vals
+    if capturing is not None: capturing.append(ScheduleItem(si.ast, list(si.bufs), dict(vv)))
     if si.ast.op is Ops.COPY:
       dest, src = si.bufs
       st = time.perf_counter()
@@ -84,7 +88,7 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
     device = si.bufs[0].device
     runner = get_runner(device, si.ast)
     t = runner(si.bufs, vv, wait=DEBUG >= 2)
-    flops, mem = _size(runner.spec.flops, vv), _size(runner.spec.mem_bytes, vv)
+    flops, mem = runner.cost if runner.cost is not None else (_size(runner.spec.flops, vv), _size(runner.spec.mem_bytes, vv))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += flops
     GlobalCounters.global_mem += mem

@@ -1,7 +1,8 @@
 """Autograd on the lazy graph: derivative rules as a PatternMatcher over UOps, and the reverse sweep that applies them."""
 from __future__ import annotations
 import math
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, resolve
+from tinycore.dtype import dtypes
 from tinycore.rewrite import UPat, PatternMatcher
 
 def _reduce_to(g: UOp, shape: tuple) -> UOp:
@@ -20,6 +21,23 @@ def _reduce_max_grad(ctx: UOp, ret: UOp) -> tuple:
   hit = src.alu(Ops.CMPEQ, ret.expand(src.shape)).cast(ctx.dtype)
   count = hit.r(Ops.ADD, ret.arg[1]).expand(src.shape)
   return (hit * ctx.expand(src.shape) / count,)
+
+def _reduce_prod_grad(ctx: UOp, ret: UOp) -> tuple:
+  """d prod(x)/dx_i is the product of the other elements of x_i's group, formed without dividing by a zero x_i.
+  N = the product of the group's nonzero elements, Z = the product of its zero elements (1 with none, else 0):
+    x_i != 0: N / x_i * Z
+    x_i == 0: N * (the product of the other zeros: 1 with one zero, the other zero with two, 0 with more)
+  Z and the other zero are written with the zero elements themselves (value 0), so second derivatives are right too."""
+  src, axes = ret.src[0], ret.arg[1]
+  zero, one = src.eq(0), src.const_like(1)
+  def group(x: UOp, op: Ops) -> UOp: return x.r(op, axes).expand(src.shape)
+  nonzero_prod = group(zero.where(one, src), Ops.MUL)
+  zero_prod = group(zero.where(src, one), Ops.MUL)
+  nzeros = group(zero.cast(dtypes.int32), Ops.ADD)
+  zero_sum = group(zero.where(src, src.const_like(0)), Ops.ADD)
+  other_zeros = nzeros.eq(1).where(one, nzeros.eq(2).where(zero_sum - src, src.const_like(0)))
+  others = zero.where(nonzero_prod * other_zeros, nonzero_prod / zero.where(one, src) * zero_prod)
+  return (ctx.expand(src.shape) * others,)
 
 _LN2 = math.log(2)
 
@@ -42,7 +60,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.WHERE, name="ret"), lambda ctx, ret: (None, ret.src[0].where(ctx, ctx.const_like(0)), ret.src[0].where(ctx.const_like(0), ctx))),
   (UPat(Ops.REDUCE_AXIS, name="ret"), lambda ctx, ret: (ctx.expand(ret.src[0].shape),) if ret.arg[0] is Ops.ADD else
                                                       _reduce_max_grad(ctx, ret) if ret.arg[0] is Ops.MAX else
-                                                      ((ctx * ret).expand(ret.src[0].shape) / ret.src[0],)),
+                                                      _reduce_prod_grad(ctx, ret)),
   (UPat(Ops.RESHAPE, name="ret"), lambda ctx, ret: (ctx.reshape(ret.src[0].shape),)),
   (UPat(Ops.EXPAND, name="ret"), lambda ctx, ret: (_reduce_to(ctx, ret.src[0].shape),)),
   (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(tuple(sorted(range(len(ret.arg)), key=lambda i: ret.arg[i]))),)),
@@ -72,4 +90,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
     for s, sg in zip(u.src, got):
       if sg is None or s not in on_path: continue
       grads[s] = sg if s not in grads else grads[s] + sg
+  # a target with no elements has a gradient of no elements, whether or not a path reaches it (ops on empty tensors may
+  # return a fresh constant, e.g. logsumexp over an empty dim): zeros of its shape, like torch
+  for t in targets:
+    if t not in grads and t.shape is not None and any(resolve(s == 0, False) for s in t.shape): grads[t] = t.const_like(0)
   return grads

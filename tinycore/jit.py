@@ -1,6 +1,7 @@
 """TinyJit: capture the kernels a function launches on its second call and replay them with new input buffers after."""
 from __future__ import annotations
 import functools
+import numpy as np
 from typing import Any, Callable, Generic, TypeVar
 from tinycore import engine
 from tinycore.uop import UOp, Ops
@@ -33,7 +34,9 @@ class TinyJit(Generic[ReturnType]):
   The function must be the same computation each call: Tensor arguments of the same shapes, dtypes and devices (bound
   Variables may change value), the same other arguments; a different call raises JitError. Tensors it closes over (model
   weights) are used through their buffers, so in-place updates (assign, optimizer steps) are seen; rebinding them is not.
-  It returns the tensors of the captured call, overwritten by each replay; Python values it computes are not recomputed."""
+  It returns the tensors of the captured call, overwritten by each replay; Python values it computes are not recomputed.
+  Random numbers (Tensor.rand and everything built on it, dropout included) are drawn afresh by each replay: the same
+  numbers, in the same order, as the calls would draw without the jit, following Tensor.manual_seed."""
   def __init__(self, fxn: Callable[..., ReturnType]):
     self.fxn = fxn
     functools.update_wrapper(self, fxn)
@@ -45,6 +48,8 @@ class TinyJit(Generic[ReturnType]):
     self.captured: list[tuple[ScheduleItem, list[tuple[int, int]]]] = []
     self.signature: tuple | None = None
     self.ret: Any = None
+    self.rng_slots: list[tuple[Buffer, int]] = []  # each captured rand call's slot and its call index minus the counter before the call
+    self.rng_calls = 0                             # how many rand calls one call of the function makes
 
   def __get__(self, obj, objtype=None):  # decorating a method: bind self like a function would
     return self if obj is None else functools.partial(self.__call__, obj)
@@ -89,16 +94,23 @@ class TinyJit(Generic[ReturnType]):
   def __call__(self, *args, **kwargs) -> ReturnType:
     tensors, var_vals, signature = self._inputs(args, kwargs)
     if self.cnt == 0:  # a plain run: compiles every kernel, so the capture below records launches only
-      ret = self.fxn(*args, **kwargs)
-      Tensor.realize_all(*_tensors_in(ret))
+      prev_slots, Tensor._rng_slots = Tensor._rng_slots, []  # rand reads its call index from a buffer, as in the capture
+      try:
+        ret = self.fxn(*args, **kwargs)
+        Tensor.realize_all(*_tensors_in(ret))
+      finally: Tensor._rng_slots = prev_slots
     elif self.cnt == 1:
       if engine.capturing is not None: raise JitError(f"TinyJit({self.__name__}) is capturing inside another TinyJit's capture")
       where = {id(buffers[t.uop.base].base): i for i, t in reversed(list(enumerate(tensors)))}  # buffer -> first argument holding it
       engine.capturing = recorded = []
+      prev_slots, Tensor._rng_slots = Tensor._rng_slots, []
+      rng_start = Tensor._rng_counter
       try:
         ret = self.fxn(*args, **kwargs)
         Tensor.realize_all(*_tensors_in(ret))
-      finally: engine.capturing = None
+        self.rng_slots = [(slot._buffer(), call - rng_start) for slot, call in Tensor._rng_slots]
+        self.rng_calls = Tensor._rng_counter - rng_start
+      finally: engine.capturing, Tensor._rng_slots = None, prev_slots
       self.captured = [(si, [(p, where[id(b.base)]) for p, b in enumerate(si.bufs) if id(b.base) in where]) for si in recorded]
       if any(b._base is not None for si, swaps in self.captured for p, _ in swaps for b in [si.bufs[p]]):
         self.captured = []
@@ -112,10 +124,27 @@ class TinyJit(Generic[ReturnType]):
         bufs = list(si.bufs)
         for p, i in swaps: bufs[p] = new_bufs[i]
         items.append(ScheduleItem(si.ast, bufs, {**si.var_vals, **{k: v for k, v in var_vals.items() if k in si.var_vals}}))
+      # the rand calls of this call: the call indices (and the seed) they would have without the jit
+      for buf, off in self.rng_slots: buf.copyin(np.array(Tensor._rng_words(Tensor._rng_counter + off), np.uint32).data)
+      Tensor._rng_counter += self.rng_calls
       engine.run_schedule(items)
       ret = self.ret
+      if var_vals:  # a returned shape that holds a bound Variable takes this call's value
+        for t in _tensors_in(ret): t.uop = _rebind(t.uop, var_vals, {})
     self.cnt += 1
     return ret
+
+def _rebind(x: Any, var_vals: dict[str, int], memo: dict) -> Any:
+  """x with every BIND of a Variable in var_vals bound to its value there, in sources and in (movement) args alike."""
+  if isinstance(x, tuple): return tuple(_rebind(y, var_vals, memo) for y in x)
+  if not isinstance(x, UOp): return x
+  if x in memo: return memo[x]
+  if x.op is Ops.BIND and x.src[0].arg[0] in var_vals: out = x.replace(src=(x.src[0], x.src[1].replace(arg=var_vals[x.src[0].arg[0]])))
+  else:
+    src, arg = tuple(_rebind(s, var_vals, memo) for s in x.src), _rebind(x.arg, var_vals, memo)
+    out = x if all(a is b for a, b in zip(src, x.src)) and (arg is x.arg or arg == x.arg and not isinstance(arg, (tuple, UOp))) else x.replace(src=src, arg=arg)
+  memo[x] = out
+  return out
 
 def _is_plain_value(a: Any) -> bool:
   """Compared by value between calls (anything else by identity: the same object must be passed)."""

@@ -4,9 +4,10 @@ import itertools, weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from tinycore.dtype import dtypes
-from tinycore.helpers import DEBUG, prod
-from tinycore.uop import UOp, Ops, GroupOp, resolve
-from tinycore.runtime.device import Buffer
+from tinycore.helpers import DEBUG, all_int, prod
+from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify
+from tinycore.runtime.device import Buffer, Device
+from tinycore.runtime.errors import UnsupportedError
 
 # the runtime storage behind every BUFFER node; freed with the node (state lives here, nowhere else)
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -65,6 +66,9 @@ def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
     if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
   return False
 
+_EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a scale is 4: it fuses); the cap bounds the sums
+_COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
+
 def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   """The fusion decision: which nodes get their own buffer. Elementwise and movement ops fuse into their user;
   a reduction fuses into its one user kernel unless that would compute it more than once."""
@@ -82,12 +86,24 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   roots: dict[UOp, frozenset[UOp]] = {}   # the kernels (realized nodes) a node is computed in
   expanded: dict[UOp, bool] = {}          # reaches a kernel through an expand: would be recomputed per element
   in_reduce: dict[UOp, bool] = {}         # reaches a kernel through a reduce: would be recomputed per iteration
+  # ALU ops a node's value costs to compute inside its kernel (capped): an expand repeats all of them per copy
+  cost: dict[UOp, int] = {}
+  alu: dict[UOp, frozenset[UOp] | None] = {}   # the distinct ALU nodes a node's value is computed from (None: too many)
+  for u in order:
+    own = frozenset({u}) if u.op in GroupOp.Elementwise else frozenset()
+    srcs = [] if u.op is Ops.REDUCE_AXIS or u in realize else [alu.get(s, frozenset()) for s in u.src]
+    alu[u] = None if any(x is None for x in srcs) else own.union(*srcs)
+    if alu[u] is not None and len(alu[u]) > _EXPAND_COST_MAX: alu[u] = None
+    cost[u] = _EXPAND_COST_MAX if alu[u] is None else sum(4 if x.op in _COSTLY else 1 for x in alu[u])
   for u in reversed(order):
     r, e, ir = frozenset(), False, False
     for x in users[u]:
       if x in realize: r |= {x}
       else: r, e, ir = r | roots[x], e or expanded[x] or _expands(x), ir or in_reduce[x] or x.op is Ops.REDUCE_AXIS
     if u.op is Ops.REDUCE_AXIS and u not in realize and (len(r) > 1 or e or ir): realize.add(u)
+    # an elementwise chain behind an expand is recomputed for every copy (a gradient chain feeding the 16x3x3 copies of a
+    # conv backward is ~150x its own cost): past a few ops, computing it once into a buffer is cheaper
+    if e and u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST: realize.add(u)
     if u in realize: r, e, ir = frozenset({u}), False, False
     roots[u], expanded[u], in_reduce[u] = r, e, ir
   # writing a buffer while reading it elsewhere than the element being written needs a temporary
@@ -115,6 +131,9 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
   realize = find_realizes(outs, order)
   while True:
     kernels, out_buf = _kernels(order, realize)
+    if (wide := _split_wide_kernels(kernels, realize)):  # more parameters than the device binds: compute a part first
+      realize |= wide
+      continue
     ran, stuck = _order_kernels(kernels)
     if not stuck: break
     # reads and writes of assigned buffers form a cycle: compute the assigned values into temporaries first
@@ -151,6 +170,33 @@ def _kernels(order: list[UOp], realize: set[UOp]) -> tuple[list[_Kernel], dict[U
     else: kernels.append(_kernel(x, realize, out_buf))
   return kernels, out_buf
 
+def _max_buffers(device: str) -> int:
+  try: return Device.renderer(device).max_buffers or 0
+  except Exception: return 0  # no renderer (an unknown device) fails later, with the device's own error
+
+def _split_wide_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
+  """For each kernel with more parameters than its device's renderer allows (`max_buffers`, e.g. WebGPU's storage
+  buffers per shader), one node of its graph to realize separately: the one that folds the most inputs into one buffer
+  while itself fitting, the smallest of those. Repeated by the caller until every kernel fits."""
+  out: set[UOp] = set()
+  for k in kernels:
+    if k.node.op is Ops.COPY or not (limit := _max_buffers(k.node.device)) or len(k.item.bufs) <= limit: continue
+    value = k.node.src[0] if k.node.op is Ops.CONTIGUOUS else k.node.src[1] if k.node.op is Ops.ASSIGN else k.node
+    inputs: dict[UOp, frozenset] = {}  # node -> the realized nodes and BUFFERs it reads
+    best, best_key = None, None
+    for u in value.toposort(gate=lambda u: u is k.node or u not in realize and u.op is not Ops.BUFFER):
+      if u is not k.node and (u in realize or u.op is Ops.BUFFER): inputs[u] = frozenset({u}); continue
+      inputs[u] = frozenset().union(*(inputs.get(s, frozenset()) for s in u.src))
+      n = len(inputs[u])
+      if u is value or n < 2 or u.op in GroupOp.Movement: continue  # realizing a view of its inputs gains nothing
+      key = (min(n, limit - 1), -max_size(u.shape))
+      if best_key is None or key > best_key: best, best_key = u, key
+    if best is None:
+      raise UnsupportedError(f"backend {k.node.device}: a kernel needs {len(k.item.bufs)} buffers but the device binds at most "
+                             f"{limit}, and the scheduler found no part of it to compute separately")
+    out.add(best)
+  return out
+
 def _order_kernels(kernels: list[_Kernel]) -> tuple[list[_Kernel], list[_Kernel]]:
   """Dependency order, stable otherwise; an ASSIGN runs after every kernel reading the old contents of its target.
   Returns the ordered kernels and those left stuck in a cycle (none when the schedule is valid)."""
@@ -177,7 +223,9 @@ def _order_kernels(kernels: list[_Kernel]) -> tuple[list[_Kernel], list[_Kernel]
 def _buffer_view(x: UOp, buf: Buffer) -> UOp:
   u = UOp(Ops.BUFFER, x.dtype, (UOp(Ops.DEVICE, arg=x.device), UOp(Ops.UNIQUE, arg=unique_id())), buf.size)
   buffers[u] = buf
-  return u.reshape(x.shape)
+  if all_int(x.shape): return u.reshape(x.shape)
+  # a symbolic shape: the kernel wrote the first prod(shape) elements, contiguously, into a buffer sized for the maximum
+  return u.shrink(((0, ssimplify(prod(x.shape))),)).reshape(x.shape)
 
 def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
   """Kernel AST for realized node x: realized inputs become numbered parameters, so equal kernels share one AST."""
@@ -197,7 +245,7 @@ def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
     if u is not x and u in realize:
       after.add(u)
       p = param(out_buf[u])
-      memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), u.shape)
+      memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), _unbind_arg(u.shape, var_vals))
     elif u.op is Ops.BUFFER:
       reads.add(u)
       memo[u] = param(buffers[u])
@@ -209,9 +257,28 @@ def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
       memo[u] = var
     elif u.op in _PASSTHROUGH or u.op is Ops.CONTIGUOUS: memo[u] = memo[u.src[0]]
     elif u.op is Ops.DEVICE: memo[u] = u
+    elif u.op in GroupOp.Movement and not all_int(_flat_arg(u.arg)):
+      memo[u] = u.replace(src=tuple(memo[s] for s in u.src), arg=_unbind_arg(u.arg, var_vals))
     else: memo[u] = u.replace(src=tuple(memo[s] for s in u.src))
   out = UOp(Ops.DEFINE_GLOBAL, bufs[0].dtype.ptr(bufs[0].size), (), 0)
-  return _Kernel(x, ScheduleItem(UOp(Ops.SINK, dtypes.void, (out.store(memo[value]),)), bufs, var_vals), after, reads)
+  # "aliased": the output's memory is also read (an in-place assign): codegen must not compute an output twice
+  aliased = "aliased" if any(b.base is bufs[0].base for b in bufs[1:]) else None
+  return _Kernel(x, ScheduleItem(UOp(Ops.SINK, dtypes.void, (out.store(memo[value]),), aliased), bufs, var_vals), after, reads)
+
+def _flat_arg(arg) -> list:
+  return [y for x in arg for y in (_flat_arg(x) if isinstance(x, tuple) else (x,))] if isinstance(arg, tuple) else [arg]
+
+def _unbind_arg(arg, var_vals: dict[str, int]):
+  """A movement op's symbolic arg with each bound variable replaced by its variable; the values go to var_vals,
+  so kernels that differ only in the bound values share one AST (and one compiled binary)."""
+  if isinstance(arg, tuple): return tuple(_unbind_arg(x, var_vals) for x in arg)
+  if not isinstance(arg, UOp): return arg
+  binds = [b for b in arg.toposort() if b.op is Ops.BIND]
+  for b in binds:
+    var, val = b.unbind()
+    if var_vals.get(var.arg[0], val) != val: raise ValueError(f"variable {var.arg[0]} is bound to both {var_vals[var.arg[0]]} and {val} in one kernel")
+    var_vals[var.arg[0]] = val
+  return arg.substitute({b: b.src[0] for b in binds}) if binds else arg
 
 def _plan_memory(items: list[ScheduleItem], keep: set[Buffer]) -> None:
   """Intermediate buffers whose last reader has run are reused by later kernels of the same size and dtype."""

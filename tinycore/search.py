@@ -17,6 +17,8 @@ from tinycore.runtime.diskcache import cache_key, diskcache_get_obj, diskcache_p
 from tinycore.runtime.errors import TinycoreError
 from tinycore.codegen import opt as target_opts, get_program, lower_to_sink
 
+BEAM_VERSION = 2   # part of the disk cache key: a new set of options (or of heuristics under them) searches again
+
 @dataclass(frozen=True)
 class Opt:
   op: str        # "UNROLL", or an op name codegen/opt.py knows
@@ -86,7 +88,7 @@ def measure(ast: UOp, ren: Renderer, device: str, opts: tuple[Opt, ...], bufs: l
 def beam_search_program(ast: UOp, ren: Renderer, device: str, width: int, name: str | None = None) -> ProgramSpec:
   """The kernel compiled with the fastest set of optimisations a beam of `width` finds (cached on disk)."""
   dev = Device[device]
-  key = cache_key("beam", dev.spec.name, dev.spec.version, dev.assembler.target, ast_key(ast), width)
+  key = cache_key("beam", BEAM_VERSION, dev.spec.name, dev.spec.version, dev.assembler.target, ast_key(ast), width)
   if (cached := diskcache_get_obj("beam", key)) is not None and isinstance(cached, tuple):
     try: return get_program(ast, ren, name, opts=cached)
     except (TinycoreError, ValueError): pass  # a choice made by another version of an optimisation: search again

@@ -267,7 +267,8 @@ symbolic_rules = PatternMatcher([
   (UPat(Ops.CMPLT, src=(UPat.var("x", dtype=dtypes.index), UPat.var("y"))), rule_lt_vars),
   (UPat(Ops.MAX, dtype=dtypes.index, src=(UPat.var("x"), UPat.var("y"))), rule_max),
   # identities
-  (UPat.var("x") + 0, lambda x: x),
+  # x + 0.0 is not x for floats: -0.0 + 0.0 is +0.0 (x + -0.0 is x)
+  (UPat.var("x") + UPat.const(None, 0).named("z"), lambda x, z: x if not dtypes.is_float(x.dtype) or math.copysign(1.0, z.arg) < 0 else None),
   (UPat.var("x") * 1, lambda x: x),
   (UPat.var("x", dtype=INTS + (dtypes.index, dtypes.bool)) * UPat.const(None, 0).named("z"), lambda x, z: z),  # z: the right dtype and device
   (UPat.var("x") // 1, lambda x: x),

@@ -5,11 +5,12 @@ from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
-from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, ContextVar
-from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16
+from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, ContextVar, all_int
+from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
+from tinycore.schedule_cache import create_schedule_cached
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin
 
@@ -50,9 +51,14 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, UOp):
-      if data.op is Ops.BIND:  # a bound Variable as a scalar tensor: give it a device and a storable dtype
-        var, val = data.unbind()
-        data = UOp(Ops.BIND, var.dtype, (var, UOp.const(var.dtype, val, _canon_device(device)))).cast(dtype or dtypes.default_int)
+      if data.dtype == dtypes.index and data.device is None:
+        # a symbolic integer (bound Variables and math on them) as a scalar tensor: give it a device and a storable dtype
+        binds = [b for b in data.toposort() if b.op is Ops.BIND]
+        if len(binds) != len([v for v in data.toposort() if v.op is Ops.DEFINE_VAR]):
+          raise ValueError(f"a Tensor needs bound variables: {data.render()} has an unbound one; use Variable(...).bind(n)")
+        dev = _canon_device(device)
+        data = data.substitute({b: UOp(Ops.BIND, b.dtype, (b.src[0], UOp.const(b.dtype, b.src[1].arg, dev))) for b in binds})
+        data = data.cast(dtype or dtypes.default_int)
       if dtype is not None and data.dtype != dtype: data = data.cast(dtype)
       self.uop = data
     elif data is None or isinstance(data, (bool, int, float)):
@@ -118,7 +124,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def realize_all(*tensors: Tensor) -> None:
     outs = [t.uop for t in tensors if not t.uop.is_realized]
     if not outs: return
-    items, becomes = create_schedule(outs)
+    items, becomes = create_schedule_cached(outs, create_schedule)
     run_schedule(items)
     mark_done(becomes)
     for t in list(_all_tensors):  # re-point every tensor that held a realized node at its buffer
@@ -129,14 +135,25 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if not _plain(u): u = self.contiguous().realize().uop
     while u.op is not Ops.BUFFER: u = u.src[0]
     return buffers[u]
+  def _concrete_shape(self) -> tuple[int, ...]:
+    """The shape with each bound variable replaced by its value (symbolic shapes come from Variable.bind)."""
+    if all_int(self.shape): return self.shape
+    def value(s):
+      if not isinstance(s, UOp): return s
+      if any(v.op is Ops.DEFINE_VAR for v in s.toposort(gate=lambda u: u.op is not Ops.BIND)):
+        raise ValueError(f"shape {self.shape} has an unbound variable: bind it (Variable(...).bind(n)) to read the data")
+      return sym_eval(s.substitute({b: b.src[1] for b in s.toposort() if b.op is Ops.BIND}), {})
+    return tuple(value(s) for s in self.shape)
   def data(self) -> memoryview:
-    buf = self._buffer()
-    return memoryview(buf.as_bytes()).cast(to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H", self.shape if self.shape else ())
+    shape = self._concrete_shape()
+    mv = memoryview(self._buffer().as_bytes()).cast(to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H")
+    return mv[:prod(shape)].cast("B").cast(mv.format, shape if shape else ())
   def numpy(self) -> np.ndarray:
-    if 0 in self.shape: return np.zeros(self.shape, to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
-    raw = self._buffer().numpy()
+    shape = self._concrete_shape()
+    if 0 in shape: return np.zeros(shape, to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
+    raw = self._buffer().numpy()[:prod(shape)]  # a symbolic shape's buffer is sized for the variables' maximum
     if self.dtype == dtypes.bfloat16: raw = bf16_to_f32(raw)
-    return raw.reshape(self.shape)
+    return raw.reshape(shape)
   def tolist(self) -> Any: return self.numpy().tolist()
   def item(self) -> Any:
     if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
@@ -162,15 +179,45 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def contiguous_backward(self) -> Tensor: return self._unary(Ops.CONTIGUOUS_BACKWARD)
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)), requires_grad=False)
   def assign(self, x: Tensor | Any) -> Tensor:
-    """Write x into this tensor's buffer (shape and dtype must match); other tensors viewing it see the change."""
+    """Write x into this tensor's buffer (shape and dtype must match); other tensors viewing it see the change.
+    On a view of a realized tensor (a slice, transpose, flip, reshape, pad... of it: `x[0:2].assign(v)`), the write goes
+    through to the viewed tensor's buffer, at once (like `x[0:2] = v`); positions the view pads are not written, and a
+    view that repeats elements (expand) is refused. A view of an unrealized computation has no buffer to write through
+    to: it gets one of its own (realize the base first to write into it)."""
     if not isinstance(x, Tensor): x = Tensor.full(self.shape, x, device=self.device, dtype=self.dtype)
     if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
     if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}; cast it first")
     if x.device != self.device: x = x.to(self.device)
+    if self.uop.op is not Ops.ASSIGN and not _plain(self.uop) and (written := self._assign_through_view(x)) is not None: return written
     # a pending assign already names the buffer: chain onto it lazily (x's graph reads the earlier write)
     target = self.uop.src[0] if self.uop.op is Ops.ASSIGN else self.uop
     if not _plain(target): target = self.uop = self.contiguous().realize().uop
     self.uop = UOp(Ops.ASSIGN, self.dtype, (target, x.uop), unique_id())
+    return self
+  def _assign_through_view(self, x: Tensor) -> Tensor | None:
+    """Write x through the movement ops of self.uop into the storage under them (a BUFFER, or a pending ASSIGN to one);
+    None where there is no storage under them. The inverse movements carry x and a mask of the written positions back to
+    the storage's shape, and an ASSIGN there keeps the rest."""
+    chain, u = [], self.uop
+    while u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): chain.append(u); u = u.src[0]
+    if u.op not in (Ops.BUFFER, Ops.ASSIGN): return None
+    base = u
+    val, mask = x.uop, UOp.const(dtypes.bool, True, self.device).reshape((1,) * len(self.shape)).expand(self.shape)
+    for m in chain:  # from the view down to the storage: undo each movement
+      src = m.src[0]
+      if m.op is Ops.EXPAND and src.shape != m.shape:
+        raise ValueError(f"assign: this view repeats elements of its tensor (an expand from {src.shape} to {m.shape}), so a write "
+                         "to it has no single meaning; write the tensor itself (t.assign(...) or t[idx] = v)")
+      if m.op is Ops.RESHAPE or m.op is Ops.EXPAND: inv = lambda y, m=m, src=src: y.reshape(src.shape)
+      elif m.op is Ops.SHRINK: inv = lambda y, m=m, src=src: y.pad(tuple((b, n - e) for (b, e), n in zip(m.arg, src.shape)))
+      elif m.op is Ops.PAD: inv = lambda y, m=m, src=src: y.shrink(tuple((b, b + n) for (b, _), n in zip(m.arg, src.shape)))
+      elif m.op is Ops.PERMUTE: inv = lambda y, m=m, src=src: y.permute(tuple(sorted(range(len(m.arg)), key=lambda i: m.arg[i])))
+      elif m.op is Ops.FLIP: inv = lambda y, m=m, src=src: y.flip(m.arg)
+      else: inv = lambda y, m=m, src=src: y
+      val, mask = inv(val), inv(mask)
+    target = base.src[0] if base.op is Ops.ASSIGN else base
+    Tensor(UOp(Ops.ASSIGN, self.dtype, (target, mask.where(val, base)), unique_id())).realize()
+    self.uop = self.uop.substitute({base: target})  # the view, now of the written buffer
     return self
   def replace(self, x: Tensor) -> Tensor:
     if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
@@ -225,8 +272,33 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return Tensor(r.cast(dtype or dtypes.default_float).uop, requires_grad=requires_grad)
 
   # ***** random: threefry2x32, counter based, so a seed gives the same numbers on every backend *****
+  # While TinyJit traces a function (its first two calls) _rng_slots is a list: each rand call then reads its call index
+  # and key from a small device buffer (a "slot", recorded here as (slot, call index)) instead of baking them into the
+  # kernel as constants, and TinyJit rewrites the slots before each replay, so a replayed rand draws the numbers the
+  # same call would draw without the jit, and follows manual_seed.
+  _rng_slots: list[tuple[Tensor, int]] | None = None
   @staticmethod
   def manual_seed(seed: int = 0) -> None: Tensor._seed, Tensor._rng_counter = int(seed), 0
+  @staticmethod
+  def _rng_words(call: int) -> list[int]:
+    """What a slot holds: [call index, key word 0, key word 1] as uint32."""
+    return [call & 0xffffffff, Tensor._seed & 0xffffffff, (Tensor._seed >> 32) & 0xffffffff]
+  @staticmethod
+  def _threefry(c0: Tensor, c1: Tensor | int, k0: Tensor | int, k1: Tensor | int) -> Tensor:
+    """threefry2x32-20 of the uint32 counters (c0, c1) under the key (k0, k1); the first output word. The key and c1 are
+    Python ints (constants in the kernel) or uint32 scalar Tensors (read from a buffer)."""
+    def u32(x): return x & 0xffffffff if isinstance(x, int) else x
+    ks = [k0, k1, u32(k0 ^ k1 ^ 0x1BD11BDA)]
+    rot = [13, 15, 26, 6, 17, 29, 16, 24]
+    x0, x1 = c0 + ks[0], c0.const_like(0) + c1 + ks[1]
+    for i in range(5):
+      for r in (rot[:4] if i % 2 == 0 else rot[4:]):
+        x0 = x0 + x1
+        x1 = x1._shl(r) | x1._shr(32 - r)
+        x1 = x1 ^ x0
+      x0 = x0 + ks[(i + 1) % 3]
+      x1 = x1 + u32(ks[(i + 2) % 3] + i + 1)
+    return x0
   @staticmethod
   def _random_bits(n: int, device: str | None) -> Tensor:
     """n uint32 words: threefry2x32-20 of (counter, call index) under the key (seed, 0)."""
@@ -234,19 +306,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     call = Tensor._rng_counter
     dev = _canon_device(device)
     c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32)
-    c1 = Tensor.full((n,), call & 0xffffffff, dtype=dtypes.uint32, device=dev)
-    k0, k1 = Tensor._seed & 0xffffffff, (Tensor._seed >> 32) & 0xffffffff
-    ks = [k0, k1, k0 ^ k1 ^ 0x1BD11BDA]
-    rot = [13, 15, 26, 6, 17, 29, 16, 24]
-    x0, x1 = c0 + ks[0], c1 + ks[1]
-    for i in range(5):
-      for r in (rot[:4] if i % 2 == 0 else rot[4:]):
-        x0 = x0 + x1
-        x1 = x1._shl(r) | x1._shr(32 - r)
-        x1 = x1 ^ x0
-      x0 = x0 + ks[(i + 1) % 3]
-      x1 = x1 + ((ks[(i + 2) % 3] + i + 1) & 0xffffffff)
-    return x0
+    if n == 0 or Tensor._rng_slots is None: return Tensor._threefry(c0, *Tensor._rng_words(call))
+    slot = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev)
+    Tensor._rng_slots.append((slot, call))
+    return Tensor._threefry(c0, *(slot.shrink(((i, i + 1),)).reshape(()) for i in range(3)))
   @staticmethod
   def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
     """Uniform in [0, 1): the top m random bits times 2^-m, m the dtype's significand width, so no value rounds up to 1."""
@@ -345,7 +408,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     x = self
     if isinstance(y, np.generic): y = y.item()  # numpy scalars act like the Python numbers they hold
     if not isinstance(y, Tensor):
-      if isinstance(y, UOp) and y.op in (Ops.DEFINE_VAR, Ops.BIND): y = Tensor(y, device=x.device)
+      if isinstance(y, UOp) and y.dtype == dtypes.index: y = Tensor(y, device=x.device)  # a symbolic int
       else:
         if not isinstance(y, (bool, int, float)): raise TypeError(f"cannot combine a Tensor with {type(y).__name__}")
         dt = x.dtype
@@ -377,6 +440,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return _bin(Ops.SUB, a, b) if a.dtype != dtypes.bool else a ^ b
   def mul(self, x, reverse=False) -> Tensor: return _bin(Ops.MUL, *self._broadcasted(x, reverse))
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
+    """self / x. rounding_mode None: true division in float; 'trunc' or 'floor': rounded quotient in the common dtype.
+    An integer division by 0 gives 0 (either rounding mode), the kernel IDIV semantics (uop.exec_alu); floats give inf/NaN."""
     # true division by a Python number happens in float: the number is never squeezed into an int dtype first
     if rounding_mode is None and isinstance(x, (int, float, np.generic)) and not dtypes.is_float(self.dtype): return self._float().div(x, reverse)
     a, b = self._broadcasted(x, reverse)
@@ -388,12 +453,17 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if rounding_mode == "floor":
       if not dtypes.is_int(a.dtype): return _bin(Ops.FDIV, a, b).floor()
       q = _bin(Ops.IDIV, a, b)
-      return q - ((q * b).ne(a) & ((a < 0) ^ (b < 0))).cast(q.dtype)
+      return q - ((q * b).ne(a) & ((a < 0) ^ (b < 0)) & b.ne(0)).cast(q.dtype)
     raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
   def idiv(self, x, reverse=False) -> Tensor: return self.div(x, reverse, rounding_mode="trunc")
   def mod(self, x, reverse=False) -> Tensor:
+    """Python's %: the remainder of floor division, with the sign of x. An integer x of 0 gives 0, like the kernel MOD
+    (uop.exec_alu) and `//` by 0 (so a == (a // b) * b + a % b holds except there); a float x of 0 gives NaN."""
     a, b = self._broadcasted(x, reverse)
     if a.dtype in (dtypes.float16, dtypes.bfloat16): return a.float().mod(b.float()).cast(a.dtype)  # a half quotient loses the remainder
+    if dtypes.is_int(a.dtype):  # C's truncated remainder (0 for b == 0), moved onto b's side when the signs differ
+      r = _bin(Ops.MOD, a, b)
+      return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
     return a - a.div(b, rounding_mode="floor") * b
   def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
   def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
@@ -503,13 +573,27 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def elu(self, alpha: float = 1.0) -> Tensor: return self.relu() - alpha * (1 - self.exp()).relu()
   def celu(self, alpha: float = 1.0) -> Tensor: return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
   def selu(self, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor: return gamma * (self >= 0).where(self, alpha * (self.exp() - 1))
-  def sigmoid(self) -> Tensor: return (1 + (self._float() * (-1 / math.log(2))).exp2()).reciprocal()
+  def _neg_abs_exp(self, scale: float) -> tuple[Tensor, Tensor]:
+    """(x < 0, exp(-scale*|x|)): the exponential in (0, 1] that sigmoid and tanh are built from, so neither it nor its
+    gradient can overflow (exp of a large |x| would be inf, and inf * 0 = NaN in the backward pass, first in float16).
+    -|x| is a where on the sign, not abs(), whose gradient at 0 is 0."""
+    x = self._float()
+    neg = x < 0
+    return neg, (neg.where(x, -x) * (scale / math.log(2))).exp2()
+  def sigmoid(self) -> Tensor:
+    """1/(1+exp(-x)) for x >= 0 and exp(x)/(1+exp(x)) below: stable forward and backward at any |x|, in any float dtype."""
+    neg, e = self._neg_abs_exp(1.0)
+    return neg.where(e, 1.0) / (1 + e)
   def hardsigmoid(self, alpha: float = 1 / 6, beta: float = 0.5) -> Tensor: return (alpha * self + beta).relu() - (alpha * self + beta - 1).relu()
   def logsigmoid(self) -> Tensor: return -(-self).softplus()
   def softplus(self, beta: float = 1.0) -> Tensor:
     x = self._float() * beta
     return (x.relu() + (1 + (-x.abs()).exp()).log()) * (1 / beta)
-  def tanh(self) -> Tensor: return 2.0 * (2.0 * self).sigmoid() - 1.0
+  def tanh(self) -> Tensor:
+    """sign(x) * (1-t)/(1+t) with t = exp(-2|x|) in (0, 1]: odd, stable at any |x| (its gradient too)."""
+    neg, t = self._neg_abs_exp(2.0)
+    r = (1 - t) / (1 + t)
+    return neg.where(-r, r)
   def sinh(self) -> Tensor: return (self.exp() - (-self).exp()) / 2
   def cosh(self) -> Tensor: return (self.exp() + (-self).exp()) / 2
   def atanh(self) -> Tensor: return ((1 + self) / (1 - self)).log() / 2
@@ -520,7 +604,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     """x * Phi(x): approximate='tanh' (tinygrad's default) or 'none' (the exact erf form)."""
     if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
     if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
-    return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self ** 3)).tanh())
+    # 0.5*(1 + tanh(u)) = sigmoid(2u): no 1 + (-1) cancellation for x < 0. The cubic sees x clipped to [-30, 30], where the
+    # sigmoid has saturated in every dtype (exp(-1974) = 0 even in float64), so x**3 (x*x in the backward) cannot overflow.
+    xc = self.clip(-30.0, 30.0)
+    return self * ((2 * math.sqrt(2 / math.pi)) * (xc + 0.044715 * xc ** 3)).sigmoid()
   def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu

@@ -258,7 +258,9 @@ class IndexingMixin:
     Tensor = _T()
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
-    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device)).cast(dtypes.default_int)
+    # classes in self's own dtype when they fit: no promotion to a wider int (64-bit ints are missing on some backends)
+    cls_dt = self.dtype if num_classes - 1 <= dtype_max(self.dtype) else dtypes.default_int
+    return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=cls_dt)).cast(dtypes.default_int)
 
   def masked_select(self: Tensor, mask: Tensor) -> Tensor:
     """The elements where mask is True, as a 1-D tensor (realizes the mask: the result's size depends on it)."""

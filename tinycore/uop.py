@@ -32,6 +32,7 @@ class Ops(Enum):
   # SIMD vectors (CPU-style codegen): VECTORIZE builds a vector from scalars, GEP takes lane `arg` of a vector
   VECTORIZE = auto(); GEP = auto()
   def __repr__(self): return f"Ops.{self.name}"
+  __hash__ = object.__hash__  # members are singletons; Enum's default hashes the name in Python on every dict lookup
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
@@ -46,6 +47,8 @@ class GroupOp:
   # ops whose zero input gives a zero output: padding may be pushed through them
   SafePad = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.SQRT, Ops.TRUNC, Ops.SIN, Ops.CAST, Ops.BITCAST}
 
+_MOVEMENT = frozenset(GroupOp.Movement)
+
 REDUCE_IDENTITY = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: None}  # None: the dtype's minimum
 
 def identity_element(op: Ops, dt: DType):
@@ -53,17 +56,41 @@ def identity_element(op: Ops, dt: DType):
 
 # ***** the node *****
 
+class _NodeCache:
+  """(op, dtype, src, arg) -> the live node, by weak reference (WeakValueDictionary's behaviour, without its per-call
+  Python overhead: hash-consing runs for every node built)."""
+  __slots__ = ("refs",)
+  def __init__(self): self.refs: dict[tuple, weakref.ref] = {}
+  def get(self, key, default=None):
+    wr = self.refs.get(key)
+    return default if wr is None or (v := wr()) is None else v
+  def __contains__(self, key) -> bool: return self.get(key) is not None
+  def __len__(self) -> int: return sum(1 for wr in list(self.refs.values()) if wr() is not None)
+  def values(self) -> list: return [v for wr in list(self.refs.values()) if (v := wr()) is not None]
+
+_node_refs: dict[tuple, weakref.ref] = {}
+_weakref = weakref.ref
+
 class UOpMeta(type):
   """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
-  cache: weakref.WeakValueDictionary[tuple, UOp] = weakref.WeakValueDictionary()
+  cache = _NodeCache()
+  cache.refs = _node_refs
   def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None):
     key = (op, dtype, src, arg)
-    if (ret := UOpMeta.cache.get(key)) is not None: return ret
+    # -0.0 == 0.0 in Python, but they are different constants (x * -0.0, 1 / -0.0): keep them apart
+    if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, arg, "-0.0")
+    if (wr := _node_refs.get(key)) is not None and (ret := wr()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
-    UOpMeta.cache[key] = ret
-    for s in src:  # the children index: derived from the cache, kept in sync by weak references
-      if s._children is None: s._children = weakref.WeakSet()
-      s._children.add(ret)
+    def gone(w, key=key):  # the node was freed: drop its cache entry and its place in its sources' children
+      if _node_refs.get(key) is w: del _node_refs[key]
+      for s in key[2]:
+        if s._children is not None: s._children.discard(w)
+    _node_refs[key] = wr = _weakref(ret, gone)
+    if src:
+      hash(wr)  # a weak reference keeps the hash it had while its node lived: children sets can drop it after
+      for s in src:  # the children index: derived from the cache, kept in sync by weak references
+        if s._children is None: s._children = set()
+        s._children.add(wr)
     return ret
 
 class UOp(metaclass=UOpMeta):
@@ -74,7 +101,7 @@ class UOp(metaclass=UOpMeta):
   def replace(self, **kw) -> UOp:
     return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
   @property
-  def children(self) -> list[UOp]: return [] if self._children is None else list(self._children)
+  def children(self) -> list[UOp]: return [] if self._children is None else [c for w in list(self._children) if (c := w()) is not None]
 
   # ***** graph walking *****
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
@@ -139,7 +166,7 @@ class UOp(metaclass=UOpMeta):
   def reshape(self, shape: tuple) -> UOp:
     shape = tuple(shape)
     if self.shape == shape: return self
-    if resolve(prod(self.shape) != prod(shape), False) or any(resolve(s < 0, False) for s in shape):
+    if resolve(sint_to_uop(prod(self.shape)).ne(prod(shape)) if not all_int(self.shape + shape) else prod(self.shape) != prod(shape), False) or any(resolve(s < 0, False) for s in shape):
       raise ValueError(f"cannot reshape {self.shape} (size {prod(self.shape)}) to {shape} (size {prod(shape)})")
     return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
   def expand(self, shape: tuple) -> UOp:
@@ -209,10 +236,13 @@ class UOp(metaclass=UOpMeta):
   def size(self) -> Any: return prod(self.shape) if self.shape is not None else None
   @property
   def ndim(self) -> int: return len(self.shape)
-  @functools.cached_property
+  @property
   def base(self) -> UOp:
-    """Through movement ops to the node that owns storage."""
-    return self.src[0].base if self.op in GroupOp.Movement else self
+    """Through movement ops to the node that owns storage. (Not cached: a node caching itself would be a reference cycle,
+    and a BUFFER node, with its memory, would wait for the cyclic garbage collector instead of being freed at once.)"""
+    u = self
+    while u.op in _MOVEMENT: u = u.src[0]
+    return u
   @property
   def is_realized(self) -> bool: return self.base.op is Ops.BUFFER
   @functools.cached_property
@@ -259,8 +289,8 @@ def _shape(u: UOp) -> tuple[Any, ...] | None:
   if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
   if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg
   if op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
-  if op is Ops.PAD: return tuple(s + b + a for s, (b, a) in zip(u.src[0].shape, u.arg))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in u.arg)
+  if op is Ops.PAD: return tuple(ssimplify(s + b + a) for s, (b, a) in zip(u.src[0].shape, u.arg))
+  if op is Ops.SHRINK: return tuple(ssimplify(e - b) for b, e in u.arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
   if op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE) or op.name.startswith(("DEFINE", "END")) or op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE): return None
   if op is Ops.COPY: return u.src[0].shape
@@ -303,6 +333,13 @@ def _min_max_unclamped(u: UOp) -> tuple[Any, Any]:
         d = s[1][0]
         if s[0][0] >= 0: return (s[0][0], s[0][1]) if s[0][1] < d and s[0][1] - s[0][0] < d else (0, d-1)
         return (-(d-1), 0) if s[0][1] <= 0 else (-(d-1), d-1)
+      # a divisor of varying value (a Variable) that keeps one sign: truncating division is monotone in each operand
+      if u.op is Ops.IDIV and (s[1][0] > 0 or s[1][1] < 0) and all(isinstance(v, int) for v in s[0] + s[1]):
+        c = [_cdiv(a, b) for a in s[0] for b in s[1]]
+        return min(c), max(c)
+      if u.op is Ops.MOD and (s[1][0] > 0 or s[1][1] < 0) and all(isinstance(v, int) for v in s[1]):
+        m = max(abs(s[1][0]), abs(s[1][1])) - 1  # |x % d| < |d|, with the sign of x
+        return (0, min(s[0][1], m)) if s[0][0] >= 0 else (max(s[0][0], -m), 0) if s[0][1] <= 0 else (max(s[0][0], -m), min(s[0][1], m))
       if u.op is Ops.WHERE: return min(s[1][0], s[2][0]), max(s[1][1], s[2][1])
       if u.op is Ops.CMPLT: return (s[0][1] < s[1][0], s[0][0] < s[1][1])
       if u.op is Ops.CMPNE:

@@ -6,6 +6,7 @@ from tinycore.uop import UOp, Ops
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.runtime.builtin import PythonRenderer, PythonDriver, PythonProgram, HostAllocator
 from tinycore.runtime.device import Assembler
+from tinycore.runtime.errors import UnsupportedError
 from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
 
 def renderer_named(name: str, base=PythonRenderer, **attrs):
@@ -65,6 +66,13 @@ class AcceptsEverything(PythonRenderer):
   supported_dtypes = PythonRenderer.supported_dtypes - {dtypes.float64}
   def check_dtype(self, dt) -> None: pass
 
+class RefusesExp(PythonRenderer):
+  """Declares float32 but refuses every kernel using EXP2: a declared feature that does not work must fail, not skip."""
+  device = "BROKEN_REFUSES"
+  def render(self, name: str, uops: list[UOp]) -> str:
+    if any(u.op is Ops.EXP2 for u in uops): raise UnsupportedError("backend BROKEN_REFUSES has no EXP2")
+    return super().render(name, uops)
+
 NARROW_DTYPES = frozenset({dtypes.bool, dtypes.int32, dtypes.float32})
 
 def spec(name: str, renderer, driver=None, allocator=None, **caps) -> BackendSpec:
@@ -80,6 +88,7 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_LAUNCH", renderer_named("BROKEN_LAUNCH"), driver=lambda: ClampingDriver("BROKEN_LAUNCH")),
     spec("BROKEN_LEAK", renderer_named("BROKEN_LEAK"), driver=lambda: LeakingDriver("BROKEN_LEAK"), allocator=leaky_allocator),
     spec("BROKEN_UNDECLARED", AcceptsEverything),
+    spec("BROKEN_REFUSES", RefusesExp),
     spec("BROKEN_CRASH", renderer_named("BROKEN_CRASH"), driver=lambda: AbortingDriver("BROKEN_CRASH")),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
   ]

@@ -47,6 +47,14 @@ def test_undeclared_dtype_that_computes_is_caught(plugin_path, tmp_path):
   assert proc.returncode == 1, proc.stdout[-3000:]
   assert failed(rep) == {("test_undeclared_dtype_fails_cleanly", "float64")}, failed(rep)
 
+def test_refusing_a_declared_op_is_caught(plugin_path, tmp_path):
+  """UnsupportedError for an op on dtypes the backend declares is a failure naming the op, not a skip."""
+  proc, rep = run_cli("BROKEN_REFUSES", "--section", "ops", "-k", "test_forward and float32 and (exp or add)", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  bad = failed(rep)
+  assert ("exp", "float32") in bad and ("add", "float32") not in bad, bad
+  assert not [s for s in rep["skips"] if "refused" in s["message"]], rep["skips"]
+
 def test_crashing_backend_is_reported_and_the_rest_still_runs(plugin_path, tmp_path):
   """A backend that kills the interpreter: the CLI names the test it died in and runs the remaining tests."""
   proc, rep = run_cli("BROKEN_CRASH", "-k", "test_driver_launch_sizes", path=plugin_path, tmp=tmp_path)

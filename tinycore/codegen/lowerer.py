@@ -1,10 +1,12 @@
 """Lowering: a kernel AST of tensor-level ops becomes loops (RANGE), loads, stores and index math."""
 from __future__ import annotations
+import itertools
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
 from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop
 
 def _and(a: UOp | None, b: UOp) -> UOp: return b if a is None else a & b
+_placeholders = itertools.count()
 
 class Lowerer:
   """Walks the AST from the store down, carrying the index of the element being computed through movement ops."""
@@ -47,12 +49,24 @@ class Lowerer:
     if op is Ops.PAD:
       cond: UOp | None = None
       new_idx = []
+      bounded: dict[UOp, UOp] = {}
       for i, s, (b, a) in zip(idx, src.shape, u.arg):
         if b != 0: cond = _and(cond, (i < b).logical_not())
         if a != 0: cond = _and(cond, i < (s + b))
-        new_idx.append(i - b if b != 0 else i)
+        j = i - b if b != 0 else i
+        if (b != 0 or a != 0) and isinstance(s, int) and j.op is not Ops.CONST and (j.vmin < 0 or j.vmax > s - 1):
+          # where the pad is valid, j is in [0, s): the source's index math is simplified with a placeholder of those
+          # bounds (a conv's input gradient pads and reshapes: div/mod that only fold inside the valid region), then j
+          # goes back in. Outside the valid region the value is masked by the where below and loads read element 0.
+          x = UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{next(_placeholders)}", 0, s - 1))
+          bounded[x], j = j, x
+        new_idx.append(j)
       if cond is None: return self.lower(src, tuple(new_idx), valid)
       inner = self.lower(src, tuple(new_idx), _and(valid, cond))
+      if bounded:
+        from tinycore.rewrite import graph_rewrite
+        from tinycore.symbolic import symbolic_rules
+        inner = graph_rewrite(inner, symbolic_rules).substitute(bounded)
       return cond.where(inner, UOp.const(u.dtype, 0))
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
@@ -74,4 +88,4 @@ def lower_ast(ast: UOp) -> UOp:
   for st in stores:
     param, value = st.src
     out.append(param.index(flat).store(low.lower(value, ranges, None)))
-  return UOp(Ops.SINK, dtypes.void, tuple(out))
+  return UOp(Ops.SINK, dtypes.void, tuple(out), ast.arg)

@@ -81,6 +81,22 @@ def lane_base(idx: UOp, r: UOp) -> UOp | None:
 
 def _const_size(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
+def _tiles(r: UOp, T: int, overlap: bool = True) -> bool:
+  """Can axis r be cut into tiles of T? When T divides it; an output (global) axis also when it is at least T long and
+  not much is recomputed: the last tile is moved back to end at the axis' end, overlapping the one before it (those
+  outputs are computed twice, by the same operations, and stored twice with the same value). Reduce axes must divide:
+  an overlap would count elements twice; and a kernel that reads its output buffer (an in-place assign) cannot overlap:
+  the second computation would read what the first one stored."""
+  n = _const_size(r)
+  if n % T == 0: return True
+  return overlap and r.arg[1] == "global" and n >= T and ceildiv(n, T) * T <= n * 3 // 2
+
+def _tile_base(outer: UOp, n: int, T: int) -> UOp:
+  """The first index of tile `outer` of an axis of n cut into tiles of T, the last one overlapping when T does not divide n."""
+  if n % T == 0: return outer * T
+  nt = ceildiv(n, T)
+  return outer * T - (outer // (nt - 1)) * (nt * T - n)   # outer // (nt-1) is 1 only for the last tile
+
 def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, int]] | None:
   """Heuristics: (the axis to vectorize or None, vector width, {axis: copies}). None: leave the kernel as it is."""
   order = sink.toposort()
@@ -90,22 +106,24 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   rngs = [u for u in order if u.op is Ops.RANGE and (u.arg[1] == "global" or u in reduce_rngs) and _const_size(u)]
   accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
   loads = [u for u in order if u.op is Ops.LOAD]
+  overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
   def vec_score(r: UOp) -> int:  # contiguous accesses gain, gathers lose
     return sum((1 if lane_base(i, r) is not None else -1) for i in accesses if r in deps[i])
   vaxis, W = None, ren.vector_width
-  while W > 1 and vaxis is None:  # the widest vectors some axis divides into (1000 wide: 8 lanes, not 16)
-    cands = [(vec_score(r), r.arg[1] == "global", r.arg[0], r) for r in rngs if _const_size(r) % W == 0]
-    if cands and (best := max(cands, key=lambda c: c[:3]))[0] > 0: vaxis = best[3]
+  while W > 1 and vaxis is None:  # the widest vectors some axis takes (an axis they divide, or an overlapping last tile)
+    cands = [(vec_score(r), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs if _tiles(r, W, overlap)]
+    if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
     else: W //= 2
   copies: dict[UOp, int] = {}
   budget = ren.upcast_max
-  def left(r: UOp) -> int: return _const_size(r) // (W if r is vaxis else 1)
   def pick(r: UOp, wanted: int) -> None:
     nonlocal budget
-    for k in range(min(wanted, budget), 1, -1):  # the largest that divides: 7 copies of a 1001 axis beat none
-      if left(r) % k == 0:
-        copies[r], budget = k, budget // k
-        return
+    w = W if r is vaxis else 1
+    n = _const_size(r)
+    def ok(k: int) -> bool:  # k copies tile the axis: dividing it (7 copies of a 1001 axis beat none), or for an output
+      if n % (k * w) == 0: return True  # axis with an overlapping last tile that recomputes little (8 rows of 999)
+      return _tiles(r, k * w, overlap) and ceildiv(n, k * w) * k * w - n <= n // 8
+    if (k := next((k for k in range(min(wanted, budget), 1, -1) if ok(k)), None)) is not None: copies[r], budget = k, budget // k
   if reduces:
     # register tiles: copy the global axes that some load in the reduce loop does not depend on (it is loaded once
     # and used by every copy); the axis with most such loads first
@@ -128,11 +146,11 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int]) 
   next_id = max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE) + 1
   lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, W),), (next_id, "lane")) if vaxis is not None else None
   axes = set(copies) | ({vaxis} if vaxis is not None else set())
-  outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(r) // (copies.get(r, 1) * (W if r is vaxis else 1))),), r.arg)
-           for r in axes}
+  def tile(r: UOp) -> int: return copies.get(r, 1) * (W if r is vaxis else 1)
+  outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(_const_size(r), tile(r))),), r.arg) for r in axes}
   def split(r: UOp, c: int) -> UOp:
     w = W if r is vaxis else 1
-    return outer[r] * (copies.get(r, 1) * w) + c * w + (lane if r is vaxis else 0)
+    return _tile_base(outer[r], _const_size(r), tile(r)) + c * w + (lane if r is vaxis else 0)
   def upcast_reduce(x: UOp) -> UOp | None:
     mine = [r for r in x.src[1:] if r in axes]
     if not mine: return None
@@ -211,6 +229,23 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
 
 def _vec_index(buf: UOp, base: UOp, W: int) -> UOp:
   return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base))
+
+# ***** options for BEAM search (tinycore/search.py) *****
+
+def candidate_opts(sink: UOp, ren: Renderer) -> list:
+  """CPU-style targets: UPCAST(axis, k) copies an output axis k times (scalar copies) before the heuristics run, which
+  then tile what is left: with the rows of a matmul, a register tile k times taller than the heuristics pick."""
+  from tinycore.search import Opt
+  if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return []
+  vaxis = plan[0] if (plan := plan_upcasts(sink, ren)) is not None else None  # copies of the vector axis break its vectors
+  return [Opt("UPCAST", r.arg[0], k) for r in global_ranges(sink) if r is not vaxis and (n := _const_size(r)) for k in (2, 4)
+          if n % k == 0 and n > k]
+
+def apply_opt(sink: UOp, ren: Renderer, opt) -> UOp:
+  if opt.op != "UPCAST": raise ValueError(f"unknown optimisation {opt}")
+  r = next((r for r in global_ranges(sink) if r.arg[0] == opt.axis), None)
+  if r is None or not (n := _const_size(r)) or n % opt.amount: raise ValueError(f"{opt} does not apply to this kernel")
+  return apply_upcasts(sink, None, 1, {r: opt.amount})[0]
 
 def kernel_name(ast: UOp) -> str:
   """tinygrad-style: r_ for kernels with a reduction, E_ otherwise, then the output shape."""

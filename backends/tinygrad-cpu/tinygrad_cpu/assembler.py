@@ -58,10 +58,20 @@ class LLVMAssembler(Assembler):
     return pack("llvm", src, self.tm.emit_object(mod))
 
 @functools.cache
+def _has_float16(cc: str) -> bool:
+  """Does `cc` compile _Float16 arithmetic for the host (clang before 15 does not on x86; gcc does from 12)?"""
+  with tempfile.TemporaryDirectory() as d:
+    with open(os.path.join(d, "t.c"), "w") as f: f.write("_Float16 f(_Float16 a, _Float16 b) { return a * b; }\n")
+    try: return subprocess.run([cc, "-c", "-O0", "-march=native", "t.c", "-o", "t.o"], cwd=d, capture_output=True).returncode == 0
+    except OSError: return False
+
+@functools.cache
 def find_c_compiler() -> str | None:
-  for cc in (os.environ.get("CC"), "clang", "gcc"):
-    if cc and (path := shutil.which(cc)): return path
-  return None
+  """$CC when set; else clang or gcc, the first that supports _Float16 (the float16 type the C renderer uses), else
+  the first installed."""
+  if (cc := os.environ.get("CC")) and (path := shutil.which(cc)): return path
+  found = [path for cc in ("clang", "gcc") if (path := shutil.which(cc))]
+  return next((cc for cc in found if _has_float16(cc)), found[0] if found else None)
 
 class ClangAssembler(Assembler):
   """C -> a shared object with clang or gcc. -O2 -march=native; -ffp-contract=off and no fast-math keep IEEE semantics,

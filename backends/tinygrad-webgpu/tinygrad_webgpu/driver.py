@@ -4,12 +4,14 @@ import math, re, time
 import numpy as np
 from tinycore.helpers import prod
 from tinycore.runtime.device import Driver
-from tinycore.runtime.errors import CompileError, DeviceError, UnsupportedError
-from tinygrad_webgpu.renderer import dispatch_dims
+from tinycore.runtime.errors import CompileError, DeviceError, PluginError, UnsupportedError
+from tinygrad_webgpu.renderer import dispatch_for, launch_shape
+from tinygrad_webgpu.allocator import check_alive
 
 # limits raised to what the adapter offers (the WebGPU defaults are lower); kernels and buffers are checked against them
 LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size", "max-storage-buffer-binding-size",
           "max-compute-workgroups-per-dimension", "max-compute-invocations-per-workgroup", "max-compute-workgroup-size-x",
+          "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
           "max-bindings-per-bind-group", "max-uniform-buffer-binding-size")
 
 def request_adapter():
@@ -31,10 +33,17 @@ class WebGPUProgram:
   """One compute pipeline; calling it binds the buffers (and integer variables) and dispatches the flat thread grid."""
   def __init__(self, driver: WebGPUDriver, name: str, src: str):
     import wgpu
-    self.driver, self.name = driver, name
+    self.driver, self.name, self.src = driver, name, src
     self.params = [int(p) for p in re.findall(r"@binding\((\d+)\) var<storage", src)]
     vars_binding = re.search(r"@binding\((\d+)\) var<uniform>", src)
     self.vars_binding = int(vars_binding.group(1)) if vars_binding else None
+    self.workgroup, self.counts_groups = launch_shape(src)
+    lim = driver.limits
+    if (any(w > lim[f"max-compute-workgroup-size-{d}"] for w, d in zip(self.workgroup, "xyz"))
+        or prod(self.workgroup) > lim["max-compute-invocations-per-workgroup"]):
+      raise UnsupportedError(f"backend WEBGPU: kernel {name} has workgroup size {self.workgroup}, this adapter allows "
+                             f"{tuple(lim[f'max-compute-workgroup-size-{d}'] for d in 'xyz')} and "
+                             f"{lim['max-compute-invocations-per-workgroup']} invocations (max-compute-invocations-per-workgroup)")
     limit = driver.limits["max-storage-buffers-per-shader-stage"]
     if len(self.params) > limit:
       raise UnsupportedError(f"backend WEBGPU: kernel {name} binds {len(self.params)} storage buffers, this adapter allows {limit} "
@@ -52,13 +61,20 @@ class WebGPUProgram:
 
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
     import wgpu
-    threads = prod(global_size)
-    if threads == 0: return 0.0 if wait else None
+    # WGSL fixes the workgroup size in the source: a launch must ask for the one the kernel was rendered with
+    asked = None if local_size is None else tuple(local_size) + (1,) * (3 - len(local_size))
+    if (asked != self.workgroup) if self.counts_groups else (asked is not None and prod(asked) != 1):
+      raise UnsupportedError(f"backend WEBGPU: kernel {self.name} launched with local_size {local_size}, but it was rendered "
+                             + (f"for workgroups of {self.workgroup}" if self.counts_groups else "without local ids (global_size counts threads)"))
+    if prod(global_size) == 0: return 0.0 if wait else None
     gpu, align = self.driver.gpu, self.driver.limits["min-storage-buffer-offset-alignment"]
     entries = []
     for p in self.params:
       b = bufs[p]
+      check_alive(b)
       lo, hi = b.word_range
+      if hi == lo: lo, hi = 0, 4   # an empty view: nothing is read, but a binding of size 0 is invalid; every buffer has a word
+      if hi > b.buf.size: raise DeviceError(f"WEBGPU: kernel {self.name} binds bytes [{lo}, {hi}) of a {b.buf.size}-byte buffer")
       if lo % align: raise UnsupportedError(f"backend WEBGPU: kernel {self.name} binds a view at byte offset {b.offset}, "
                                             f"not a multiple of min-storage-buffer-offset-alignment ({align})")
       entries.append({"binding": p, "resource": {"buffer": b.buf, "offset": lo, "size": hi - lo}})
@@ -74,7 +90,7 @@ class WebGPUProgram:
       cp = enc.begin_compute_pass()
       cp.set_pipeline(self.pipeline)
       cp.set_bind_group(0, group)
-      cp.dispatch_workgroups(*dispatch_dims(threads, self.driver.limits["max-compute-workgroups-per-dimension"]))
+      cp.dispatch_workgroups(*dispatch_for(self.src, global_size, self.driver.limits["max-compute-workgroups-per-dimension"]))
       cp.end()
       gpu.queue.submit([enc.finish()])
     except wgpu.GPUError as e: raise DeviceError(f"WEBGPU: launching kernel {self.name} failed: {e}") from e
@@ -90,8 +106,15 @@ class WebGPUDriver(Driver):
       raise DeviceError("WEBGPU: no WebGPU adapter found; install a Vulkan, Metal or D3D12 driver "
                         "(headless Linux: mesa-vulkan-drivers, see .ci/install-webgpu.sh)")
     self.adapter_info = dict(adapter.info)
+    self.adapter_limits = dict(adapter.limits)
     self.gpu = adapter.request_device_sync(required_limits={k: adapter.limits[k] for k in LIMITS})
     self.limits = dict(self.gpu.limits)
+    # the renderer the registry hands out for WEBGPU describes this device from now on (more storage buffers per kernel
+    # than WebGPU's guaranteed 8 where the adapter allows them); WebGPUProgram still asserts the limit at load
+    from tinycore.runtime.device import Device
+    try: ren = Device.renderer("WEBGPU")
+    except PluginError: ren = None   # a driver opened outside the registry (no plugin entry point): nothing to describe
+    if ren is not None and hasattr(ren, "use_device_limits"): ren.use_device_limits(self.limits)
     import wgpu
     self.fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
   def load(self, name: str, binary: bytes, spec=None) -> WebGPUProgram:

@@ -6,9 +6,10 @@ import numpy as np
 from tinycore.dtype import dtypes
 from tinycore.uop import Ops
 from tinycore.runtime.errors import UnsupportedError
-from tinygrad_webgpu.renderer import dispatch_dims
+from tinygrad_webgpu.renderer import dispatch_for
 
-JS_TYPED_ARRAYS = {dtypes.float32: "Float32Array", dtypes.int32: "Int32Array", dtypes.uint32: "Uint32Array", dtypes.bool: "Uint8Array"}
+JS_TYPED_ARRAYS = {dtypes.float32: "Float32Array", dtypes.int32: "Int32Array", dtypes.uint32: "Uint32Array", dtypes.bool: "Uint8Array",
+                   dtypes.int8: "Int8Array", dtypes.uint8: "Uint8Array", dtypes.int16: "Int16Array", dtypes.uint16: "Uint16Array"}
 
 RUNTIME_JS = """
 const STORAGE = 0x80 | 0x4 | 0x8;  // GPUBufferUsage.STORAGE | COPY_SRC | COPY_DST, without needing the global at import
@@ -42,6 +43,9 @@ export async function load(device, weightsUrl = new URL("./weights.safetensors",
       maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
       maxBufferSize: adapter.limits.maxBufferSize } });
   }
+  const needed = Math.max(0, ...KERNELS.map((k) => k.bindings.length));
+  if (device.limits.maxStorageBuffersPerShaderStage < needed)
+    throw new Error(`WebGPU: a kernel binds ${needed} storage buffers, this device allows ${device.limits.maxStorageBuffersPerShaderStage} (maxStorageBuffersPerShaderStage)`);
   const weights = readSafetensors(await (await fetch(weightsUrl)).arrayBuffer());
   const buffers = BUFFERS.map((b) => device.createBuffer({ size: roundUp4(b.nbytes), usage: STORAGE }));
   BUFFERS.forEach((b, i) => { if (b.kind === "weight") device.queue.writeBuffer(buffers[i], 0, padded(weights[b.name])); });
@@ -113,7 +117,7 @@ def export(fn, *example_inputs, path) -> Path:
     for p in spec.ins: buf_id(si.bufs[p], "weight")
     params = sorted({u.arg for u in spec.uops if u.op is Ops.DEFINE_GLOBAL})
     kernels.append({"name": spec.name, "src": spec.src, "bindings": [[p, buf_ids[id(si.bufs[p])]] for p in params],
-                    "dispatch": list(dispatch_dims(int(np.prod(spec.global_size))))})
+                    "dispatch": list(dispatch_for(spec.src, spec.global_size))})
   run_schedule(items)
   for o in outs: o.uop = becomes.get(o.uop, o.uop)   # as realize() does: the outputs now point at their buffers
   out_bufs = [o._buffer() for o in outs]

@@ -10,37 +10,68 @@ WORKGROUP_SIZE = 64          # threads per workgroup; the flat thread id is spre
 MAX_WORKGROUPS_PER_DIM = 65535  # WebGPU's guaranteed maxComputeWorkgroupsPerDimension
 VARS_BINDING_NAME = "vars"
 
-def dispatch_dims(threads: int, most: int = MAX_WORKGROUPS_PER_DIM) -> tuple[int, int, int]:
-  """Workgroups as (x, y, z), each at most `most`, covering `threads`; the shader rebuilds the flat thread id from them."""
-  groups = math.ceil(threads / WORKGROUP_SIZE)
+def dispatch_dims(items: int, most: int = MAX_WORKGROUPS_PER_DIM, per_group: int = WORKGROUP_SIZE) -> tuple[int, int, int]:
+  """Workgroups as (x, y, z), each at most `most`, covering `items` (threads, per_group to a workgroup; or workgroups, with
+  per_group=1); the shader rebuilds the flat id from them."""
+  groups = math.ceil(items / per_group)
   x = min(groups, most)
   y = math.ceil(groups / x) if x else 0
   z = math.ceil(y / most) if y > most else 1
-  if z > most or threads >= 2**32: raise UnsupportedError(f"backend WEBGPU: {threads} threads are more than one dispatch can launch")
+  if z > most or items >= 2**32:
+    raise UnsupportedError(f"backend WEBGPU: {items} {'threads' if per_group > 1 else 'workgroups'} are more than one dispatch can launch")
   return x, min(y, most), z
 
-WGSL_TYPES = {dtypes.bool: "bool", dtypes.int32: "i32", dtypes.uint32: "u32", dtypes.float32: "f32"}
-PACKED = (dtypes.bool,)  # WGSL has no byte-sized storage: these live 4 to a u32 word
+GROUPS_GRID = "// grid: workgroups"   # marks a kernel with local ids: global_size counts workgroups, not threads
 
-# helpers WGSL compilers may not fold away: NaN tests look at the bits, never at `x != x`
-HELPERS = """fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
-fn nan_f32() -> f32 { return bitcast<f32>(0x7fc00000u); }
+def launch_shape(src: str) -> tuple[tuple[int, int, int], bool]:
+  """(workgroup size, whether global_size counts workgroups) of a kernel this renderer wrote."""
+  m = re.search(r"@workgroup_size\((\d+)(?:,\s*(\d+))?(?:,\s*(\d+))?\)", src)
+  wg = tuple(int(g) if g else 1 for g in m.groups()) if m else (WORKGROUP_SIZE, 1, 1)
+  return (wg[0], wg[1], wg[2]), GROUPS_GRID in src
+
+def dispatch_for(src: str, global_size, most: int = MAX_WORKGROUPS_PER_DIM) -> tuple[int, int, int]:
+  """The dispatchWorkgroups() arguments launching `src` over global_size (the driver and the browser export share this)."""
+  wg, groups = launch_shape(src)
+  return dispatch_dims(math.prod(global_size), most, 1 if groups else math.prod(wg))
+
+WGSL_TYPES = {dtypes.bool: "bool", dtypes.int32: "i32", dtypes.uint32: "u32", dtypes.float32: "f32",
+              dtypes.int8: "i32", dtypes.uint8: "u32", dtypes.int16: "i32", dtypes.uint16: "u32"}
+# WGSL has no 8- or 16-bit storage: these live 4 or 2 to a u32 word (stores are atomic: neighbours share the word)
+PACKED = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16)
+# 8- and 16-bit integers are computed in i32/u32 and wrapped back to their width after every op (the UOp semantics)
+SMALL_INTS = {dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16}
+
+def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
+
+def wrap(expr: str, dt: DType) -> str:
+  """expr (an i32/u32 value) wrapped to dt's width: two's complement for the signed ones. Masks, never shifts left
+  (a const-expression that overflows a shift is a shader-creation error)."""
+  if dt not in SMALL_INTS: return expr
+  mask, top = (1 << SMALL_INTS[dt]) - 1, 1 << (SMALL_INTS[dt] - 1)
+  return f"(((({expr}) & {mask:#x}i) ^ {top:#x}i) - {top:#x}i)" if signed(dt) else f"(({expr}) & {mask:#x}u)"
+
+# helpers WGSL compilers may not fold away: NaN tests look at the bits, never at `x != x`. Infinities and NaNs come from
+# f32_bits(): a user function call is not a const-expression, and Tint (Chromium) refuses a const-expression that is not
+# finite ("value nan cannot be represented as 'f32'"), where naga (wgpu-native) accepted bitcast<f32>(0x7fc00000u).
+HELPERS = """fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
+fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn nan_f32() -> f32 { return f32_bits(0x7fc00000u); }
 fn ieee_max(a: f32, b: f32) -> f32 { return select(select(max(a, b), b, is_nan(b)), a, is_nan(a)); }
 fn ieee_sqrt(x: f32) -> f32 { return select(sqrt(x), nan_f32(), x < 0.0f || is_nan(x)); }
 fn ieee_log2(x: f32) -> f32 {
   if (is_nan(x) || x < 0.0f) { return nan_f32(); }
-  if (x == 0.0f) { return bitcast<f32>(0xff800000u); }
-  if (x == bitcast<f32>(0x7f800000u)) { return x; }
+  if (x == 0.0f) { return f32_bits(0xff800000u); }
+  if (bitcast<u32>(x) == 0x7f800000u) { return x; }
   return log2(x);
 }
 fn ieee_exp2(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
-  if (x >= 128.0f) { return bitcast<f32>(0x7f800000u); }
+  if (x >= 128.0f) { return f32_bits(0x7f800000u); }
   if (x < -150.0f) { return 0.0f; }
   return exp2(x);
 }
 fn ieee_sin(x: f32) -> f32 {
-  if (is_nan(x) || abs(x) == bitcast<f32>(0x7f800000u)) { return nan_f32(); }
+  if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return nan_f32(); }
   // Cody-Waite reduction by pi/2 in three parts: WGSL only promises accuracy of sin() on [-pi, pi]
   let k = round(x * 0.636619772f);
   var r = fma(-k, 1.5703125f, x);
@@ -52,6 +83,34 @@ fn ieee_sin(x: f32) -> f32 {
   if (q == 2) { return -sin(r); }
   return -cos(r);
 }
+fn ieee_div(a: f32, b: f32) -> f32 {
+  // WGSL leaves x / 0 indeterminate and compilers fold divisions by constants without IEEE rules (lavapipe turned
+  // 0.0 / 0.0 into garbage): the special cases are decided on the bits, the hardware divides finite nonzero values only
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  let sign = (bitcast<u32>(a) ^ bitcast<u32>(b)) & 0x80000000u;
+  let plain = ua != 0u && ub != 0u && ua < 0x7f800000u && ub < 0x7f800000u;
+  let q = select(1.0f, a, plain) / select(1.0f, b, plain);
+  let nan = ua > 0x7f800000u || ub > 0x7f800000u || (ua == 0u && ub == 0u) || (ua == 0x7f800000u && ub == 0x7f800000u);
+  let inf = ub == 0u || ua == 0x7f800000u;
+  let zero = ua == 0u || ub == 0x7f800000u;
+  return select(select(select(q, bitcast<f32>(sign), zero), f32_bits(sign | 0x7f800000u), inf), nan_f32(), nan);
+}
+fn ieee_fmod(a: f32, b: f32) -> f32 {
+  // C fmod: NaN for x % 0 and inf % y, x itself for finite x % inf
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  let plain = ua < 0x7f800000u && ub < 0x7f800000u && ub != 0u;
+  let m = select(0.0f, a, plain) % select(1.0f, b, plain);
+  let r = select(m, bitcast<f32>(bitcast<u32>(a) & 0x80000000u), m == 0.0f);   // a zero remainder has the sign of a
+  return select(select(nan_f32(), a, ub == 0x7f800000u && ua < 0x7f800000u), r, plain);
+}
+fn mul_zero(x: f32, zero_sign: u32) -> f32 {
+  // x * (+-0.0) for a constant zero, which compilers fold to 0.0: NaN for infinite or NaN x, else a zero with the product's sign
+  let ux = bitcast<u32>(x);
+  return select(bitcast<f32>((ux & 0x80000000u) ^ zero_sign), nan_f32(), (ux & 0x7fffffffu) >= 0x7f800000u);
+}
+fn plus_zero(x: f32) -> f32 { return select(x, 0.0f, bitcast<u32>(x) == 0x80000000u); }  // x + 0.0: -0 + 0 is +0
 fn f32_to_i32(x: f32) -> i32 {
   if (is_nan(x)) { return 0; }
   if (x >= 2147483648.0f) { return 2147483647; }
@@ -86,11 +145,16 @@ def render_const(x, dt: DType) -> str:
   if dt == dtypes.bool: return "true" if x else "false"
   if dt == dtypes.float32:
     bits = struct.unpack("<I", struct.pack("<f", float(x)))[0]
-    if not math.isfinite(float(x)): return f"bitcast<f32>({bits:#x}u)"
+    if not math.isfinite(float(x)): return f"f32_bits({bits:#x}u)"   # not a const-expression: Tint refuses non-finite ones
     f = struct.unpack("<f", struct.pack("<I", bits))[0]
     if f == 0 and math.copysign(1, f) < 0: return "bitcast<f32>(0x80000000u)"
     text = f"{int(f)}.0f" if f == int(f) and abs(f) < 2**24 else f"{f.hex()}f"   # hex floats are exact
     return f"({text})" if f < 0 else text
+  if dt in SMALL_INTS:   # the value wrapped to the width, written in the 32-bit type it is computed in
+    bits = SMALL_INTS[dt]
+    v = int(x) & ((1 << bits) - 1)
+    if signed(dt) and v >= 1 << (bits - 1): v -= 1 << bits
+    return render_const(v, dtypes.int32 if signed(dt) else dtypes.uint32)
   if dt == dtypes.uint32: return f"{int(x) & 0xffffffff}u"
   if dt == dtypes.int32: return f"{int(x)}i" if int(x) >= 0 else f"bitcast<i32>({int(x) & 0xffffffff}u)" if int(x) == -2**31 else f"({int(x)}i)"
   raise UnsupportedError(f"backend WEBGPU cannot render a constant of dtype {dt.name}")
@@ -98,12 +162,22 @@ def render_const(x, dt: DType) -> str:
 class WGSLRenderer(Renderer):
   """The WebGPU target: 32-bit types plus bool, flat thread ids decomposed in the shader, 32-bit addressing."""
   device = "WEBGPU"
-  supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32})
+  supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16})
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # the shader recovers each id from one flat id, so only the total is bounded
   max_buffers = 8                     # WebGPU's guaranteed maxStorageBuffersPerShaderStage (browsers default to it)
+  has_local = True                    # SPECIAL lidxN: local ids; the kernel's workgroup size is the lidx sizes
+  local_max = (256, 256, 64)          # WebGPU's guaranteed maxComputeWorkgroupSize{X,Y,Z}
+  max_threads_per_group = 256         # WebGPU's guaranteed maxComputeInvocationsPerWorkgroup
   index_bits = 32
   upcast_max = 4
+
+  def use_device_limits(self, limits: dict[str, int]) -> None:
+    """Called by the driver when it opens a device: describe that device's granted limits (the lesser of what the adapter
+    offers and what the driver asked for) instead of WebGPU's guaranteed minimums. Without a device the defaults stay."""
+    self.max_buffers = int(limits["max-storage-buffers-per-shader-stage"])
+    self.local_max = tuple(int(limits[f"max-compute-workgroup-size-{d}"]) for d in "xyz")
+    self.max_threads_per_group = int(limits["max-compute-invocations-per-workgroup"])
 
   def render(self, name: str, uops: list[UOp]) -> str:
     return _Kernel(name, uops, self.max_buffers).source()
@@ -122,6 +196,7 @@ class _Kernel:
     self.names: dict[UOp, str] = {}
     self.lines: list[str] = []
     self.depth = 1
+    self.workgroup: tuple[int, int, int] | None = None   # set when the kernel has local ids
 
   def line(self, s: str) -> None: self.lines.append("  " * self.depth + s)
   def is_atomic(self, p: int) -> bool: return self.params_by_arg[p].dtype.base.scalar in PACKED and p in self.stored
@@ -151,16 +226,28 @@ class _Kernel:
     self.names[u] = n
 
   def emit_thread_ids(self) -> None:
-    """Every SPECIAL comes from one flat thread id; threads past the launch size stop here."""
+    """Every gidx comes from one flat id (of the thread, or with local ids of the workgroup), spread over up to three
+    dispatch dimensions; ids past the launch size stop here. lidxN is the local id along N, its size the workgroup size."""
     specials = sorted((u for u in self.uops if u.op is Ops.SPECIAL), key=lambda s: s.arg)
-    sizes = [f"u32({self.ref(s.src[0])})" for s in specials]
-    self.line(f"let flat = (wid.z * nwg.y + wid.y) * nwg.x * {WORKGROUP_SIZE}u + wid.x * {WORKGROUP_SIZE}u + lid.x;")
+    gids = [s for s in specials if s.arg.startswith("gidx")]
+    lids = [s for s in specials if s.arg.startswith("lidx")]
+    if (other := [s.arg for s in specials if s not in gids and s not in lids]): raise UnsupportedError(f"backend WEBGPU: unknown thread ids {other}")
+    if lids:
+      wg = [1, 1, 1]
+      for l in lids:
+        if l.src[0].op is not Ops.CONST: raise UnsupportedError(f"backend WEBGPU: local size {l.arg} must be a constant (WGSL fixes the workgroup size)")
+        wg[int(l.arg[4:])] = int(l.src[0].arg)
+        self.names[l] = f"i32(lid.{'xyz'[int(l.arg[4:])]})"
+      self.workgroup = (wg[0], wg[1], wg[2])
+      self.line("let flat = (wid.z * nwg.y + wid.y) * nwg.x + wid.x;")
+    else: self.line(f"let flat = (wid.z * nwg.y + wid.y) * nwg.x * {WORKGROUP_SIZE}u + wid.x * {WORKGROUP_SIZE}u + lid.x;")
+    sizes = [f"u32({self.ref(s.src[0])})" for s in gids]
     self.line(f"if (flat >= {' * '.join(sizes) or '1u'}) {{ return; }}")
     stride = ""
-    for i, (s, size) in enumerate(zip(specials, sizes)):
+    for i, (s, size) in enumerate(zip(gids, sizes)):
       q = f"flat / ({stride})" if stride else "flat"
       self.names[s] = f"gidx{i}"
-      self.line(f"let gidx{i}: i32 = i32({q if i == len(specials) - 1 else f'({q}) % {size}'});")
+      self.line(f"let gidx{i}: i32 = i32({q if i == len(gids) - 1 else f'({q}) % {size}'});")
       stride = f"{stride} * {size}" if stride else size
 
   def source(self) -> str:
@@ -172,8 +259,9 @@ class _Kernel:
     self.emit_thread_ids()
     for u in self.uops:
       if u not in self.names and u.op is not Ops.CONST: self.emit(u)
-    head = [f"// {self.name}", "// tinycore WEBGPU kernel: workgroup_size " + str(WORKGROUP_SIZE)]
-    main = [f"@compute @workgroup_size({WORKGROUP_SIZE})",
+    wg = self.workgroup
+    head = [f"// {self.name}", GROUPS_GRID if wg else "// grid: threads"]
+    main = [f"@compute @workgroup_size({', '.join(map(str, wg)) if wg else WORKGROUP_SIZE})",
             f"fn {self.name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "
             "@builtin(local_invocation_id) lid: vec3<u32>) {"]
     return "\n".join(head + decls + helpers_for("\n".join(self.lines)) + main + self.lines + ["}", ""])
@@ -209,9 +297,10 @@ class _Kernel:
       return
     if op is Ops.CAST: return self.bind(u, self.cast(u.src[0], u.dtype))
     if op is Ops.BITCAST:
-      if u.dtype.itemsize != 4 or u.src[0].dtype.itemsize != 4: raise UnsupportedError(f"backend WEBGPU cannot bitcast {u.src[0].dtype.name} to {u.dtype.name}")
-      return self.bind(u, f"bitcast<{wgsl_type(u.dtype)}>({self.ref(u.src[0])})")
-    if op in GroupOp.ALU: return self.bind(u, self.alu(op, u.dtype, u.src))
+      if u.dtype.itemsize != u.src[0].dtype.itemsize or u.dtype.scalar == dtypes.bool or u.src[0].dtype.scalar == dtypes.bool:
+        raise UnsupportedError(f"backend WEBGPU cannot bitcast {u.src[0].dtype.name} to {u.dtype.name}")
+      return self.bind(u, wrap(f"bitcast<{wgsl_type(u.dtype)}>({self.ref(u.src[0])})", u.dtype.scalar))
+    if op in GroupOp.ALU: return self.bind(u, wrap(self.alu(op, u.dtype, u.src), u.dtype.scalar) if op is not Ops.WHERE else self.alu(op, u.dtype, u.src))
     raise UnsupportedError(f"backend WEBGPU cannot render {op} in kernel {self.name}")
 
   # ***** memory *****
@@ -220,19 +309,28 @@ class _Kernel:
     buf, i = idx.src[0], idx.src[1]
     return buf.arg, buf.dtype.base.scalar, self.ref(i)
 
+  def packing(self, dt: DType, i: str) -> tuple[str, str, str]:
+    """(word index, bit shift, mask) of element i of a packed buffer of dt."""
+    per, bits = 4 // dt.itemsize, 8 * dt.itemsize
+    return f"{i} >> {per.bit_length() - 1}u", f"(u32({i} & {per - 1}) * {bits}u)", f"{(1 << bits) - 1:#x}u"
+
   def load(self, idx: UOp) -> str:
     p, dt, i = self.address(idx)
     if dt not in PACKED: return f"data{p}[{i}]"
-    word = f"atomicLoad(&data{p}[{i} >> 2u])" if self.is_atomic(p) else f"data{p}[{i} >> 2u]"
-    return f"((({word} >> (u32({i} & 3) * 8u)) & 0xffu) != 0u)"
+    w, shift, mask = self.packing(dt, i)
+    word = f"atomicLoad(&data{p}[{w}])" if self.is_atomic(p) else f"data{p}[{w}]"
+    e = f"(({word} >> {shift}) & {mask})"
+    if dt == dtypes.bool: return f"({e} != 0u)"
+    return wrap(f"bitcast<i32>({e})", dt) if signed(dt) else e
 
   def store(self, idx: UOp, val: UOp) -> None:
     p, dt, i = self.address(idx)
     if dt not in PACKED: return self.line(f"data{p}[{i}] = {self.ref(val)};")
-    # neighbouring threads own the other bytes of this word: clear and set ours atomically
-    shift = f"(u32({i} & 3) * 8u)"
-    self.line(f"atomicAnd(&data{p}[{i} >> 2u], ~(0xffu << {shift}));")
-    self.line(f"atomicOr(&data{p}[{i} >> 2u], select(0u, 1u, {self.ref(val)}) << {shift});")
+    # neighbouring threads own the other elements of this word: clear and set ours atomically
+    w, shift, mask = self.packing(dt, i)
+    v = f"select(0u, 1u, {self.ref(val)})" if dt == dtypes.bool else f"(bitcast<u32>({self.ref(val)}) & {mask})"
+    self.line(f"atomicAnd(&data{p}[{w}], ~({mask} << {shift}));")
+    self.line(f"atomicOr(&data{p}[{w}], {v} << {shift});")
 
   # ***** arithmetic *****
 
@@ -242,16 +340,21 @@ class _Kernel:
     if src == dt.scalar: return a
     if dt == dtypes.bool: return f"((bitcast<u32>({a}) & 0x7fffffffu) != 0u)" if src == dtypes.float32 else f"({a} != {render_const(0, src)})"
     if src == dtypes.bool: return f"select({render_const(0, dt)}, {render_const(1, dt)}, {a})"
+    if src == dtypes.float32 and dt.scalar in SMALL_INTS:   # saturate to the small range (the value is in i32/u32 range then)
+      lo, hi = (-(1 << (SMALL_INTS[dt.scalar] - 1)), (1 << (SMALL_INTS[dt.scalar] - 1)) - 1) if signed(dt.scalar) else (0, (1 << SMALL_INTS[dt.scalar]) - 1)
+      conv = "f32_to_i32" if signed(dt.scalar) else "f32_to_u32"
+      return f"clamp({conv}({a}), {render_const(lo, dt.scalar)}, {render_const(hi, dt.scalar)})"
     if src == dtypes.float32 and dt == dtypes.int32: return f"f32_to_i32({a})"
     if src == dtypes.float32 and dt == dtypes.uint32: return f"f32_to_u32({a})"
-    return f"{wt}({a})"   # int<->int keeps the bits (wraps); int->float rounds to nearest
+    return wrap(f"{wt}({a})", dt.scalar)   # int<->int keeps the bits (wraps); int->float rounds to nearest
 
   def alu(self, op: Ops, dt: DType, srcs: tuple[UOp, ...]) -> str:
     s = [self.ref(x) for x in srcs]
     t = srcs[-1].dtype.scalar   # operand dtype (comparisons return bool from non-bool operands)
     isf, isb = t == dtypes.float32, t == dtypes.bool
     if op is Ops.WHERE: return f"select({s[2]}, {s[1]}, {s[0]})"
-    if op is Ops.MULACC: return f"({s[0]} * {s[1]} + {s[2]})"
+    if op is Ops.MULACC:
+      return f"({self.fmul(srcs[0], srcs[1])} + {s[2]})" if isf else f"({s[0]} * {s[1]} + {s[2]})"
     if op in GroupOp.Comparison:
       if isb and op is Ops.CMPLT: return f"(!{s[0]} && {s[1]})"
       sym = {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}[op]
@@ -264,19 +367,49 @@ class _Kernel:
       if op in boolean: return f"({s[0]} {boolean[op]} {s[1]})"
       if op is Ops.NEG: return f"(!{s[0]})"
       raise UnsupportedError(f"backend WEBGPU has no {op} on bool")
-    if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND) or (op is Ops.FDIV and isf):
-      sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.FDIV: "/"}[op]
+    if isf and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MOD): return self.float_binary(op, srcs)
+    if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND):
+      sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}[op]
       return f"({s[0]} {sym} {s[1]})"
-    if op in (Ops.SHL, Ops.SHR):
-      amount = f"{int(srcs[1].arg) & 31}u" if srcs[1].op is Ops.CONST else f"u32({s[1]})"   # runtime shifts are mod 32 in WGSL
+    if op in (Ops.SHL, Ops.SHR):   # the amount is taken mod the width (runtime shifts are mod 32 in WGSL)
+      bits = 8 * t.itemsize
+      amount = f"{int(srcs[1].arg) & (bits - 1)}u" if srcs[1].op is Ops.CONST else f"u32({s[1]})" if bits == 32 else f"(u32({s[1]}) & {bits - 1}u)"
       return f"({s[0]} {'<<' if op is Ops.SHL else '>>'} {amount})"
     if op in (Ops.IDIV, Ops.MOD) and not isf: return f"{'idiv' if op is Ops.IDIV else 'imod'}_{wgsl_type(t)}({s[0]}, {s[1]})"
-    if op is Ops.MOD: return f"({s[0]} % {s[1]})"
     if op is Ops.MAX: return f"ieee_max({s[0]}, {s[1]})" if isf else f"max({s[0]}, {s[1]})"
-    if op is Ops.NEG: return f"(0u - {s[0]})" if t == dtypes.uint32 else f"(-{s[0]})"
+    if op is Ops.NEG: return f"(0u - {s[0]})" if wgsl_type(t) == "u32" else f"(-{s[0]})"
     if isf:
       unary = {Ops.EXP2: "ieee_exp2", Ops.LOG2: "ieee_log2", Ops.SIN: "ieee_sin", Ops.SQRT: "ieee_sqrt", Ops.TRUNC: "trunc"}
       if op in unary: return f"{unary[op]}({s[0]})"
-      if op is Ops.RECIP: return f"(1.0f / {s[0]})"
+      if op is Ops.RECIP: return f"ieee_div(1.0f, {s[0]})"
     if op is Ops.TRUNC: return s[0]
     raise UnsupportedError(f"backend WEBGPU has no {op} on {t.name}")
+
+  # ***** float arithmetic the WGSL compiler may not rewrite *****
+  # Shader compilers (naga -> SPIR-V -> lavapipe's NIR/LLVM, Tint -> the platform compiler) apply algebraic rules that
+  # are wrong for IEEE when an operand is a constant 0, inf or NaN: x * 0 -> 0, x + 0 -> x, 0 - x -> -x, x / 0 -> garbage.
+  # Those cases are written so the result is decided on the bits; everything else is plain WGSL arithmetic.
+
+  def fmul(self, a: UOp, b: UOp) -> str:
+    for x, c in ((a, b), (b, a)):
+      if c.op is Ops.CONST and float(c.arg) == 0.0: return f"mul_zero({self.ref(x)}, {0x80000000 if math.copysign(1, c.arg) < 0 else 0}u)"
+    return f"({self.ref(a)} * {self.ref(b)})"
+
+  def float_binary(self, op: Ops, srcs: tuple[UOp, ...]) -> str:
+    a, b = srcs
+    sa, sb = self.ref(a), self.ref(b)
+    def zero(c: UOp, negative: bool) -> bool:
+      return c.op is Ops.CONST and float(c.arg) == 0.0 and (math.copysign(1, c.arg) < 0) == negative
+    if op is Ops.MUL: return self.fmul(a, b)
+    if op is Ops.ADD:
+      if zero(b, False): return f"plus_zero({sa})"
+      if zero(a, False): return f"plus_zero({sb})"
+      return f"({sa} + {sb})"
+    if op is Ops.SUB:
+      if zero(b, True): return f"plus_zero({sa})"           # x - (-0) = x + 0
+      if zero(a, False): return f"plus_zero(-{sb})"         # 0 - x: +0 for x = +-0, else -x
+      return f"({sa} - {sb})"
+    if op is Ops.FDIV:
+      if b.op is Ops.CONST and math.isfinite(float(b.arg)) and float(b.arg) != 0.0 and a.op is not Ops.CONST: return f"({sa} / {sb})"
+      return f"ieee_div({sa}, {sb})"
+    return f"ieee_fmod({sa}, {sb})"

@@ -1,0 +1,147 @@
+"""The schedule cache: realizing a graph of the same structure as an earlier one (the same ops, dtypes, shapes and
+constants, over other buffers) replays the earlier schedule instead of scheduling again.
+
+The key is the graph with its buffers as positional placeholders (numbered by first use, by the Buffer behind each
+BUFFER node, so aliasing is part of the key), the unique ids of ASSIGN/CONTIGUOUS nodes renumbered the same way, and
+bound variables keyed by the variable, not the value (the values go to the kernels' var_vals at replay). The template
+holds only kernel ASTs (which reference numbered parameters, never buffers), slot numbers and shapes: no buffer and no
+graph node is kept alive by it. Anything the template cannot describe exactly (COPY items, buffer views, symbolic
+result shapes, assigns that already ran) is scheduled the ordinary way, every time."""
+from __future__ import annotations
+import math
+from collections import OrderedDict
+from tinycore.helpers import DEBUG, getenv
+from tinycore.uop import UOp, Ops
+from tinycore.runtime.device import Buffer
+from tinycore import schedule as _sched
+
+SCHEDULE_CACHE_SIZE = getenv("SCHEDULE_CACHE_SIZE", 512)   # templates kept (least recently used dropped); 0 turns it off
+_cache: OrderedDict[tuple, object] = OrderedDict()   # key -> _Template, _ONCE (seen once: a template is made on the 2nd
+_ONCE, _NEVER = object(), object()                    # miss, so one-off graphs never pay for one) or _NEVER (uncacheable)
+_BUFFER, _BIND, _ASSIGN, _CONTIGUOUS = Ops.BUFFER, Ops.BIND, Ops.ASSIGN, Ops.CONTIGUOUS
+stats = {"hits": 0, "misses": 0, "uncacheable": 0}
+
+class _Template:
+  __slots__ = ("new", "items", "becomes")
+  def __init__(self, new, items, becomes): self.new, self.items, self.becomes = new, items, becomes
+
+def _walk(outs: list[UOp]):
+  """(key, nodes in key order, input Buffers by slot, bound values by variable name), or None when the graph has an
+  assign that already ran (create_schedule substitutes those: left to it) or a BUFFER without storage."""
+  ids: dict[UOp, int] = {}
+  nodes: list[UOp] = []
+  key: list[tuple] = []
+  bufs: list[Buffer] = []
+  slot: dict[int, int] = {}
+  uniq: dict = {}
+  binds: dict[str, int] = {}
+  done, store = _sched.done_assigns, _sched.buffers
+  stack: list = [(o, False) for o in reversed(outs)]
+  while stack:
+    u, ready = stack.pop()
+    if u in ids: continue
+    op = u.op
+    if not ready:
+      if op is _BUFFER or op is _BIND: ready = True
+      else:
+        if op is _ASSIGN and u in done: return None
+        stack.append((u, True))
+        stack.extend([(s, False) for s in reversed(u.src) if s not in ids])
+        continue
+    if op is _BUFFER:
+      if (b := store.get(u)) is None: return None
+      if (s := slot.get(id(b))) is None: s = slot[id(b)] = len(bufs); bufs.append(b)
+      k = (op, u.dtype, u.arg, u.src[0].arg, s, b.size, b.dtype)
+    elif op is _BIND:
+      var, val = u.src[0], u.src[1].arg
+      if binds.setdefault(var.arg[0], val) != val: return None  # one variable bound to two values: left to create_schedule
+      k = (op, u.dtype, var, u.src[1].src)
+    else:
+      arg = u.arg
+      if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
+      elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta
+      k = (op, u.dtype, tuple([ids[s] for s in u.src]), arg)
+    ids[u] = len(nodes)
+    nodes.append(u)
+    key.append(k)
+  key.append(tuple(ids[o] for o in outs))
+  return tuple(key), nodes, ids, bufs, slot, binds
+
+def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nbufs: int, binds: dict[str, int]) -> _Template | None:
+  new: list[tuple] = []
+  slots = dict(slot)
+  t_items = []
+  for si in items:
+    if si.ast.op is not Ops.SINK: return None   # a COPY item's ast is the graph itself
+    s_bufs = []
+    for b in si.bufs:
+      if (s := slots.get(id(b))) is None:
+        if b._base is not None or b.is_allocated: return None   # neither an input nor a buffer this schedule made
+        s = slots[id(b)] = nbufs + len(new)
+        new.append((b.device, b.size, b.dtype, b.options))
+      s_bufs.append(s)
+    vv = []
+    for name, val in si.var_vals.items():
+      if name in binds:
+        if binds[name] != val: return None
+        vv.append((name, None))
+      else: vv.append((name, val))   # a value fixed by the key (a bound variable inside a shape)
+    t_items.append((si.ast, tuple(s_bufs), tuple(vv)))
+  t_becomes = []
+  made: dict[UOp, int] = {}
+  for x, v in becomes.items():
+    if (p := ids.get(x)) is None: return None
+    shape = None
+    if v.op is Ops.RESHAPE:
+      shape, v = v.arg, v.src[0]
+      if not all(isinstance(s, int) for s in shape): return None
+    if (q := ids.get(v)) is not None: t_becomes.append((p, "node", q, shape))
+    elif v.op is Ops.BUFFER and (b := _sched.buffers.get(v)) is not None and (s := slots.get(id(b))) is not None:
+      if v in made: t_becomes.append((p, "same", made[v], shape))
+      else:
+        made[v] = len(t_becomes)
+        t_becomes.append((p, "buf", (s, v.dtype, v.arg, v.src[0].arg), shape))
+    else: return None
+  return _Template(tuple(new), tuple(t_items), tuple(t_becomes))
+
+def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str, int]):
+  ScheduleItem = _sched.ScheduleItem
+  allb = bufs + [Buffer(d, n, dt, opts) for d, n, dt, opts in t.new]
+  items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv}) for ast, s_bufs, vv in t.items]
+  becomes: dict[UOp, UOp] = {}
+  made: list[UOp | None] = []
+  for p, kind, ref, shape in t.becomes:
+    if kind == "node": v = nodes[ref]
+    elif kind == "same": v = made[ref]
+    else:
+      s, dtype, size, device = ref
+      v = UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device), UOp(Ops.UNIQUE, arg=_sched.unique_id())), size)
+      _sched.buffers[v] = allb[s]
+    made.append(v)
+    becomes[nodes[p]] = v if shape is None else UOp(Ops.RESHAPE, v.dtype, (v,), shape)
+  return items, becomes
+
+def create_schedule_cached(outs: list[UOp], create_schedule=None):
+  """create_schedule(outs), replayed from a template when a graph of this structure was scheduled before.
+  `create_schedule`: the scheduler (default tinycore.schedule.create_schedule); one that was replaced (a spy in a test,
+  a debugging hook) is called every time, without the cache."""
+  create_schedule = create_schedule or _sched.create_schedule
+  if SCHEDULE_CACHE_SIZE <= 0 or DEBUG >= 3 or create_schedule is not _sched.create_schedule: return create_schedule(outs)
+  w = _walk(outs)
+  if w is None:
+    stats["uncacheable"] += 1
+    return create_schedule(outs)
+  key, nodes, ids, bufs, slot, binds = w
+  t = _cache.get(key)
+  if t is not None: _cache.move_to_end(key)
+  if isinstance(t, _Template):
+    stats["hits"] += 1
+    return _replay(t, nodes, bufs, binds)
+  stats["misses"] += 1
+  items, becomes = create_schedule(outs)
+  if t is _ONCE:
+    if (t := _make_template(items, becomes, ids, slot, len(bufs), binds)) is None: stats["uncacheable"] += 1
+    _cache[key] = t if t is not None else _NEVER
+  elif t is None: _cache[key] = _ONCE
+  while len(_cache) > SCHEDULE_CACHE_SIZE: _cache.popitem(last=False)
+  return items, becomes
