@@ -1,6 +1,6 @@
 """One entry point for the README's two commands: `train` (set up, train the digits model) and `test` (set up, run every test)."""
 from __future__ import annotations
-import os, subprocess, sys, venv
+import os, shutil, subprocess, sys, venv
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -15,8 +15,8 @@ PACKAGES = {
 }
 OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu"]}  # installed when present; its tests skip without a Vulkan adapter
 
-# backends whose own tests run (and must not skip in CI) but that do not pass the conformance suite yet
-NOT_YET_CONFORMANT = {"WEBGPU": "known failures (wgpu bind-group panic, NaN from var() of one element, kernels over 8 storage buffers); see issue #6"}
+# extra configurations of a backend the conformance suite also runs: (name, extra environment, what it needs on PATH)
+VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))]}
 
 def run(*cmd, **kw) -> None:
   print("+", " ".join(str(c) for c in cmd), flush=True)
@@ -44,8 +44,12 @@ def main(argv: list[str]) -> int:
   # the core and backend tests, then the conformance suite once per installed backend
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
   for dev in installed_backends():
-    if dev in NOT_YET_CONFORMANT: print(f"conformance: {dev} skipped: {NOT_YET_CONFORMANT[dev]}"); continue
     run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
+    for what, env, needs in VARIANTS.get(dev, []):
+      if not any(shutil.which(n) for n in needs):
+        if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
+        print(f"conformance: {what} skipped: none of {needs} is installed"); continue
+      run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **env})
   return 0
 
 if __name__ == "__main__":
