@@ -71,6 +71,8 @@ class _NodeCache:
 _node_refs: dict[tuple, weakref.ref] = {}
 _weakref = weakref.ref
 
+_FINISH = object()  # toposort's stack marker: the node under it has all its sources placed
+
 class UOpMeta(type):
   """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
   cache = _NodeCache()
@@ -105,18 +107,18 @@ class UOp(metaclass=UOpMeta):
 
   # ***** graph walking *****
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
-    """Every node reachable from self, sources before users (iterative: deep graphs do not hit the recursion limit)."""
-    visited: set[UOp] = set()
-    out: list[UOp] = []
-    stack: list[tuple[UOp, bool]] = [(self, False)]
+    """Every node reachable from self, sources before users (iterative: deep graphs do not hit the recursion limit).
+    `gate(u)` False keeps u but not what is under it."""
+    out: dict[UOp, None] = {}  # finished nodes, in order. A node is never met again while it is being expanded (a DAG)
+    stack: list = [self]
+    pop, push = stack.pop, stack.append
     while stack:
-      u, expanded = stack.pop()
-      if expanded: out.append(u); continue
-      if u in visited: continue
-      visited.add(u)
-      stack.append((u, True))
-      if gate is None or gate(u): stack.extend((s, False) for s in reversed(u.src) if s not in visited)
-    return out
+      u = pop()
+      if u is _FINISH: out[pop()] = None  # everything under the node below the marker is done
+      elif u not in out:
+        push(u); push(_FINISH)
+        if gate is None or gate(u): stack.extend([s for s in reversed(u.src) if s not in out])
+    return list(out)
 
   # ***** printing *****
   def __repr__(self) -> str: return pretty(self)
