@@ -49,6 +49,7 @@ def main(argv: list[str]) -> int:
       if not any(shutil.which(n) for n in needs):
         if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
         print(f"conformance: {what} skipped: none of {needs} is installed"); continue
+      print(f"conformance: {what} ({' '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
       run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **env})
   return 0
 

@@ -1,7 +1,7 @@
 """WGSL renderer: linear UOps -> one WebGPU compute shader with IEEE-exact NaN/inf handling and packed sub-word buffers."""
 from __future__ import annotations
 import math, re, struct
-from tinycore.dtype import DType, PtrDType, dtypes
+from tinycore.dtype import DType, PtrDType, dtypes, truncate
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
 from tinycore.runtime.errors import UnsupportedError
@@ -35,11 +35,24 @@ def dispatch_for(src: str, global_size, most: int = MAX_WORKGROUPS_PER_DIM) -> t
   return dispatch_dims(math.prod(global_size), most, 1 if groups else math.prod(wg))
 
 WGSL_TYPES = {dtypes.bool: "bool", dtypes.int32: "i32", dtypes.uint32: "u32", dtypes.float32: "f32",
-              dtypes.int8: "i32", dtypes.uint8: "u32", dtypes.int16: "i32", dtypes.uint16: "u32"}
+              dtypes.int8: "i32", dtypes.uint8: "u32", dtypes.int16: "i32", dtypes.uint16: "u32",
+              dtypes.float16: "f32", dtypes.bfloat16: "f32"}
 # WGSL has no 8- or 16-bit storage: these live 4 or 2 to a u32 word (stores are atomic: neighbours share the word)
-PACKED = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16)
+PACKED = (dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.float16, dtypes.bfloat16)
 # 8- and 16-bit integers are computed in i32/u32 and wrapped back to their width after every op (the UOp semantics)
 SMALL_INTS = {dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16}
+# half and bfloat16 are stored as their 16 bits and held in f32 registers, always exactly a value of their type: loads
+# widen the bits exactly, and every op result is rounded back (to nearest even) in integer code. WGSL's own f16
+# (shader-f16) is not used: it is optional, and its conversion from f32 need not round to nearest even. One f32 add,
+# mul, div or sqrt rounded once to half is the correctly rounded half result (24 >= 2*11 + 2 bits); bfloat16, like the
+# reference semantics, is float32 math rounded after every op. {dtype: (bits -> f32, f32 -> bits, f32 -> rounded f32)}
+SMALL_FLOATS = {dtypes.float16: ("f16_to_f32", "f16_bits", "f16_round"), dtypes.bfloat16: ("bf16_to_f32", "bf16_bits", "bf16_round")}
+EXACT_OPS = (Ops.NEG, Ops.MAX, Ops.TRUNC, Ops.WHERE)   # results that are already values of the operands' float type
+ROUNDED = ("f16_div(", "f16_sqrt(")   # half helpers that round themselves (WGSL's f32 division and sqrt may be inexact)
+
+def round_to(expr: str, dt: DType) -> str:
+  """expr (an f32 value) rounded to dt when dt is half or bfloat16."""
+  return f"{SMALL_FLOATS[dt][2]}({expr})" if dt in SMALL_FLOATS else expr
 
 def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
 
@@ -122,6 +135,75 @@ fn f32_to_u32(x: f32) -> u32 {
   if (x >= 4294967296.0f) { return 0xffffffffu; }
   return u32(x);
 }
+fn f16_to_f32(h: u32) -> f32 {
+  // the low 16 bits of h as a half, widened exactly: subnormals normalised, inf and NaN keep sign and payload
+  let s = (h & 0x8000u) << 16u;
+  let e = (h >> 10u) & 0x1fu;
+  let m = h & 0x3ffu;
+  if (e == 0x1fu) { return bitcast<f32>(s | 0x7f800000u | (m << 13u)); }
+  if (e != 0u) { return bitcast<f32>(s | ((e + 112u) << 23u) | (m << 13u)); }
+  if (m == 0u) { return bitcast<f32>(s); }
+  let p = firstLeadingBit(m);   // m * 2^-24 = 1.f * 2^(p - 24)
+  return bitcast<f32>(s | ((p + 103u) << 23u) | ((m << (23u - p)) & 0x7fffffu));
+}
+fn f16_bits(x: f32) -> u32 {
+  // x rounded to the nearest half, ties to even, as its bits: 65520 and up overflow to inf, values under 2^-14 round on
+  // the subnormal grid (2^-24), NaN stays NaN with its sign and the top of its payload (quiet stays quiet)
+  let b = bitcast<u32>(x);
+  let s = (b >> 16u) & 0x8000u;
+  let a = b & 0x7fffffffu;
+  if (a > 0x7f800000u) { let pm = (a >> 13u) & 0x3ffu; return s | 0x7c00u | select(pm, 0x200u, pm == 0u); }
+  if (a >= 0x477ff000u) { return s | 0x7c00u; }
+  if (a >= 0x38800000u) { return s | ((a + 0xfffu + ((a >> 13u) & 1u) - 0x38000000u) >> 13u); }
+  let e = a >> 23u;
+  if (e < 102u) { return s; }   // under 2^-25 (f32 subnormals included): rounds to a zero
+  let m = (a & 0x7fffffu) | 0x800000u;
+  let sh = 126u - e;            // 14..24: |x| / 2^-24 = m >> sh, plus the rounding of what is shifted out
+  let q = m >> sh;
+  let rest = m & ((1u << sh) - 1u);
+  let tie = 1u << (sh - 1u);
+  return s | (q + select(0u, 1u, rest > tie || (rest == tie && (q & 1u) == 1u)));
+}
+fn f16_round(x: f32) -> f32 { return f16_to_f32(f16_bits(x)); }
+fn f16_div(a: f32, b: f32) -> f32 { return f16_quotient(a, b, ieee_div(a, b)); }
+fn f16_quotient(a: f32, b: f32, q: f32) -> f32 {
+  // a / b of two halves, correctly rounded from q, an f32 quotient WGSL lets be 2.5 ulp off: the exact quotient is that
+  // close to q, so it can only lie past the half midpoint next to q's rounding, and the midpoint (12 bits) times b
+  // (11 bits) is exact in f32, so comparing it with a decides (ties, possible among subnormals, go to even)
+  let h = f16_round(q);
+  let ua = bitcast<u32>(a) & 0x7fffffffu;
+  let ub = bitcast<u32>(b) & 0x7fffffffu;
+  if (ua == 0u || ub == 0u || ua >= 0x7f800000u || ub >= 0x7f800000u || abs(q) == abs(h)) { return h; }
+  let hb = f16_bits(abs(h));
+  let up = abs(q) > abs(h);
+  let nb = select(hb - 1u, hb + 1u, up);
+  let m = select((f16_to_f32(hb) + f16_to_f32(nb)) * 0.5f, 65520.0f, max(hb, nb) == 0x7c00u);
+  let c = m * bitcast<f32>(ub);
+  let x = bitcast<f32>(ua);
+  let pick = select(hb, nb, select((x < c), (x > c), up) || (x == c && (nb & 1u) == 0u));
+  return bitcast<f32>(bitcast<u32>(f16_to_f32(pick)) | (bitcast<u32>(q) & 0x80000000u));
+}
+fn f16_sqrt(x: f32) -> f32 { return f16_root(x, ieee_sqrt(x)); }
+fn f16_root(x: f32, r: f32) -> f32 {
+  // sqrt of a half, correctly rounded from r, an f32 root WGSL lets be inexact: the midpoint next to r's rounding
+  // squared is exact in f32 (never equal to a half, so no ties)
+  let h = f16_round(r);
+  if (bitcast<u32>(x) - 1u >= 0x7f7fffffu || r == h) { return h; }   // +-0, negative, inf, NaN: nothing to round
+  let hb = f16_bits(h);
+  let up = r > h;
+  let nb = select(hb - 1u, hb + 1u, up);
+  let m = (f16_to_f32(hb) + f16_to_f32(nb)) * 0.5f;
+  let c = m * m;
+  return f16_to_f32(select(hb, nb, select((x < c), (x > c), up)));
+}
+fn bf16_to_f32(h: u32) -> f32 { return bitcast<f32>((h & 0xffffu) << 16u); }
+fn bf16_bits(x: f32) -> u32 {
+  // nearest bfloat16, ties to even; NaN stays a NaN, made quiet (the reference semantics)
+  let b = bitcast<u32>(x);
+  if ((b & 0x7fffffffu) > 0x7f800000u) { return ((b >> 16u) | 0x40u) & 0xffffu; }
+  return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
+}
+fn bf16_round(x: f32) -> f32 { return bf16_to_f32(bf16_bits(x)); }
 fn idiv_i32(a: i32, b: i32) -> i32 { return select(a / select(b, 1, b == 0), 0, b == 0); }
 fn imod_i32(a: i32, b: i32) -> i32 { return select(a % select(b, 1, b == 0), 0, b == 0); }
 fn idiv_u32(a: u32, b: u32) -> u32 { return select(a / select(b, 1u, b == 0u), 0u, b == 0u); }
@@ -143,6 +225,7 @@ def wgsl_type(dt: DType) -> str:
 
 def render_const(x, dt: DType) -> str:
   if dt == dtypes.bool: return "true" if x else "false"
+  if dt in SMALL_FLOATS: return render_const(truncate(dt, x), dtypes.float32)   # the f32 holding exactly that value
   if dt == dtypes.float32:
     bits = struct.unpack("<I", struct.pack("<f", float(x)))[0]
     if not math.isfinite(float(x)): return f"f32_bits({bits:#x}u)"   # not a const-expression: Tint refuses non-finite ones
@@ -162,7 +245,8 @@ def render_const(x, dt: DType) -> str:
 class WGSLRenderer(Renderer):
   """The WebGPU target: 32-bit types plus bool, flat thread ids decomposed in the shader, 32-bit addressing."""
   device = "WEBGPU"
-  supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16})
+  supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
+                                dtypes.float16, dtypes.bfloat16})
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # the shader recovers each id from one flat id, so only the total is bounded
   max_buffers = 8                     # WebGPU's guaranteed maxStorageBuffersPerShaderStage (browsers default to it)
@@ -296,11 +380,12 @@ class _Kernel:
       self.names[u] = ""
       return
     if op is Ops.CAST: return self.bind(u, self.cast(u.src[0], u.dtype))
-    if op is Ops.BITCAST:
-      if u.dtype.itemsize != u.src[0].dtype.itemsize or u.dtype.scalar == dtypes.bool or u.src[0].dtype.scalar == dtypes.bool:
-        raise UnsupportedError(f"backend WEBGPU cannot bitcast {u.src[0].dtype.name} to {u.dtype.name}")
-      return self.bind(u, wrap(f"bitcast<{wgsl_type(u.dtype)}>({self.ref(u.src[0])})", u.dtype.scalar))
-    if op in GroupOp.ALU: return self.bind(u, wrap(self.alu(op, u.dtype, u.src), u.dtype.scalar) if op is not Ops.WHERE else self.alu(op, u.dtype, u.src))
+    if op is Ops.BITCAST: return self.bind(u, self.bitcast(u.src[0], u.dtype))
+    if op in GroupOp.ALU:
+      expr = self.alu(op, u.dtype, u.src)
+      if op is not Ops.WHERE: expr = wrap(expr, u.dtype.scalar)
+      if op not in EXACT_OPS and not expr.startswith(ROUNDED): expr = round_to(expr, u.dtype.scalar)
+      return self.bind(u, expr)
     raise UnsupportedError(f"backend WEBGPU cannot render {op} in kernel {self.name}")
 
   # ***** memory *****
@@ -321,6 +406,7 @@ class _Kernel:
     word = f"atomicLoad(&data{p}[{w}])" if self.is_atomic(p) else f"data{p}[{w}]"
     e = f"(({word} >> {shift}) & {mask})"
     if dt == dtypes.bool: return f"({e} != 0u)"
+    if dt in SMALL_FLOATS: return f"{SMALL_FLOATS[dt][0]}({e})"
     return wrap(f"bitcast<i32>({e})", dt) if signed(dt) else e
 
   def store(self, idx: UOp, val: UOp) -> None:
@@ -328,33 +414,47 @@ class _Kernel:
     if dt not in PACKED: return self.line(f"data{p}[{i}] = {self.ref(val)};")
     # neighbouring threads own the other elements of this word: clear and set ours atomically
     w, shift, mask = self.packing(dt, i)
-    v = f"select(0u, 1u, {self.ref(val)})" if dt == dtypes.bool else f"(bitcast<u32>({self.ref(val)}) & {mask})"
+    v = (f"select(0u, 1u, {self.ref(val)})" if dt == dtypes.bool else f"{SMALL_FLOATS[dt][1]}({self.ref(val)})" if dt in SMALL_FLOATS
+         else f"(bitcast<u32>({self.ref(val)}) & {mask})")
     self.line(f"atomicAnd(&data{p}[{w}], ~({mask} << {shift}));")
     self.line(f"atomicOr(&data{p}[{w}], {v} << {shift});")
 
   # ***** arithmetic *****
 
+  def bitcast(self, x: UOp, dt: DType) -> str:
+    src, dst, a = x.dtype.scalar, dt.scalar, self.ref(x)
+    if dt.itemsize != x.dtype.itemsize or dtypes.bool in (src, dst):
+      raise UnsupportedError(f"backend WEBGPU cannot bitcast {x.dtype.name} to {dt.name}")
+    if src not in SMALL_FLOATS and dst not in SMALL_FLOATS: return wrap(f"bitcast<{wgsl_type(dt)}>({a})", dst)
+    # 16 bits: half and bfloat16 values go through their bits (the 16-bit ints hold theirs sign-extended in 32)
+    bits = f"{SMALL_FLOATS[src][1]}({a})" if src in SMALL_FLOATS else f"(bitcast<u32>({a}) & 0xffffu)"
+    if dst in SMALL_FLOATS: return f"{SMALL_FLOATS[dst][0]}({bits})"
+    return wrap(f"bitcast<{wgsl_type(dt)}>({bits})", dst)
+
   def cast(self, x: UOp, dt: DType) -> str:
     src, a = x.dtype.scalar, self.ref(x)
     wt = wgsl_type(dt)
     if src == dt.scalar: return a
-    if dt == dtypes.bool: return f"((bitcast<u32>({a}) & 0x7fffffffu) != 0u)" if src == dtypes.float32 else f"({a} != {render_const(0, src)})"
+    isf = dtypes.is_float(src)
+    if dt == dtypes.bool: return f"((bitcast<u32>({a}) & 0x7fffffffu) != 0u)" if isf else f"({a} != {render_const(0, src)})"
     if src == dtypes.bool: return f"select({render_const(0, dt)}, {render_const(1, dt)}, {a})"
-    if src == dtypes.float32 and dt.scalar in SMALL_INTS:   # saturate to the small range (the value is in i32/u32 range then)
+    if dtypes.is_float(dt.scalar):   # from a float: the value is exact in f32; from an int: f32 rounds it (ints up to 2^24 exactly)
+      return round_to(a if isf else f"f32({a})", dt.scalar)
+    if isf and dt.scalar in SMALL_INTS:   # saturate to the small range (the value is in i32/u32 range then)
       lo, hi = (-(1 << (SMALL_INTS[dt.scalar] - 1)), (1 << (SMALL_INTS[dt.scalar] - 1)) - 1) if signed(dt.scalar) else (0, (1 << SMALL_INTS[dt.scalar]) - 1)
       conv = "f32_to_i32" if signed(dt.scalar) else "f32_to_u32"
       return f"clamp({conv}({a}), {render_const(lo, dt.scalar)}, {render_const(hi, dt.scalar)})"
-    if src == dtypes.float32 and dt == dtypes.int32: return f"f32_to_i32({a})"
-    if src == dtypes.float32 and dt == dtypes.uint32: return f"f32_to_u32({a})"
+    if isf and dt == dtypes.int32: return f"f32_to_i32({a})"
+    if isf and dt == dtypes.uint32: return f"f32_to_u32({a})"
     return wrap(f"{wt}({a})", dt.scalar)   # int<->int keeps the bits (wraps); int->float rounds to nearest
 
   def alu(self, op: Ops, dt: DType, srcs: tuple[UOp, ...]) -> str:
     s = [self.ref(x) for x in srcs]
     t = srcs[-1].dtype.scalar   # operand dtype (comparisons return bool from non-bool operands)
-    isf, isb = t == dtypes.float32, t == dtypes.bool
+    isf, isb = dtypes.is_float(t), t == dtypes.bool
     if op is Ops.WHERE: return f"select({s[2]}, {s[1]}, {s[0]})"
-    if op is Ops.MULACC:
-      return f"({self.fmul(srcs[0], srcs[1])} + {s[2]})" if isf else f"({s[0]} * {s[1]} + {s[2]})"
+    if op is Ops.MULACC:   # the product is rounded to the type before the add (as two ops would be)
+      return f"({round_to(self.fmul(srcs[0], srcs[1]), t)} + {s[2]})" if isf else f"({s[0]} * {s[1]} + {s[2]})"
     if op in GroupOp.Comparison:
       if isb and op is Ops.CMPLT: return f"(!{s[0]} && {s[1]})"
       sym = {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}[op]
@@ -367,6 +467,8 @@ class _Kernel:
       if op in boolean: return f"({s[0]} {boolean[op]} {s[1]})"
       if op is Ops.NEG: return f"(!{s[0]})"
       raise UnsupportedError(f"backend WEBGPU has no {op} on bool")
+    if t == dtypes.float16 and op in (Ops.FDIV, Ops.RECIP, Ops.SQRT):
+      return f"f16_sqrt({s[0]})" if op is Ops.SQRT else f"f16_div({'1.0f' if op is Ops.RECIP else s[0]}, {s[-1]})"
     if isf and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MOD): return self.float_binary(op, srcs)
     if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND):
       sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}[op]
