@@ -301,3 +301,12 @@ def test_shape_mismatch_errors_name_the_shapes():
   devs = [d for d in ("PYTHON", "CPU") if d != Device.DEFAULT]
   if devs and devs[0] in Device.specs:
     with pytest.raises(ValueError, match="different devices"): Tensor.ones(2) + Tensor.ones(2, device=devs[0])
+
+def test_repeated_rand_calls_share_one_kernel():
+  # the call index is read from a buffer, not baked in: a training loop with dropout compiles its kernels once
+  from tinycore import engine
+  Tensor.rand(33).numpy()
+  before = len(engine._runners)
+  draws = [Tensor.rand(33).numpy() for _ in range(4)]
+  assert len(engine._runners) == before
+  assert all(not np.array_equal(a, b) for a, b in zip(draws, draws[1:]))

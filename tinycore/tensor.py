@@ -272,10 +272,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return Tensor(r.cast(dtype or dtypes.default_float).uop, requires_grad=requires_grad)
 
   # ***** random: threefry2x32, counter based, so a seed gives the same numbers on every backend *****
-  # While TinyJit traces a function (its first two calls) _rng_slots is a list: each rand call then reads its call index
-  # and key from a small device buffer (a "slot", recorded here as (slot, call index)) instead of baking them into the
-  # kernel as constants, and TinyJit rewrites the slots before each replay, so a replayed rand draws the numbers the
-  # same call would draw without the jit, and follows manual_seed.
+  # Each rand call reads its call index and key from a small device buffer of its own (a "slot") instead of having them
+  # baked into the kernel as constants: every call then runs the same compiled kernel. While TinyJit traces a function
+  # (its first two calls) _rng_slots is a list recording (slot, call index); TinyJit rewrites the slots before each
+  # replay, so a replayed rand draws the numbers the same call would draw without the jit, and follows manual_seed.
   _rng_slots: list[tuple[Tensor, int]] | None = None
   @staticmethod
   def manual_seed(seed: int = 0) -> None: Tensor._seed, Tensor._rng_counter = int(seed), 0
@@ -286,7 +286,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   @staticmethod
   def _threefry(c0: Tensor, c1: Tensor | int, k0: Tensor | int, k1: Tensor | int) -> Tensor:
     """threefry2x32-20 of the uint32 counters (c0, c1) under the key (k0, k1); the first output word. The key and c1 are
-    Python ints (constants in the kernel) or uint32 scalar Tensors (read from a buffer)."""
+    Python ints (constants) or uint32 scalar Tensors (read from a buffer, as _random_bits does)."""
     def u32(x): return x & 0xffffffff if isinstance(x, int) else x
     ks = [k0, k1, u32(k0 ^ k1 ^ 0x1BD11BDA)]
     rot = [13, 15, 26, 6, 17, 29, 16, 24]
@@ -306,9 +306,9 @@ class Tensor(NNOpsMixin, IndexingMixin):
     call = Tensor._rng_counter
     dev = _canon_device(device)
     c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32)
-    if n == 0 or Tensor._rng_slots is None: return Tensor._threefry(c0, *Tensor._rng_words(call))
+    if n == 0: return c0
     slot = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev)
-    Tensor._rng_slots.append((slot, call))
+    if Tensor._rng_slots is not None: Tensor._rng_slots.append((slot, call))
     return Tensor._threefry(c0, *(slot.shrink(((i, i + 1),)).reshape(()) for i in range(3)))
   @staticmethod
   def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
