@@ -310,3 +310,32 @@ def test_repeated_rand_calls_share_one_kernel():
   draws = [Tensor.rand(33).numpy() for _ in range(4)]
   assert len(engine._runners) == before
   assert all(not np.array_equal(a, b) for a, b in zip(draws, draws[1:]))
+
+def test_equal_graphs_in_separate_tensors_get_separate_buffers():
+  # hash-consing merges Tensor.zeros(3) and Tensor.zeros(3) into one node; an assign to one must not reach the other
+  # (BatchNorm's bias and running_mean are both zeros)
+  a, b = Tensor.zeros(3) + 1, Tensor.zeros(3) + 1
+  a.realize()
+  a.assign(Tensor([5.0, 5, 5])).realize()
+  assert a.tolist() == [5.0, 5, 5] and b.tolist() == [1.0, 1, 1]
+  c, d = Tensor.zeros(3), Tensor.zeros(3)
+  Tensor.realize_all(c, d)
+  d.assign(Tensor([7.0, 7, 7])).realize()
+  assert c.tolist() == [0.0, 0, 0] and d.tolist() == [7.0, 7, 7]
+  e = Tensor.ones(2)
+  Tensor.realize_all(e, e)  # one tensor twice is still one buffer
+  assert e.tolist() == [1.0, 1.0]
+
+def test_batchnorm_bias_and_running_mean_stay_apart():
+  from tinycore.nn import BatchNorm2d
+  from tinycore.nn.optim import SGD
+  bn = BatchNorm2d(2)
+  opt = SGD([bn.weight, bn.bias], lr=1.0)
+  x = Tensor(np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2))
+  with Tensor.train():
+    opt.zero_grad()
+    (bn(x) * Tensor([[[[1.0]], [[2.0]]]])).sum().backward()
+    opt.step()
+  # the running mean moved by momentum * batch mean; the bias by -lr * grad (grad of sum(out * k) w.r.t. bias is k * count)
+  np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.numpy().mean(axis=(0, 2, 3)), rtol=1e-5)
+  np.testing.assert_allclose(bn.bias.numpy(), [-8.0, -16.0], rtol=1e-5)

@@ -50,10 +50,10 @@ def test_render_needs_no_device():
 def test_renderer_describes_target():
   d = WGSLRenderer().describe()
   assert d["device"] == "WEBGPU" and d["global_dims"] == 3 and d["max_buffers"] == 8
-  assert d["supported_dtypes"] == ["bool", "char", "float", "int", "short", "uchar", "uint", "ushort"] and WGSLRenderer.index_bits == 32
+  assert d["supported_dtypes"] == ["bfloat16", "bool", "char", "float", "half", "int", "short", "uchar", "uint", "ushort"] and WGSLRenderer.index_bits == 32
   assert d["has_local"] and d["local_max"] == (256, 256, 64)
 
-@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.uint64], ids=lambda d: d.name)
 def test_unsupported_dtypes_raise(dt):
   with pytest.raises(UnsupportedError, match=f"WEBGPU.*{dt.name}"): get_program(ast_of(P([1.0, 2.0]).cast(dt)), WGSLRenderer())
 
@@ -75,7 +75,9 @@ def test_non_finite_constants_are_not_const_expressions():
   """Tint (Chromium) refuses a const-expression that is inf or NaN: they come from a function call, helpers included."""
   import re
   x = P([1.0, 0.0, -1.0])
-  for t in (x * float("inf") - float("nan"), x.log2(), x.sin(), x.sqrt(), x.exp2(), x / x, x.maximum(x.flip(0))):
+  h, bf = x.cast(dtypes.float16), x.cast(dtypes.bfloat16)
+  for t in (x * float("inf") - float("nan"), x.log2(), x.sin(), x.sqrt(), x.exp2(), x / x, x.maximum(x.flip(0)),
+            h / h.flip(0) + h.sqrt() * float("inf"), h.reciprocal().cast(dtypes.bfloat16), bf / bf.flip(0) - float("inf")):
     src = get_program(ast_of(t), WGSLRenderer()).src
     for m in re.finditer(r"bitcast<f32>\((0x[0-9a-f]+)u\)", src):
       assert (int(m.group(1), 16) & 0x7f800000) != 0x7f800000, f"non-finite const-expression {m.group(0)} in\n{src}"
@@ -308,6 +310,148 @@ def test_small_int_constants_and_wrapping_render():
   assert "array<atomic<u32>>" in src and "atomicOr(" in src and "& 0xffi" in src   # stored into words, wrapped to 8 bits
   assert "<< 24" not in src
 
+# ***** half and bfloat16 (16-bit words, held in f32 registers, rounded in integer code after every op) *****
+
+def bits_equal(got, want) -> bool:
+  """Bit for bit, except that any NaN matches any NaN."""
+  g, w = np.asarray(got), np.asarray(want)
+  u = {2: np.uint16, 4: np.uint32}[g.dtype.itemsize]
+  return bool(((g.view(u) == w.view(u)) | (np.isnan(g) & np.isnan(w))).all())
+
+HALF_EDGES = np.array([1 + 2**-11, 1 + 3 * 2**-11, -(1 + 2**-11), 2049.0, 2051.0, 65504.0, 65519.996, 65520.0, -65520.0, 1e6,
+                       2**-24, 2**-25, 2**-25 * 1.0001, 3 * 2**-25, 5 * 2**-25, 2**-14 - 2**-25, 2**-14 - 2**-26, 2**-26, 1e-30,
+                       np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, -2**-26, 0.1, 1 / 3], np.float32)
+
+def test_half_rounding_of_edge_values(gpu):
+  """float32 -> float16 is round to nearest even: ties (1 + 2^-11 -> 1, 2049 -> 2048), overflow (65520 -> inf, 65519.996
+  -> 65504), subnormal ties (2^-25 -> 0, 3 * 2^-25 -> 2^-23), a zero's sign (-2^-26 -> -0.0), NaN stays NaN."""
+  got = T(HALF_EDGES).cast(dtypes.float16).numpy()
+  with np.errstate(all="ignore"): want = HALF_EDGES.astype(np.float16)
+  assert got.dtype == np.float16 and bits_equal(got, want), f"got {got.tolist()}, want {want.tolist()}"
+  assert got[[0, 3, 7, 11, 12, 13]].tolist() == [1.0, 2048.0, np.inf, 0.0, 2**-24, 2**-23] and np.signbit(got[[24, 25]]).all()
+  np.testing.assert_array_equal(T(HALF_EDGES).cast(dtypes.float16).bitcast(dtypes.uint16).numpy()[[19, 20]] & 0x7e00, [0x7e00, 0x7e00])
+
+def test_every_half_bit_pattern_round_trips(gpu):
+  """All 65536 halves widen exactly to float32 (subnormals, infinities, NaN payloads, -0.0) and narrow back to the same bits."""
+  allbits = np.arange(2**16, dtype=np.uint16)
+  h = T(allbits).bitcast(dtypes.float16)
+  wide = h.cast(dtypes.float32).numpy()
+  assert np.array_equal(wide.view(np.uint32), allbits.view(np.float16).astype(np.float32).view(np.uint32))
+  assert np.array_equal(h.cast(dtypes.float32).cast(dtypes.float16).bitcast(dtypes.uint16).numpy(), allbits)
+  assert np.array_equal(h.bitcast(dtypes.int16).numpy(), allbits.view(np.int16))
+  b = T(allbits).bitcast(dtypes.bfloat16).cast(dtypes.float32).numpy()
+  assert np.array_equal(b.view(np.uint32), allbits.astype(np.uint32) << 16)
+
+def test_float32_to_half_matches_numpy_on_ties_and_random_bits(gpu):
+  halves = np.arange(2**16, dtype=np.uint16).view(np.float16)
+  halves = halves[np.isfinite(halves)]
+  with np.errstate(all="ignore"):
+    lo, hi = halves[:-1].astype(np.float64), np.nextafter(halves[:-1], np.float16(np.inf)).astype(np.float64)
+    mids = ((lo + hi) / 2).astype(np.float32)   # every midpoint is exact in float32: the ties, and their neighbours
+    x = np.concatenate([mids, np.nextafter(mids, np.float32(np.inf)), np.nextafter(mids, np.float32(-np.inf)),
+                        np.random.default_rng(5).integers(0, 2**32, 300000, dtype=np.uint64).astype(np.uint32).view(np.float32)])
+    want = x.astype(np.float16)
+    assert bits_equal(T(x).cast(dtypes.float16).numpy(), want)
+    assert bits_equal(T(x).cast(dtypes.bfloat16).numpy(), P(x).cast(dtypes.bfloat16).numpy())
+
+HALF_OPS = [("add", lambda x, y: x + y), ("sub", lambda x, y: x - y), ("mul", lambda x, y: x * y), ("div", lambda x, y: x / y),
+            ("recip", lambda x, y: x.reciprocal()), ("sqrt", lambda x, y: x.abs().sqrt()), ("max", lambda x, y: x.maximum(y)),
+            ("neg", lambda x, y: -x), ("mod", lambda x, y: x % y), ("trunc", lambda x, y: x.trunc()), ("mulacc", lambda x, y: x * y + x),
+            ("chain", lambda x, y: (x + y) * y - x / y), ("lt", lambda x, y: x < y), ("ne", lambda x, y: x != y),
+            ("where", lambda x, y: (x < y).where(x, y * 3)), ("sum", lambda x, y: (x * y).sum(axis=1)), ("exp2", lambda x, y: x.exp2()),
+            ("log2", lambda x, y: x.log2()), ("sin", lambda x, y: x.sin()), ("to_float", lambda x, y: x.cast(dtypes.float32) * y.cast(dtypes.float32)),
+            ("to_int", lambda x, y: x.cast(dtypes.int32)), ("to_int8", lambda x, y: x.cast(dtypes.int8)), ("to_uint16", lambda x, y: x.cast(dtypes.uint16)),
+            ("to_bool", lambda x, y: x.cast(dtypes.bool)), ("from_int", lambda x, y: (x * 1000).cast(dtypes.int32).cast(x.dtype)),
+            ("from_bool", lambda x, y: (x < y).cast(x.dtype)), ("other_float", lambda x, y: x.cast(dtypes.bfloat16 if x.dtype == dtypes.float16 else dtypes.float16)),
+            ("bitcast", lambda x, y: x.bitcast(dtypes.int16)), ("bitcast_back", lambda x, y: (x.bitcast(dtypes.uint16) ^ 1).bitcast(x.dtype))]
+
+def half_operands(dt, moderate=False):
+  """Random values over the type's range (half subnormals and overflow included) plus NaN, infinities and signed zeros.
+  moderate: within half's range for both types (float32's log2 and sin are not exact for bfloat16's subnormals and 1e30)."""
+  rng = np.random.default_rng(11)
+  scale = rng.choice([2**-20, 2**-10, 1.0, 300.0, 3e4], (64, 8)) if dt == dtypes.float16 or moderate else rng.choice([1e-38, 1e-3, 1.0, 1e30], (64, 8))
+  a, b = rng.standard_normal((64, 8)) * scale, rng.standard_normal((64, 8)) * scale[::-1]
+  special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, 2048.0, 65504.0 if dt == dtypes.float16 or moderate else 3e38]
+  a[:8, 0], b[:8, 0], a[8:16, 0], b[8:16, 0] = special, special[::-1], special, special
+  return a.astype(np.float32), b.astype(np.float32)
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("name,f", HALF_OPS, ids=[o[0] for o in HALF_OPS])
+def test_half_and_bfloat16_match_python(gpu, dt, name, f):
+  """Bit for bit the PYTHON device (the reference semantics): every op result is rounded to the type, never kept in float32
+  across ops, so e.g. half (2048 + 1) - 2048 is 0. The transcendentals are float32 ones: within one ulp of the type."""
+  a, b = half_operands(dt, moderate=name in ("exp2", "log2", "sin"))
+  with np.errstate(all="ignore"):
+    got, want = f(T(a).cast(dt), T(b).cast(dt)), f(P(a).cast(dt), P(b).cast(dt))
+    assert got.dtype == want.dtype
+    g, w = got.numpy(), want.numpy()
+  if name in ("exp2", "log2", "sin"): nan_equal(g, w, rtol=2**-10 if dt == dtypes.float16 else 2**-7, atol=2**-24)
+  elif name == "max": nan_equal(g, w, rtol=0, atol=0)   # max(0, -0): numpy's own answer differs between float16 and float32
+  elif g.dtype.kind == "f": assert bits_equal(g, w), f"{name} {dt.name}: {[(x, y, gg, ww) for x, y, gg, ww in zip(a.ravel(), b.ravel(), g.ravel(), w.ravel()) if not bits_equal(gg, ww)][:5]}"
+  else: np.testing.assert_array_equal(g, w)
+
+def test_half_rounds_after_every_op(gpu):
+  x = np.array([1.0, 2**-11, 0.1, 64000.0], np.float32)
+  got = ((T(x).cast(dtypes.float16) + 2048) - 2048).numpy()   # kept in float32 between the ops, 1.0 would survive
+  with np.errstate(over="ignore"): want = (x.astype(np.float16) + np.float16(2048)) - np.float16(2048)
+  assert bits_equal(got, want) and got.tolist() == [0.0, 0.0, 0.0, np.inf]
+  assert ((T(x).cast(dtypes.bfloat16) + 256) - 256).numpy().tolist() == [0.0, 0.0, 0.0, 64000.0]
+
+def test_half_matmul_matches_numpy(gpu):
+  rng = np.random.default_rng(6)
+  a, b = rng.standard_normal((37, 29)).astype(np.float16), rng.standard_normal((29, 11)).astype(np.float16)
+  got = (T(a) @ T(b)).numpy()
+  assert got.dtype == np.float16
+  assert bits_equal(got, (P(a, np.float16) @ P(b, np.float16)).numpy())
+  # half products summed in float32: each product is off by up to half an ulp of half
+  np.testing.assert_allclose(got.astype(np.float32), (a @ b).astype(np.float32), rtol=1e-2, atol=1e-2)
+  np.testing.assert_allclose(got.astype(np.float32), a.astype(np.float32) @ b.astype(np.float32), rtol=1e-2, atol=1e-2)
+
+def test_half_division_and_sqrt_round_correctly_from_an_inexact_float32(gpu):
+  """WGSL lets f32 division and sqrt be 2.5 ulp off (real GPUs are): the half result is still the correctly rounded one.
+  The helpers are handed the f32 result nudged by up to 3 ulp, around quotients and roots made to lie next to a midpoint."""
+  from tinygrad_webgpu.renderer import helpers_for
+  rng = np.random.default_rng(9)
+  def h(x): return np.asarray(x, np.float64).astype(np.float16)
+  b = h(rng.standard_normal(6000) * rng.choice([2**-20, 2**-8, 1.0, 100.0], 6000))
+  b = b[(b != 0) & np.isfinite(b)]
+  halves = np.arange(2**16, dtype=np.uint16).view(np.float16)
+  halves = halves[np.isfinite(halves) & (halves > 0)]
+  m = rng.choice(halves[:-1], len(b)).astype(np.float64)
+  mid = (m + np.nextafter(m.astype(np.float16), np.float16(np.inf)).astype(np.float64)) / 2   # a midpoint between two halves
+  with np.errstate(all="ignore"):
+    a = h(mid * b.astype(np.float64))   # a / b lands next to the midpoint
+    ok = np.isfinite(a) & (a != 0)
+    a, b = a[ok], b[ok]
+    a = np.concatenate([a, h([2**-24, 2**-24, 3 * 2**-24, 65504.0, 1.0])])   # exact subnormal ties, overflow to inf
+    b = np.concatenate([b, h([2.0, -2.0, 2.0, 0.5, 3.0])])
+    r = rng.choice(halves[(halves > 2**-12) & (halves < 255)], len(a))
+    roots = h(((r.astype(np.float64) + np.nextafter(r, np.float16(np.inf)).astype(np.float64)) / 2) ** 2)   # sqrt next to a midpoint
+    want = np.stack([np.broadcast_to(a / b, (7, len(a))), np.broadcast_to(np.sqrt(roots), (7, len(a)))], 1).reshape(14, -1).T
+  body = """  let i = g.x;
+  if (i >= arrayLength(&a)) { return; }
+  for (var d = 0u; d < 7u; d++) {
+    let q = a[i] / b[i];
+    out[i * 14u + d * 2u] = f16_quotient(a[i], b[i], bitcast<f32>(bitcast<u32>(q) + d - 3u));
+    let r = sqrt(c[i]);
+    out[i * 14u + d * 2u + 1u] = f16_root(c[i], bitcast<f32>(bitcast<u32>(r) + d - 3u));
+  }"""
+  src = "\n".join(["@group(0) @binding(0) var<storage, read_write> out: array<f32>;"] +
+                  [f"@group(0) @binding({i + 1}) var<storage, read_write> {n}: array<f32>;" for i, n in enumerate("abc")] +
+                  helpers_for(body) + ["@compute @workgroup_size(64)", "fn nudged(@builtin(global_invocation_id) g: vec3<u32>) {", body, "}", ""])
+  prg = gpu.driver.load("nudged", src.encode())
+  bufs = [Buffer("WEBGPU", len(a) * 14, dtypes.float32).ensure_allocated()]
+  for x in (a, b, roots): bufs.append(Buffer("WEBGPU", len(a), dtypes.float32).copyin(memoryview(x.astype(np.float32).tobytes())))
+  prg(*(x._buf for x in bufs), global_size=(len(a), 1, 1), wait=True)
+  got = bufs[0].numpy().reshape(-1, 14).astype(np.float16)
+  bad = ~((got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))).all(axis=1)
+  assert not bad.any(), f"(a, b, root input, got, want): {list(zip(a[bad], b[bad], roots[bad], got[bad].tolist(), want[bad].tolist()))[:3]}"
+  assert want[-5:, 0].tolist() == [0.0, -0.0, 2**-23, np.inf, h(1 / 3)]   # ties to even among the subnormals
+
+def test_half_kernels_use_words_and_no_f16(gpu):
+  src = get_program(ast_of(P([1.0, 2.0]).cast(dtypes.float16) * 3), WGSLRenderer()).src
+  assert "array<atomic<u32>>" in src and "f16_bits(" in src and "f16_round(" in src and "enable f16" not in src and "<f16>" not in src
+
 # ***** movement, reductions, matmul *****
 
 def test_reductions_and_movement(gpu):
@@ -511,6 +655,20 @@ def test_exported_kernels_with_non_finite_constants_compile_in_chromium(gpu, tmp
   got = run_in_chromium(path)
   assert "error" not in got, got.get("error")
   np.testing.assert_allclose(got["outputs"][0], example["outputs"][0], rtol=1e-5, atol=1e-6)
+
+def test_exported_half_and_bfloat16_kernels_run_in_chromium(gpu, tmp_path):
+  """The half and bfloat16 helpers compile with Tint and give the same bits in the browser (float32 in and out)."""
+  import tinygrad_webgpu
+  x = Tensor(np.array([1.0, 2**-11, 0.1, 3.0, 600.0, 2**-24, -2.0, 7.0], np.float32), device="WEBGPU")
+  def fn(x):
+    h, bf = x.cast(dtypes.float16), x.cast(dtypes.bfloat16)
+    return (((h + 2048) - 2048) / (h.abs() + 1).sqrt() * h).cast(dtypes.float32) + h.reciprocal().cast(dtypes.float32).minimum(5.0), \
+           ((bf * 1.5 + 256) / 3).cast(dtypes.float32), h.bitcast(dtypes.int16).cast(dtypes.int32)
+  path = tinygrad_webgpu.export(fn, x, path=tmp_path / "model")
+  example = json.loads((path / "example.json").read_text())
+  got = run_in_chromium(path)
+  assert "error" not in got, got.get("error")
+  for g, w in zip(got["outputs"], example["outputs"]): np.testing.assert_array_equal(g, w)
 
 def test_exported_model_runs_in_headless_chromium(gpu, tmp_path):
   path, example = exported_model(tmp_path)

@@ -122,13 +122,23 @@ class Tensor(NNOpsMixin, IndexingMixin):
     return self
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    outs = [t.uop for t in tensors if not t.uop.is_realized]
+    # Separately built tensors can hold one node (hash-consing merges equal graphs: Tensor.zeros(3) twice). Each gets a
+    # buffer of its own, so an assign to one never changes the other: in this call a later one computes into its own
+    # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
+    owner: dict[UOp, Tensor] = {}
+    outs: list[UOp] = []
+    for t in tensors:
+      if t.uop.is_realized: continue
+      if owner.setdefault(t.uop, t) is not t:
+        t.uop = UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), unique_id())
+        owner[t.uop] = t
+      outs.append(t.uop)
     if not outs: return
     items, becomes = create_schedule_cached(outs, create_schedule)
     run_schedule(items)
     mark_done(becomes)
-    for t in list(_all_tensors):  # re-point every tensor that held a realized node at its buffer
-      if (nu := becomes.get(t.uop)) is not None: t.uop = nu
+    for t in list(_all_tensors):  # re-point the tensors that held a realized node at its buffer
+      if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding this tensor's data."""
     u = self.uop

@@ -18,4 +18,4 @@ def _allocator(driver):
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   return [BackendSpec("WEBGPU", CONTRACT_VERSION, _renderer, _assembler, _driver, _allocator, priority=1,
-                      capabilities={"dtypes": "bool int8 uint8 int16 uint16 int32 uint32 float32", "index_bits": 32, "export": "browser (navigator.gpu)"})]
+                      capabilities={"dtypes": "bool int8 uint8 int16 uint16 int32 uint32 float16 bfloat16 float32", "index_bits": 32, "export": "browser (navigator.gpu)"})]

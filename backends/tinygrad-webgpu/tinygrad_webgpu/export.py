@@ -9,7 +9,8 @@ from tinycore.runtime.errors import UnsupportedError
 from tinygrad_webgpu.renderer import dispatch_for
 
 JS_TYPED_ARRAYS = {dtypes.float32: "Float32Array", dtypes.int32: "Int32Array", dtypes.uint32: "Uint32Array", dtypes.bool: "Uint8Array",
-                   dtypes.int8: "Int8Array", dtypes.uint8: "Uint8Array", dtypes.int16: "Int16Array", dtypes.uint16: "Uint16Array"}
+                   dtypes.int8: "Int8Array", dtypes.uint8: "Uint8Array", dtypes.int16: "Int16Array", dtypes.uint16: "Uint16Array",
+                   dtypes.float16: "Uint16Array", dtypes.bfloat16: "Uint16Array"}   # half and bfloat16: their raw 16-bit words
 
 RUNTIME_JS = """
 const STORAGE = 0x80 | 0x4 | 0x8;  // GPUBufferUsage.STORAGE | COPY_SRC | COPY_DST, without needing the global at import
@@ -33,7 +34,8 @@ function padded(bytes) {
   return out;
 }
 
-// load(device?, weightsUrl?) -> { run(...inputs) -> outputs }: inputs and outputs are typed arrays (bool as Uint8Array)
+// load(device?, weightsUrl?) -> { run(...inputs) -> outputs }: inputs and outputs are typed arrays (bool as Uint8Array,
+// half and bfloat16 as Uint16Array holding their bits)
 export async function load(device, weightsUrl = new URL("./weights.safetensors", import.meta.url)) {
   if (!device) {
     const adapter = await navigator.gpu.requestAdapter();

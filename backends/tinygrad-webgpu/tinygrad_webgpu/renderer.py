@@ -69,7 +69,10 @@ def wrap(expr: str, dt: DType) -> str:
 HELPERS = """fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn nan_f32() -> f32 { return f32_bits(0x7fc00000u); }
-fn ieee_max(a: f32, b: f32) -> f32 { return select(select(max(a, b), b, is_nan(b)), a, is_nan(a)); }
+fn ieee_max(a: f32, b: f32) -> f32 {
+  // NaN in either gives NaN; of equal values (0 and -0) the first, as the reference semantics (numpy) and CPU do
+  return select(b, a, is_nan(a) || (!is_nan(b) && a >= b));
+}
 fn ieee_sqrt(x: f32) -> f32 { return select(sqrt(x), nan_f32(), x < 0.0f || is_nan(x)); }
 fn ieee_log2(x: f32) -> f32 {
   if (is_nan(x) || x < 0.0f) { return nan_f32(); }
@@ -243,7 +246,8 @@ def render_const(x, dt: DType) -> str:
   raise UnsupportedError(f"backend WEBGPU cannot render a constant of dtype {dt.name}")
 
 class WGSLRenderer(Renderer):
-  """The WebGPU target: 32-bit types plus bool, flat thread ids decomposed in the shader, 32-bit addressing."""
+  """The WebGPU target: 32-bit types, plus bool, 8/16-bit ints, half and bfloat16 packed in u32 words; flat thread ids
+  decomposed in the shader, 32-bit addressing."""
   device = "WEBGPU"
   supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16,
                                 dtypes.float16, dtypes.bfloat16})
