@@ -71,8 +71,6 @@ class _NodeCache:
 _node_refs: dict[tuple, weakref.ref] = {}
 _weakref = weakref.ref
 
-_FINISH = object()  # toposort's stack marker: the node under it has all its sources placed
-
 class UOpMeta(type):
   """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
   cache = _NodeCache()
@@ -109,15 +107,17 @@ class UOp(metaclass=UOpMeta):
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
     """Every node reachable from self, sources before users (iterative: deep graphs do not hit the recursion limit).
     `gate(u)` False keeps u but not what is under it."""
-    out: dict[UOp, None] = {}  # finished nodes, in order. A node is never met again while it is being expanded (a DAG)
-    stack: list = [self]
+    out: dict[UOp, None] = {}  # finished nodes, in order
+    stack: list[tuple[UOp, bool]] = [(self, False)]
     pop, push = stack.pop, stack.append
     while stack:
-      u = pop()
-      if u is _FINISH: out[pop()] = None  # everything under the node below the marker is done
-      elif u not in out:
-        push(u); push(_FINISH)
-        if gate is None or gate(u): stack.extend([s for s in reversed(u.src) if s not in out])
+      u, sources_done = pop()
+      if u in out: continue
+      if sources_done: out[u] = None
+      else:
+        push((u, True))
+        if gate is None or gate(u):
+          for s in reversed(u.src): push((s, False))
     return list(out)
 
   # ***** printing *****
