@@ -25,7 +25,8 @@ def run(*cmd, **kw) -> None:
 def setup(kind: str) -> None:
   if not PY.exists(): venv.EnvBuilder(with_pip=True).create(VENV)
   run(PY, "-m", "pip", "install", "-q", "--disable-pip-version-check", *PACKAGES[kind],
-      *[x for p in OPTIONAL.get(kind, []) if p.exists() for x in ("-e", str(p))])
+      *[x for p in OPTIONAL.get(kind, []) if p.exists() for x in ("-e", str(p))],
+      *os.environ.get("TINYCORE_EXTRA_PIP", "").split())  # e.g. "torch==2.13.0": the tests that cross-check with it run
 
 def installed_backends() -> list[str]:
   out = subprocess.run([str(PY), "-c", "from tinycore import Device; print(' '.join(n for n in Device if n != 'NULL'))"],
