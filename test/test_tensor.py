@@ -339,3 +339,16 @@ def test_batchnorm_bias_and_running_mean_stay_apart():
   # the running mean moved by momentum * batch mean; the bias by -lr * grad (grad of sum(out * k) w.r.t. bias is k * count)
   np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.numpy().mean(axis=(0, 2, 3)), rtol=1e-5)
   np.testing.assert_allclose(bn.bias.numpy(), [-8.0, -16.0], rtol=1e-5)
+
+def test_pending_assigns_and_the_loss_run_with_the_next_assign():
+  # a lazy graph reads buffers when it runs: pending effects run with the next assign, before it overwrites what they read
+  t = Tensor.zeros(3).contiguous().realize()
+  t.assign(Tensor.ones(3)); t.assign(t + 1)  # the same tensor assigned twice before a realize
+  assert t.tolist() == [2.0, 2.0, 2.0]
+  w = Tensor([1.0, 2.0], requires_grad=True).realize()
+  stat = Tensor.zeros(2).contiguous().realize()
+  loss = (w * w).sum()
+  stat.assign(w * 10)  # like a running statistic: reads w before the update below
+  loss.backward()
+  w.assign(w - w.grad).realize()  # the "optimizer step"
+  assert loss.item() == 5.0 and stat.tolist() == [10.0, 20.0] and w.tolist() == [-1.0, -2.0]

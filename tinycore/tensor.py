@@ -15,6 +15,11 @@ from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# Pending effects: tensors with an assign not yet run, and tensors backward() was called on. A lazy graph reads buffers
+# when it runs, so the next realize that assigns (an optimizer step) runs all of them too, in the one schedule that orders
+# every read before the write: `opt.step(); loss.item()` is the loss the step came from, and a BatchNorm's running-stat
+# update sees the weights of its own forward pass, as in eager PyTorch.
+_pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
 # `with Context(TRAINING=1):` (tinygrad's spelling), Tensor.training or `with Tensor.train():` turn dropout on
 TRAINING = ContextVar("TRAINING", 0)
 
@@ -127,6 +132,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
     owner: dict[UOp, Tensor] = {}
     outs: list[UOp] = []
+    if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
+      asked = {id(t) for t in tensors}
+      tensors = (*tensors, *[t for t in list(_pending_effects.values()) if not t.uop.is_realized and id(t) not in asked])
+      _pending_effects.clear()
     for t in tensors:
       if t.uop.is_realized: continue
       if owner.setdefault(t.uop, t) is not t:
@@ -203,6 +212,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     target = self.uop.src[0] if self.uop.op is Ops.ASSIGN else self.uop
     if not _plain(target): target = self.uop = self.contiguous().realize().uop
     self.uop = UOp(Ops.ASSIGN, self.dtype, (target, x.uop), unique_id())
+    _pending_effects[id(self)] = self
     return self
   def _assign_through_view(self, x: Tensor) -> Tensor | None:
     """Write x through the movement ops of self.uop into the storage under them (a BUFFER, or a pending ASSIGN to one);
@@ -408,6 +418,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
     for t, g in zip(targets, grads):
       if g.shape != t.shape: raise RuntimeError(f"internal error: gradient shape {g.shape} != tensor shape {t.shape}")
       t.grad = g if t.grad is None else (t.grad + g)
+    _pending_effects[id(self)] = self
     return self
 
   # ***** unary and elementwise building blocks *****
