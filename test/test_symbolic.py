@@ -106,7 +106,7 @@ def _np_eval(u: UOp, grid: dict) -> dict:
 
 def check_every_value(u: UOp, out: UOp):
   """The exhaustive version of prove_simplify's claims, for when z3 times out."""
-  leaves = sorted({x for x in u.toposort() + out.toposort() if x.op in (Ops.DEFINE_VAR, Ops.RANGE)}, key=lambda x: x.render())
+  leaves = sorted({x for x in [*u.toposort(), *out.toposort()] if x.op in (Ops.DEFINE_VAR, Ops.RANGE)}, key=lambda x: x.render())
   assert np.prod([x.vmax - x.vmin + 1 for x in leaves]) <= 5e6, f"too many values to try for {u.render()}"
   axes = np.ix_(*[np.arange(x.vmin, x.vmax + 1) for x in leaves])
   grid = dict(zip(leaves, axes))

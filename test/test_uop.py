@@ -78,7 +78,7 @@ def test_toposort_orders_sources_first_and_handles_deep_graphs():
   x = Variable("deep_x", 0, 5)
   y = x
   for i in range(5000): y = y + i
-  order = y.toposort()
+  order = list(y.toposort())
   pos = {u: i for i, u in enumerate(order)}
   assert order[-1] is y and all(pos[s] < pos[u] for u in order for s in u.src)
 

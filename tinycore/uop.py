@@ -104,9 +104,9 @@ class UOp(metaclass=UOpMeta):
   def children(self) -> list[UOp]: return [] if self._children is None else [c for w in list(self._children) if (c := w()) is not None]
 
   # ***** graph walking *****
-  def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
-    """Every node reachable from self, sources before users (iterative: deep graphs do not hit the recursion limit).
-    `gate(u)` False keeps u but not what is under it."""
+  def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
+    """Every node reachable from self, sources before users, as the keys of a dict (ordered, and O(1) `in`), like tinygrad.
+    Iterative: deep graphs do not hit the recursion limit. `gate(u)` False keeps u but not what is under it."""
     out: dict[UOp, None] = {}  # finished nodes, in order
     stack: list[tuple[UOp, bool]] = [(self, False)]
     pop, push = stack.pop, stack.append
@@ -118,7 +118,7 @@ class UOp(metaclass=UOpMeta):
         push((u, True))
         if gate is None or gate(u):
           for s in reversed(u.src): push((s, False))
-    return list(out)
+    return out
 
   # ***** printing *****
   def __repr__(self) -> str: return pretty(self)
