@@ -200,6 +200,7 @@ def main():
     cv = bench_convnet(args.train_steps, args.train_warmup)
     print(f"\nconvnet training step (2 conv layers, batch 64, 28x28; median of {args.train_steps} after {args.train_warmup} warmup)")
     for k, v in cv.items():
-      print(f"  {k:10s} {v:10.2f} ms/step" + (f"   tinycore is {v / cv['tinycore']:.2f}x faster" if k != "tinycore" and "tinycore" in cv else ""))
+      r = v / cv["tinycore"] if k != "tinycore" and "tinycore" in cv else None
+      print(f"  {k:10s} {v:10.2f} ms/step" + ("" if r is None else f"   tinycore is {r:.2f}x faster" if r >= 1 else f"   tinycore is {1 / r:.2f}x slower"))
 
 if __name__ == "__main__": main()
