@@ -306,19 +306,26 @@ class Tensor(NNOpsMixin, IndexingMixin):
   @staticmethod
   def _threefry(c0: Tensor, c1: Tensor | int, k0: Tensor | int, k1: Tensor | int) -> Tensor:
     """threefry2x32-20 of the uint32 counters (c0, c1) under the key (k0, k1); the first output word. The key and c1 are
-    Python ints (constants) or uint32 scalar Tensors (read from a buffer, as _random_bits does)."""
-    def u32(x): return x & 0xffffffff if isinstance(x, int) else x
-    ks = [k0, k1, u32(k0 ^ k1 ^ 0x1BD11BDA)]
+    Python ints (constants) or uint32 scalar Tensors (read from a buffer, as _random_bits does). Built on UOps directly:
+    it runs for every rand call, and Tensor's broadcasting checks cost more than the ~100 nodes themselves."""
+    base = c0.uop
+    consts: dict[int, UOp] = {}
+    def word(x) -> UOp:
+      if isinstance(x, Tensor): return x.uop.reshape((1,) * len(base.shape)).expand(base.shape) if x.shape != base.shape else x.uop
+      if (c := consts.get(x)) is None: c = consts[x] = base.const_like(x & 0xffffffff)
+      return c
+    ks = [word(k0), word(k1)]
+    ks.append(ks[0] ^ ks[1] ^ word(0x1BD11BDA))
     rot = [13, 15, 26, 6, 17, 29, 16, 24]
-    x0, x1 = c0 + ks[0], c0.const_like(0) + c1 + ks[1]
+    x0, x1 = base + ks[0], word(c1) + ks[1]
     for i in range(5):
       for r in (rot[:4] if i % 2 == 0 else rot[4:]):
         x0 = x0 + x1
-        x1 = x1._shl(r) | x1._shr(32 - r)
+        x1 = x1.alu(Ops.SHL, word(r)) | x1.alu(Ops.SHR, word(32 - r))
         x1 = x1 ^ x0
       x0 = x0 + ks[(i + 1) % 3]
-      x1 = x1 + u32(ks[(i + 2) % 3] + i + 1)
-    return x0
+      x1 = x1 + (ks[(i + 2) % 3] + word(i + 1))
+    return Tensor(x0)
   @staticmethod
   def _random_bits(n: int, device: str | None) -> Tensor:
     """n uint32 words: threefry2x32-20 of (counter, call index) under the key (seed, 0)."""
