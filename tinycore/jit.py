@@ -14,12 +14,9 @@ ReturnType = TypeVar("ReturnType")
 class JitError(RuntimeError):
   """A call TinyJit cannot replay (the captured kernels were built for other shapes, dtypes or arguments)."""
 
-def _binds(x: Any) -> list[UOp]:
-  return [u for u in x.toposort() if u.op is Ops.BIND] if isinstance(x, UOp) else []
-
 def _unbind(x: Any) -> Any:
   """A shape dim or argument with its bound Variables replaced by the Variables: what a replay must match."""
-  return x.substitute({b: b.src[0] for b in _binds(x)}) if isinstance(x, UOp) and _binds(x) else x
+  return x.unbind_all()[0] if isinstance(x, UOp) else x
 
 def _describe(key: tuple) -> str:
   kind, *rest = key
@@ -62,9 +59,9 @@ class TinyJit(Generic[ReturnType]):
     for t in tensors:
       if not _plain(t.uop): t.uop = t.contiguous().realize().uop
     var_vals: dict[str, int] = {}
-    for b in [b for a in flat for x in ([a] if isinstance(a, UOp) else a.shape if isinstance(a, Tensor) else []) for b in _binds(x)]:
-      var, val = b.unbind()
-      if var_vals.setdefault(var.arg[0], val) != val: raise JitError(f"{self.__name__}: Variable {var.arg[0]} is bound to two values in one call")
+    for x in [x for a in flat for x in ([a] if isinstance(a, UOp) else a.shape if isinstance(a, Tensor) else []) if isinstance(x, UOp)]:
+      for name, val in x.unbind_all()[1].items():
+        if var_vals.setdefault(name, val) != val: raise JitError(f"{self.__name__}: Variable {name} is bound to two values in one call")
     bufs = [buffers[t.uop.base].base for t in tensors]
     sig, i = [], 0
     for a in flat:

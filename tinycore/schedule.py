@@ -273,12 +273,10 @@ def _unbind_arg(arg, var_vals: dict[str, int]):
   so kernels that differ only in the bound values share one AST (and one compiled binary)."""
   if isinstance(arg, tuple): return tuple(_unbind_arg(x, var_vals) for x in arg)
   if not isinstance(arg, UOp): return arg
-  binds = [b for b in arg.toposort() if b.op is Ops.BIND]
-  for b in binds:
-    var, val = b.unbind()
-    if var_vals.get(var.arg[0], val) != val: raise ValueError(f"variable {var.arg[0]} is bound to both {var_vals[var.arg[0]]} and {val} in one kernel")
-    var_vals[var.arg[0]] = val
-  return arg.substitute({b: b.src[0] for b in binds}) if binds else arg
+  out, vals = arg.unbind_all()
+  for name, val in vals.items():
+    if var_vals.setdefault(name, val) != val: raise ValueError(f"Variable {name} is bound to both {var_vals[name]} and {val} in one kernel")
+  return out
 
 def _plan_memory(items: list[ScheduleItem], keep: set[Buffer]) -> None:
   """Intermediate buffers whose last reader has run are reused by later kernels of the same size and dtype."""

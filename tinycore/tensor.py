@@ -58,8 +58,9 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if isinstance(data, UOp):
       if data.dtype == dtypes.index and data.device is None:
         # a symbolic integer (bound Variables and math on them) as a scalar tensor: give it a device and a storable dtype
-        binds = [b for b in data.toposort() if b.op is Ops.BIND]
-        if len(binds) != len([v for v in data.toposort() if v.op is Ops.DEFINE_VAR]):
+        nodes = data.toposort()
+        binds = [b for b in nodes if b.op is Ops.BIND]
+        if len(binds) != len([v for v in nodes if v.op is Ops.DEFINE_VAR]):
           raise ValueError(f"a Tensor needs bound variables: {data.render()} has an unbound one; use Variable(...).bind(n)")
         dev = _canon_device(device)
         data = data.substitute({b: UOp(Ops.BIND, b.dtype, (b.src[0], UOp.const(b.dtype, b.src[1].arg, dev))) for b in binds})
@@ -159,9 +160,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if all_int(self.shape): return self.shape
     def value(s):
       if not isinstance(s, UOp): return s
-      if any(v.op is Ops.DEFINE_VAR for v in s.toposort(gate=lambda u: u.op is not Ops.BIND)):
+      u, vals = s.unbind_all()
+      if any(v.arg[0] not in vals for v in u.variables()):
         raise ValueError(f"shape {self.shape} has an unbound variable: bind it (Variable(...).bind(n)) to read the data")
-      return sym_eval(s.substitute({b: b.src[1] for b in s.toposort() if b.op is Ops.BIND}), {})
+      return sym_eval(u, vals)
     return tuple(value(s) for s in self.shape)
   def data(self) -> memoryview:
     shape = self._concrete_shape()

@@ -147,6 +147,14 @@ class UOp(metaclass=UOpMeta):
   def unbind(self) -> tuple[UOp, int]:
     if self.op is not Ops.BIND: raise TypeError(f"{self.op} is not a bound variable")
     return self.src[0], self.src[1].arg
+  def unbind_all(self) -> tuple[UOp, dict[str, int]]:
+    """self with every bound Variable replaced by the Variable, and the bound values by name (one value per name)."""
+    binds = [b for b in self.toposort() if b.op is Ops.BIND]
+    vals: dict[str, int] = {}
+    for b in binds:
+      var, val = b.unbind()
+      if vals.setdefault(var.arg[0], val) != val: raise ValueError(f"Variable {var.arg[0]} is bound to both {vals[var.arg[0]]} and {val}")
+    return (self.substitute({b: b.src[0] for b in binds}) if binds else self), vals
   @property
   def expr(self) -> str: return self.arg[0]
   def alu(self, op: Ops, *src: UOp | Any) -> UOp:

@@ -22,13 +22,14 @@ class Optimizer:
 
   @staticmethod
   def _zeros(t: Tensor, dtype=None) -> Tensor:
-    """Zeros shaped like t in a buffer of its own (Tensor.zeros(...).contiguous() twice is one hash-consed UOp: one buffer)."""
+    """Zeros shaped like t, in a buffer of its own."""
     return Tensor.empty(*t.shape, device=t.device, dtype=dtype or t.dtype, requires_grad=False).assign(0)
 
   @staticmethod
   def _own_buffers(ts: list[Tensor]) -> None:
-    """Realize each tensor into a buffer of its own. Equal lazy graphs (two BatchNorms' Tensor.ones(8) weights) are one
-    hash-consed UOp, realized into one shared buffer: an in-place update of one would silently update the other."""
+    """Give each tensor a plain buffer of its own to update in place: a view of another tensor's storage (a slice, a
+    transpose) or storage shared with another parameter is copied out. (Equal lazy graphs built separately already
+    realize into separate buffers: Tensor.realize_all.)"""
     Tensor.realize_all(*ts)
     seen: set[int] = set()
     for t in ts:
