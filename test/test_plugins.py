@@ -25,12 +25,36 @@ PLUGINS = [
     def tinycore_backends():
       return [BackendSpec("FAKEOLD", CONTRACT_VERSION + 41, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator("FAKEOLD"))]
   """),
+  ("fake-single", "fake_single", "fakesingle", """
+    from tinycore.runtime.builtin import PythonRenderer, PythonDriver, HostAllocator
+    from tinycore.runtime.device import Assembler
+    from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+    @hookimpl
+    def tinycore_backends():  # one spec, not a list of them
+      return BackendSpec("FAKESINGLE", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator("FAKESINGLE"))
+  """),
+  ("fake-nohook", "fake_nohook", "fakenohook", """
+    def tinycore_backends(): return []   # no @hookimpl
+  """),
+  ("fake-misspelled", "fake_misspelled", "fakemisspelled", """
+    from tinycore.runtime.plugin import hookimpl
+    @hookimpl
+    def tinycore_backend(): return []
+  """),
+  ("fake-twin", "fake_twin", "fakegoodtwin", """
+    from tinycore.runtime.builtin import PythonRenderer, PythonDriver, HostAllocator
+    from tinycore.runtime.device import Assembler
+    from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+    @hookimpl
+    def tinycore_backends():  # the same device name as fake-good
+      return [BackendSpec("FAKEGOOD", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator("FAKEGOOD"))]
+  """),
   ("fake-nohw", "fake_nohw", "fakenohw", """
     from tinycore.runtime.builtin import PythonRenderer, HostAllocator
     from tinycore.runtime.device import Assembler
     from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
     class NoHwRenderer(PythonRenderer): device = "FAKENOHW"
-    def open_driver(): raise OSError("no /dev/fakegpu0 on this machine")
+    def open_driver(index): raise OSError("no /dev/fakegpu0 on this machine")
     @hookimpl
     def tinycore_backends():
       return [BackendSpec("FAKENOHW", CONTRACT_VERSION, NoHwRenderer, Assembler, open_driver, lambda drv: HostAllocator("FAKENOHW"), priority=-5)]
@@ -92,7 +116,7 @@ def test_wrong_contract_version_is_refused_naming_both_versions(probe):
   found, stderr = probe
   assert "FAKEOLD" not in found["devices"]
   msg = found["FAKEOLD"]
-  assert "fake-old" in msg and "version 42" in msg and "version 1" in msg
+  assert "fake-old" in msg and "version 43" in msg and "version 2" in msg
   assert "fake-old" in stderr  # warned at discovery too
 
 def test_driver_failing_to_open_is_a_clear_error(probe):
@@ -106,7 +130,7 @@ def test_cli_table_reports_every_plugin(site):
   rows = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip()}
   assert "no /dev/fakegpu0" in rows["FAKENOHW"] and " no " in rows["FAKENOHW"]
   assert "fake-good" in rows["FAKEGOOD"] and "0.3.0" in rows["FAKEGOOD"] and " yes " in rows["FAKEGOOD"]
-  assert "fake-old" in rows["FAKEOLD"] and " 42 " in rows["FAKEOLD"]
+  assert "fake-old" in rows["FAKEOLD"] and " 43 " in rows["FAKEOLD"]
   assert "libnothing.so" in rows["fakebroken"]
   assert "RuntimeWarning" not in out.stderr  # problems are rows of the table
 
@@ -125,3 +149,25 @@ def test_dev_selects_the_default_device(site):
   out = run(site, "-c", "from tinycore import Device, Tensor; print(Device.DEFAULT, (Tensor([1.0]) + 1).device)", env={"DEV": "fakegood"})
   assert out.returncode == 0, out.stderr
   assert out.stdout.split() == ["FAKEGOOD", "FAKEGOOD"]
+
+def test_hook_returning_one_spec_is_reported_and_the_rest_works(probe, site):
+  found, stderr = probe
+  assert "FAKESINGLE" not in found["devices"] and "wrap the one spec in a list" in stderr
+  assert found["python_result"] == [2.0, 3.0] and found["good_result"] == [4.0, 7.0]
+  rows = {d["name"]: d for d in json.loads(run(site, "-m", "tinycore", "devices", "--json").stdout)["devices"]}
+  assert "list of BackendSpec" in rows["fakesingle"]["error"] and rows["fakesingle"]["package"] == "fake-single"
+
+@pytest.mark.parametrize("plugin", ["fakenohook", "fakemisspelled"])
+def test_plugin_without_a_hook_is_reported_not_dropped(probe, site, plugin):
+  _, stderr = probe
+  assert plugin in stderr and "no @hookimpl function named tinycore_backends" in stderr
+  rows = {d["name"]: d for d in json.loads(run(site, "-m", "tinycore", "devices", "--json").stdout)["devices"]}
+  assert not rows[plugin]["opens"] and "misspelled" in rows[plugin]["error"]
+
+def test_two_packages_with_one_device_name_are_reported(probe, site):
+  found, stderr = probe
+  assert found["good_pkg"] == ["fake-good", "0.3.0"]   # the first by entry-point name keeps the name, deterministically
+  assert "provided twice" in stderr and "fake-good" in stderr and "fake-twin" in stderr
+  rows = {d["name"]: d for d in json.loads(run(site, "-m", "tinycore", "devices", "--json").stdout)["devices"]}
+  assert "FAKEGOOD[fake-twin]" in rows and "Uninstall one" in rows["FAKEGOOD[fake-twin]"]["error"]
+  assert rows["FAKEGOOD"]["module"].endswith("fake_good/__init__.py")

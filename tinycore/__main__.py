@@ -1,4 +1,4 @@
-"""The `tinycore` command: `tinycore devices [--json]` lists every registered backend and whether it opens here."""
+"""The `tinycore` command: `tinycore devices [--json]` lists every registered backend, where it comes from and whether it opens here."""
 from __future__ import annotations
 import argparse, json, sys, warnings
 
@@ -14,9 +14,9 @@ def devices(as_json: bool) -> int:
   if as_json:
     print(json.dumps({"contract_version": CONTRACT_VERSION, "default": default, "devices": rows}, indent=2))
     return 0
-  head = ("device", "package", "version", "contract", "opens", "error")
+  head = ("device", "package", "version", "contract", "instances", "opens", "module", "error")
   table = [(r["name"] + (" *" if r["default"] else ""), r["package"], r["version"], "?" if r["contract"] is None else str(r["contract"]),
-            "yes" if r["opens"] else "no", r["error"]) for r in rows]
+            "?" if r["instances"] is None else str(r["instances"]), "yes" if r["opens"] else "no", r["module"], r["error"]) for r in rows]
   widths = [max(len(x[i]) for x in [head, *table]) for i in range(len(head) - 1)]
   for line in [head, *table]: print("  ".join(c.ljust(w) for c, w in zip(line, widths)) + "  " + line[-1])
   print(f"\ncontract version {CONTRACT_VERSION}; * marks the default device ({default or 'none opens'}); pick another with DEV=NAME")

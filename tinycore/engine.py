@@ -34,40 +34,49 @@ class CompiledRunner:
     vals = tuple(var_vals[v] for v in self._var_names)
     return self.program(*[(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], global_size=gsize, local_size=lsize, vals=vals, wait=wait)
 
-_runners: dict[tuple[str, UOp], CompiledRunner] = {}
-_names: dict[str, dict[str, int]] = defaultdict(dict)  # device -> kernel name -> how many different kernels carry it
+_runners: dict[tuple[str, UOp], CompiledRunner] = {}   # (device instance, kernel AST) -> loaded on that instance
+_programs: dict[tuple[object, UOp], ProgramSpec] = {}   # (renderer, kernel AST) -> rendered once for every instance of a backend
+_names: dict[str, dict[str, int]] = defaultdict(dict)  # backend -> kernel name -> how many different kernels carry it
 
-def _unique_name(device: str, name: str) -> str:
+def _unique_name(backend: str, name: str) -> str:
   """Kernels with equal shapes get equal names; a suffix tells them apart (drivers may key loaded code by name)."""
-  n = _names[device].get(name, 0)
-  _names[device][name] = n + 1
+  n = _names[backend].get(name, 0)
+  _names[backend][name] = n + 1
   return name if n == 0 else f"{name}n{n}"
 
-def get_runner(device: str, ast: UOp) -> CompiledRunner:
-  key = (device, ast)
-  if (r := _runners.get(key)) is None:
-    from tinycore.codegen import get_program, kernel_name
-    ren = Device.renderer(device)
-    name = _unique_name(device, kernel_name(ast))
+def get_program(device: str, ast: UOp) -> ProgramSpec:
+  """The kernel for `ast` on `device`'s backend: optimised and rendered once, then shared by every instance."""
+  backend = Device.instance(device)[0]
+  ren = Device.renderer(backend)
+  if (spec := _programs.get((ren, ast))) is None:
+    from tinycore.codegen import get_program as codegen_program, kernel_name
+    name = _unique_name(backend, kernel_name(ast))
     if BEAM >= 1:
       from tinycore.search import beam_search_program
       spec = beam_search_program(ast, ren, device, int(BEAM), name=name)
-    else: spec = get_program(ast, ren, name=name)
+    else: spec = codegen_program(ast, ren, name=name)
     if DEBUG >= 4: print(spec.src)
-    r = _runners[key] = CompiledRunner(device, spec)
+    _programs[(ren, ast)] = spec
+  return spec
+
+def get_runner(device: str, ast: UOp) -> CompiledRunner:
+  key = (device, ast)
+  if (r := _runners.get(key)) is None: r = _runners[key] = CompiledRunner(device, get_program(device, ast))
   return r
 
 # set to a list by TinyJit (tinycore/jit.py) while it captures a function: every item run is appended, to be replayed
 capturing: list[ScheduleItem] | None = None
 
 def copy(dest: Buffer, src: Buffer) -> None:
-  """Device to device: a backend transfer when both sides are one backend that has it, else through host memory
-  (read in place where the source is host memory)."""
-  sa, da = src.ensure_allocated().allocator, dest.ensure_allocated().allocator
-  if sa is da and sa.supports_transfer:
-    sa._transfer(dest._buf, src._buf, src.nbytes, Device[src.device], Device[dest.device])
+  """Device to device: the backend's transfer when both are instances of a backend that has one, else through host
+  memory (read in place where the source is host memory)."""
+  sdev, ddev = Device[src.device], Device[dest.device]
+  src.ensure_allocated(); dest.ensure_allocated()
+  sa = sdev.allocator
+  if sdev.spec is ddev.spec and sa.supports_transfer:
+    sa._transfer(dest._buf, src._buf, src.nbytes, sdev, ddev)
     return
-  Device[src.device].synchronize()
+  sdev.synchronize()
   host = sa._as_buffer(src._buf)
   dest.copyin(host if host is not None else src.copyout(memoryview(bytearray(src.nbytes))))
 

@@ -76,7 +76,7 @@ class RefusesExp(PythonRenderer):
 NARROW_DTYPES = frozenset({dtypes.bool, dtypes.int32, dtypes.float32})
 
 def spec(name: str, renderer, driver=None, allocator=None, **caps) -> BackendSpec:
-  return BackendSpec(name, CONTRACT_VERSION, renderer, Assembler, driver or (lambda: NamedDriver(name)),
+  return BackendSpec(name, CONTRACT_VERSION, renderer, Assembler, driver or (lambda index: NamedDriver(name)),
                      allocator or (lambda drv: HostAllocator(name)), priority=-50, capabilities=caps)
 
 @hookimpl
@@ -85,10 +85,10 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_CMP", renderer_named("BROKEN_CMP", extra_matcher=signed_compare)),
     spec("BROKEN_CAST", renderer_named("BROKEN_CAST", extra_matcher=rounding_cast)),
     spec("BROKEN_OFFSET", renderer_named("BROKEN_OFFSET"), allocator=lambda drv: IgnoresOffset("BROKEN_OFFSET")),
-    spec("BROKEN_LAUNCH", renderer_named("BROKEN_LAUNCH"), driver=lambda: ClampingDriver("BROKEN_LAUNCH")),
-    spec("BROKEN_LEAK", renderer_named("BROKEN_LEAK"), driver=lambda: LeakingDriver("BROKEN_LEAK"), allocator=leaky_allocator),
+    spec("BROKEN_LAUNCH", renderer_named("BROKEN_LAUNCH"), driver=lambda index: ClampingDriver("BROKEN_LAUNCH")),
+    spec("BROKEN_LEAK", renderer_named("BROKEN_LEAK"), driver=lambda index: LeakingDriver("BROKEN_LEAK"), allocator=leaky_allocator),
     spec("BROKEN_UNDECLARED", AcceptsEverything),
     spec("BROKEN_REFUSES", RefusesExp),
-    spec("BROKEN_CRASH", renderer_named("BROKEN_CRASH"), driver=lambda: AbortingDriver("BROKEN_CRASH")),
+    spec("BROKEN_CRASH", renderer_named("BROKEN_CRASH"), driver=lambda index: AbortingDriver("BROKEN_CRASH")),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
   ]

@@ -7,7 +7,7 @@ from tinycore.uop import UOp, Ops, GroupOp, exec_alu, exec_cast, bf16_to_f32, f3
 from tinycore.renderer import Renderer
 from tinycore.runtime.device import Allocator, LRUAllocator, Driver, Assembler
 from tinycore.runtime.errors import CompileError
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl, instance_name, virtual_instances
 
 # ***** the text form: one Python literal per UOp, readable and parseable without eval *****
 
@@ -88,7 +88,7 @@ class PythonProgram:
     return time.perf_counter() - st if wait else None
 
 class PythonDriver(Driver):
-  def __init__(self): super().__init__("PYTHON")
+  def __init__(self, index: int = 0): super().__init__(instance_name("PYTHON", index))
   def load(self, name: str, binary: bytes, spec=None) -> PythonProgram:
     try: src = binary.decode()
     except UnicodeDecodeError as e: raise CompileError(f"PYTHON: kernel {name!r} is not valid program text") from e
@@ -107,7 +107,7 @@ class NullProgram:
   def __init__(self, name: str): self.name = name
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False): return 0.0 if wait else None
 class NullDriver(Driver):
-  def __init__(self): super().__init__("NULL")
+  def __init__(self, index: int = 0): super().__init__(instance_name("NULL", index))
   def load(self, name: str, binary: bytes, spec=None) -> NullProgram: return NullProgram(name)
 class NullRenderer(PythonRenderer): device = "NULL"
 class NullAllocator(Allocator):
@@ -121,8 +121,8 @@ class NullAllocator(Allocator):
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   return [
-    BackendSpec("PYTHON", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator("PYTHON"), priority=0,
+    BackendSpec("PYTHON", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator(drv.device), priority=0, instances=virtual_instances,
                 capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics"}),
-    BackendSpec("NULL", CONTRACT_VERSION, NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator("NULL"), priority=-100,
+    BackendSpec("NULL", CONTRACT_VERSION, NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator(drv.device), priority=-100, instances=virtual_instances,
                 capabilities={"runs": False}),
   ]

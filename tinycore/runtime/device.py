@@ -8,14 +8,14 @@ import pluggy
 from tinycore.dtype import DType, to_np_dtype
 from tinycore.helpers import getenv
 from tinycore.runtime.errors import PluginError, DeviceError
-from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, CONTRACT_VERSION
+from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, CONTRACT_VERSION, instance_name
 
 # ***** allocator *****
 
 class Allocator:
   """Backend memory. Subclasses implement the underscored methods; the public ones add bookkeeping."""
   supports_offset: bool = False      # `_offset` makes views into a buffer without copying
-  supports_transfer: bool = False    # `_transfer` copies device to device without the host
+  supports_transfer: bool = False    # `_transfer` copies between two instances of this backend without the host
   def __init__(self, device: str): self.device, self.live = device, 0
   def alloc(self, size: int, options: Any = None) -> Any:
     if size < 0: raise ValueError(f"cannot allocate {size} bytes")
@@ -32,7 +32,10 @@ class Allocator:
   def _copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
   def _copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def _offset(self, buf: Any, size: int, offset: int) -> Any: raise NotImplementedError
-  def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None: raise NotImplementedError
+  def _transfer(self, dest: Any, src: Any, size: int, src_dev: Any, dest_dev: Any) -> None:
+    """Copy `size` bytes from `src` (on `src_dev`) to `dest` (on `dest_dev`): called on the source's allocator when both are
+    instances of this backend (src_dev/dest_dev are their opened devices, with drivers and allocators)."""
+    raise NotImplementedError
   def _as_buffer(self, buf: Any) -> memoryview | None: return None  # zero-copy host view, where memory is host memory
 
 class LRUAllocator(Allocator):
@@ -152,7 +155,8 @@ class Assembler:
 
 @dataclass
 class Compiled:
-  """One opened backend: its four roles."""
+  """One opened device instance: its four roles (the renderer is shared by every instance of its backend)."""
+  name: str
   spec: BackendSpec
   renderer: Any
   assembler: Assembler
@@ -160,95 +164,142 @@ class Compiled:
   allocator: Allocator
   def synchronize(self) -> None: self.driver.synchronize()
 
+def _check_hook_result(got: Any) -> list[BackendSpec]:
+  """What a `tinycore_backends` hook returned, if it is a list of well-formed BackendSpecs; else a TypeError saying what is wrong."""
+  if not isinstance(got, (list, tuple)):
+    raise TypeError(f"tinycore_backends must return a list of BackendSpec, got {type(got).__name__}" +
+                    (" (wrap the one spec in a list: return [BackendSpec(...)])" if isinstance(got, BackendSpec) else ""))
+  for spec in got:
+    if not isinstance(spec, BackendSpec): raise TypeError(f"tinycore_backends returned a {type(spec).__name__} in its list, not a BackendSpec")
+    if not isinstance(spec.name, str) or not spec.name or ":" in spec.name or spec.name != spec.name.strip():
+      raise TypeError(f"BackendSpec.name must be a non-empty device name without ':' (instances are NAME:i), got {spec.name!r}")
+    for role in ("renderer", "assembler", "driver", "allocator", "instances"):
+      if not callable(getattr(spec, role)): raise TypeError(f"BackendSpec {spec.name}: {role} must be a factory (callable), got {type(getattr(spec, role)).__name__}")
+  return list(got)
+
 class _DeviceRegistry:
-  """`Device[name]` opens a backend lazily; `Device.DEFAULT` is the selected default. Backends are found
-  through the `tinycore.backends` entry-point group with pluggy; a failing plugin is reported, not fatal."""
+  """`Device[name]` opens a device instance lazily ("NAME" is instance 0, "NAME:i" instance i); `Device.DEFAULT` is the
+  selected default. Backends are found through the `tinycore.backends` entry-point group with pluggy; a plugin that
+  fails in any way (import, no hook, a bad return value, a duplicate name, another contract version) is reported as a
+  warning and a row of `python -m tinycore devices`, and every other device keeps working."""
   def __init__(self):
     self._specs: dict[str, BackendSpec] | None = None
-    self._opened: dict[str, Compiled] = {}
-    self._renderers: dict[str, Any] = {}
+    self._opened: dict[str, Compiled] = {}     # by canonical device name
+    self._renderers: dict[str, Any] = {}       # by backend name
+    self._canonical: dict[str, str] = {}
     self.errors: dict[str, str] = {}    # plugin or device name -> why it is unavailable
-    self.refused: dict[str, BackendSpec] = {}       # devices offered for another contract version
-    self.broken: dict[str, tuple[str, str]] = {}    # plugins that failed to load -> (package, version)
+    self.refused: dict[str, BackendSpec] = {}       # devices offered for another contract version, or a name already taken
+    self.broken: dict[str, tuple[str, str]] = {}    # plugins that failed to load or to describe themselves -> (package, version)
     self._default: str | None = None
-  def _plugin_manager(self) -> pluggy.PluginManager:
-    pm = pluggy.PluginManager(PROJECT)
-    pm.add_hookspecs(BackendHooks)
+  def _report(self, key: str, why: str) -> None:
+    self.errors[key] = why
+    warnings.warn(why, RuntimeWarning, stacklevel=4)
+  def _plugins(self) -> list[tuple[Any, str, tuple[str, str]]]:
+    """(module, plugin name, (package, version)) for the built-in devices, then every entry point that imports, by name."""
     from tinycore.runtime import builtin
-    pm.register(builtin, name="tinycore.builtin")
-    for ep in _entry_points():
-      try:
-        mod = ep.load()
-        pm.register(mod, name=f"{ep.name}")
-        self._packages[id(mod)] = _dist_info(ep)
+    out = [(builtin, "tinycore.builtin", ("tinycore", _version("tinycore")))]
+    for ep in sorted(_entry_points(), key=lambda e: (e.name, e.value)):
+      try: out.append((ep.load(), ep.name, _dist_info(ep)))
       except Exception as e:
-        self.errors[ep.name], self.broken[ep.name] = f"plugin {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}", _dist_info(ep)
-        warnings.warn(self.errors[ep.name], RuntimeWarning, stacklevel=3)
-    return pm
+        self.broken[ep.name] = _dist_info(ep)
+        self._report(ep.name, f"plugin {ep.name!r} ({ep.value}) failed to import: {type(e).__name__}: {e}")
+    return out
   @property
   def specs(self) -> dict[str, BackendSpec]:
     if self._specs is None:
-      self._packages: dict[int, tuple[str, str]] = {}
-      pm, specs = self._plugin_manager(), {}
-      for impl in pm.hook.tinycore_backends.get_hookimpls():
-        pkg, ver = self._packages.get(id(impl.plugin), ("tinycore", _version("tinycore")))
-        try: got = impl.function()
+      specs: dict[str, BackendSpec] = {}
+      pm = pluggy.PluginManager(PROJECT)
+      pm.add_hookspecs(BackendHooks)
+      for mod, pname, (pkg, ver) in self._plugins():
+        try:
+          pm.register(mod, name=pname)
+          impl = next((i for i in pm.hook.tinycore_backends.get_hookimpls() if i.plugin is mod), None)
+          if impl is None:
+            raise TypeError(f"module {getattr(mod, '__name__', mod)} has no @hookimpl function named tinycore_backends "
+                            f"(is the hook name misspelled, or the decorator missing?)")
+          got = _check_hook_result(impl.function())
         except Exception as e:
-          self.errors[impl.plugin_name] = f"plugin {impl.plugin_name!r} raised in tinycore_backends: {type(e).__name__}: {e}"
-          self.broken[impl.plugin_name] = (pkg, ver)
-          warnings.warn(self.errors[impl.plugin_name], RuntimeWarning, stacklevel=3)
+          self.broken[pname] = (pkg, ver)
+          self._report(pname, f"plugin {pname!r} (package {pkg}) does not provide a backend: {type(e).__name__}: {e}")
           continue
-        for spec in got or []:
-          spec.package, spec.version = pkg, ver
+        for spec in got:
+          spec.package, spec.version, spec.module = pkg, ver, getattr(mod, "__file__", None) or "?"
+          name = spec.name.upper()
           if spec.contract_version != CONTRACT_VERSION:
-            self.errors[spec.name] = (f"plugin {pkg} provides {spec.name} for contract version {spec.contract_version}, "
-                                      f"but this tinycore speaks version {CONTRACT_VERSION}; upgrade the plugin or tinycore")
-            self.refused[spec.name] = spec
-            warnings.warn(self.errors[spec.name], RuntimeWarning, stacklevel=3)
-            continue
-          specs[spec.name.upper()] = spec
+            self.refused[name] = spec
+            self._report(name, f"plugin {pkg} provides {name} for contract version {spec.contract_version}, "
+                               f"but this tinycore speaks version {CONTRACT_VERSION}; upgrade the plugin or tinycore")
+          elif name in specs:
+            first = specs[name]
+            self.refused[f"{name}[{pkg}]"] = spec
+            self._report(f"{name}[{pkg}]", f"device {name} is provided twice: by {first.package} ({first.module}) and by {pkg} "
+                                            f"({spec.module}); {first.package}'s is used. Uninstall one of them")
+          else: specs[name] = spec
       self._specs = specs
     return self._specs
   def canonicalize(self, device: str | None) -> str:
+    """"cpu" -> "CPU", "cpu:0" -> "CPU", "cpu:2" -> "CPU:2"; None -> the default device."""
     if device is None: return self.DEFAULT
-    d = device.split(":")[0].upper()
-    return d + (":" + device.split(":", 1)[1] if ":" in device else "")
-  def __getitem__(self, device: str) -> Compiled:
-    name = self.canonicalize(device).split(":")[0]
-    if name in self._opened: return self._opened[name]
+    if (c := self._canonical.get(device)) is not None: return c
+    name, sep, idx = device.partition(":")
+    name = name.upper()
+    if sep:
+      if not idx.isdigit(): raise ValueError(f"device {device!r}: the instance after ':' must be a number, like {name}:1")
+      name = instance_name(name, int(idx))
+    self._canonical[device] = name
+    return name
+  def instance(self, device: str | None) -> tuple[str, int]:
+    """(backend name, instance index) of a device name."""
+    name, _, idx = self.canonicalize(device).partition(":")
+    return name, int(idx) if idx else 0
+  def _spec(self, name: str) -> BackendSpec:
     if name not in self.specs:
-      why = self.errors.get(name)
-      raise PluginError(why or f"no backend named {name!r}; installed: {sorted(self.specs)}. Install a plugin (e.g. pip install tinygrad-cpu) or pick one with DEV=")
-    spec = self.specs[name]
+      raise PluginError(self.errors.get(name) or f"no backend named {name!r}; installed: {sorted(self.specs)}. "
+                        "Install a plugin (e.g. pip install tinygrad-cpu) or pick one with DEV=")
+    return self.specs[name]
+  def __getitem__(self, device: str | None) -> Compiled:
+    dname = self.canonicalize(device)
+    if (dev := self._opened.get(dname)) is not None: return dev
+    name, index = self.instance(dname)
+    spec = self._spec(name)
     try:
+      if index > 0 and (n := spec.instances()) is not None and index >= n:
+        raise PluginError(f"{dname} does not exist: this machine has {n} instance{'s' if n != 1 else ''} of {name}" +
+                          (f" ({name}, {name}:1 ... {name}:{n-1})" if n > 1 else ""))
       renderer = self.renderer(name)
-      driver = spec.driver()
-      dev = Compiled(spec, renderer, spec.assembler(renderer), driver, spec.allocator(driver))
+      driver = spec.driver(index)
+      dev = Compiled(dname, spec, renderer, spec.assembler(renderer), driver, spec.allocator(driver))
+    except PluginError: raise
     except Exception as e:
-      self.errors[name] = f"backend {name} (package {spec.package}) failed to open: {type(e).__name__}: {e}"
-      raise PluginError(self.errors[name]) from e
-    self._opened[name] = dev
+      self.errors[dname] = f"backend {dname} (package {spec.package}) failed to open: {type(e).__name__}: {e}"
+      raise PluginError(self.errors[dname]) from e
+    self._opened[dname] = dev
     return dev
   def renderer(self, device: str) -> Any:
-    """The renderer alone: works without opening the device."""
-    name = self.canonicalize(device).split(":")[0]
-    if name not in self._renderers:
-      if name not in self.specs: raise PluginError(self.errors.get(name) or f"no backend named {name!r}; installed: {sorted(self.specs)}")
-      self._renderers[name] = self.specs[name].renderer()
+    """The renderer alone, shared by every instance of the backend: works without opening the device."""
+    name = self.instance(device)[0]
+    if name not in self._renderers: self._renderers[name] = self._spec(name).renderer()
     return self._renderers[name]
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""
     except Exception as e: return False, str(e)
+  def instances(self, name: str) -> int | None:
+    """How many instances of a backend this machine has (None: as many as asked for)."""
+    return self._spec(self.instance(name)[0]).instances()
   def listing(self) -> list[dict[str, Any]]:
     """Every backend a plugin offered, usable or not: what `python -m tinycore devices` shows."""
     rows = []
+    def row(name, spec, ok, err, instances=None):
+      rows.append(dict(name=name, package=spec.package, version=spec.version, module=spec.module, contract=spec.contract_version,
+                       instances=instances, opens=ok, error=err))
     for name, spec in sorted(self.specs.items()):
       ok, err = self.opens(name)
-      rows.append(dict(name=name, package=spec.package, version=spec.version, contract=spec.contract_version, opens=ok, error=err))
-    for name, spec in sorted(self.refused.items()):
-      rows.append(dict(name=name, package=spec.package, version=spec.version, contract=spec.contract_version, opens=False, error=self.errors[name]))
+      try: n = spec.instances()
+      except Exception as e: n, err = 0, err or f"instances() raised {type(e).__name__}: {e}"
+      row(name, spec, ok, err, "any" if n is None else n)
+    for name, spec in sorted(self.refused.items()): row(name, spec, False, self.errors[name])
     for name, (pkg, ver) in sorted(self.broken.items()):
-      rows.append(dict(name=name, package=pkg, version=ver, contract=None, opens=False, error=self.errors[name]))
+      rows.append(dict(name=name, package=pkg, version=ver, module="?", contract=None, instances=None, opens=False, error=self.errors[name]))
     return rows
   @property
   def DEFAULT(self) -> str:

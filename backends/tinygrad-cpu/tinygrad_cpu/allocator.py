@@ -12,7 +12,7 @@ ALIGN = 64  # a cache line, and the widest vector load
 
 class CPUAllocator(LRUAllocator):
   supports_offset = True
-  def __init__(self, driver=None): super().__init__("CPU")
+  def __init__(self, driver=None): super().__init__(driver.device if driver is not None else "CPU")
   def _alloc(self, size: int, options) -> CPUBuffer:
     raw = np.empty(size + ALIGN, np.uint8)
     off = -raw.ctypes.data % ALIGN

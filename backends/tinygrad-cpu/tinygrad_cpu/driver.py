@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes, itertools, os, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.runtime.device import Driver
+from tinycore.runtime.plugin import instance_name
 from tinycore.runtime.errors import CompileError
 from tinygrad_cpu.assembler import unpack, llvm, host_target_machine
 from tinygrad_cpu.renderer import cpu_threads
@@ -24,8 +25,8 @@ class CPUProgram:
 
 class CPUDriver(Driver):
   """Kernels run synchronously: a launch returns when every core id has run, so synchronize has nothing to wait for."""
-  def __init__(self):
-    super().__init__("CPU")
+  def __init__(self, index: int = 0):
+    super().__init__(instance_name("CPU", index))
     self.threads = cpu_threads()
     self._pool: ThreadPoolExecutor | None = None
     self._pool_pid = 0

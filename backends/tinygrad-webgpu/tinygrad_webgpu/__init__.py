@@ -8,9 +8,9 @@ def _renderer():
 def _assembler(renderer):
   from tinygrad_webgpu.assembler import WGSLAssembler
   return WGSLAssembler(renderer)
-def _driver():
+def _driver(index: int):
   from tinygrad_webgpu.driver import WebGPUDriver
-  return WebGPUDriver()
+  return WebGPUDriver(index)
 def _allocator(driver):
   from tinygrad_webgpu.allocator import WebGPUAllocator
   return WebGPUAllocator(driver)

@@ -99,7 +99,7 @@ class WebGPUProgram:
     return time.perf_counter() - st
 
 class WebGPUDriver(Driver):
-  def __init__(self):
+  def __init__(self, index: int = 0):  # one instance: the adapter wgpu picks
     super().__init__("WEBGPU")
     adapter = request_adapter()
     if adapter is None:

@@ -11,7 +11,8 @@ def tinycore_backends() -> list[BackendSpec]:
     name="EXAMPLE", contract_version=CONTRACT_VERSION,
     renderer=ExampleRenderer,                          # called with no arguments, never opens the device
     assembler=ExampleAssembler,                        # called with the renderer
-    driver=ExampleDriver,                              # opens the device
+    driver=ExampleDriver,                              # called with the instance index: opens the device
     allocator=lambda driver: ExampleAllocator("EXAMPLE"),
     priority=-10,                                      # never the default device over a real one
+    # instances=...,                                   # how many EXAMPLE:i this machine has (default: one)
     capabilities={"inf_nan": True, "denormals": True, "max_alloc_bytes": 1 << 30})]

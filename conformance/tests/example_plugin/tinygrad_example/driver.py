@@ -6,7 +6,7 @@ from tinycore.runtime.errors import CompileError
 from tinygrad_example.assembler import MAGIC
 
 class ExampleDriver(Driver):
-  def __init__(self): super().__init__("EXAMPLE")   # a real driver opens the hardware here
+  def __init__(self, index: int = 0): super().__init__("EXAMPLE")   # a real driver opens GPU number `index` here
   def load(self, name: str, binary: bytes, spec=None) -> PythonProgram:
     try:
       if not binary.startswith(MAGIC): raise ValueError("bad magic header")
