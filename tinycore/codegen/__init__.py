@@ -7,7 +7,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.symbolic import symbolic_rules
 from tinycore.codegen.lowerer import lower_ast
-from tinycore.codegen.opt import optimize, kernel_name
+from tinycore.codegen.opt import optimize, tree_sums, kernel_name
 from tinycore.codegen.linearize import linearize
 
 def _index_dtype(sink: UOp, ren: Renderer):
@@ -54,6 +54,7 @@ def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple = 
     from tinycore.search import apply_opts
     sink = graph_rewrite(apply_opts(sink, ren, opts), symbolic_rules)
   sink, gsize = optimize(sink, ren)
+  sink = tree_sums(sink)
   if ren.extra_matcher is not None: sink = graph_rewrite(sink, ren.extra_matcher)
   sink = lower_index_dtype(sink, ren)
   # every parameter, used or simplified away, so the kernel's signature is the schedule item's buffer list

@@ -16,7 +16,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   def deps_pass() -> bool:
     changed = False
     for u in order:
-      if u.op is Ops.RANGE: d = frozenset({u})
+      if u.op is Ops.RANGE: d = frozenset({u}) | deps[u.src[0]]  # a loop whose length varies with an outer loop sits inside it
       elif u.op is Ops.REDUCE: d = frozenset().union(*(deps.get(x.src[0], frozenset()) for x in reduces_by_ranges[u.src[1:]])) - set(u.src[1:])
       else: d = frozenset().union(*(deps[s] for s in u.src))
       if deps.get(u) != d: deps[u], changed = d, True

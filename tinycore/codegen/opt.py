@@ -230,6 +230,46 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
 def _vec_index(buf: UOp, base: UOp, W: int) -> UOp:
   return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base))
 
+# ***** long float sums become a tree of short ones *****
+# A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'
+# magnitudes, and a float32 one stops growing altogether at 2^24 times its term. So every float sum longer than
+# SUM_CHUNK iterations is cut into nested loops of at most SUM_CHUNK iterations each, every level with a fresh
+# accumulator: the error grows with SUM_CHUNK * levels (levels = log(n) / log(SUM_CHUNK)), not with n. The cut depends
+# only on the loop lengths, never on the thread count or the backend. The bound is in docs/architecture.md.
+SUM_CHUNK = 256
+
+def _trips(r: UOp) -> int: return r.src[0].arg if r.src[0].op is Ops.CONST else int(r.src[0].vmax)
+
+def tree_sums(sink: UOp) -> UOp:
+  """REDUCE(ADD) of floats over more than SUM_CHUNK iterations -> nested REDUCEs of at most SUM_CHUNK iterations each."""
+  ids = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
+  cuts: dict[UOp, tuple[UOp, list[UOp]]] = {}   # loop -> (its index as an expression of the new loops, those loops outer first)
+  def cut(r: UOp) -> tuple[UOp, list[UOp]]:
+    if (ret := cuts.get(r)) is not None: return ret
+    n = r.src[0]
+    if _trips(r) <= SUM_CHUNK: ret = (r, [r])
+    else:  # r = outer*SUM_CHUNK + inner; the last chunk is shorter when SUM_CHUNK does not divide n
+      idx, loops = cut(UOp(Ops.RANGE, dtypes.index, (((n + (SUM_CHUNK - 1)) // SUM_CHUNK).simplify(),), (next(ids), "reduce")))
+      end = UOp.const(dtypes.index, SUM_CHUNK) if n.op is Ops.CONST and n.arg % SUM_CHUNK == 0 else (n - idx * SUM_CHUNK).minimum(SUM_CHUNK).simplify()
+      inner = UOp(Ops.RANGE, dtypes.index, (end,), (next(ids), "reduce"))
+      ret = (idx * SUM_CHUNK + inner, loops + [inner])
+    cuts[r] = ret
+    return ret
+  def tree(x: UOp) -> UOp | None:
+    if x.arg is not Ops.ADD or not dtypes.is_float(x.dtype) or prod(_trips(r) for r in x.src[1:]) <= SUM_CHUNK: return None
+    parts = [cut(r) for r in x.src[1:]]
+    body = x.src[0].substitute({r: idx for r, (idx, _) in zip(x.src[1:], parts) if idx is not r})
+    levels: list[list[UOp]] = [[]]   # innermost first, each at most SUM_CHUNK iterations
+    trips = 1
+    for lp in reversed([lp for _, loops in parts for lp in loops]):
+      if levels[-1] and trips * _trips(lp) > SUM_CHUNK: levels, trips = levels + [[]], 1
+      levels[-1].insert(0, lp)
+      trips *= _trips(lp)
+    for level in levels: body = UOp(Ops.REDUCE, x.dtype, (body,) + tuple(level), Ops.ADD)
+    return body
+  out = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), tree)]))
+  return out if out is sink else graph_rewrite(out, symbolic_rules)
+
 # ***** options for BEAM search (tinycore/search.py) *****
 
 def candidate_opts(sink: UOp, ren: Renderer) -> list:
