@@ -4,8 +4,9 @@ import itertools, weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from tinycore.dtype import dtypes
-from tinycore.helpers import DEBUG, all_int, prod
-from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify
+from tinycore.helpers import DEBUG, all_int, prod, ceildiv
+from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify, identity_element
+from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
 
@@ -111,6 +112,31 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if u.op is Ops.ASSIGN and _reads_shifted(u.src[1], _plain_buffer(u.src[0]), realize): realize.add(u.src[1])
   return realize
 
+# A kernel reduces at most this many elements per output: a longer reduction first reduces into partials, one kernel
+# with the partials along a new axis (threads on every target: a full sum no longer runs on one core), then reduces
+# those. It also keeps loops short where a target bounds them (Mesa's software GPUs stop any loop after 65535 trips).
+REDUCE_SPLIT = 1 << 15
+
+def split_reduce(u: UOp) -> UOp | None:
+  """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials, each a REDUCE_AXIS of at most
+  about n/parts elements: the outermost reduced axis long enough is cut into (parts, rest), padded with the reduction's
+  identity when parts does not divide it. Depends only on the shapes: the same split on every device and thread count."""
+  x, (op, axes) = u.src[0], u.arg
+  if not all_int(x.shape) or (n := prod(x.shape[a] for a in axes)) <= REDUCE_SPLIT: return None
+  parts = ceildiv(n, REDUCE_SPLIT)
+  a = next((a for a in axes if x.shape[a] >= parts), max(axes, key=lambda a: x.shape[a]))
+  parts = min(parts, x.shape[a])
+  size = ceildiv(x.shape[a], parts) * parts
+  if size != x.shape[a]:  # the padded elements must not change the result: the identity, not PAD's zero, where it differs
+    pad = tuple((0, size - s if i == a else 0) for i, s in enumerate(x.shape))
+    ident = identity_element(op, x.dtype)
+    x = x.pad(pad) if ident == 0 else x.const_like(True).cast(dtypes.bool).pad(pad).where(x.pad(pad), x.const_like(ident).pad(pad))
+  shape = x.shape[:a] + (parts, size // parts) + x.shape[a+1:]
+  partial = x.reshape(shape).r(op, tuple(b + (b >= a) for b in axes))
+  return partial.r(op, (a,)).reshape(u.shape)
+
+split_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="u"), split_reduce)])
+
 @dataclass
 class _Kernel:
   node: UOp                 # the realized node this kernel computes
@@ -125,6 +151,10 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
   order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER and u not in done_assigns)
   if any(u in done_assigns for u in order):
     sink = sink.substitute({u: done_assigns[u] for u in order if u in done_assigns})
+    outs = list(sink.src)
+    order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  if any(u.op is Ops.REDUCE_AXIS and split_reduce(u) is not None for u in order):
+    sink = graph_rewrite(sink, split_reduces)
     outs = list(sink.src)
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   order = [u for u in order if u.op not in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE)]
