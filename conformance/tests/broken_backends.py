@@ -26,6 +26,11 @@ signed_compare = PatternMatcher([(UPat(Ops.CMPLT, src=(UPat.var("a", dtypes.uint
 rounding_cast = PatternMatcher([(UPat(Ops.CAST, dtypes.int32, src=(UPat.var("x", dtypes.float32),)),
                                  lambda x: UOp(Ops.CAST, dtypes.int32, (UOp(Ops.CAST, dtypes.float64, (x + 0.5,)),)))])
 
+# one accumulator per reduction: the codegen's tree of short sums (nested REDUCEs) flattened back into one long loop
+naive_sums = PatternMatcher([(UPat(Ops.REDUCE, src=(UPat(Ops.REDUCE, name="inner"),), allow_any_len=True, name="outer"),
+                              lambda outer, inner: UOp(Ops.REDUCE, outer.dtype, (inner.src[0],) + outer.src[1:] + inner.src[1:], outer.arg)
+                              if inner.arg is outer.arg else None)])
+
 class IgnoresOffset(HostAllocator):
   """Forgets to add the offset when it makes a view."""
   def _offset(self, buf, size: int, offset: int): return buf[:size]
@@ -90,5 +95,6 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_UNDECLARED", AcceptsEverything),
     spec("BROKEN_REFUSES", RefusesExp),
     spec("BROKEN_CRASH", renderer_named("BROKEN_CRASH"), driver=lambda index: AbortingDriver("BROKEN_CRASH")),
+    spec("BROKEN_NAIVE", renderer_named("BROKEN_NAIVE", extra_matcher=naive_sums), reduce_scale_elements=1 << 18),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
   ]

@@ -35,6 +35,14 @@ def test_launch_size_bug_is_caught(plugin_path, tmp_path):
   shapes = {f["shape"] for f in rep["failures"] if f["op"] == "driver.launch"}
   assert shapes == {"(65537,)", "(300, 301)"}, f"only the launches past 65536 threads should fail: {shapes}"
 
+def test_naive_accumulation_is_caught(plugin_path, tmp_path):
+  """One float32 accumulator per kernel (the codegen's tree of short sums undone): long sums of 0.1 drift past the
+  documented tolerance; sums of ones and integers, exact either way, still pass."""
+  proc, rep = run_cli("BROKEN_NAIVE", "--section", "reduce_scale", "-k", "constant or ones or int64", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {f["op"] for f in rep["failures"]} == {"reduce-scale constant"}, rep["failures"]
+  assert "0.1" in rep["failures"][0]["message"] and rep["sections"]["reduce_scale"]["passed"] >= 2
+
 def test_leaked_buffers_are_caught(plugin_path, tmp_path):
   proc, rep = run_cli("BROKEN_LEAK", "--section", "resources", path=plugin_path, tmp=tmp_path)
   assert proc.returncode == 1, proc.stdout[-3000:]

@@ -17,6 +17,7 @@ CAPABILITIES: dict[str, tuple[Any, str]] = {
   "runs": (True, "False: the device executes nothing (like NULL); only the renderer and assembler are checked"),
   "inf_nan": (True, "False: the target does not keep IEEE infinities and NaN; those checks are skipped"),
   "denormals": (True, "False: the target flushes subnormal floats to zero; subnormal checks are skipped"),
+  "reduce_scale_elements": (1 << 27, "elements of the reduce_scale section's long sums; an interpreter may declare fewer (at least 2^17)"),
   "max_alloc_bytes": (None, "the largest single allocation the device supports; the large-buffer check stays below it"),
 }
 

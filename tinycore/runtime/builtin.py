@@ -122,7 +122,7 @@ class NullAllocator(Allocator):
 def tinycore_backends() -> list[BackendSpec]:
   return [
     BackendSpec("PYTHON", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator(drv.device), priority=0, instances=virtual_instances,
-                capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics"}),
+                capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics", "reduce_scale_elements": 1 << 18}),
     BackendSpec("NULL", CONTRACT_VERSION, NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator(drv.device), priority=-100, instances=virtual_instances,
                 capabilities={"runs": False}),
   ]
