@@ -7,6 +7,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.symbolic import symbolic_rules
 from tinycore.codegen.lowerer import lower_ast
+from tinycore.codegen.actions import apply_opts
 from tinycore.codegen.opt import optimize, kernel_name
 from tinycore.codegen.linearize import linearize
 
@@ -48,10 +49,9 @@ def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
   return graph_rewrite(lower_ast(ast), symbolic_rules)
 
 def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple = ()) -> ProgramSpec:
-  """`opts`: optimisations (tinycore.search.Opt) applied before the target's own passes; BEAM picks them."""
+  """`opts`: optimisations (codegen.actions.Opt) applied before the target's own passes; BEAM picks them."""
   sink = lower_to_sink(ast, ren)
   if opts:
-    from tinycore.search import apply_opts
     sink = graph_rewrite(apply_opts(sink, ren, opts), symbolic_rules)
   sink, gsize = optimize(sink, ren)
   if ren.extra_matcher is not None: sink = graph_rewrite(sink, ren.extra_matcher)
