@@ -2,10 +2,9 @@
 from __future__ import annotations
 from tinycore.dtype import dtypes
 from tinycore.helpers import DEBUG, prod
-from tinycore.uop import UOp, Ops, GroupOp, print_uops
+from tinycore.uop import UOp, Ops, GroupOp, print_uops, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
-from tinycore.symbolic import symbolic_rules
 from tinycore.codegen.lowerer import lower_ast
 from tinycore.codegen.actions import apply_opts
 from tinycore.codegen.opt import optimize, kernel_name

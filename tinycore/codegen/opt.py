@@ -4,10 +4,9 @@ import itertools
 from dataclasses import dataclass
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, strides_for_shape, ceildiv, NOOPT
-from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop
+from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules, split_terms, build_sum
 from tinycore.renderer import Renderer
 from tinycore.rewrite import graph_substitute, graph_rewrite, PatternMatcher, UPat
-from tinycore.symbolic import symbolic_rules, split_terms, build_sum
 
 @dataclass(frozen=True)
 class Opt:
