@@ -5,6 +5,7 @@ from tinycore.helpers import DEBUG, prod
 from tinycore.uop import UOp, Ops, GroupOp, print_uops, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
+from tinycore.runtime.errors import UnsupportedError
 from tinycore.codegen.lowerer import lower_ast
 from tinycore.codegen.actions import apply_opts
 from tinycore.codegen.opt import optimize, kernel_name
@@ -18,7 +19,6 @@ def lower_index_dtype(sink: UOp, ren: Renderer) -> UOp:
   """Index math has no fixed width until here: int32 when every index fits, else int64."""
   dt = _index_dtype(sink, ren)
   if dt == dtypes.int64 and ren.index_bits < 64:
-    from tinycore.runtime.errors import UnsupportedError
     raise UnsupportedError(f"backend {ren.device} addresses with {ren.index_bits}-bit integers, but this kernel needs 64-bit indices")
   def retype(x: UOp):
     if x.dtype != dtypes.index: return None
