@@ -1,5 +1,4 @@
-"""UOp: the one immutable, hash-consed graph node used from Tensor down to the rendered kernel, with its bounds, its semantics
-on numpy values and the symbolic simplification its shape math needs."""
+"""UOp: the one immutable, hash-consed graph node, from Tensor down to the rendered kernel; its bounds, semantics and symbolic simplification."""
 from __future__ import annotations
 import functools, math, weakref
 from typing import Any, Callable, Sequence
