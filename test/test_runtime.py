@@ -5,7 +5,7 @@ import pytest
 from tinycore import Tensor, GlobalCounters, Context, Device
 from tinycore.dtype import dtypes
 from tinycore.runtime.device import Buffer
-from tinycore.runtime import diskcache
+from tinycore.runtime import diskcache, runner
 from tinycore import engine
 
 @pytest.fixture
@@ -43,11 +43,11 @@ def test_corrupt_cache_entry_is_rebuilt(cache_dir, damage):
 
 def test_corrupt_kernel_binary_in_the_cache_is_rebuilt(cache_dir):
   src = "# a kernel\n('CONST', ('float', 1), (), 1.0)"
-  good = engine.assemble("PYTHON", src, "k")
+  good = runner.assemble("PYTHON", src, "k")
   (path,) = [os.path.join(d, f) for d, _, fs in os.walk(cache_dir) for f in fs]
   with open(path, "r+b") as f: f.seek(40); f.write(b"\xff\xfe")
   assert diskcache.diskcache_get("binaries", os.path.basename(path)) is None
-  assert engine.assemble("PYTHON", src, "k") == good
+  assert runner.assemble("PYTHON", src, "k") == good
 
 def test_kernels_still_run_when_the_cache_is_corrupted(cache_dir):
   a = Tensor(np.arange(5, dtype=np.float32), device="PYTHON")

@@ -6,8 +6,7 @@ import z3
 from hypothesis import given, settings, strategies as st
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
-from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod, exec_alu
-from tinycore.symbolic import simplify
+from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod, exec_alu, simplify
 
 def c(v: int) -> UOp: return UOp.const(dtypes.index, v)
 def rng(i: int, n: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (c(n),), (i, "global"))

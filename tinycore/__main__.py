@@ -1,10 +1,10 @@
 """The `tinycore` command: `tinycore devices [--json]` lists every registered backend, where it comes from and whether it opens here."""
 from __future__ import annotations
 import argparse, json, sys, warnings
+from tinycore.runtime.device import Device
+from tinycore.runtime.plugin import CONTRACT_VERSION
 
 def devices(as_json: bool) -> int:
-  from tinycore.runtime.device import Device
-  from tinycore.runtime.plugin import CONTRACT_VERSION
   with warnings.catch_warnings():  # broken plugins are rows of the listing, not warnings on top of it
     warnings.simplefilter("ignore")
     rows = Device.listing()

@@ -6,33 +6,10 @@ from tinycore.helpers import DEBUG, BEAM, colored
 from tinycore.uop import UOp, Ops, sym_eval
 from tinycore.renderer import ProgramSpec
 from tinycore.runtime.device import Device, Buffer, GlobalCounters
-from tinycore.runtime.diskcache import diskcached, cache_key
-from tinycore.runtime.errors import CompileError
-from tinycore.runtime.plugin import CONTRACT_VERSION
+from tinycore.runtime.runner import CompiledRunner
+from tinycore.codegen import get_program as codegen_program, kernel_name
+from tinycore import search
 from tinycore.schedule import ScheduleItem
-
-def assemble(device: str, src: str, name: str) -> bytes:
-  """The backend's assembler output for `src`, through the disk cache (a corrupt entry is rebuilt)."""
-  dev = Device[device]
-  key = cache_key("binary", dev.spec.name, dev.spec.version, CONTRACT_VERSION, dev.assembler.target, src)
-  try: return diskcached("binaries", key, lambda: dev.assembler.assemble(src))
-  except CompileError: raise
-  except Exception as e: raise CompileError(f"{device}: assembling kernel {name} failed: {type(e).__name__}: {e}") from e
-
-class CompiledRunner:
-  """A loaded kernel plus its launch description."""
-  def __init__(self, device: str, spec: ProgramSpec):
-    self.device, self.spec = device, spec
-    self.binary = assemble(device, spec.src, spec.name)
-    self.program = Device[device].driver.load(spec.name, self.binary, spec)
-    # launch sizes and cost estimates without variables are computed once, not per launch
-    self._dims = spec.launch_dims({}) if all(isinstance(g, int) for g in spec.global_size) else None
-    self._var_names = tuple(v.arg[0] for v in spec.vars)
-    self.cost = (spec.flops, spec.mem_bytes) if isinstance(spec.flops, int) and isinstance(spec.mem_bytes, int) else None
-  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
-    gsize, lsize = self._dims if self._dims is not None else self.spec.launch_dims(var_vals)
-    vals = tuple(var_vals[v] for v in self._var_names)
-    return self.program(*[(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], global_size=gsize, local_size=lsize, vals=vals, wait=wait)
 
 _runners: dict[tuple[str, UOp], CompiledRunner] = {}   # (device instance, kernel AST) -> loaded on that instance
 _programs: dict[tuple[object, UOp], ProgramSpec] = {}   # (renderer, kernel AST) -> rendered once for every instance of a backend
@@ -49,11 +26,8 @@ def get_program(device: str, ast: UOp) -> ProgramSpec:
   backend = Device.instance(device)[0]
   ren = Device.renderer(backend)
   if (spec := _programs.get((ren, ast))) is None:
-    from tinycore.codegen import get_program as codegen_program, kernel_name
     name = _unique_name(backend, kernel_name(ast))
-    if BEAM >= 1:
-      from tinycore.search import beam_search_program
-      spec = beam_search_program(ast, ren, device, int(BEAM), name=name)
+    if BEAM >= 1: spec = search.beam_search_program(ast, ren, device, int(BEAM), name=name)
     else: spec = codegen_program(ast, ren, name=name)
     if DEBUG >= 4: print(spec.src)
     _programs[(ren, ast)] = spec

@@ -39,6 +39,8 @@ class Context(contextlib.ContextDecorator):
 
 DEBUG, BEAM, NOOPT = ContextVar("DEBUG", 0), ContextVar("BEAM", 0), ContextVar("NOOPT", 0)
 CACHELEVEL = ContextVar("CACHELEVEL", 2)
+# `with Context(TRAINING=1):` (tinygrad's spelling), Tensor.training or `with Tensor.train():` turn dropout on
+TRAINING = ContextVar("TRAINING", 0)
 
 def prod(xs: Iterable[T], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
 def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)

@@ -3,8 +3,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, sym_eval
 from tinycore.rewrite import PatternMatcher
+from tinycore.runtime.errors import UnsupportedError
 
 @dataclass
 class ProgramSpec:
@@ -21,7 +22,6 @@ class ProgramSpec:
   flops: Any = 0
   mem_bytes: Any = 0
   def launch_dims(self, var_vals: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    from tinycore.uop import sym_eval  # noqa: PLC0415 (uop imports renderer lazily)
     return tuple(sym_eval(g, var_vals) for g in self.global_size), self.local_size
 
 class Renderer:
@@ -45,7 +45,6 @@ class Renderer:
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
   def check_dtype(self, dt: DType) -> None:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
-      from tinycore.runtime.errors import UnsupportedError
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
     keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "max_buffers")

@@ -1,9 +1,10 @@
 """The rewrite engine: UPat patterns, a PatternMatcher that dispatches on the op, and graph_rewrite."""
 from __future__ import annotations
 import inspect, itertools
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 from tinycore.dtype import DType
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.ops import Ops, GroupOp
+if TYPE_CHECKING: from tinycore.uop import UOp
 
 class UPat:
   """A pattern over UOps. `src` as a tuple matches in order, as a list in any order (commutative),

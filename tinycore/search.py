@@ -1,12 +1,6 @@
-"""BEAM search: try kernel optimisations on the device, keep the fastest, remember the choice on disk per (device, kernel).
-
-An optimisation (Opt) is applied to the lowered kernel graph before the target's own passes (codegen/opt.py). The core
-offers UNROLL (a reduce loop's body repeated `amount` times per iteration). codegen/opt.py can offer more: a function
-`candidate_opts(sink, renderer) -> list[Opt]` lists the ones that apply to a kernel, and `apply_opt(sink, renderer, opt)`
-applies one of its own (op names other than UNROLL); the search treats them all alike."""
+"""BEAM search: try kernel optimisations (codegen/actions.py) on the device, keep the fastest, remember the choice on disk per (device, kernel)."""
 from __future__ import annotations
 import hashlib, math
-from dataclasses import dataclass
 import numpy as np
 from tinycore.dtype import dtypes, to_np_dtype
 from tinycore.helpers import DEBUG, getenv
@@ -15,44 +9,11 @@ from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.diskcache import cache_key, diskcache_get_obj, diskcache_put_obj
 from tinycore.runtime.errors import TinycoreError
-from tinycore.codegen import opt as target_opts, get_program, lower_to_sink
+from tinycore.runtime.runner import CompiledRunner
+from tinycore.codegen import get_program, lower_to_sink
+from tinycore.codegen.actions import Opt, candidate_opts
 
 BEAM_VERSION = 2   # part of the disk cache key: a new set of options (or of heuristics under them) searches again
-
-@dataclass(frozen=True)
-class Opt:
-  op: str        # "UNROLL", or an op name codegen/opt.py knows
-  axis: int      # the id of the RANGE it applies to (RANGE arg[0])
-  amount: int
-
-# ***** the core's option: unrolling a reduce loop *****
-
-def _unroll(sink: UOp, axis: int, amount: int) -> UOp:
-  """r in [0, n) becomes r' in [0, n/amount), the body summed (or max-ed) over r = r'*amount + i for each i."""
-  def rewrite(x: UOp) -> UOp | None:
-    if x.op is not Ops.REDUCE or not any(r.arg[0] == axis for r in x.src[1:]): return None
-    r = next(r for r in x.src[1:] if r.arg[0] == axis)
-    outer = UOp(Ops.RANGE, r.dtype, (UOp.const(r.dtype, r.src[0].arg // amount),), r.arg)
-    parts = [x.src[0].substitute({r: outer * amount + i}) for i in range(amount)]
-    while len(parts) > 1: parts = [UOp(x.arg, x.dtype, tuple(parts[i:i+2])) if i + 1 < len(parts) else parts[i] for i in range(0, len(parts), 2)]
-    return UOp(Ops.REDUCE, x.dtype, (parts[0],) + tuple(outer if s is r else s for s in x.src[1:]), x.arg)
-  reduces = [u for u in sink.toposort() if u.op is Ops.REDUCE]
-  return sink.substitute({x: new for x in reduces if (new := rewrite(x)) is not None})
-
-def _unroll_options(sink: UOp) -> list[Opt]:
-  rngs = {r for u in sink.toposort() if u.op is Ops.REDUCE for r in u.src[1:]}
-  return [Opt("UNROLL", r.arg[0], k) for r in sorted(rngs, key=lambda r: r.arg[0]) if r.src[0].op is Ops.CONST
-          for k in (2, 4, 8, 16) if r.src[0].arg % k == 0 and r.src[0].arg > k]
-
-def candidate_opts(sink: UOp, ren: Renderer) -> list[Opt]:
-  return _unroll_options(sink) + (list(target_opts.candidate_opts(sink, ren)) if hasattr(target_opts, "candidate_opts") else [])
-
-def apply_opts(sink: UOp, ren: Renderer, opts: tuple[Opt, ...]) -> UOp:
-  for o in opts:
-    if o.op == "UNROLL": sink = _unroll(sink, o.axis, o.amount)
-    elif hasattr(target_opts, "apply_opt"): sink = target_opts.apply_opt(sink, ren, o)
-    else: raise ValueError(f"unknown optimisation {o}")
-  return sink
 
 # ***** timing on the device *****
 
@@ -78,7 +39,6 @@ def _test_buffers(ast: UOp, device: str) -> list[Buffer]:
 
 def measure(ast: UOp, ren: Renderer, device: str, opts: tuple[Opt, ...], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
   """Seconds the kernel takes with `opts` (best of `runs`); inf when the optimisation does not compile."""
-  from tinycore.engine import CompiledRunner
   try: runner = CompiledRunner(device, get_program(ast, ren, opts=opts))
   except TinycoreError as e:
     if DEBUG >= 3: print(f"BEAM: {opts} failed: {e}")

@@ -5,14 +5,14 @@ from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
-from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, ContextVar, all_int
+from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int
 from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
 from tinycore.gradient import compute_gradient
-from tinycore.tensor_ops import NNOpsMixin, IndexingMixin
+from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 # Pending effects: tensors with an assign not yet run, and tensors backward() was called on. A lazy graph reads buffers
@@ -20,8 +20,6 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 # every read before the write: `opt.step(); loss.item()` is the loss the step came from, and a BatchNorm's running-stat
 # update sees the weights of its own forward pass, as in eager PyTorch.
 _pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
-# `with Context(TRAINING=1):` (tinygrad's spelling), Tensor.training or `with Tensor.train():` turn dropout on
-TRAINING = ContextVar("TRAINING", 0)
 
 def _canon_device(device: str | None) -> str: return Device.canonicalize(device)
 
@@ -1116,16 +1114,6 @@ def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
 def _plain(u: UOp) -> bool:
   while u.op is Ops.RESHAPE: u = u.src[0]
   return u.op is Ops.BUFFER
-
-def _broadcast_shape(*shapes: tuple) -> tuple:
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-  out = []
-  for dims in zip(*padded):
-    big = [d for d in dims if d != 1]
-    if any(d != big[0] for d in big): raise ValueError(f"shapes {shapes} cannot be broadcast together")
-    out.append(big[0] if big else 1)
-  return tuple(out)
 
 def _infer_dtype(data) -> DType:
   flat = list(_flatten_list(data))

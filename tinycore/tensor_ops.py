@@ -4,15 +4,18 @@ import math, string
 from typing import TYPE_CHECKING, Any
 import numpy as np
 from tinycore.dtype import DType, dtypes, dtype_min, dtype_max
-from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv
+from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv, TRAINING
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
-def _T():
-  from tinycore.tensor import Tensor
-  return Tensor
-def _broadcast_shapes(*shapes: tuple) -> tuple:
-  from tinycore.tensor import _broadcast_shape
-  return _broadcast_shape(*shapes)
+def _broadcast_shape(*shapes: tuple) -> tuple:
+  n = max(len(s) for s in shapes)
+  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  out = []
+  for dims in zip(*padded):
+    big = [d for d in dims if d != 1]
+    if any(d != big[0] for d in big): raise ValueError(f"shapes {shapes} cannot be broadcast together")
+    out.append(big[0] if big else 1)
+  return tuple(out)
 
 # ***** indexing *****
 
@@ -45,7 +48,7 @@ class IndexingMixin:
 
   def __setitem__(self: Tensor, indices, v) -> None:
     """x[indices] = v: v (a scalar, list or Tensor) is cast to x's dtype, broadcast, and written with assign."""
-    Tensor = _T()
+    Tensor = type(self)
     if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad):
       raise NotImplementedError("setitem on a tensor that requires grad is not differentiable; build the value with where/pad/cat instead")
     if not isinstance(v, Tensor): v = Tensor(v, device=self.device, dtype=self.dtype) if isinstance(v, (list, tuple, np.ndarray)) else Tensor.full((), v, dtype=self.dtype, device=self.device)
@@ -71,7 +74,7 @@ class IndexingMixin:
 
   def _basic_index(self: Tensor, indices) -> tuple[Tensor, list[tuple[int, Tensor]], _Movements]:
     """Apply ints, slices, None and Ellipsis; return the view, the advanced indices as (view dim, int Tensor), and the moves."""
-    Tensor = _T()
+    Tensor = type(self)
     items: list[Any] = []
     for i in (indices if isinstance(indices, tuple) else (indices,)):
       # canonical forms: ("new", size) for None and python bools, numpy arrays for lists
@@ -144,9 +147,9 @@ class IndexingMixin:
   def _advanced_index(self: Tensor, adv: list[tuple[int, Tensor]], v: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     """Gather self[..., idx, ...] at the view dims in `adv` with one-hot masks (where + sum: inf/nan elsewhere stay out).
     With v: scatter v instead, returning the new values and the mask of written positions, both of self's shape."""
-    Tensor = _T()
+    Tensor = type(self)
     dims = [p for p, _ in adv]
-    try: bshape = _broadcast_shapes(*[t.shape for _, t in adv])
+    try: bshape = _broadcast_shape(*[t.shape for _, t in adv])
     except ValueError: raise IndexError(f"index tensors of shapes {[t.shape for _, t in adv]} cannot be broadcast together") from None
     rest = [d for d in range(self.ndim) if d not in dims]
     nb, k, nr = len(bshape), len(dims), len(rest)
@@ -187,7 +190,7 @@ class IndexingMixin:
 
   def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = self[index[i][j]][j] (dim=0): torch.gather. index may be smaller than self off `dim`."""
-    Tensor = _T()
+    Tensor = type(self)
     d = normalize_axis(dim, self.ndim)
     if index.ndim != self.ndim: raise ValueError(f"gather: index has {index.ndim} dims, self has {self.ndim}")
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
@@ -200,7 +203,7 @@ class IndexingMixin:
 
   def _scatter_prep(self: Tensor, dim: int, index: Tensor, src) -> tuple[int, Tensor, Tensor]:
     """One-hot mask (index.shape + (n,)) of where each source element lands, and src matching index's shape."""
-    Tensor = _T()
+    Tensor = type(self)
     d = normalize_axis(dim, self.ndim)
     if index.ndim != self.ndim: raise ValueError(f"scatter: index has {index.ndim} dims, self has {self.ndim}")
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
@@ -223,7 +226,7 @@ class IndexingMixin:
     hit = self._scatter_place(d, hot.any(d, keepdim=True))
     if reduce is None:
       n_i = index.shape[d]
-      pos = _T().arange(n_i, device=self.device).reshape(*[n_i if a == d else 1 for a in range(self.ndim)], 1)
+      pos = type(self).arange(n_i, device=self.device).reshape(*[n_i if a == d else 1 for a in range(self.ndim)], 1)
       last = hot.where(pos, -1).max(d, keepdim=True)
       return hit.where(self._scatter_place(d, (hot & (pos == last)).where(s, 0).sum(d, keepdim=True, dtype=self.dtype)), self)
     if reduce == "add": return hit.where(self + self._scatter_place(d, hot.where(s, 0).sum(d, keepdim=True, dtype=self.dtype)), self)
@@ -255,7 +258,7 @@ class IndexingMixin:
 
   def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
     """An int tensor with a trailing dim of num_classes: 1 where the class is self's value (-1: max(self) + 1 classes)."""
-    Tensor = _T()
+    Tensor = type(self)
     if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     # classes in self's own dtype when they fit: no promotion to a wider int (64-bit ints are missing on some backends)
@@ -264,12 +267,12 @@ class IndexingMixin:
 
   def masked_select(self: Tensor, mask: Tensor) -> Tensor:
     """The elements where mask is True, as a 1-D tensor (realizes the mask: the result's size depends on it)."""
-    shape = _broadcast_shapes(self.shape, mask.shape)
+    shape = _broadcast_shape(self.shape, mask.shape)
     return self._broadcast_to(shape)[mask.cast(dtypes.bool)._broadcast_to(shape)]
 
   def nonzero(self: Tensor) -> Tensor:
     """(count, ndim) int32 coordinates of the nonzero elements (realizes self: the count depends on the data)."""
-    Tensor = _T()
+    Tensor = type(self)
     return Tensor(np.argwhere(self.numpy()).astype(np.int32).reshape(-1, self.ndim), device=self.device)
 
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
@@ -327,7 +330,7 @@ class IndexingMixin:
 
   def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
     """Stable sort along dim: (values, int32 indices). NaN sorts as the largest value, like torch."""
-    Tensor = _T()
+    Tensor = type(self)
     if self.ndim == 0: return self, Tensor(0, dtype=dtypes.int32, device=self.device)
     d = normalize_axis(dim, self.ndim)
     x = self.transpose(d, -1)
@@ -360,7 +363,7 @@ class IndexingMixin:
 
   def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """Sample class indices from the (unnormalized) weights in the last dim of a 1-D or 2-D tensor."""
-    Tensor = _T()
+    Tensor = type(self)
     if self.ndim not in (1, 2): raise ValueError(f"multinomial needs a 1-D or 2-D tensor, got {self.shape}")
     if num_samples <= 0: raise ValueError("multinomial: num_samples must be positive")
     if not replacement and num_samples != 1: raise NotImplementedError("multinomial without replacement supports only num_samples=1")
@@ -579,7 +582,7 @@ class NNOpsMixin:
   def avg_pool2d(self: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  count_include_pad: bool = True) -> Tensor:
     """Average over windows of the last len(kernel_size) dims; the divisor counts padding like torch."""
-    Tensor = _T()
+    Tensor = type(self)
     k_ = make_tuple(kernel_size, 2)
     nd = len(k_)
     pads, s_, d_, extra = self._pool_pads(k_, stride, dilation, padding, ceil_mode)
@@ -600,7 +603,7 @@ class NNOpsMixin:
   def max_pool2d(self: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False,
                  return_indices: bool = False):
     """Max over windows of the last len(kernel_size) dims; with return_indices also the flat (H*W) index of each max."""
-    Tensor = _T()
+    Tensor = type(self)
     k_ = make_tuple(kernel_size, 2)
     nd = len(k_)
     pads, s_, d_, extra = self._pool_pads(k_, stride, dilation, padding, ceil_mode)
@@ -619,7 +622,7 @@ class NNOpsMixin:
 
   def max_unpool2d(self: Tensor, indices: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None) -> Tensor:
     """Inverse of max_pool2d: each value goes to its flat index in a zero output of output_size (default: the pooled input size)."""
-    Tensor = _T()
+    Tensor = type(self)
     k_ = make_tuple(kernel_size, 2)
     nd = len(k_)
     s_, d_ = make_tuple(k_ if stride is None else stride, nd), make_tuple(dilation, nd)
@@ -635,7 +638,7 @@ class NNOpsMixin:
 
   def interpolate(self: Tensor, size, mode: str = "linear", align_corners: bool = False) -> Tensor:
     """Resize the last len(size) dims: 'nearest', 'nearest-exact', or 'linear' (bilinear/trilinear for 2/3 dims), like torch."""
-    Tensor = _T()
+    Tensor = type(self)
     size = make_tuple(size, 1)
     if not 0 < len(size) <= self.ndim: raise ValueError(f"interpolate: size {size} must name between 1 and {self.ndim} dims")
     if mode in ("bilinear", "trilinear"): mode = "linear"
@@ -685,9 +688,8 @@ class NNOpsMixin:
 
   def dropout(self: Tensor, p: float = 0.5) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p), only while training (Tensor.training)."""
-    Tensor = _T()
+    Tensor = type(self)
     if not 0 <= p <= 1: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    from tinycore.tensor import TRAINING
     if not (Tensor.training or TRAINING) or p == 0: return self
     if p == 1: return self.zeros_like()
     keep = Tensor.rand(*self.shape, device=self.device, contiguous=False) >= p
@@ -696,7 +698,7 @@ class NNOpsMixin:
   def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                    is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
     """softmax(q @ k^T / sqrt(d) + mask) @ v; a bool mask keeps True positions, is_causal keeps the lower triangle."""
-    Tensor = _T()
+    Tensor = type(self)
     if enable_gqa:
       key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
       value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
@@ -743,7 +745,7 @@ class NNOpsMixin:
   def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
     """Cross entropy with classes on the LAST dim and integer targets (tinygrad's); targets equal to ignore_index
     (other than -1) count nowhere, including the mean's denominator."""
-    Tensor = _T()
+    Tensor = type(self)
     log_probs = self.log_softmax(-1)
     keep = (Y != ignore_index) if ignore_index != -1 else Tensor.ones(Y.shape, dtype=dtypes.bool, device=self.device)
     y = (Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)) & keep.unsqueeze(-1)
@@ -755,7 +757,7 @@ class NNOpsMixin:
 
   def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:
     """torch.nn.functional.nll_loss on log-probabilities (classes on dim 1, or dim 0 for 1-D input)."""
-    Tensor = _T()
+    Tensor = type(self)
     cdim = 1 if self.ndim > 1 else 0
     c = self.shape[cdim]
     hot = Y.unsqueeze(cdim) == Tensor.arange(c, device=self.device).reshape(c, *[1] * (self.ndim - cdim - 1))

@@ -2,11 +2,12 @@
 from __future__ import annotations
 from tinycore.dtype import dtypes
 from tinycore.helpers import DEBUG, prod
-from tinycore.uop import UOp, Ops, GroupOp, print_uops
+from tinycore.uop import UOp, Ops, GroupOp, print_uops, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
-from tinycore.symbolic import symbolic_rules
+from tinycore.runtime.errors import UnsupportedError
 from tinycore.codegen.lowerer import lower_ast
+from tinycore.codegen.actions import apply_opts
 from tinycore.codegen.opt import optimize, tree_sums, kernel_name
 from tinycore.codegen.linearize import linearize
 
@@ -18,7 +19,6 @@ def lower_index_dtype(sink: UOp, ren: Renderer) -> UOp:
   """Index math has no fixed width until here: int32 when every index fits, else int64."""
   dt = _index_dtype(sink, ren)
   if dt == dtypes.int64 and ren.index_bits < 64:
-    from tinycore.runtime.errors import UnsupportedError
     raise UnsupportedError(f"backend {ren.device} addresses with {ren.index_bits}-bit integers, but this kernel needs 64-bit indices")
   def retype(x: UOp):
     if x.dtype != dtypes.index: return None
@@ -48,10 +48,9 @@ def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
   return graph_rewrite(lower_ast(ast), symbolic_rules)
 
 def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple = ()) -> ProgramSpec:
-  """`opts`: optimisations (tinycore.search.Opt) applied before the target's own passes; BEAM picks them."""
+  """`opts`: optimisations (codegen.actions.Opt) applied before the target's own passes; BEAM picks them."""
   sink = lower_to_sink(ast, ren)
   if opts:
-    from tinycore.search import apply_opts
     sink = graph_rewrite(apply_opts(sink, ren, opts), symbolic_rules)
   sink, gsize = optimize(sink, ren)
   sink = tree_sums(sink)

@@ -3,7 +3,8 @@ from __future__ import annotations
 import itertools
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
-from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop
+from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules
+from tinycore.rewrite import graph_rewrite
 
 def _and(a: UOp | None, b: UOp) -> UOp: return b if a is None else a & b
 _placeholders = itertools.count()
@@ -64,8 +65,6 @@ class Lowerer:
       if cond is None: return self.lower(src, tuple(new_idx), valid)
       inner = self.lower(src, tuple(new_idx), _and(valid, cond))
       if bounded:
-        from tinycore.rewrite import graph_rewrite
-        from tinycore.symbolic import symbolic_rules
         inner = graph_rewrite(inner, symbolic_rules).substitute(bounded)
       return cond.where(inner, UOp.const(u.dtype, 0))
     if op is Ops.REDUCE_AXIS:

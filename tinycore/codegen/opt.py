@@ -1,12 +1,18 @@
 """Kernel optimisations on the lowered graph, chosen from the renderer's description of the target."""
 from __future__ import annotations
 import itertools
+from dataclasses import dataclass
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, strides_for_shape, ceildiv, NOOPT
-from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop
+from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules, split_terms, build_sum
 from tinycore.renderer import Renderer
 from tinycore.rewrite import graph_substitute, graph_rewrite, PatternMatcher, UPat
-from tinycore.symbolic import symbolic_rules, split_terms, build_sum
+
+@dataclass(frozen=True)
+class Opt:
+  op: str        # "UNROLL", or an op name codegen/opt.py knows
+  axis: int      # the id of the RANGE it applies to (RANGE arg[0])
+  amount: int
 
 def global_ranges(sink: UOp) -> list[UOp]:
   return sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "global"), key=lambda r: r.arg[0])
@@ -275,7 +281,6 @@ def tree_sums(sink: UOp) -> UOp:
 def candidate_opts(sink: UOp, ren: Renderer) -> list:
   """CPU-style targets: UPCAST(axis, k) copies an output axis k times (scalar copies) before the heuristics run, which
   then tile what is left: with the rows of a matmul, a register tile k times taller than the heuristics pick."""
-  from tinycore.search import Opt
   if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return []
   vaxis = plan[0] if (plan := plan_upcasts(sink, ren)) is not None else None  # copies of the vector axis break its vectors
   return [Opt("UPCAST", r.arg[0], k) for r in global_ranges(sink) if r is not vaxis and (n := _const_size(r)) for k in (2, 4)

@@ -1,6 +1,6 @@
 """Runtime: the Allocator and Driver bases, Buffer, and the Device registry that finds backends through entry points."""
 from __future__ import annotations
-import functools, importlib.metadata, os, warnings
+import importlib.metadata, os, warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
@@ -195,10 +195,10 @@ class _DeviceRegistry:
     self.errors[key] = why
     warnings.warn(why, RuntimeWarning, stacklevel=4)
   def _plugins(self) -> list[tuple[Any, str, tuple[str, str]]]:
-    """(module, plugin name, (package, version)) for the built-in devices, then every entry point that imports, by name."""
-    from tinycore.runtime import builtin
-    out = [(builtin, "tinycore.builtin", ("tinycore", _version("tinycore")))]
-    for ep in sorted(_entry_points(), key=lambda e: (e.name, e.value)):
+    """(module, plugin name, (package, version)) for every entry point that imports: tinycore's own (the built-in devices)
+    first, so a plugin cannot take their names, then the others by name."""
+    out = []
+    for ep in sorted(_entry_points(), key=lambda e: (_dist_info(e)[0] != "tinycore", e.name, e.value)):
       try: out.append((ep.load(), ep.name, _dist_info(ep)))
       except Exception as e:
         self.broken[ep.name] = _dist_info(ep)
@@ -319,9 +319,5 @@ def _entry_points() -> list[importlib.metadata.EntryPoint]:
 def _dist_info(ep) -> tuple[str, str]:
   dist = getattr(ep, "dist", None)
   return (dist.metadata["Name"], dist.version) if dist is not None else (ep.value.split(".")[0], "?")
-@functools.cache
-def _version(pkg: str) -> str:
-  try: return importlib.metadata.version(pkg)
-  except importlib.metadata.PackageNotFoundError: return "dev"
 
 Device = _DeviceRegistry()

@@ -1,0 +1,42 @@
+"""The op vocabulary: every UOp op (Ops) and the groups rules talk about (GroupOp)."""
+from enum import Enum, auto
+
+class Ops(Enum):
+  # graph structure
+  SINK = auto(); NOOP = auto()
+  # tensor-level sources and boundaries
+  DEVICE = auto(); UNIQUE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()
+  IOTA = auto()  # the tensor [0, 1, ..., n-1]: lowered straight to the loop index, O(n) without host data
+  CONTIGUOUS = auto(); CONTIGUOUS_BACKWARD = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto()
+  # movement (tensor-level, resolved into index math by codegen)
+  RESHAPE = auto(); EXPAND = auto(); PERMUTE = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
+  REDUCE_AXIS = auto()
+  # kernel-level
+  DEFINE_GLOBAL = auto(); DEFINE_ACC = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto(); REDUCE = auto()
+  INDEX = auto(); LOAD = auto(); STORE = auto(); IF = auto(); ENDIF = auto()
+  # dtype changes
+  CAST = auto(); BITCAST = auto()
+  # unary ALU
+  EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIP = auto(); NEG = auto(); TRUNC = auto()
+  # binary ALU
+  ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
+  CMPLT = auto(); CMPNE = auto(); CMPEQ = auto(); XOR = auto(); OR = auto(); AND = auto(); SHL = auto(); SHR = auto()
+  # ternary ALU
+  WHERE = auto(); MULACC = auto()
+  # SIMD vectors (CPU-style codegen): VECTORIZE builds a vector from scalars, GEP takes lane `arg` of a vector
+  VECTORIZE = auto(); GEP = auto()
+  def __repr__(self): return f"Ops.{self.name}"
+  __hash__ = object.__hash__  # members are singletons; Enum's default hashes the name in Python on every dict lookup
+
+class GroupOp:
+  Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}
+  Binary = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ,
+            Ops.XOR, Ops.OR, Ops.AND, Ops.SHL, Ops.SHR}
+  Ternary = {Ops.WHERE, Ops.MULACC}
+  ALU = Unary | Binary | Ternary
+  Comparison = {Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ}
+  Commutative = {Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.XOR, Ops.OR, Ops.AND}
+  Movement = {Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP}
+  Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+  # ops whose zero input gives a zero output: padding may be pushed through them
+  SafePad = {Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.AND, Ops.OR, Ops.XOR, Ops.SQRT, Ops.TRUNC, Ops.SIN, Ops.CAST, Ops.BITCAST}
