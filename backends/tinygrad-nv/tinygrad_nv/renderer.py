@@ -346,8 +346,8 @@ class _Kernel:
         self.ins(f"mov.b32 {out}, {bits}")
         self.fit(out, dst)
       return out
-    self.ins(f"mov.b{8 * dst.itemsize} {out}, {a}")
-    return out
+    self.ins(f"mov.b{64 if dst.itemsize == 8 else 32} {out}, {a}")   # 8-bit ints live in 32-bit registers
+    return self.fit(out, dst)
 
   def cast(self, x: UOp, dt: DType) -> str:
     src, dst, a = x.dtype.scalar, dt.scalar, self.ref(x)
