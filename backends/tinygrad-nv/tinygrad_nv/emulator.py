@@ -79,9 +79,12 @@ class Instr:
   label: str = ""
 
 def parse_imm(tok: str, ty: str):
+  """An immediate operand as a value of type ty; 0f/0d literals are bit patterns (of an f32/f64, or of a .b32/.b64 operand)."""
   kind = ty[0]
-  if tok.startswith(("0f", "0F")): return np.array(int(tok[2:], 16), np.uint32).view(np.float32)
-  if tok.startswith(("0d", "0D")): return np.array(int(tok[2:], 16), np.uint64).view(np.float64)
+  if tok.startswith(("0f", "0F", "0d", "0D")):
+    bits = np.array(int(tok[2:], 16), np.uint32 if tok[1] in "fF" else np.uint64)
+    if bits.dtype.itemsize != np.dtype(NP[ty]).itemsize: raise ValueError(f"{tok} is not a {ty} literal")
+    return bits.view(NP[ty])
   v = int(tok, 0)
   if kind == "f": return np.array(v, NP[ty])
   if ty == "pred": return np.array(bool(v))
