@@ -13,10 +13,13 @@ PACKAGES = {
   "train": ["-e", f"{ROOT}[examples]", "-e", str(ROOT / "backends/tinygrad-cpu")],
   "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
 }
-OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu"]}  # installed when present; its tests skip without a Vulkan adapter
+OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu", ROOT / "backends/tinygrad-nv"]}  # installed when present; tests needing hardware skip
 
 # extra configurations of a backend the conformance suite also runs: (name, extra environment, what it needs on PATH)
-VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))]}
+VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))],
+            "NV": [("NV on the PTX emulator", {"NV_EMULATE": "1"}, ())]}
+# backends whose plain run needs their hardware: it runs only where the device opens (their variants run everywhere)
+HARDWARE = {"NV"}
 
 def run(*cmd, **kw) -> None:
   print("+", " ".join(str(c) for c in cmd), flush=True)
@@ -33,6 +36,10 @@ def installed_backends() -> list[str]:
                        check=True, capture_output=True, text=True).stdout.split()
   return out
 
+def device_opens(dev: str) -> bool:
+  return subprocess.run([str(PY), "-c", f"from tinycore import Device; raise SystemExit(not Device.opens({dev!r})[0])"],
+                        capture_output=True).returncode == 0
+
 def main(argv: list[str]) -> int:
   if not argv or argv[0] not in ("train", "test"):
     print("usage: python3 tools/dev.py train [train_digits args...] | test [pytest args...]")
@@ -45,9 +52,11 @@ def main(argv: list[str]) -> int:
   # the core and backend tests, then the conformance suite once per installed backend
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
   for dev in installed_backends():
-    run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
+    if dev not in HARDWARE or device_opens(dev):
+      run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
+    else: print(f"conformance: {dev} skipped: the device does not open here (no hardware)")
     for what, env, needs in VARIANTS.get(dev, []):
-      if not any(shutil.which(n) for n in needs):
+      if needs and not any(shutil.which(n) for n in needs):
         if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
         print(f"conformance: {what} skipped: none of {needs} is installed"); continue
       print(f"conformance: {what} ({' '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
