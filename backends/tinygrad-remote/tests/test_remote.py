@@ -63,8 +63,8 @@ def test_instances_and_transfers(remote):
   np.testing.assert_equal(y.numpy(), np.arange(6) * 2)
   np.testing.assert_equal((y.to("CPU") + Tensor.ones(6, device="CPU")).numpy(), np.arange(6) * 2 + 1)
 
-def test_describe_names_the_server(remote):
-  text = Device["REMOTE"].driver.describe()
+def test_description_names_the_server(remote):
+  text = Device["REMOTE"].driver.description
   assert remote.url in text and "CPU" in text and "tinygrad-cpu" in text
 
 def train_steps(device: str, steps: int, conn=None) -> tuple[list[float], list[int]]:

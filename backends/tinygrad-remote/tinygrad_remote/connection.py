@@ -1,6 +1,6 @@
 """The client's link to a REMOTE server: a queue of requests sent as one batch when a reply is needed, uploads by hash."""
 from __future__ import annotations
-import atexit, http.client, itertools, json, os, re, secrets, threading
+import atexit, http.client, itertools, json, os, re, secrets, socket, threading
 from typing import Any
 from urllib.parse import urlsplit
 from tinycore.runtime.errors import CompileError, DeviceError
@@ -43,7 +43,10 @@ class Connection:
   # ***** HTTP *****
   def _request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
     try:
-      if self._http is None: self._http = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+      if self._http is None:
+        self._http = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+        self._http.connect()
+        self._http.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)   # a batch is one write; never wait to coalesce
       self._http.request(method, path, body=body, headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/octet-stream"})
       resp = self._http.getresponse()
       data = resp.read()

@@ -22,6 +22,8 @@ class RemoteDriver(Driver):
     self.info = self.conn.info()
     if index >= self.info["instances"]:
       raise DeviceError(f"{self.device} does not exist: the server at {self.conn.url} has {self.info['instances']} instances of {self.info['backend']}")
+    # what `tinycore devices` shows: the server and the device behind it
+    self.description = f"{self.conn.url}: {self.info['backend']}:{index} ({self.info['package']} {self.info['version']})"
   def load(self, name: str, binary: bytes, spec) -> RemoteProgram:
     pid = self.conn.new_id()
     info = {"outs": list(spec.outs), "ins": list(spec.ins), "nvars": len(spec.vars),
@@ -30,5 +32,3 @@ class RemoteDriver(Driver):
     # sent at once, so a kernel the server cannot build fails here, as a CompileError, like on a local backend
     self.conn.call("program", prog=pid, dev=self.index, name=name, src=self.conn.attach(binary), info=info)
     return RemoteProgram(self, name, pid)
-  def describe(self) -> str:
-    return f"{self.conn.url} serving {self.info['backend']} ({self.info['package']} {self.info['version']}), instance {self.index}"

@@ -151,6 +151,7 @@ def _jsonable(d: dict) -> dict:
 
 class _Handler(BaseHTTPRequestHandler):
   protocol_version = "HTTP/1.1"   # keep-alive: one connection per client
+  disable_nagle_algorithm = True  # headers and body are two writes: Nagle + the client's delayed ACK would stall each reply 40 ms
   server: _HTTPServer
   def _reply(self, code: int, body: bytes, ctype: str = "application/octet-stream", close: bool = False) -> None:
     self.send_response(code)
