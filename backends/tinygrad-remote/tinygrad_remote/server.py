@@ -14,7 +14,8 @@ from tinycore.dtype import dtypes
 from tinycore.renderer import ProgramSpec
 from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.plugin import instance_name
-from tinycore.engine import assemble, copy
+from tinycore.runtime.runner import assemble
+from tinycore.engine import copy
 from tinygrad_remote.wire import VERSION, WireError, decode_batch, encode_reply
 
 @dataclass
