@@ -110,6 +110,16 @@ def test_view_offsets_are_checked_in_kernels(plugin_path, tmp_path):
   assert proc.returncode == 1, proc.stdout[-3000:]
   assert {op for op, _ in failed(rep)} == {"views at odd offsets", "allocation size boundaries"}, failed(rep)
 
+def test_broken_definition_is_caught(tmp_path):
+  """The uops section first pins tinycore's definition against an independent reference: a definition whose integer
+  division floors fails there (and the backend, held to that definition, would pass, which is why it is pinned)."""
+  env = {**os.environ, "PYTHONPATH": str(HERE)}
+  proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "tinycore_conformance", "--device", "PYTHON", "-p", "broken_definition",
+                         "-k", "test_definition_matches_reference and (IDIV or MOD-int32)", "-p", "no:cacheprovider", "-q"],
+                        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert "4 failed, 5 passed" in proc.stdout and "IDIV-int8 (-128, 3): got -43, expected -42" in proc.stdout, proc.stdout[-3000:]   # signed only
+
 def test_narrow_backend_passes_and_says_why_it_skips(plugin_path, tmp_path):
   """Declaring only bool, int32 and float32 is fine: what is missing is skipped with a reason and checked to fail cleanly."""
   proc, rep = run_cli("NARROW", "--section", "dtypes", path=plugin_path, tmp=tmp_path)
