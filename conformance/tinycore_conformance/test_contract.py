@@ -1,6 +1,6 @@
 """Section contract: each plugin role on its own: renderer (without the device), assembler, allocator, driver."""
 from __future__ import annotations
-import gc, json, os, subprocess, sys, textwrap
+import gc, json, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from tinycore.dtype import dtypes

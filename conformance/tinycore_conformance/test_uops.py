@@ -6,7 +6,7 @@ import pytest
 from tinycore.dtype import DType, dtypes, FLOATS, INTS
 from tinycore.uop import UOp, Ops, exec_alu
 from tinycore_conformance.target import Target, target_for, dtype_name, child_env
-from tinycore_conformance.uops import CASTS, signature, operands, definition, run_op, run_kernel, to_bytes, from_bytes
+from tinycore_conformance.uops import signature, operands, definition, run_op, run_kernel, to_bytes, from_bytes
 from tinycore_conformance import uop_table as T
 
 pytestmark = pytest.mark.uops

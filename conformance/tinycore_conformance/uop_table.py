@@ -2,12 +2,12 @@
 from __future__ import annotations
 import itertools, math
 import numpy as np
-from tinycore.dtype import DType, dtypes, FLOATS, INTS, UINTS
+from tinycore.dtype import DType, dtypes, FLOATS, INTS
 from tinycore.uop import Ops
 from tinycore_conformance.oracle import int_range, bf16_round
 from tinycore_conformance.target import dtype_name
 from tinycore_conformance.tolerances import ACCURACY
-from tinycore_conformance.uops import CASTS, signature, from_bytes, operands
+from tinycore_conformance.uops import CASTS, signature, from_bytes, operands, to_bytes
 
 # every ALU op tinycore defines, by the kind of dtype it is defined on (FDIV is float division, IDIV integer division;
 # bool ADD/MUL/MAX mean OR/AND/OR)
@@ -83,7 +83,6 @@ def holds(dt: DType, v) -> bool:
   return float(from_bytes(to_dtype_bytes(v, dt), dt)[0]) == v
 
 def to_dtype_bytes(v, dt: DType) -> bytes:
-  from tinycore_conformance.uops import to_bytes
   with np.errstate(all="ignore"): return to_bytes([v], dt)
 
 SAME_SIZE = {1: (dtypes.int8, dtypes.uint8), 2: (dtypes.int16, dtypes.uint16, dtypes.float16, dtypes.bfloat16),
