@@ -110,10 +110,11 @@ def check_view_write(device, launch: Launch, dt: DType, n: int, offset_elems: in
     return str(e)
   raw = base.as_bytes()
   want = to_bytes(np.asarray(a, np.float64 if O.is_float(dt) else None) + np.asarray(b, np.float64 if O.is_float(dt) else None) if dt != dtypes.bool else a | b, dt)
-  assert raw[pad:pad + n * dt.itemsize] == want, f"{what} ({dtype_name(dt)}, byte offset {pad}): the view holds the wrong result"
+  if raw[pad:pad + n * dt.itemsize] != want:
+    raise AssertionError(f"{what} ({dtype_name(dt)}, byte offset {pad}): the view holds {raw[pad:pad + n * dt.itemsize].hex()}, expected {want.hex()}")
   outside = raw[:pad] + raw[pad + n * dt.itemsize:]
   keep = sentinel(total)[:pad] + sentinel(total)[pad + n * dt.itemsize:]
-  assert outside == keep, f"{what} ({dtype_name(dt)}, byte offset {pad}): a kernel writing the view changed bytes outside it"
+  if outside != keep: raise AssertionError(f"{what} ({dtype_name(dt)}, byte offset {pad}): a kernel writing the view changed bytes outside it")
   return None
 
 @pytest.mark.covers("views at odd offsets")
