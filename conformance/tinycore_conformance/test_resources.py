@@ -63,6 +63,8 @@ IMPOSSIBLE_ALLOC = textwrap.dedent("""
   import sys
   from tinycore.dtype import dtypes
   from tinycore.runtime.device import Buffer
+  from tinycore_conformance.target import check_pinned
+  check_pinned(sys.argv[1])
   try: Buffer(sys.argv[1], 1 << 60, dtypes.uint8).ensure_allocated()
   except Exception as e: print(f"RAISED {type(e).__module__}.{type(e).__name__}: {e}")
   else: print("ALLOCATED")
