@@ -162,5 +162,6 @@ def test_fused_intermediates(device, target: Target, fused):
   want = to_bytes(fused_definition(expr, dt, vals), out_dt)
   got = run_kernel(target.name, ast, (len(rows), out_dt), [(to_bytes(vals[k], dt), dt) for k in names])
   bad = T.mismatched_rows(Ops.NOOP, dt, out_dt, got, want, [])
+  if out_dt in FLOATS and not target.cap("inf_nan"): bad = bad[np.isfinite(from_bytes(want, out_dt)[bad].astype(np.float64))]
   if bad.size: raise AssertionError(f"{name} in one {dtype_name(dt)} kernel: " + "; ".join(
     f"{tuple(vals[k][i].item() for k in names)}: got {from_bytes(got, out_dt)[i].item()!r}, expected {from_bytes(want, out_dt)[i].item()!r}" for i in bad[:6]))
