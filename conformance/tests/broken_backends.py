@@ -1,8 +1,10 @@
 """Deliberately broken backends, each the PYTHON device with one defect, registered through a test entry point."""
 from __future__ import annotations
-import os
+import math, os, signal
+import numpy as np
 from tinycore.dtype import dtypes
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, exec_alu
+from tinycore.runtime import builtin
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.runtime.builtin import PythonRenderer, PythonDriver, PythonProgram, HostAllocator
 from tinycore.runtime.device import Assembler
@@ -30,6 +32,49 @@ rounding_cast = PatternMatcher([(UPat(Ops.CAST, dtypes.int32, src=(UPat.var("x",
 naive_sums = PatternMatcher([(UPat(Ops.REDUCE, src=(UPat(Ops.REDUCE, name="inner"),), allow_any_len=True, name="outer"),
                               lambda outer, inner: UOp(Ops.REDUCE, outer.dtype, (inner.src[0],) + outer.src[1:] + inner.src[1:], outer.arg)
                               if inner.arg is outer.arg else None)])
+
+# bool ADD done as a byte add: True + True is stored as the byte 2 (numpy still reads it as True)
+byte_bool_add = PatternMatcher([(UPat(Ops.ADD, dtypes.bool, src=(UPat.var("a"), UPat.var("b"))),
+                                 lambda a, b: UOp(Ops.BITCAST, dtypes.bool, (UOp(Ops.ADD, dtypes.uint8, (a.cast(dtypes.uint8), b.cast(dtypes.uint8))),)))])
+
+# (a + b) - c in float16 computed in float32 and rounded once at the end: the intermediate a + b is never rounded to half
+wide_half = PatternMatcher([(UPat(Ops.SUB, dtypes.float16, src=(UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("b"))), UPat.var("c"))),
+                             lambda a, b, c: ((a.cast(dtypes.float32) + b.cast(dtypes.float32)) - c.cast(dtypes.float32)).cast(dtypes.float16))])
+
+# float32 sine with a naive range reduction in float32 (x - 2 pi trunc(x / 2 pi)): fine near 0, wrong for large |x|
+# (the sine itself runs in float64 so the rule does not match its own output)
+def naive_sin(x: UOp) -> UOp:
+  r = x - UOp(Ops.TRUNC, dtypes.float32, (x * (1 / (2 * math.pi)),)) * (2 * math.pi)
+  return UOp(Ops.SIN, dtypes.float64, (r.cast(dtypes.float64),)).cast(dtypes.float32)
+naive_range_reduction = PatternMatcher([(UPat(Ops.SIN, dtypes.float32, src=(UPat.var("x"),)), naive_sin)])
+
+def trapping_alu(op, dt, srcs):
+  """exec_alu, except that signed MIN // -1 and MIN % -1 raise SIGFPE, as x86's idiv does."""
+  if op in (Ops.IDIV, Ops.MOD) and dtypes.is_int(dt) and not dtypes.is_unsigned(dt):
+    a, b = np.asarray(srcs[0]), np.asarray(srcs[1])
+    if np.any((a == np.iinfo(a.dtype).min) & (b == -1)): os.kill(os.getpid(), signal.SIGFPE)
+  return exec_alu(op, dt, srcs)
+class TrappingProgram(PythonProgram):
+  def __call__(self, *bufs, **kw):
+    builtin.exec_alu = trapping_alu   # the interpreter looks exec_alu up in its module on every op
+    try: return super().__call__(*bufs, **kw)
+    finally: builtin.exec_alu = exec_alu
+class TrappingDriver(NamedDriver):
+  def load(self, name: str, binary: bytes, spec=None): return TrappingProgram(name, binary.decode())
+
+class TailDroppingProgram(PythonProgram):
+  """Launches the global size rounded down to a multiple of 4, like a vectorised launch that forgot the remainder."""
+  def __call__(self, *bufs, global_size=(1, 1, 1), **kw):
+    return super().__call__(*bufs, global_size=(max(global_size[0] // 4 * 4, 1), *global_size[1:]), **kw)
+class TailDroppingDriver(NamedDriver):
+  def load(self, name: str, binary: bytes, spec=None): return TailDroppingProgram(name, binary.decode())
+
+class Int16VarsProgram(PythonProgram):
+  """Passes integer launch variables through 16 bits: values past +-32767 arrive wrapped."""
+  def __call__(self, *bufs, vals=(), **kw):
+    return super().__call__(*bufs, vals=tuple((v + 2**15) % 2**16 - 2**15 for v in vals), **kw)
+class Int16VarsDriver(NamedDriver):
+  def load(self, name: str, binary: bytes, spec=None): return Int16VarsProgram(name, binary.decode())
 
 class IgnoresOffset(HostAllocator):
   """Forgets to add the offset when it makes a view."""
@@ -96,5 +141,12 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_REFUSES", RefusesExp),
     spec("BROKEN_CRASH", renderer_named("BROKEN_CRASH"), driver=lambda index: AbortingDriver("BROKEN_CRASH")),
     spec("BROKEN_NAIVE", renderer_named("BROKEN_NAIVE", extra_matcher=naive_sums), reduce_scale_elements=1 << 18),
+
+    spec("BROKEN_TRAP", renderer_named("BROKEN_TRAP"), driver=lambda index: TrappingDriver("BROKEN_TRAP")),
+    spec("BROKEN_BOOL", renderer_named("BROKEN_BOOL", extra_matcher=byte_bool_add)),
+    spec("BROKEN_HALF", renderer_named("BROKEN_HALF", extra_matcher=wide_half)),
+    spec("BROKEN_SIN", renderer_named("BROKEN_SIN", extra_matcher=naive_range_reduction)),
+    spec("BROKEN_TAIL", renderer_named("BROKEN_TAIL"), driver=lambda index: TailDroppingDriver("BROKEN_TAIL")),
+    spec("BROKEN_VARS", renderer_named("BROKEN_VARS"), driver=lambda index: Int16VarsDriver("BROKEN_VARS")),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
   ]

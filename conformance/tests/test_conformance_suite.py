@@ -70,6 +70,65 @@ def test_crashing_backend_is_reported_and_the_rest_still_runs(plugin_path, tmp_p
   assert [(f["op"], f["shape"]) for f in rep["failures"]] == [("driver.launch", "(7,)")], rep["failures"]
   assert "died" in rep["failures"][0]["message"] and rep["sections"]["contract"]["passed"] == 6
 
+def test_int_min_division_trap_is_caught(plugin_path, tmp_path):
+  """A kernel dying with SIGFPE on MIN // -1 and MIN % -1: those cases fail (naming the signal), the rest still runs."""
+  proc, rep = run_cli("BROKEN_TRAP", "--section", "uops", "-k", "test_uop and (IDIV or MOD or ADD)", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  signed = {"int8", "int16", "int32", "int64"}
+  assert failed(rep) == {(op, dt) for op in ("IDIV", "MOD") for dt in signed}, failed(rep)
+  assert all("signal 8" in f["message"] for f in rep["failures"]), [f["message"] for f in rep["failures"]]
+  assert rep["sections"]["uops"]["passed"] >= 8 + 13, "unsigned division and every ADD must still run and pass"
+
+def test_bool_stored_as_two_is_caught(plugin_path, tmp_path):
+  """True + True stored as the byte 2: numpy would read it as True; the uops table compares bytes, and the ops section
+  checks that every stored bool is 0 or 1."""
+  proc, rep = run_cli("BROKEN_BOOL", "--section", "uops", "--section", "ops", "-k", "bool and (uop or fused or test_forward and add)", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {("ADD", "bool"), ("add", "bool")} <= failed(rep) and all(dt == "bool" for _, dt in failed(rep)), failed(rep)
+  assert any("got 2, expected 1" in f["message"] for f in rep["failures"]), [f["message"] for f in rep["failures"]]
+
+def test_half_intermediates_kept_in_float32_are_caught(plugin_path, tmp_path):
+  """(2048h + 1) - 2048 computed in float32 inside one kernel gives 1; rounding after each op gives 0. Single ops pass."""
+  proc, rep = run_cli("BROKEN_HALF", "--section", "uops", "-k", "float16 and (fused or test_uop and (ADD or SUB))", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert failed(rep) == {("(a+b)-a", "float16")}, failed(rep)
+  assert "(2048.0, 1.0" in rep["failures"][0]["message"] and "got 1.0, expected 0.0" in rep["failures"][0]["message"]
+
+def test_naive_sin_range_reduction_is_caught(plugin_path, tmp_path):
+  """A float32 sine reduced naively: the sweeps of sin, cos and tan fail and name the worst input; exp2 and sqrt pass."""
+  proc, rep = run_cli("BROKEN_SIN", "--section", "accuracy", "-k", "float32", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {("sin", "float32"), ("cos", "float32")} <= failed(rep) <= {("sin", "float32"), ("cos", "float32"), ("tan", "float32")}, failed(rep)
+  assert all("worst at x = " in f["message"] for f in rep["failures"])
+
+def test_dropped_launch_remainder_is_caught(plugin_path, tmp_path):
+  """A driver that launches the global size rounded down to a multiple of 4: the odd sizes fail, whole launches of one do not."""
+  proc, rep = run_cli("BROKEN_TAIL", "--section", "edges", "-k", "odd_sizes", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {op for op, _ in failed(rep)} == {"odd global sizes"} and len(rep["failures"]) == 4, failed(rep)
+
+def test_variables_past_16_bits_are_caught(plugin_path, tmp_path):
+  proc, rep = run_cli("BROKEN_VARS", "--section", "edges", "-k", "variables", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {op for op, _ in failed(rep)} == {"integer variables at their bounds"}, failed(rep)
+  assert "a=-2147483647" in rep["failures"][0]["message"]
+
+def test_view_offsets_are_checked_in_kernels(plugin_path, tmp_path):
+  """The allocator that ignores view offsets also fails the odd-offset views and the allocation boundaries of the edges section."""
+  proc, rep = run_cli("BROKEN_OFFSET", "--section", "edges", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {op for op, _ in failed(rep)} == {"views at odd offsets", "allocation size boundaries"}, failed(rep)
+
+def test_broken_definition_is_caught(tmp_path):
+  """The uops section first pins tinycore's definition against an independent reference: a definition whose integer
+  division floors fails there (and the backend, held to that definition, would pass, which is why it is pinned)."""
+  env = {**os.environ, "PYTHONPATH": str(HERE)}
+  proc = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "tinycore_conformance", "--device", "PYTHON", "-p", "broken_definition",
+                         "-k", "test_definition_matches_reference and (IDIV or MOD-int32)", "-p", "no:cacheprovider", "-q"],
+                        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert "4 failed, 5 passed" in proc.stdout and "IDIV-int8 (-128, 3): got -43, expected -42" in proc.stdout, proc.stdout[-3000:]   # signed only
+
 def test_narrow_backend_passes_and_says_why_it_skips(plugin_path, tmp_path):
   """Declaring only bool, int32 and float32 is fine: what is missing is skipped with a reason and checked to fail cleanly."""
   proc, rep = run_cli("NARROW", "--section", "dtypes", path=plugin_path, tmp=tmp_path)
@@ -95,11 +154,37 @@ def test_example_plugin_installs_and_passes(tmp_path):
   pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(src)],
                        capture_output=True, text=True, timeout=300)
   assert pip.returncode == 0, pip.stderr[-3000:]
-  proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward", path=[str(site)], tmp=tmp_path)
+  # the op sweeps, the definition's own pin and the accuracy sweeps are left out for time: PYTHON runs them, and EXAMPLE is PYTHON
+  proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward and not test_definition and not test_sweep", path=[str(site)], tmp=tmp_path)
   assert proc.returncode == 0, proc.stdout[-5000:]
   assert rep["package"] == "tinygrad-example" and not rep["failures"]
-  for section in ("contract", "dtypes", "fuzz", "models", "resources"): assert rep["sections"][section]["passed"] > 0, section
+  for section in ("contract", "uops", "edges", "dtypes", "fuzz", "models", "resources"): assert rep["sections"][section]["passed"] > 0, section
   assert any("does not declare bfloat16" in s["message"] for s in rep["skips"])
+
+def test_plugin_copy_on_pythonpath_cannot_steer_the_run(tmp_path):
+  """The example plugin and the suite installed in one site directory, another copy of the plugin ahead of it on
+  PYTHONPATH: `python -m tinycore devices`, the CLI, and pytest with -q and -v (whose collection puts the suite's site
+  directory first on sys.path) all test the copy the registry shows, and say so; the render-alone child checks it too."""
+  site, copy = tmp_path / "site", tmp_path / "copy"
+  pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(HERE / "example_plugin")],
+                       capture_output=True, text=True, timeout=300)
+  assert pip.returncode == 0, pip.stderr[-3000:]
+  shutil.copytree(HERE.parent / "tinycore_conformance", site / "tinycore_conformance", ignore=shutil.ignore_patterns("__pycache__"))
+  shutil.copytree(HERE / "example_plugin" / "tinygrad_example", copy / "tinygrad_example", ignore=shutil.ignore_patterns("__pycache__"))
+  want = str(copy / "tinygrad_example" / "__init__.py")
+  env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(copy), str(site)])}
+  env.pop("DEV", None)
+  def run(*cmd: str) -> str:
+    proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+  assert want in run("-m", "tinycore", "devices"), "the registry should show the copy first on PYTHONPATH"
+  checks = "test_renderer_needs_no_device or test_driver_integer_variables"
+  out = run("-m", "tinycore_conformance.cli", "EXAMPLE", "-q", "-k", checks)
+  assert f"plugin module under test: {want}" in out, out[-2000:]
+  for verbosity in ("-q", "-v"):
+    out = run("-m", "pytest", "--pyargs", "tinycore_conformance", "--device", "EXAMPLE", "-p", "no:cacheprovider", verbosity, "-k", checks)
+    assert f"tested EXAMPLE from {want}" in out and "2 passed" in out, out[-2000:]
 
 def test_writing_a_backend_doc_shows_the_example_verbatim():
   """docs/writing-a-backend.md and example_plugin/ are one text: every file of the example appears in the doc unchanged."""

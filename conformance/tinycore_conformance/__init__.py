@@ -5,6 +5,9 @@ __version__ = "0.1.0"
 SECTIONS = {
   "contract": "each plugin role on its own: renderer without the device, assembler, allocator, driver",
   "ops": "every Tensor op, forward and backward, against numpy over the backend's declared dtypes",
+  "uops": "one-op kernels built from UOps: every ALU op and cast on edge operands, bytes against the definition; fused intermediates",
+  "accuracy": "transcendentals swept over each float dtype's whole finite range, within the bounds of tolerances.ACCURACY",
+  "edges": "launch and memory edges: odd global sizes, one-element and empty buffers, alignment boundaries, odd view offsets, variable bounds",
   "dtypes": "casts, bitcasts, integer wraparound, NaN/inf/-0.0, half and bfloat16 rounding, undeclared dtypes",
   "fuzz": "random graphs of elementwise, movement and reduce ops (hypothesis) against numpy",
   "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",

@@ -3,7 +3,7 @@ from __future__ import annotations
 import warnings
 import numpy as np
 import pytest
-from tinycore.dtype import DType
+from tinycore.dtype import DType, dtypes
 from tinycore.tensor import Tensor
 from tinycore.runtime.device import Device
 from tinycore.runtime.errors import TinycoreError, UnsupportedError
@@ -115,6 +115,8 @@ def check_forward(op: Op, case: Case, dt: DType, ieee: bool = True) -> None:
   scales = _listify(reference(op, case, [abs_of(r) for r in refs_of(case, vals)], dt)) if op.scale_by_abs else [0.0] * len(wants)
   for i, (o, g, w, sc) in enumerate(zip(outs, got, wants, scales)):
     w = np.asarray(w)
+    if o.dtype == dtypes.bool and (stored := np.unique(np.ascontiguousarray(g).view(np.uint8))).max(initial=0) > 1:   # numpy reads any nonzero byte as True
+      raise AssertionError(f"{what}: bools stored as the bytes {stored.tolist()}, not only 0 and 1")
     if not O.is_float(o.dtype):
       with np.errstate(all="ignore"): w = w.astype(O.np_type(o.dtype))
     assert_close(g, w, tolerance_dtype(o.dtype, dts), what + (f" output {i}" if len(got) > 1 else ""), scale=np.abs(sc), floor=op.floor)

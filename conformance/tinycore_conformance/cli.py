@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
           (f"\n  plugin errors: {Device.errors}" if Device.errors else ""), file=sys.stderr)
     return 2
   spec = Device.specs[name]
+  from tinycore_conformance.target import PIN_ENV
   # pytest runs in a child process: a backend that crashes the interpreter still gets a report naming the test it crashed
   # in, and pytest starts again on the tests that have no result yet (up to MAX_CRASHES times)
   with tempfile.TemporaryDirectory() as tmp:
@@ -48,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     open(events, "w").close()
     start, collector = time.perf_counter(), Collector()
     for _ in range(MAX_CRASHES + 1):
-      rc = subprocess.run([sys.executable, "-m", "pytest", *pytest_args(args, extra)], env={**os.environ, EVENTS_ENV: events}).returncode
+      rc = subprocess.run([sys.executable, "-m", "pytest", *pytest_args(args, extra)], env={**os.environ, EVENTS_ENV: events, PIN_ENV: f"{name}={spec.module}"}).returncode
       crashed_in = collector.load(events, time.perf_counter() - start)
       if crashed_in is None or rc in (0, 1, 2, 5): break
       with open(events, "a") as f: f.write(json.dumps({"event": "crash", "nodeid": crashed_in, "exit_code": rc}) + "\n")
       print(f"\ntinycore-conformance: the test process died (exit code {rc}) in {crashed_in}; continuing with the remaining tests", flush=True)
     collector.load(events, time.perf_counter() - start)
-  info = {"package": spec.package, "version": spec.version, "profile": args.profile, "pytest_exit": rc}
+  info = {"package": spec.package, "version": spec.version, "module": spec.module, "profile": args.profile, "pytest_exit": rc}
   print("\n" + format_report(collector, name, info, None if args.all_skips else 40))
   if args.json:
     with open(args.json, "w") as f: json.dump(collector.as_json(name, info), f, indent=1)

@@ -11,10 +11,22 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
   for name, what in SECTIONS.items(): config.addinivalue_line("markers", f"{name}: tinycore conformance section: {what}")
   config.addinivalue_line("markers", "covers(feature): the backend feature a conformance test checks, reported as its op")
+  if config.getoption("device") is not None or any(str(a).startswith("tinycore_conformance") for a in config.args):
+    # resolve (import) the plugin under test now, with the interpreter's own sys.path: collecting the suite makes pytest put
+    # the suite's install directory first on sys.path, where another copy of the plugin may sit
+    from tinycore_conformance.target import target_for
+    target_for(config)
 
 def pytest_report_header(config) -> list[str] | None:
   if config.getoption("device") is None: return None
   from tinycore_conformance.target import target_for, dtype_name
   t = target_for(config)
-  return [f"tinycore conformance: device {t.name} (package {t.spec.package} {t.spec.version}), profile {config.getoption('conformance_profile')}",
+  return [f"tinycore conformance: device {t.name} (package {t.spec.package} {t.spec.version}, module {t.spec.module}), profile {config.getoption('conformance_profile')}",
           f"  declared dtypes: {', '.join(dtype_name(d) for d in t.dtypes)}; capabilities: {t.spec.capabilities}"]
+
+def pytest_terminal_summary(terminalreporter, config) -> None:
+  """Name the plugin module that was tested, whatever the verbosity (-q hides the header)."""
+  from tinycore_conformance.target import _pinned_path, target_for
+  if not _pinned_path: return   # the suite did not run in this session
+  t = target_for(config)
+  terminalreporter.write_line(f"tinycore conformance: tested {t.name} from {t.spec.module} (package {t.spec.package} {t.spec.version})")

@@ -1,6 +1,6 @@
 """The backend under test: its registry entry, declared dtypes and capabilities, and the skips they imply."""
 from __future__ import annotations
-import functools
+import functools, os, sys
 from dataclasses import dataclass
 from typing import Any
 import pytest
@@ -59,6 +59,9 @@ class Target:
     from tinycore.runtime.device import Device
     return Device[self.name]
 
+PIN_ENV = "TINYCORE_CONFORMANCE_PLUGIN"   # "NAME=module file": the plugin the CLI resolved, which its pytest child must test
+_pinned_path: list[str] = []              # sys.path when the backend under test was resolved (before pytest prepends anything)
+
 @functools.cache
 def resolve_target(name: str) -> Target:
   from tinycore.runtime.device import Device
@@ -66,12 +69,26 @@ def resolve_target(name: str) -> Target:
   if key not in Device.specs:
     raise pytest.UsageError(f"tinycore-conformance: no backend named {key!r}; installed: {sorted(Device.specs)}"
                             + (f"; errors: {Device.errors}" if Device.errors else ""))
+  check_pinned(key)
+  _pinned_path[:] = [p for p in sys.path if p]
   # a fresh renderer, never Device.renderer(): the suite must not share state with what it tests
   return Target(key, Device.specs[key], Device.specs[key].renderer())
 
+def check_pinned(name: str) -> None:
+  """Refuse to test another copy of the plugin than the one the caller resolved (a copy earlier on PYTHONPATH, or a
+  site-packages directory pytest put first while collecting): the module file must be the same."""
+  from tinycore.runtime.device import Device
+  want, _, file = os.environ.get(PIN_ENV, "").partition("=")
+  if want == name and Device.specs[name].module != file:
+    raise pytest.UsageError(f"tinycore-conformance: {name} was resolved to {file}, but this process loaded it from "
+                            f"{Device.specs[name].module}: two copies of the plugin are on the path (check PYTHONPATH)")
+
+def child_env(target: Target) -> dict:
+  """The environment for a fresh interpreter that loads the very plugin module under test (checked with check_pinned)."""
+  return {**os.environ, "PYTHONPATH": os.pathsep.join(_pinned_path), PIN_ENV: f"{target.name}={target.spec.module}"}
+
 def device_option(config) -> str:
   """--device, else $DEV, else the registry's default device."""
-  import os
   name = config.getoption("device", None) or os.environ.get("DEV")
   if name: return name
   from tinycore.runtime.device import Device

@@ -1,6 +1,6 @@
 """Section contract: each plugin role on its own: renderer (without the device), assembler, allocator, driver."""
 from __future__ import annotations
-import gc, json, os, subprocess, sys, textwrap
+import gc, json, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from tinycore.dtype import dtypes
@@ -13,13 +13,9 @@ from tinycore.runtime.device import Buffer, LRUAllocator
 from tinycore.runtime.errors import DeviceError
 from tinycore_conformance import oracle as O
 from tinycore_conformance.kernels import Launch, launch_for, var_kernel
-from tinycore_conformance.target import Target, target_for, dtype_name
+from tinycore_conformance.target import Target, target_for, dtype_name, child_env
 
 pytestmark = pytest.mark.contract
-
-def child_env() -> dict:
-  """The environment for a fresh interpreter that sees the same plugins as this one."""
-  return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 # ***** renderer *****
 
@@ -28,7 +24,9 @@ RENDER_ALONE = textwrap.dedent("""
   from tinycore.runtime.device import Device
   from tinycore.tensor import Tensor
   from tinycore.codegen import get_program
+  from tinycore_conformance.target import check_pinned
   name = sys.argv[1]
+  check_pinned(name)
   spec = Device.specs[name]
   def refuse(*args): raise RuntimeError("a role other than the renderer was opened while rendering")
   spec.driver, spec.allocator, spec.assembler = refuse, refuse, refuse
@@ -43,7 +41,7 @@ RENDER_ALONE = textwrap.dedent("""
 @pytest.mark.covers("renderer.render")
 def test_renderer_needs_no_device(target: Target):
   """In a fresh interpreter whose driver, allocator and assembler factories raise: schedule and render three kernels."""
-  proc = subprocess.run([sys.executable, "-c", RENDER_ALONE, target.name], capture_output=True, text=True, env=child_env(), timeout=300)
+  proc = subprocess.run([sys.executable, "-c", RENDER_ALONE, target.name], capture_output=True, text=True, env=child_env(target), timeout=300)
   assert proc.returncode == 0, f"rendering {target.name} kernels without the device failed:\n{proc.stderr[-3000:]}"
   out = json.loads(proc.stdout.strip().splitlines()[-1])
   assert out["opened"] == [], f"rendering opened devices {out['opened']}"

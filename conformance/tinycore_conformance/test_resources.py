@@ -6,8 +6,7 @@ import pytest
 from tinycore.dtype import dtypes
 from tinycore.tensor import Tensor
 from tinycore.runtime.device import GlobalCounters, LRUAllocator
-from tinycore_conformance.target import Target
-from tinycore_conformance.test_contract import child_env
+from tinycore_conformance.target import Target, child_env
 
 pytestmark = pytest.mark.resources
 
@@ -64,6 +63,8 @@ IMPOSSIBLE_ALLOC = textwrap.dedent("""
   import sys
   from tinycore.dtype import dtypes
   from tinycore.runtime.device import Buffer
+  from tinycore_conformance.target import check_pinned
+  check_pinned(sys.argv[1])
   try: Buffer(sys.argv[1], 1 << 60, dtypes.uint8).ensure_allocated()
   except Exception as e: print(f"RAISED {type(e).__module__}.{type(e).__name__}: {e}")
   else: print("ALLOCATED")
@@ -72,7 +73,7 @@ IMPOSSIBLE_ALLOC = textwrap.dedent("""
 @pytest.mark.covers("allocator.alloc(2**60)")
 def test_impossible_allocation_fails_cleanly(device, target: Target):
   """Asking for 2**60 bytes raises a Python exception (MemoryError or a tinycore error); it must not crash the process."""
-  proc = subprocess.run([sys.executable, "-c", IMPOSSIBLE_ALLOC, target.name], capture_output=True, text=True, env=child_env(), timeout=120)
+  proc = subprocess.run([sys.executable, "-c", IMPOSSIBLE_ALLOC, target.name], capture_output=True, text=True, env=child_env(target), timeout=120)
   assert proc.returncode == 0, f"the process died (exit {proc.returncode}) allocating 2**60 bytes on {target.name}:\n{proc.stderr[-2000:]}"
   line = proc.stdout.strip().splitlines()[-1]
   assert line.startswith("RAISED"), f"allocating 2**60 bytes on {target.name} did not fail: {line}"

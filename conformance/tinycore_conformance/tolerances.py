@@ -41,3 +41,39 @@ def mismatches(got: np.ndarray, want: np.ndarray, dtype_name: str, kind: str = "
 
 def assert_close(got, want, dtype_name: str, what: str, kind: str = "fwd", scale=0.0, floor: float = 0.0) -> None:
   if (why := mismatches(got, want, dtype_name, kind, scale, floor)) is not None: raise AssertionError(f"{what}: {why}")
+
+# ***** accuracy of transcendentals: the uops table and the sweeps of test_accuracy.py *****
+
+# op -> dtype -> (ulps, absolute, k): a result y for input x passes when
+#   |y - f(x)| <= ulps * ulp(f(x)) + absolute + k * u * cond(x)
+# with f(x) exact, ulp() in the result's dtype, u = 2**-significand_bits the dtype's unit roundoff, and cond(x) = |x f'(x)|
+# (ACCURACY_COND below): the error a composition inherits from rounding its argument (Tensor.exp is exp2(x * log2(e)), so
+# exp(80) in float32 is only good to ~80 * u relative). The UOps (exp2, log2, sin, sqrt, reciprocal) have k = 0: their
+# argument is exact, so sin(1e30) must be the sine of 1e30, whatever the range reduction. sqrt and 1/x are IEEE operations,
+# correctly rounded (half an ulp). float16/bfloat16 math runs in float32 and rounds once: one ulp of the result.
+_U1 = {"float16": (1, 2.0**-24, 0), "bfloat16": (1, 2.0**-24, 0)}
+ACCURACY: dict[str, dict[str, tuple[float, float, float]]] = {
+  "exp2": {**_U1, "float32": (4, 0.0, 0), "float64": (2, 0.0, 0)},
+  "log2": {**_U1, "float32": (4, 2.0**-22, 0), "float64": (2, 2.0**-51, 0)},
+  "sin": {**_U1, "float32": (4, 2.0**-22, 0), "float64": (2, 2.0**-51, 0)},
+  "sqrt": {d: (0.5, 0.0, 0) for d in ("float16", "bfloat16", "float32", "float64")},
+  "reciprocal": {d: (0.5, 0.0, 0) for d in ("float16", "bfloat16", "float32", "float64")},
+  # Tensor ops composed of the UOps above: their UOps' error, a few roundings, and the argument's rounding (k)
+  "exp": {d: (u + 1, a, 2) for d, (u, a, _) in {**_U1, "float32": (4, 0.0, 0), "float64": (2, 0.0, 0)}.items()},
+  "log": {d: (u + 1, a, 2) for d, (u, a, _) in {**_U1, "float32": (4, 2.0**-22, 0), "float64": (2, 2.0**-51, 0)}.items()},
+  "cos": {d: (u + 1, a, 2) for d, (u, a, _) in {**_U1, "float32": (4, 2.0**-22, 0), "float64": (2, 2.0**-51, 0)}.items()},
+  "tan": {d: (2 * u + 2, a, 4) for d, (u, a, _) in {**_U1, "float32": (4, 2.0**-22, 0), "float64": (2, 2.0**-51, 0)}.items()},
+  "sigmoid": {d: (u + 3, a, 2) for d, (u, a, _) in {**_U1, "float32": (4, 0.0, 0), "float64": (2, 0.0, 0)}.items()},
+  "tanh": {d: (u + 3, a, 4) for d, (u, a, _) in {**_U1, "float32": (4, 0.0, 0), "float64": (2, 0.0, 0)}.items()},
+  "pow": {d: (u + 4, a, 4) for d, (u, a, _) in {**_U1, "float32": (4, 0.0, 0), "float64": (2, 0.0, 0)}.items()},
+}
+
+# cond(x) = |x f'(x)| of each composed op, in float64 numpy, from x and y = f(x) (pow's is in test_accuracy.bound), plus the
+# scale of the constants folded in (cos(x) = sin(pi/2 - x) rounds pi/2; tanh and sigmoid subtract from 1). tan(x) is
+# sin(x) / cos(x): once the argument's rounding (u |x|) is as large as |cos(x)|, the pole may have moved past x, and no
+# accuracy is promised (inf).
+ACCURACY_COND = {
+  "exp": lambda x, y, u: np.abs(x * y), "log": lambda x, y, u: np.ones_like(x), "cos": lambda x, y, u: np.abs(x) + 2,
+  "tan": lambda x, y, u: np.where(u * (np.abs(x) + 2) < 0.5 / np.sqrt(1 + y * y), (np.abs(x) + 2) * (1 + y * y), np.inf),
+  "sigmoid": lambda x, y, u: np.abs(x) * y * (1 - y) + 1, "tanh": lambda x, y, u: np.abs(x) * (1 - y * y) + 1,
+}

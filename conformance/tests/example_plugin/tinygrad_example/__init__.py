@@ -1,18 +1,29 @@
 """The EXAMPLE backend's registration: one hook that describes the device, its four roles and its capabilities."""
 from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
-from tinygrad_example.renderer import ExampleRenderer
-from tinygrad_example.assembler import ExampleAssembler
-from tinygrad_example.driver import ExampleDriver
-from tinygrad_example.allocator import ExampleAllocator
+
+# the role modules are imported inside the factories: `python -m tinycore devices` imports every plugin, and a
+# plugin's import should cost nothing until its device is used
+def renderer():
+  from tinygrad_example.renderer import ExampleRenderer
+  return ExampleRenderer()
+def assembler(renderer):
+  from tinygrad_example.assembler import ExampleAssembler
+  return ExampleAssembler(renderer)
+def driver(index: int):
+  from tinygrad_example.driver import ExampleDriver
+  return ExampleDriver(index)
+def allocator(driver):
+  from tinygrad_example.allocator import ExampleAllocator
+  return ExampleAllocator("EXAMPLE")
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   return [BackendSpec(
     name="EXAMPLE", contract_version=CONTRACT_VERSION,
-    renderer=ExampleRenderer,                          # called with no arguments, never opens the device
-    assembler=ExampleAssembler,                        # called with the renderer
-    driver=ExampleDriver,                              # called with the instance index: opens the device
-    allocator=lambda driver: ExampleAllocator("EXAMPLE"),
+    renderer=renderer,                                 # called with no arguments, never opens the device
+    assembler=assembler,                               # called with the renderer
+    driver=driver,                                     # called with the instance index: opens the device
+    allocator=allocator,                               # called with the driver
     priority=-10,                                      # never the default device over a real one
     # instances=...,                                   # how many EXAMPLE:i this machine has (default: one)
     capabilities={"inf_nan": True, "denormals": True, "max_alloc_bytes": 1 << 30})]
