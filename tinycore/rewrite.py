@@ -1,9 +1,10 @@
 """The rewrite engine: UPat patterns, a PatternMatcher that dispatches on the op, and graph_rewrite."""
 from __future__ import annotations
-import inspect, itertools
+import inspect, itertools, sys
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 from tinycore.dtype import DType
 from tinycore.ops import Ops, GroupOp
+from tinycore import trace
 if TYPE_CHECKING: from tinycore.uop import UOp
 
 class UPat:
@@ -95,6 +96,7 @@ class PatternMatcher:
 def graph_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> dict[UOp, UOp]:
   """Rewrite the graph under `sink` to a fixed point; returns old node -> new node for every node visited.
   Top-down (default): sources are rewritten before their user. bottom_up=True tries the user first."""
+  if trace.capture is not None and trace.capture.group is not None: return _recorded_rewrite_map(sink, pm, ctx, bottom_up)
   replace: dict[UOp, UOp] = {}
   stack: list[tuple[UOp, int, UOp]] = [(sink, 0, sink)]
   while stack:
@@ -117,6 +119,33 @@ def graph_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up:
     else:
       if new_n in replace: replace[n] = replace[new_n]
       else: stack += [(n, 2, new_n), (new_n, 0, new_n)]
+  return replace
+
+class _ReportingMatcher:
+  """A PatternMatcher's rules that tell a VIZ capture which rule fired on which node (PatternMatcher.rewrite's loop,
+  which stays free of this bookkeeping)."""
+  def __init__(self, pm: PatternMatcher, capture: trace.Capture, call: dict): self.pm, self.capture, self.call = pm, capture, call
+  def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
+    for pat, fn, wants_ctx in self.pm.pdict[u.op]:
+      for m in pat.match(u, {}):
+        if (ret := (fn(ctx=ctx, **m) if wants_ctx else fn(**m))) is not None and ret is not u:
+          self.capture.step(self.call, (pat, fn), u, ret)
+          return ret
+    return None
+
+def _recorded_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> dict[UOp, UOp]:
+  """graph_rewrite_map while VIZ records: one call with its steps in the current group. Rewrites the rules run inside
+  it (a rule simplifying with graph_rewrite) are part of their step, not calls of their own."""
+  cap = trace.capture
+  assert cap is not None and cap.group is not None
+  frame = sys._getframe(1)
+  while frame.f_back is not None and frame.f_code.co_filename == __file__: frame = frame.f_back
+  where = f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
+  call, group = cap.rewrite_call(sink, where), cap.group
+  cap.group = None
+  try: replace = graph_rewrite_map(sink, _ReportingMatcher(pm, cap, call), ctx, bottom_up)  # type: ignore[arg-type]
+  finally: cap.group = group
+  call["output"] = cap.node(replace[sink])
   return replace
 
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> UOp:

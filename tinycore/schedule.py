@@ -5,6 +5,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from tinycore.dtype import dtypes
 from tinycore.helpers import DEBUG, all_int, prod, ceildiv
+from tinycore import trace
 from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify, identity_element
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
@@ -144,6 +145,7 @@ class _Kernel:
   after: set[UOp]           # realized nodes whose kernels must run first (their values are read)
   reads: set[UOp]           # BUFFER nodes read directly: an ASSIGN to one of them must wait for this kernel
 
+@trace.traced("schedule", lambda ret: ({"kernels": len(ret[0])}, {"items": [si.ast for si in ret[0]]}))
 def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels (in dependency order) that realize `outs`, and the map from each realized node to its buffer view."""
   asked = list(outs)

@@ -436,10 +436,10 @@ def pretty(u: UOp, limit: int = 200) -> str:
   lines = [f"%{ids[x]:<3} {x.op.name:<14} {str(x.dtype):<22} {[ids[s] for s in x.src]!s:<16} {x.arg!r}" for x in order]
   return "\n".join(lines)
 
-def print_uops(uops: Sequence[UOp]) -> None:
+def format_uops(uops: Sequence[UOp]) -> str:
   ids = {x: i for i, x in enumerate(uops)}
-  for i, x in enumerate(uops):
-    print(f"{i:4d} {x.op.name:<14} {str(x.dtype):<26} {[ids.get(s, '--') for s in x.src]!s:<22} {x.arg!r}")
+  return "\n".join(f"{i:4d} {x.op.name:<14} {str(x.dtype):<26} {[ids.get(s, '--') for s in x.src]!s:<22} {x.arg!r}" for i, x in enumerate(uops))
+def print_uops(uops: Sequence[UOp]) -> None: print(format_uops(uops))
 
 
 def sym_eval(x: Any, var_vals: dict[str, int]) -> int:

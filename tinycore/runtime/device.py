@@ -7,6 +7,7 @@ from typing import Any
 import pluggy
 from tinycore.dtype import DType, to_np_dtype
 from tinycore.helpers import getenv
+from tinycore import trace
 from tinycore.runtime.errors import PluginError, DeviceError
 from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, CONTRACT_VERSION, instance_name
 
@@ -16,16 +17,16 @@ class Allocator:
   """Backend memory. Subclasses implement the underscored methods; the public ones add bookkeeping."""
   supports_offset: bool = False      # `_offset` makes views into a buffer without copying
   supports_transfer: bool = False    # `_transfer` copies between two instances of this backend without the host
-  def __init__(self, device: str): self.device, self.live = device, 0
+  def __init__(self, device: str): self.device, self.live, self.live_bytes = device, 0, 0   # buffers (and bytes) handed out
   def alloc(self, size: int, options: Any = None) -> Any:
     if size < 0: raise ValueError(f"cannot allocate {size} bytes")
     try: buf = self._alloc(max(size, 1), options)
     except MemoryError: raise
     except Exception as e: raise DeviceError(f"{self.device}: allocating {size} bytes failed: {e}") from e
-    self.live += 1
+    self.live, self.live_bytes = self.live + 1, self.live_bytes + size
     return buf
   def free(self, buf: Any, size: int, options: Any = None) -> None:
-    self.live -= 1
+    self.live, self.live_bytes = self.live - 1, self.live_bytes - size
     self._free(buf, max(size, 1), options)
   def _alloc(self, size: int, options: Any) -> Any: raise NotImplementedError
   def _free(self, buf: Any, size: int, options: Any) -> None: pass
@@ -45,7 +46,7 @@ class LRUAllocator(Allocator):
     self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
   def alloc(self, size: int, options: Any = None) -> Any:
     if (c := self.cache.get((max(size, 1), options))):
-      self.live += 1
+      self.live, self.live_bytes = self.live + 1, self.live_bytes + size
       return c.pop()
     try: return super().alloc(size, options)
     except (MemoryError, DeviceError):
@@ -53,7 +54,7 @@ class LRUAllocator(Allocator):
       return super().alloc(size, options)
   def free(self, buf: Any, size: int, options: Any = None) -> None:
     if getenv("LRU", 1) and (options is None or not getattr(options, "nolru", False)):
-      self.live -= 1
+      self.live, self.live_bytes = self.live - 1, self.live_bytes - size
       self.cache[(max(size, 1), options)].append(buf)
     else: super().free(buf, size, options)
   def free_cache(self) -> None:
@@ -91,6 +92,7 @@ class Buffer:
         self._buf = self.allocator.alloc(self.nbytes, self.options)
         GlobalCounters.mem_used += self.nbytes
         GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
+        if trace.profiling is not None: trace.profiling.memory(self.device, self.allocator.live_bytes)
     return self
   allocate = ensure_allocated
   def view(self, size: int, dtype: DType, offset: int) -> Buffer:
@@ -100,6 +102,7 @@ class Buffer:
     try:
       self.allocator.free(self._buf, self.nbytes, self.options)
       GlobalCounters.mem_used -= self.nbytes
+      if trace.profiling is not None: trace.profiling.memory(self.device, self.allocator.live_bytes)
     except Exception: pass  # interpreter shutdown: the device may already be gone
   def copyin(self, mv: memoryview | bytes) -> Buffer:
     mv = memoryview(mv).cast("B")

@@ -1,5 +1,6 @@
 """A loaded kernel: the backend's assembler output for a ProgramSpec (through the disk cache), loaded by its driver, launched on buffers."""
 from __future__ import annotations
+from tinycore import trace
 from tinycore.renderer import ProgramSpec
 from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.diskcache import diskcached, cache_key
@@ -18,8 +19,8 @@ class CompiledRunner:
   """A loaded kernel plus its launch description."""
   def __init__(self, device: str, spec: ProgramSpec):
     self.device, self.spec = device, spec
-    self.binary = assemble(device, spec.src, spec.name)
-    self.program = Device[device].driver.load(spec.name, self.binary, spec)
+    with trace.span(device, "compile", f"assemble {spec.name}"): self.binary = assemble(device, spec.src, spec.name)
+    with trace.span(device, "compile", f"load {spec.name}"): self.program = Device[device].driver.load(spec.name, self.binary, spec)
     # launch sizes and cost estimates without variables are computed once, not per launch
     self._dims = spec.launch_dims({}) if all(isinstance(g, int) for g in spec.global_size) else None
     self._var_names = tuple(v.arg[0] for v in spec.vars)
