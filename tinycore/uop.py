@@ -384,6 +384,7 @@ def exec_cast(x, src: DType, dst: DType, bitcast: bool = False):
 
 def exec_alu(op: Ops, dt: DType, srcs: Sequence[Any]):
   """Evaluate one ALU op on numpy arrays (or scalars) with the exact semantics kernels have."""
+  if op is Ops.MULACC: return exec_alu(Ops.ADD, dt, [exec_alu(Ops.MUL, dt, srcs[:2]), srcs[2]])  # unfused: the product rounds first
   cdt = dtypes.float32 if dt.scalar == dtypes.bfloat16 else dt.scalar  # bfloat16 math runs in float32, rounded after
   a = [np.asarray(s) for s in srcs]
   with np.errstate(all="ignore"):
@@ -395,7 +396,6 @@ def exec_alu(op: Ops, dt: DType, srcs: Sequence[Any]):
       return _int_div(_as(cdt, a[0]), _as(cdt, a[1]), op is Ops.MOD)
     elif op is Ops.MOD: out = np.fmod(a[0], a[1])
     elif op is Ops.MAX: out = np.maximum(a[0], a[1]) if dt != dtypes.bool else a[0] | a[1]
-    elif op is Ops.MULACC: out = a[0] * a[1] + a[2]
     elif op in (Ops.SHL, Ops.SHR):
       x, n = _as(cdt, a[0]), _as(cdt, a[1]).astype(np.uint64) & (8*cdt.itemsize - 1)
       out = np.left_shift(x, n.astype(x.dtype)) if op is Ops.SHL else np.right_shift(x, n.astype(x.dtype))

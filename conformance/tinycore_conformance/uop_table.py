@@ -138,12 +138,14 @@ def ref_float(op: Ops, dt: DType, a: float, b: float = 0.0, c: float = 0.0):
     fn = {Ops.EXP2: lambda x: 2.0 ** x if x < 2000 else math.inf, Ops.LOG2: lambda x: math.nan if x < 0 else -math.inf if x == 0 else math.log2(x),
           Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan}[op]
     return in_dtype(math.nan if math.isnan(a) else fn(a), dt)
+  # MULACC is unfused: the product is rounded to the dtype, then the sum is
+  if op is Ops.MULACC: return ref_float(Ops.ADD, dt, float(ref_float(Ops.MUL, dt, a, b)), c)
   # IEEE arithmetic, rounded once to the dtype (bfloat16: computed in float32, then rounded)
   carrier = np.float32 if dt == dtypes.bfloat16 else {dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64}[dt]
-  x, y, z = carrier(a), carrier(b), carrier(c)
+  x, y = carrier(a), carrier(b)
   with np.errstate(all="ignore"):
     out = {Ops.ADD: lambda: x + y, Ops.SUB: lambda: x - y, Ops.MUL: lambda: x * y, Ops.FDIV: lambda: x / y, Ops.RECIP: lambda: carrier(1) / x,
-           Ops.SQRT: lambda: np.sqrt(x), Ops.MULACC: lambda: x * y + z}[op]()  # bfloat16: one rounding of the float32 result
+           Ops.SQRT: lambda: np.sqrt(x)}[op]()
   return in_dtype(float(out), dt)
 
 def round_int(v: int, bits: int) -> int:

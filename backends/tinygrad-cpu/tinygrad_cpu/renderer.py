@@ -287,7 +287,9 @@ class _LLVMKernel:
       nan = self.ins(f"fcmp uno {ty} {a[0]}, {a[0]}")
       pick = self.ins(f"or {_vec('i1', dt.count)} {ge}, {nan}")
       return self.ins(f"select {_vec('i1', dt.count)} {pick}, {ty} {a[0]}, {ty} {a[1]}")
-    if op is Ops.MULACC: return self.ins(f"fadd {ty} {self.ins(f'fmul {ty} {a[0]}, {a[1]}')}, {a[2]}")  # unfused, as defined
+    if op is Ops.MULACC:  # unfused, as defined: the product is rounded to the dtype (bfloat16 lives in float registers)
+      prod = self.ins(f"fmul {ty} {a[0]}, {a[1]}")
+      return self.ins(f"fadd {ty} {self.round_bf16(prod, dt.count) if dt.scalar == dtypes.bfloat16 else prod}, {a[2]}")
     if op in (Ops.SQRT, Ops.TRUNC, Ops.SIN): return self.intr({Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.SIN: "sin"}[op], ty, a[0])
     if op in (Ops.EXP2, Ops.LOG2):
       name = "exp2" if op is Ops.EXP2 else "log2"
@@ -548,7 +550,7 @@ class _CKernel:
       elif op is Ops.MOD: out = f"fmod{f}({cf}{a[0]}, {cf}{a[1]})"
       elif op is Ops.IDIV: out = f"floor{f}({cf}({a[0]} / {a[1]}))"
       elif op is Ops.MAX: out = f"(({a[0]} >= {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})"
-      elif op is Ops.MULACC: out = f"({a[0]} * {a[1]} + {a[2]})"
+      elif op is Ops.MULACC: out = f"({f'tc_bf16_round({a[0]} * {a[1]})' if dt == dtypes.bfloat16 else f'(({T})({a[0]} * {a[1]}))'} + {a[2]})"
       elif op in fn: out = f"{fn[op]}{f}({cf}{a[0]})"
       else: raise UnsupportedError(f"CPU: no float rule for {op}")
       if dt == dtypes.bfloat16 and op not in (Ops.NEG, Ops.MAX, Ops.TRUNC): return f"tc_bf16_round({out})"
