@@ -1,6 +1,6 @@
 """WEBGPU driver: opens a wgpu-native adapter, loads WGSL into compute pipelines and dispatches them within the adapter's limits."""
 from __future__ import annotations
-import math, re, time
+import math, os, re, time
 import numpy as np
 from tinycore.helpers import prod
 from tinycore.runtime.device import Driver
@@ -15,10 +15,15 @@ LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size", "max-storag
           "max-bindings-per-bind-group", "max-uniform-buffer-binding-size")
 
 def request_adapter():
-  """The wgpu adapter, or None when this machine has no WebGPU-capable driver."""
+  """The wgpu adapter, or None when this machine has no WebGPU-capable driver. wgpu's own WGPU_BACKEND_TYPE (Vulkan,
+  OpenGL, Metal, D3D12, ...) picks which of its backends the adapter comes from."""
   import wgpu
   try: return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
   except Exception: return None
+
+def describe(info: dict) -> str:
+  """The adapter and the wgpu backend behind it, as `tinycore devices` shows them: 'llvmpipe (...) via OpenGL'."""
+  return f"{info.get('device') or info.get('description') or 'unnamed adapter'} via {info.get('backend_type', '?')}"
 
 def compile_error(name: str, src: str, err: Exception) -> CompileError:
   """A CompileError quoting the WGSL line the compiler points at (naga reports `:line:col`)."""
@@ -101,11 +106,17 @@ class WebGPUProgram:
 class WebGPUDriver(Driver):
   def __init__(self, index: int = 0):  # one instance: the adapter wgpu picks
     super().__init__("WEBGPU")
-    adapter = request_adapter()
+    adapter, forced = request_adapter(), os.environ.get("WGPU_BACKEND_TYPE", "").strip()
     if adapter is None:
-      raise DeviceError("WEBGPU: no WebGPU adapter found; install a Vulkan, Metal or D3D12 driver "
-                        "(headless Linux: mesa-vulkan-drivers, see .ci/install-webgpu.sh)")
+      raise DeviceError("WEBGPU: no WebGPU adapter found" + (f" for WGPU_BACKEND_TYPE={forced}" if forced else "") +
+                        "; install a Vulkan, OpenGL, Metal or D3D12 driver (headless Linux: mesa-vulkan-drivers or Mesa's "
+                        "libgl1-mesa-dri + libegl1, see .ci/install-webgpu.sh)")
     self.adapter_info = dict(adapter.info)
+    self.description = describe(self.adapter_info)
+    # wgpu only logs an unknown WGPU_BACKEND_TYPE and hands out some other adapter: running on it would ignore the request
+    if forced and self.adapter_info.get("backend_type") != forced:
+      raise DeviceError(f"WEBGPU: WGPU_BACKEND_TYPE={forced} asked for that wgpu backend, but wgpu offered {self.description}; "
+                        "use one of Vulkan, OpenGL, OpenGLES, Metal, D3D12 that this machine has, or unset it")
     self.adapter_limits = dict(adapter.limits)
     self.gpu = adapter.request_device_sync(required_limits={k: adapter.limits[k] for k in LIMITS})
     self.limits = dict(self.gpu.limits)
