@@ -287,7 +287,9 @@ class _LLVMKernel:
       nan = self.ins(f"fcmp uno {ty} {a[0]}, {a[0]}")
       pick = self.ins(f"or {_vec('i1', dt.count)} {ge}, {nan}")
       return self.ins(f"select {_vec('i1', dt.count)} {pick}, {ty} {a[0]}, {ty} {a[1]}")
-    if op is Ops.MULACC: return self.intr("fmuladd", ty, *a)
+    # a*b rounded, then + c rounded, as the reference semantics: llvm.fmuladd lets LLVM fuse where it likes (the vector
+    # body of a loop and its scalar remainder did not agree on FMA CPUs, so a result depended on the thread count)
+    if op is Ops.MULACC: return self.ins(f"fadd {ty} {self.ins(f'fmul {ty} {a[0]}, {a[1]}')}, {a[2]}")
     if op in (Ops.SQRT, Ops.TRUNC, Ops.SIN): return self.intr({Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.SIN: "sin"}[op], ty, a[0])
     if op in (Ops.EXP2, Ops.LOG2):
       name = "exp2" if op is Ops.EXP2 else "log2"
