@@ -676,7 +676,8 @@ try {
   const types = {float: Float32Array, int: Int32Array, uint: Uint32Array, bool: Uint8Array};
   const model = await mod.load();
   const outs = await model.run(...ex.inputs.map((x, i) => new types[ex.dtypes[i]](x.map(Number))));
-  await post({outputs: outs.map((o) => Array.from(o))});
+  // JSON has no NaN or infinities: they travel as the strings String() writes, as example.json holds them
+  await post({outputs: outs.map((o) => Array.from(o, (v) => Number.isFinite(v) ? v : String(v)))});
 } catch (e) { await post({error: String((e && e.stack) || e)}); }
 </script>"""
 
@@ -731,6 +732,31 @@ def test_exported_half_and_bfloat16_kernels_run_in_chromium(gpu, tmp_path):
   got = run_in_chromium(path)
   assert "error" not in got, got.get("error")
   for g, w in zip(got["outputs"], example["outputs"]): np.testing.assert_array_equal(g, w)
+
+def strict_json(text: str):
+  """json.loads that refuses the NaN/Infinity literals Python writes and browsers cannot parse."""
+  def refuse(c): raise ValueError(f"{c} is not JSON")
+  return json.loads(text, parse_constant=refuse)
+
+def test_exported_non_finite_values_round_trip(gpu, tmp_path):
+  """Inputs and outputs carrying NaN and infinities: example.json stays JSON (JSON.parse reads it), the values come back
+  bit for bit in Python and in the browser."""
+  import tinygrad_webgpu
+  x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, 3e38, -1.0], np.float32)
+  fn = lambda x: (x * 2, (x + 1).log2(), x.cast(dtypes.float16), x.isnan())
+  path = tinygrad_webgpu.export(fn, T(x), path=tmp_path / "model")
+  example = strict_json((path / "example.json").read_text())
+  assert example["inputs"][0][:3] == ["NaN", "Infinity", "-Infinity"]
+  def floats(v): return np.array([float(e) for e in v], np.float32)
+  np.testing.assert_array_equal(floats(example["inputs"][0]), x)
+  with np.errstate(all="ignore"): want = [x * 2, np.log2(x + 1)]
+  for got, w in zip(example["outputs"], want): np.testing.assert_array_equal(floats(got), w)
+  with np.errstate(over="ignore"): half = x.astype(np.float16).astype(np.float32)   # 3e38 is inf as a half
+  np.testing.assert_array_equal(floats(example["outputs"][2]), half)
+  got = run_in_chromium(path)
+  assert "error" not in got, got.get("error")
+  for g, w in zip(got["outputs"][:2], example["outputs"][:2]): np.testing.assert_array_equal(floats(g), floats(w))
+  assert got["outputs"][3] == [int(b) for b in example["outputs"][3]]
 
 def test_exported_model_runs_in_headless_chromium(gpu, tmp_path):
   path, example = exported_model(tmp_path)
