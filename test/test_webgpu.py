@@ -181,8 +181,15 @@ def test_integer_division_on_every_adapter(gpu):
 
 def test_the_adapter_is_the_one_asked_for(gpu):
   info = gpu.driver.adapter_info
-  assert gpu.driver.description == f"{info['device']} via {info['backend_type']}"
+  assert gpu.driver.description.startswith(f"{info['device']} via {info['backend_type']}")
   if (forced := os.environ.get("WGPU_BACKEND_TYPE")): assert info["backend_type"] == forced
+
+def test_the_subnormal_capability_is_what_the_device_does(gpu):
+  from tinygrad_webgpu.driver import flushes_subnormals
+  half_of_smallest_normal = (T(np.array([2.0**-126], np.float32)) * 0.5).numpy()[0]
+  flushes = flushes_subnormals(gpu.driver.gpu)
+  assert half_of_smallest_normal == (0.0 if flushes else np.float32(2.0**-127))
+  assert gpu.spec.capabilities["denormals"] is (not flushes) and gpu.driver.description.endswith("flush to zero") is flushes
 
 def test_an_unknown_backend_type_is_refused(gpu):
   r = subprocess.run([sys.executable, "-c", "from tinygrad_webgpu.driver import WebGPUDriver; WebGPUDriver(0)"],

@@ -34,6 +34,25 @@ def compile_error(name: str, src: str, err: Exception) -> CompileError:
   else: where = ""
   return CompileError(f"WEBGPU: kernel {name} failed to compile{where}\n{msg}")
 
+# WGSL lets a device flush f32 subnormals to zero (Vulkan, Metal and D3D drivers differ): halving the smallest normal
+# float32 on the device says which kind this one is
+SUBNORMAL_PROBE = """@group(0) @binding(0) var<storage, read_write> d: array<f32>;
+@compute @workgroup_size(1) fn probe() { d[1] = d[0] * 0.5f; }"""
+
+def flushes_subnormals(gpu) -> bool:
+  import wgpu
+  buf = gpu.create_buffer_with_data(data=np.array([2.0**-126, 1.0], np.float32).tobytes(), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+  pipeline = gpu.create_compute_pipeline(layout="auto", compute={"module": gpu.create_shader_module(code=SUBNORMAL_PROBE), "entry_point": "probe"})
+  group = gpu.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf, "offset": 0, "size": 8}}])
+  enc = gpu.create_command_encoder()
+  cp = enc.begin_compute_pass()
+  cp.set_pipeline(pipeline)
+  cp.set_bind_group(0, group)
+  cp.dispatch_workgroups(1)
+  cp.end()
+  gpu.queue.submit([enc.finish()])
+  return bool(np.frombuffer(gpu.queue.read_buffer(buf), np.float32)[1] != np.float32(2.0**-127))
+
 class WebGPUProgram:
   """One compute pipeline; calling it binds the buffers (and integer variables) and dispatches the flat thread grid."""
   def __init__(self, driver: WebGPUDriver, name: str, src: str):
@@ -126,6 +145,9 @@ class WebGPUDriver(Driver):
     try: ren = Device.renderer("WEBGPU")
     except PluginError: ren = None   # a driver opened outside the registry (no plugin entry point): nothing to describe
     if ren is not None and hasattr(ren, "use_device_limits"): ren.use_device_limits(self.limits)
+    # a device that flushes subnormals says so: in its description, and in the capability the conformance suite reads
+    if (flushes := flushes_subnormals(self.gpu)): self.description += ", f32 subnormals flush to zero"
+    if (spec := Device.specs.get("WEBGPU")) is not None: spec.capabilities["denormals"] = not flushes
     import wgpu
     self.fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
   def load(self, name: str, binary: bytes, spec=None) -> WebGPUProgram:
