@@ -494,7 +494,10 @@ class _Kernel:
       amount = f"{int(srcs[1].arg) & (bits - 1)}u" if srcs[1].op is Ops.CONST else f"(u32({s[1]}) & {bits - 1}u)"
       if op is Ops.SHL and signed(t): return f"bitcast<i32>(bitcast<u32>({s[0]}) << {amount})"
       return f"({s[0]} {'<<' if op is Ops.SHL else '>>'} {amount})"
-    if op in (Ops.IDIV, Ops.MOD) and not isf: return f"{'idiv' if op is Ops.IDIV else 'imod'}_{wgsl_type(t)}({s[0]}, {s[1]})"
+    if op in (Ops.IDIV, Ops.MOD) and not isf:
+      if signed(t) and srcs[0].vmin >= 0 and srcs[1].vmin > 0:   # both known positive (index math): no signs to fix
+        return f"i32(u32({s[0]}) {'/' if op is Ops.IDIV else '%'} u32({s[1]}))"
+      return f"{'idiv' if op is Ops.IDIV else 'imod'}_{wgsl_type(t)}({s[0]}, {s[1]})"
     if op is Ops.MAX: return f"ieee_max({s[0]}, {s[1]})" if isf else f"max({s[0]}, {s[1]})"
     if op is Ops.NEG: return f"(0u - {s[0]})" if wgsl_type(t) == "u32" else f"(-{s[0]})"
     if isf:
