@@ -183,6 +183,8 @@ def test_the_adapter_is_the_one_asked_for(gpu):
   info = gpu.driver.adapter_info
   assert gpu.driver.description.startswith(f"{info['device']} via {info['backend_type']}")
   if (forced := os.environ.get("WGPU_BACKEND_TYPE")): assert info["backend_type"] == forced
+  row = next(r for r in Device.listing() if r["name"] == "WEBGPU")   # what `python -m tinycore devices` shows
+  assert row["opens"] and row["runs_on"] == gpu.driver.description
 
 def test_the_subnormal_capability_is_what_the_device_does(gpu):
   from tinygrad_webgpu.driver import flushes_subnormals
