@@ -3,7 +3,7 @@ import math, random
 import numpy as np
 import pytest
 import z3
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
 from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod, exec_alu, simplify
@@ -349,6 +349,7 @@ def test_checkers_divide_like_c():
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(-20, 20), st.integers(0, 15), st.integers(1, 6), st.integers(0, 5), st.booleans())
+@example(xlo=-1, xw=0, dlo=4, dw=0, neg=False)   # -1 % 4: the bounds were (-3, 0), wider than x itself
 def test_bounds_of_division_by_a_variable(xlo, xw, dlo, dw, neg):
   # x // d and x % d with d a Variable of one sign: every value the pair can take lies inside vmin/vmax
   x = Variable("x", xlo, xlo + xw)

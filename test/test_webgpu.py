@@ -1,10 +1,11 @@
 """Tests of the WEBGPU backend: WGSL rendering without a device, and kernels on a WebGPU adapter checked against numpy."""
-import functools, http.server, json, os, queue, shutil, subprocess, threading
+import functools, http.server, json, os, queue, shutil, subprocess, sys, threading
 import numpy as np
 import pytest
 
 wgpu = pytest.importorskip("wgpu", reason="the WEBGPU backend needs the wgpu package (pip install -e backends/tinygrad-webgpu)")
 from tinycore import Tensor, dtypes
+from tinycore.dtype import to_np_dtype
 from tinycore.codegen import get_program
 from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.errors import CompileError, DeviceError, UnsupportedError
@@ -136,6 +137,76 @@ def test_int_division_truncates_and_zero_divisor_gives_zero(gpu):
   np.testing.assert_array_equal(q, (P(a, np.int32) // P(b, np.int32)).numpy())
   np.testing.assert_array_equal(r, (P(a, np.int32) % P(b, np.int32)).numpy())
   assert q[4] == 0 and q[7] == 0 and q[5] == -2**31
+
+INT_DTYPES = sorted((d for d in WGSLRenderer.supported_dtypes if dtypes.is_int(d)), key=lambda d: d.name)
+
+def division_operands(dt) -> tuple[np.ndarray, np.ndarray]:
+  """Every dividend against every divisor: each sign combination, exact and inexact quotients, x / 0, MIN / -1, MIN % -1."""
+  npdt = np.dtype(to_np_dtype(dt))
+  info = np.iinfo(npdt)
+  vals = sorted({0, 1, 2, 3, 7, info.max, info.max - 1, info.min, info.min + 1, -1, -2, -3, -7, info.min // 2, -(info.max // 3)}
+                if info.min else {0, 1, 2, 3, 7, info.max, info.max - 1, info.max // 2, info.max // 3})
+  a, b = np.meshgrid(np.array(vals, npdt), np.array(vals, npdt))
+  return a.ravel(), b.ravel()
+
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=[d.name for d in INT_DTYPES])
+def test_integer_division_matches_python(gpu, dt):
+  """Signed / and % mean the same on every adapter: truncating, x / 0 and x % 0 are 0, MIN / -1 wraps to MIN (GLSL,
+  behind wgpu's OpenGL backend, leaves / and % of negative operands undefined: llvmpipe gave 5 for 7 % -2)."""
+  a, b = division_operands(dt)
+  for f in (Tensor.idiv, lambda x, y: x // y, lambda x, y: x % y):   # truncating IDIV, and floor // and % built on IDIV and MOD
+    got, want = f(T(a), T(b)).numpy(), f(Tensor(a, device="PYTHON"), Tensor(b, device="PYTHON")).numpy()
+    bad = got != want
+    assert not bad.any(), f"{dt.name}: {a[bad][:8]} by {b[bad][:8]} gave {got[bad][:8]}, expected {want[bad][:8]}"
+  if dtypes.is_unsigned(dt): return
+  info = np.iinfo(to_np_dtype(dt))
+  mn = np.array([info.min, -7, 7, -7, 7], to_np_dtype(dt))
+  d = np.array([-1, 2, -2, -2, 2], to_np_dtype(dt))
+  assert T(mn).idiv(T(d)).tolist() == [info.min, -3, -3, 3, 3]
+  assert (T(mn) // T(d)).tolist() == [info.min, -4, -4, 3, 3] and (T(mn) % T(d)).tolist() == [0, 1, -1, -1, 1]
+
+def adapter_backends() -> list[str]:
+  """The wgpu backends (Vulkan, OpenGL, Metal, D3D12, ...) this machine has an adapter for."""
+  return sorted({a.info["backend_type"] for a in wgpu.gpu.enumerate_adapters_sync()})
+
+def test_integer_division_on_every_adapter(gpu):
+  """The division test once per adapter wgpu offers here (wgpu picks one per process: WGPU_BACKEND_TYPE selects it)."""
+  backends = adapter_backends()
+  assert backends, "an adapter opened, but wgpu enumerates none"
+  for backend in backends:
+    env = {**os.environ, "WGPU_BACKEND_TYPE": backend, "CI": "true"}   # CI: the child fails rather than skips without it
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::test_integer_division_matches_python",
+                        f"{__file__}::test_the_adapter_is_the_one_asked_for"], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"{len(INT_DTYPES) + 1} passed" in r.stdout, f"on the {backend} adapter:\n{r.stdout[-3000:]}{r.stderr[-2000:]}"
+
+def test_the_adapter_is_the_one_asked_for(gpu):
+  info = gpu.driver.adapter_info
+  assert gpu.driver.description.startswith(f"{info['device']} via {info['backend_type']}")
+  if (forced := os.environ.get("WGPU_BACKEND_TYPE")): assert info["backend_type"] == forced
+  row = next(r for r in Device.listing() if r["name"] == "WEBGPU")   # what `python -m tinycore devices` shows
+  assert row["opens"] and row["runs_on"] == gpu.driver.description
+
+def test_the_subnormal_capability_is_what_the_device_does(gpu):
+  from tinygrad_webgpu.driver import flushes_subnormals
+  half_of_smallest_normal = (T(np.array([2.0**-126], np.float32)) * 0.5).numpy()[0]
+  flushes = flushes_subnormals(gpu.driver.gpu)
+  assert half_of_smallest_normal == (0.0 if flushes else np.float32(2.0**-127))
+  assert gpu.spec.capabilities["denormals"] is (not flushes) and gpu.driver.description.endswith("flush to zero") is flushes
+
+def test_an_unknown_backend_type_is_refused(gpu):
+  r = subprocess.run([sys.executable, "-c", "from tinygrad_webgpu.driver import WebGPUDriver; WebGPUDriver(0)"],
+                     env={**os.environ, "WGPU_BACKEND_TYPE": "Vulkann"}, capture_output=True, text=True, timeout=120)
+  assert r.returncode != 0 and "WGPU_BACKEND_TYPE=Vulkann asked for that wgpu backend" in r.stderr
+
+@pytest.mark.parametrize("dt", INT_DTYPES, ids=[d.name for d in INT_DTYPES])
+def test_shift_amounts_past_the_width_wrap(gpu, dt):
+  """A runtime shift by >= the width is taken mod the width (GLSL and SPIR-V leave it undefined); negative values shift left as bits."""
+  npdt = np.dtype(to_np_dtype(dt))
+  bits = 8 * npdt.itemsize
+  x = np.array([1, 5, -1 if npdt.kind == "i" else 255, np.iinfo(npdt).min or 128, 3, 7, 9], npdt)
+  n = np.array([bits, bits + 1, bits - 1, 2 * bits + 3, 0, 1, 4 * bits - 1], npdt)
+  for f in (lambda a, m: a << m, lambda a, m: a >> m):
+    np.testing.assert_array_equal(f(T(x), T(n)).numpy(), f(Tensor(x, device="PYTHON"), Tensor(n, device="PYTHON")).numpy())
 
 def test_uint_division_by_zero(gpu):
   a, b = np.array([7, 0xffffffff, 5], np.uint32), np.array([2, 0, 0], np.uint32)
@@ -614,7 +685,8 @@ try {
   const types = {float: Float32Array, int: Int32Array, uint: Uint32Array, bool: Uint8Array};
   const model = await mod.load();
   const outs = await model.run(...ex.inputs.map((x, i) => new types[ex.dtypes[i]](x.map(Number))));
-  await post({outputs: outs.map((o) => Array.from(o))});
+  // JSON has no NaN or infinities: they travel as the strings String() writes, as example.json holds them
+  await post({outputs: outs.map((o) => Array.from(o, (v) => Number.isFinite(v) ? v : String(v)))});
 } catch (e) { await post({error: String((e && e.stack) || e)}); }
 </script>"""
 
@@ -669,6 +741,31 @@ def test_exported_half_and_bfloat16_kernels_run_in_chromium(gpu, tmp_path):
   got = run_in_chromium(path)
   assert "error" not in got, got.get("error")
   for g, w in zip(got["outputs"], example["outputs"]): np.testing.assert_array_equal(g, w)
+
+def strict_json(text: str):
+  """json.loads that refuses the NaN/Infinity literals Python writes and browsers cannot parse."""
+  def refuse(c): raise ValueError(f"{c} is not JSON")
+  return json.loads(text, parse_constant=refuse)
+
+def test_exported_non_finite_values_round_trip(gpu, tmp_path):
+  """Inputs and outputs carrying NaN and infinities: example.json stays JSON (JSON.parse reads it), the values come back
+  bit for bit in Python and in the browser."""
+  import tinygrad_webgpu
+  x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, 3e38, -1.0], np.float32)
+  fn = lambda x: (x * 2, (x + 1).log2(), x.cast(dtypes.float16), x.isnan())
+  path = tinygrad_webgpu.export(fn, T(x), path=tmp_path / "model")
+  example = strict_json((path / "example.json").read_text())
+  assert example["inputs"][0][:3] == ["NaN", "Infinity", "-Infinity"]
+  def floats(v): return np.array([float(e) for e in v], np.float32)
+  np.testing.assert_array_equal(floats(example["inputs"][0]), x)
+  with np.errstate(all="ignore"): want = [x * 2, np.log2(x + 1)]
+  for got, w in zip(example["outputs"], want): np.testing.assert_array_equal(floats(got), w)
+  with np.errstate(over="ignore"): half = x.astype(np.float16).astype(np.float32)   # 3e38 is inf as a half
+  np.testing.assert_array_equal(floats(example["outputs"][2]), half)
+  got = run_in_chromium(path)
+  assert "error" not in got, got.get("error")
+  for g, w in zip(got["outputs"][:2], example["outputs"][:2]): np.testing.assert_array_equal(floats(g), floats(w))
+  assert got["outputs"][3] == [int(b) for b in example["outputs"][3]]
 
 def test_exported_model_runs_in_headless_chromium(gpu, tmp_path):
   path, example = exported_model(tmp_path)

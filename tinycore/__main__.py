@@ -14,9 +14,10 @@ def devices(as_json: bool) -> int:
   if as_json:
     print(json.dumps({"contract_version": CONTRACT_VERSION, "default": default, "devices": rows}, indent=2))
     return 0
-  head = ("device", "package", "version", "contract", "instances", "opens", "module", "error")
+  head = ("device", "package", "version", "contract", "instances", "opens", "runs on", "module", "error")
   table = [(r["name"] + (" *" if r["default"] else ""), r["package"], r["version"], "?" if r["contract"] is None else str(r["contract"]),
-            "?" if r["instances"] is None else str(r["instances"]), "yes" if r["opens"] else "no", r["module"], r["error"]) for r in rows]
+            "?" if r["instances"] is None else str(r["instances"]), "yes" if r["opens"] else "no", r["runs_on"] or "-", r["module"], r["error"])
+           for r in rows]
   widths = [max(len(x[i]) for x in [head, *table]) for i in range(len(head) - 1)]
   for line in [head, *table]: print("  ".join(c.ljust(w) for c, w in zip(line, widths)) + "  " + line[-1])
   print(f"\ncontract version {CONTRACT_VERSION}; * marks the default device ({default or 'none opens'}); pick another with DEV=NAME")

@@ -299,9 +299,11 @@ def _min_max_unclamped(u: UOp) -> tuple[Any, Any]:
         c = [_cdiv(s[0][0], d), _cdiv(s[0][1], d)]
         return min(c), max(c)
       if u.op is Ops.MOD and s[1][0] == s[1][1] and s[1][0] > 0:
-        d = s[1][0]
-        if s[0][0] >= 0: return (s[0][0], s[0][1]) if s[0][1] < d and s[0][1] - s[0][0] < d else (0, d-1)
-        return (-(d-1), 0) if s[0][1] <= 0 else (-(d-1), d-1)
+        # x % d is x - d*trunc(x/d): where trunc(x/d) is the same for the whole range of x, the remainder moves with x
+        d, (lo, hi) = s[1][0], s[0]
+        if lo >= 0: return (lo, hi) if hi < d else (0, d-1)
+        if hi <= 0: return (lo, hi) if lo > -d else (-(d-1), 0)
+        return max(lo, -(d-1)), min(hi, d-1)
       # a divisor of varying value (a Variable) that keeps one sign: truncating division is monotone in each operand
       if u.op is Ops.IDIV and (s[1][0] > 0 or s[1][1] < 0) and all(isinstance(v, int) for v in s[0] + s[1]):
         c = [_cdiv(a, b) for a in s[0] for b in s[1]]

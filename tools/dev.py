@@ -1,7 +1,8 @@
 """One entry point for the README's two commands: `train` (set up, train the digits model) and `test` (set up, run every test)."""
 from __future__ import annotations
-import os, shutil, subprocess, sys, venv
+import json, os, shutil, subprocess, sys, venv
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("TINYCORE_VENV", ROOT / ".venv"))
@@ -13,13 +14,43 @@ PACKAGES = {
   "train": ["-e", f"{ROOT}[examples]", "-e", str(ROOT / "backends/tinygrad-cpu")],
   "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
 }
-OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu", ROOT / "backends/tinygrad-nv"]}  # installed when present; tests needing hardware skip
+# installed when present; tests that need a runtime these lack skip outside CI
+OPTIONAL = {"test": [ROOT / "backends" / b for b in ("tinygrad-webgpu", "tinygrad-nv", "tinygrad-remote")]}
 
-# extra configurations of a backend the conformance suite also runs: (name, extra environment, what it needs on PATH)
-VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))],
-            "NV": [("NV on the PTX emulator", {"NV_EMULATE": "1"}, ())]}
-# backends whose plain run needs their hardware: it runs only where the device opens (their variants run everywhere)
-HARDWARE = {"NV"}
+class Run(NamedTuple):
+  """One conformance run of a backend."""
+  what: str
+  env: dict = {}
+  missing: str | None = None       # why this machine cannot make the run (None: it can)
+  hardware: bool = False           # needs hardware CI machines never have: skipped with the reason even in CI
+  prefix: tuple = ()               # a command the run is wrapped in (REMOTE: a local server around it)
+
+def c_compiler_missing() -> str | None:
+  return None if any(shutil.which(n) for n in ("cc", "gcc", "clang")) else "none of cc, gcc, clang is installed"
+
+# the WEBGPU runs CI must make: wgpu translates WGSL differently per API, so the same suite runs on lavapipe (Vulkan)
+# and llvmpipe (OpenGL), and a kernel whose meaning differs between them fails CI
+CI_WGPU_BACKENDS = ("Vulkan", "OpenGL")
+
+def webgpu_runs(opens: bool, why: str) -> list[Run]:
+  """One run per wgpu backend that has an adapter here, picked with wgpu's WGPU_BACKEND_TYPE (CI: Vulkan and OpenGL)."""
+  if not opens: return [Run("WEBGPU", missing=why)]
+  code = "import json, wgpu; print(json.dumps(sorted({a.info['backend_type'] for a in wgpu.gpu.enumerate_adapters_sync()})))"
+  present = json.loads(subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout)
+  wanted = sorted(set(present) | (set(CI_WGPU_BACKENDS) if os.environ.get("CI") else set()))
+  return [Run(f"WEBGPU on {b}", {"WGPU_BACKEND_TYPE": b}, None if b in present else f"wgpu has no {b} adapter on this machine")
+          for b in wanted]
+
+# the configurations the conformance suite runs a backend in, given whether it opens here as installed and why not;
+# a backend not named here runs once, as installed
+RUNS: dict[str, Callable[[bool, str], list[Run]]] = {
+  "CPU": lambda opens, why: [Run("CPU", missing=None if opens else why), Run("CPU with the C renderer", {"CPU_RENDERER": "C"}, c_compiler_missing())],
+  "WEBGPU": webgpu_runs,
+  "NV": lambda opens, why: [Run("NV on the GPU", missing=None if opens else why, hardware=True),
+                            Run("NV on the PTX emulator", {"NV_EMULATE": "1"})],
+  "REMOTE": lambda opens, why: [Run("REMOTE to a local server backed by CPU",
+                                    prefix=(PY, "-m", "tinygrad_remote", "with-server", "--device", "CPU", "--"))],
+}
 
 def run(*cmd, **kw) -> None:
   print("+", " ".join(str(c) for c in cmd), flush=True)
@@ -31,14 +62,17 @@ def setup(kind: str) -> None:
       *[x for p in OPTIONAL.get(kind, []) if p.exists() for x in ("-e", str(p))],
       *os.environ.get("TINYCORE_EXTRA_PIP", "").split())  # e.g. "torch==2.13.0": the tests that cross-check with it run
 
-def installed_backends() -> list[str]:
-  out = subprocess.run([str(PY), "-c", "from tinycore import Device; print(' '.join(n for n in Device if n != 'NULL'))"],
-                       check=True, capture_output=True, text=True).stdout.split()
-  return out
+def installed_backends() -> list[tuple[str, bool, str]]:
+  """(name, whether it opens here, why not) for every backend the environment has, NULL left out (it runs nothing)."""
+  code = "import json; from tinycore import Device; print(json.dumps([(n, *Device.opens(n)) for n in Device if n != 'NULL']))"
+  out = subprocess.run([str(PY), "-c", code], check=True, capture_output=True, text=True).stdout
+  return [tuple(r) for r in json.loads(out.strip().splitlines()[-1])]
 
-def device_opens(dev: str) -> bool:
-  return subprocess.run([str(PY), "-c", f"from tinycore import Device; raise SystemExit(not Device.opens({dev!r})[0])"],
-                        capture_output=True).returncode == 0
+def cannot_run(r: Run) -> None:
+  """Outside CI a run this machine cannot make is skipped with the reason; CI installs what every run needs, so there it
+  fails, except for runs on hardware no CI machine has."""
+  if os.environ.get("CI") and not r.hardware: raise SystemExit(f"conformance: {r.what} cannot run: {r.missing}; CI must run it")
+  print(f"conformance: {r.what} skipped: {r.missing}", flush=True)
 
 def main(argv: list[str]) -> int:
   if not argv or argv[0] not in ("train", "test"):
@@ -49,18 +83,15 @@ def main(argv: list[str]) -> int:
   if kind == "train":
     run(PY, ROOT / "examples/train_digits.py", *rest, cwd=ROOT)
     return 0
-  # the core and backend tests, then the conformance suite once per installed backend
+  # the core and backend tests, then the conformance suite once per installed backend and configuration
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
-  for dev in installed_backends():
-    if dev not in HARDWARE or device_opens(dev):
-      run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
-    else: print(f"conformance: {dev} skipped: the device does not open here (no hardware)")
-    for what, env, needs in VARIANTS.get(dev, []):
-      if needs and not any(shutil.which(n) for n in needs):
-        if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
-        print(f"conformance: {what} skipped: none of {needs} is installed"); continue
-      print(f"conformance: {what} ({' '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
-      run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **env})
+  for dev, opens, why in installed_backends():
+    for r in RUNS.get(dev, lambda opens, why: [Run(dev, missing=None if opens else why)])(opens, why):
+      if r.missing:
+        cannot_run(r)
+        continue
+      print(f"conformance: {r.what}" + (f" ({' '.join(f'{k}={v}' for k, v in r.env.items())})" if r.env else ""), flush=True)
+      run(*r.prefix, PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **r.env})
   return 0
 
 if __name__ == "__main__":

@@ -60,6 +60,12 @@ def split_for_threads(sink: UOp, threads: int) -> tuple[UOp, tuple]:
   r = rngs[0] if size(rngs[0]) >= threads else max(rngs, key=size)
   if size(r) <= 1: return sink, (1, 1, 1)
   n = r.src[0]
+  # no core may get an empty chunk: where a chunk is at most one long, the simplifier folds the chunk's loop to its
+  # single trip and the loop body (its stores) would run for that core too, past the end (7 cores over 6 column blocks
+  # wrote a 7th block over the next row). A constant n is shared by as many cores as it has chunks; a variable n that
+  # may be that short stays on one core.
+  if n.op is Ops.CONST: threads = ceildiv(n.arg, ceildiv(n.arg, threads))
+  elif n.vmax <= threads: return sink, (1, 1, 1)
   core = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, threads),), "gidx0")
   chunk = UOp.const(dtypes.index, ceildiv(n.arg, threads)) if n.op is Ops.CONST else (n + (threads - 1)) // threads
   end = chunk if n.op is Ops.CONST and n.arg % threads == 0 else (n - core * chunk).minimum(chunk)

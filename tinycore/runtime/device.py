@@ -143,7 +143,9 @@ class GlobalCounters:
 
 class Driver:
   """Opens a device and loads binaries into programs. `load` returns a callable:
-  program(*bufs, global_size, local_size, vals, wait) -> seconds if wait else None."""
+  program(*bufs, global_size, local_size, vals, wait) -> seconds if wait else None.
+  `description` names the hardware it opened (`tinycore devices` shows it), e.g. an adapter and the API behind it."""
+  description = ""
   def __init__(self, device: str): self.device = device
   def load(self, name: str, binary: bytes, spec: Any) -> Any: raise NotImplementedError
   def synchronize(self) -> None: pass
@@ -286,6 +288,10 @@ class _DeviceRegistry:
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""
     except Exception as e: return False, str(e)
+  def description(self, name: str) -> str:
+    """What an opened device runs on (its driver's description); "" for one that is not open."""
+    dev = self._opened.get(self.canonicalize(name))
+    return getattr(dev.driver, "description", "") if dev is not None else ""
   def instances(self, name: str) -> int | None:
     """How many instances of a backend this machine has (None: as many as asked for)."""
     return self._spec(self.instance(name)[0]).instances()
@@ -294,7 +300,7 @@ class _DeviceRegistry:
     rows = []
     def row(name, spec, ok, err, instances=None):
       rows.append(dict(name=name, package=spec.package, version=spec.version, module=spec.module, contract=spec.contract_version,
-                       instances=instances, opens=ok, error=err))
+                       instances=instances, opens=ok, runs_on=self.description(name) if ok else "", error=err))
     for name, spec in sorted(self.specs.items()):
       ok, err = self.opens(name)
       try: n = spec.instances()
@@ -302,7 +308,8 @@ class _DeviceRegistry:
       row(name, spec, ok, err, "any" if n is None else n)
     for name, spec in sorted(self.refused.items()): row(name, spec, False, self.errors[name])
     for name, (pkg, ver) in sorted(self.broken.items()):
-      rows.append(dict(name=name, package=pkg, version=ver, module="?", contract=None, instances=None, opens=False, error=self.errors[name]))
+      rows.append(dict(name=name, package=pkg, version=ver, module="?", contract=None, instances=None, opens=False, runs_on="",
+                       error=self.errors[name]))
     return rows
   @property
   def DEFAULT(self) -> str:

@@ -287,7 +287,9 @@ class _LLVMKernel:
       nan = self.ins(f"fcmp uno {ty} {a[0]}, {a[0]}")
       pick = self.ins(f"or {_vec('i1', dt.count)} {ge}, {nan}")
       return self.ins(f"select {_vec('i1', dt.count)} {pick}, {ty} {a[0]}, {ty} {a[1]}")
-    if op is Ops.MULACC:  # unfused, as defined: the product is rounded to the dtype (bfloat16 lives in float registers)
+    # a*b rounded to the dtype (bfloat16 lives in float registers), then + c rounded, as defined: llvm.fmuladd lets LLVM fuse
+    # where it likes (the vector body of a loop and its scalar remainder did not agree on FMA CPUs)
+    if op is Ops.MULACC:
       prod = self.ins(f"fmul {ty} {a[0]}, {a[1]}")
       return self.ins(f"fadd {ty} {self.round_bf16(prod, dt.count) if dt.scalar == dtypes.bfloat16 else prod}, {a[2]}")
     if op in (Ops.SQRT, Ops.TRUNC, Ops.SIN): return self.intr({Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.SIN: "sin"}[op], ty, a[0])

@@ -1,6 +1,6 @@
 """WEBGPU driver: opens a wgpu-native adapter, loads WGSL into compute pipelines and dispatches them within the adapter's limits."""
 from __future__ import annotations
-import math, re, time
+import math, os, re, time
 import numpy as np
 from tinycore.helpers import prod
 from tinycore.runtime.device import Driver
@@ -15,10 +15,15 @@ LIMITS = ("max-storage-buffers-per-shader-stage", "max-buffer-size", "max-storag
           "max-bindings-per-bind-group", "max-uniform-buffer-binding-size")
 
 def request_adapter():
-  """The wgpu adapter, or None when this machine has no WebGPU-capable driver."""
+  """The wgpu adapter, or None when this machine has no WebGPU-capable driver. wgpu's own WGPU_BACKEND_TYPE (Vulkan,
+  OpenGL, Metal, D3D12, ...) picks which of its backends the adapter comes from."""
   import wgpu
   try: return wgpu.gpu.request_adapter_sync(power_preference="high-performance")
   except Exception: return None
+
+def describe(info: dict) -> str:
+  """The adapter and the wgpu backend behind it, as `tinycore devices` shows them: 'llvmpipe (...) via OpenGL'."""
+  return f"{info.get('device') or info.get('description') or 'unnamed adapter'} via {info.get('backend_type', '?')}"
 
 def compile_error(name: str, src: str, err: Exception) -> CompileError:
   """A CompileError quoting the WGSL line the compiler points at (naga reports `:line:col`)."""
@@ -28,6 +33,25 @@ def compile_error(name: str, src: str, err: Exception) -> CompileError:
     where = f" at line {m.group(1)}: {lines[int(m.group(1)) - 1].strip()}"
   else: where = ""
   return CompileError(f"WEBGPU: kernel {name} failed to compile{where}\n{msg}")
+
+# WGSL lets a device flush f32 subnormals to zero (Vulkan, Metal and D3D drivers differ): halving the smallest normal
+# float32 on the device says which kind this one is
+SUBNORMAL_PROBE = """@group(0) @binding(0) var<storage, read_write> d: array<f32>;
+@compute @workgroup_size(1) fn probe() { d[1] = d[0] * 0.5f; }"""
+
+def flushes_subnormals(gpu) -> bool:
+  import wgpu
+  buf = gpu.create_buffer_with_data(data=np.array([2.0**-126, 1.0], np.float32).tobytes(), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+  pipeline = gpu.create_compute_pipeline(layout="auto", compute={"module": gpu.create_shader_module(code=SUBNORMAL_PROBE), "entry_point": "probe"})
+  group = gpu.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf, "offset": 0, "size": 8}}])
+  enc = gpu.create_command_encoder()
+  cp = enc.begin_compute_pass()
+  cp.set_pipeline(pipeline)
+  cp.set_bind_group(0, group)
+  cp.dispatch_workgroups(1)
+  cp.end()
+  gpu.queue.submit([enc.finish()])
+  return bool(np.frombuffer(gpu.queue.read_buffer(buf), np.float32)[1] != np.float32(2.0**-127))
 
 class WebGPUProgram:
   """One compute pipeline; calling it binds the buffers (and integer variables) and dispatches the flat thread grid."""
@@ -101,11 +125,17 @@ class WebGPUProgram:
 class WebGPUDriver(Driver):
   def __init__(self, index: int = 0):  # one instance: the adapter wgpu picks
     super().__init__("WEBGPU")
-    adapter = request_adapter()
+    adapter, forced = request_adapter(), os.environ.get("WGPU_BACKEND_TYPE", "").strip()
     if adapter is None:
-      raise DeviceError("WEBGPU: no WebGPU adapter found; install a Vulkan, Metal or D3D12 driver "
-                        "(headless Linux: mesa-vulkan-drivers, see .ci/install-webgpu.sh)")
+      raise DeviceError("WEBGPU: no WebGPU adapter found" + (f" for WGPU_BACKEND_TYPE={forced}" if forced else "") +
+                        "; install a Vulkan, OpenGL, Metal or D3D12 driver (headless Linux: mesa-vulkan-drivers or Mesa's "
+                        "libgl1-mesa-dri + libegl1, see .ci/install-webgpu.sh)")
     self.adapter_info = dict(adapter.info)
+    self.description = describe(self.adapter_info)
+    # wgpu only logs an unknown WGPU_BACKEND_TYPE and hands out some other adapter: running on it would ignore the request
+    if forced and self.adapter_info.get("backend_type") != forced:
+      raise DeviceError(f"WEBGPU: WGPU_BACKEND_TYPE={forced} asked for that wgpu backend, but wgpu offered {self.description}; "
+                        "use one of Vulkan, OpenGL, OpenGLES, Metal, D3D12 that this machine has, or unset it")
     self.adapter_limits = dict(adapter.limits)
     self.gpu = adapter.request_device_sync(required_limits={k: adapter.limits[k] for k in LIMITS})
     self.limits = dict(self.gpu.limits)
@@ -115,6 +145,9 @@ class WebGPUDriver(Driver):
     try: ren = Device.renderer("WEBGPU")
     except PluginError: ren = None   # a driver opened outside the registry (no plugin entry point): nothing to describe
     if ren is not None and hasattr(ren, "use_device_limits"): ren.use_device_limits(self.limits)
+    # a device that flushes subnormals says so: in its description, and in the capability the conformance suite reads
+    if (flushes := flushes_subnormals(self.gpu)): self.description += ", f32 subnormals flush to zero"
+    if (spec := Device.specs.get("WEBGPU")) is not None: spec.capabilities["denormals"] = not flushes
     import wgpu
     self.fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
   def load(self, name: str, binary: bytes, spec=None) -> WebGPUProgram:

@@ -1,6 +1,6 @@
 """Export a tinycore function to the browser: a folder with a JS module that runs the same WGSL kernels via navigator.gpu, and its weights."""
 from __future__ import annotations
-import json
+import json, math
 from pathlib import Path
 import numpy as np
 from tinycore.dtype import dtypes
@@ -84,9 +84,17 @@ export async function load(device, weightsUrl = new URL("./weights.safetensors",
 }
 """
 
+def json_values(a: np.ndarray) -> list:
+  """a's elements for JSON, which has no NaN or infinities: those become the strings "NaN", "Infinity" and "-Infinity",
+  what JavaScript's String() writes and Number() reads back (Python's float() reads them too)."""
+  vals = a.ravel().tolist()
+  if not np.issubdtype(a.dtype, np.floating) or np.isfinite(a).all(): return vals
+  return [v if math.isfinite(v) else "NaN" if math.isnan(v) else "Infinity" if v > 0 else "-Infinity" for v in vals]
+
 def export(fn, *example_inputs, path) -> Path:
   """Run `fn(*example_inputs)` on WEBGPU and write `path/`: model.js (kernels + launch plan), weights.safetensors
-  (every buffer the kernels read that is neither an input nor computed), and example.json (the inputs and outputs of this run)."""
+  (every buffer the kernels read that is neither an input nor computed), and example.json (the inputs and outputs of this
+  run, non-finite floats as the strings json_values writes)."""
   # the tensor layer is imported here: this module is imported with the plugin, while tinycore may still be importing
   from tinycore.tensor import Tensor
   from tinycore.schedule import create_schedule
@@ -138,7 +146,7 @@ def export(fn, *example_inputs, path) -> Path:
         f"const OUTPUTS = {json.dumps(out_ids)};", f"const KERNELS = {json.dumps(kernels, indent=1)};",
         "const ARRAY_TYPES = {" + ", ".join(f"{dt.name}: {ta}" for dt, ta in JS_TYPED_ARRAYS.items()) + "};", RUNTIME_JS]
   (path / "model.js").write_text("\n".join(js))
-  example = {"inputs": [t.numpy().ravel().tolist() for t in example_inputs], "outputs": [o.numpy().ravel().tolist() for o in outs],
+  example = {"inputs": [json_values(t.numpy()) for t in example_inputs], "outputs": [json_values(o.numpy()) for o in outs],
              "dtypes": [t.dtype.name for t in example_inputs] + [o.dtype.name for o in outs]}
   (path / "example.json").write_text(json.dumps(example, allow_nan=False))
   return path

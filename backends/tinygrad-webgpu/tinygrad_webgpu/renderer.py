@@ -93,10 +93,10 @@ fn ieee_sin(x: f32) -> f32 {
   var r = fma(-k, 1.5703125f, x);
   r = fma(-k, 4.83751297e-04f, r);
   r = fma(-k, 7.54978995e-08f, r);
-  let q = i32(k) & 3;
-  if (q == 0) { return sin(r); }
-  if (q == 1) { return cos(r); }
-  if (q == 2) { return -sin(r); }
+  let q = k - 4.0f * floor(k * 0.25f);   // k mod 4, exact in f32: i32(k) is undefined in GLSL/SPIR-V past 2^31
+  if (q == 0.0f) { return sin(r); }
+  if (q == 1.0f) { return cos(r); }
+  if (q == 2.0f) { return -sin(r); }
   return -cos(r);
 }
 fn ieee_div(a: f32, b: f32) -> f32 {
@@ -207,8 +207,17 @@ fn bf16_bits(x: f32) -> u32 {
   return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }
 fn bf16_round(x: f32) -> f32 { return bf16_to_f32(bf16_bits(x)); }
-fn idiv_i32(a: i32, b: i32) -> i32 { return select(a / select(b, 1, b == 0), 0, b == 0); }
-fn imod_i32(a: i32, b: i32) -> i32 { return select(a % select(b, 1, b == 0), 0, b == 0); }
+fn magnitude(a: i32) -> u32 { return select(bitcast<u32>(a), 0u - bitcast<u32>(a), a < 0); }   // |MIN| is 2^31
+fn idiv_i32(a: i32, b: i32) -> i32 {
+  // GLSL (wgpu's OpenGL backend) leaves signed / and % undefined for negative operands, and MIN / -1 differs between
+  // targets: divide the magnitudes as u32, defined everywhere, then sign the quotient (MIN / -1 wraps back to MIN)
+  let q = idiv_u32(magnitude(a), magnitude(b));
+  return bitcast<i32>(select(q, 0u - q, (a < 0) != (b < 0)));
+}
+fn imod_i32(a: i32, b: i32) -> i32 {
+  let r = imod_u32(magnitude(a), magnitude(b));   // the remainder takes the sign of a (truncating division)
+  return bitcast<i32>(select(r, 0u - r, a < 0));
+}
 fn idiv_u32(a: u32, b: u32) -> u32 { return select(a / select(b, 1u, b == 0u), 0u, b == 0u); }
 fn imod_u32(a: u32, b: u32) -> u32 { return select(a % select(b, 1u, b == 0u), 0u, b == 0u); }
 """
@@ -477,11 +486,18 @@ class _Kernel:
     if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND):
       sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}[op]
       return f"({s[0]} {sym} {s[1]})"
-    if op in (Ops.SHL, Ops.SHR):   # the amount is taken mod the width (runtime shifts are mod 32 in WGSL)
+    if op in (Ops.SHL, Ops.SHR):
+      # the amount is taken mod the width here: WGSL says so for runtime amounts, but GLSL and SPIR-V leave a shift by
+      # >= 32 undefined and naga need not mask it. A signed value is shifted left as its u32 bits (C++, hence Metal,
+      # leaves a negative one undefined); right shifts of signed values are arithmetic in every target language
       bits = 8 * t.itemsize
-      amount = f"{int(srcs[1].arg) & (bits - 1)}u" if srcs[1].op is Ops.CONST else f"u32({s[1]})" if bits == 32 else f"(u32({s[1]}) & {bits - 1}u)"
+      amount = f"{int(srcs[1].arg) & (bits - 1)}u" if srcs[1].op is Ops.CONST else f"(u32({s[1]}) & {bits - 1}u)"
+      if op is Ops.SHL and signed(t): return f"bitcast<i32>(bitcast<u32>({s[0]}) << {amount})"
       return f"({s[0]} {'<<' if op is Ops.SHL else '>>'} {amount})"
-    if op in (Ops.IDIV, Ops.MOD) and not isf: return f"{'idiv' if op is Ops.IDIV else 'imod'}_{wgsl_type(t)}({s[0]}, {s[1]})"
+    if op in (Ops.IDIV, Ops.MOD) and not isf:
+      if signed(t) and srcs[0].vmin >= 0 and srcs[1].vmin > 0:   # both known positive (index math): no signs to fix
+        return f"i32(u32({s[0]}) {'/' if op is Ops.IDIV else '%'} u32({s[1]}))"
+      return f"{'idiv' if op is Ops.IDIV else 'imod'}_{wgsl_type(t)}({s[0]}, {s[1]})"
     if op is Ops.MAX: return f"ieee_max({s[0]}, {s[1]})" if isf else f"max({s[0]}, {s[1]})"
     if op is Ops.NEG: return f"(0u - {s[0]})" if wgsl_type(t) == "u32" else f"(-{s[0]})"
     if isf:

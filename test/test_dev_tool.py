@@ -1,0 +1,69 @@
+"""tools/dev.py's test command: which conformance runs it makes, and what it does with a backend this machine cannot run."""
+import importlib.util, json, subprocess
+from pathlib import Path
+import pytest
+
+def load_dev():
+  spec = importlib.util.spec_from_file_location("dev_tool", Path(__file__).resolve().parent.parent / "tools" / "dev.py")
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+@pytest.fixture
+def dev(monkeypatch):
+  """dev.py with setup and every command replaced by a record of what it would run."""
+  mod, ran = load_dev(), []
+  monkeypatch.setattr(mod, "setup", lambda kind: None)
+  monkeypatch.setattr(mod, "run", lambda *cmd, **kw: ran.append((cmd, {k: v for k, v in kw.get("env", {}).items() if k in ("DEV", "WGPU_BACKEND_TYPE", "CPU_RENDERER", "NV_EMULATE")})))
+  monkeypatch.delenv("CI", raising=False)
+  mod.ran = ran
+  return mod
+
+def conformance_runs(mod) -> list[dict]: return [env for cmd, env in mod.ran if "tinycore_conformance.cli" in cmd]
+
+def test_a_backend_without_a_runtime_is_skipped_with_the_reason(dev, monkeypatch, capsys):
+  monkeypatch.setattr(dev, "installed_backends", lambda: [("CPU", True, ""), ("WEBGPU", False, "WEBGPU: no WebGPU adapter found")])
+  monkeypatch.setitem(dev.RUNS, "CPU", lambda opens, why: [dev.Run("CPU")])
+  assert dev.main(["test"]) == 0
+  assert conformance_runs(dev) == [{"DEV": "CPU"}]
+  assert "conformance: WEBGPU skipped: WEBGPU: no WebGPU adapter found" in capsys.readouterr().out
+
+def test_in_ci_a_backend_without_a_runtime_fails(dev, monkeypatch):
+  monkeypatch.setenv("CI", "true")
+  monkeypatch.setattr(dev, "installed_backends", lambda: [("WEBGPU", False, "WEBGPU: no WebGPU adapter found")])
+  with pytest.raises(SystemExit, match="WEBGPU cannot run: WEBGPU: no WebGPU adapter found; CI must run it"): dev.main(["test"])
+
+def fake_adapters(dev, monkeypatch, present: list[str]) -> None:
+  """webgpu_runs sees these wgpu backends (its child process answers for the machine)."""
+  real = subprocess.run
+  def answer(cmd, *a, **kw):
+    if "enumerate_adapters_sync" in str(cmd[-1]): return subprocess.CompletedProcess(cmd, 0, stdout=json.dumps(present))
+    return real(cmd, *a, **kw)
+  monkeypatch.setattr(dev.subprocess, "run", answer)
+  monkeypatch.setattr(dev, "installed_backends", lambda: [("WEBGPU", True, "")])
+
+def test_webgpu_runs_once_per_adapter_backend(dev, monkeypatch, capsys):
+  fake_adapters(dev, monkeypatch, ["OpenGL", "Vulkan"])
+  assert dev.main(["test"]) == 0
+  assert conformance_runs(dev) == [{"DEV": "WEBGPU", "WGPU_BACKEND_TYPE": "OpenGL"}, {"DEV": "WEBGPU", "WGPU_BACKEND_TYPE": "Vulkan"}]
+
+def test_without_vulkan_the_opengl_run_alone_runs_and_ci_fails(dev, monkeypatch, capsys):
+  fake_adapters(dev, monkeypatch, ["OpenGL"])   # the issue's machine: Mesa's GL, no Vulkan driver
+  assert dev.main(["test"]) == 0
+  assert conformance_runs(dev) == [{"DEV": "WEBGPU", "WGPU_BACKEND_TYPE": "OpenGL"}]
+  monkeypatch.setenv("CI", "true")
+  dev.ran.clear()
+  with pytest.raises(SystemExit, match="WEBGPU on Vulkan cannot run: wgpu has no Vulkan adapter on this machine"): dev.main(["test"])
+
+def test_hardware_runs_skip_even_in_ci_and_emulators_run(dev, monkeypatch, capsys):
+  monkeypatch.setenv("CI", "true")
+  monkeypatch.setattr(dev, "installed_backends", lambda: [("NV", False, "NV: cannot load libcuda.so.1")])
+  assert dev.main(["test"]) == 0   # no GPU on a CI machine: the GPU run is skipped, the emulator run is made
+  assert [cmd for cmd, env in dev.ran if "tinycore_conformance.cli" in cmd] and "NV on the GPU skipped: NV: cannot load libcuda.so.1" in capsys.readouterr().out
+  assert conformance_runs(dev) == [{"DEV": "NV", "NV_EMULATE": "1"}]
+
+def test_remote_runs_inside_a_local_server(dev, monkeypatch):
+  monkeypatch.setattr(dev, "installed_backends", lambda: [("REMOTE", False, "REMOTE: set REMOTE_URL")])
+  assert dev.main(["test"]) == 0
+  (cmd, env), = [(cmd, env) for cmd, env in dev.ran if "tinycore_conformance.cli" in cmd]
+  assert cmd[1:4] == ("-m", "tinygrad_remote", "with-server") and env == {"DEV": "REMOTE"}
