@@ -312,6 +312,19 @@ def test_log2_and_exp2_of_subnormals(gpu):
   x = np.array([-126.5, -130.25, -140.0, -149.0, -126.0], np.float32)
   np.testing.assert_allclose(T(x).exp2().numpy(), np.exp2(x.astype(np.float64)), rtol=2.0**-20, atol=2.0**-149)
 
+def test_float_remainder_is_exact(gpu):
+  """MOD on floats is C's fmod, exact: WGSL's % gave 0 for 1 % 0.1 and -inf for 1 % 2^-149 on Mesa."""
+  from tinycore.uop import Ops
+  from tinycore.dtype import truncate
+  from tinycore_conformance.uops import run_op, definition
+  vals = [1.0, -1.0, 0.1, 3.0, -7.5, 1e4, 2.0**24 + 2, 3.4e38, -1e30, 2.0**-126, 0.0, -0.0, float("inf")]
+  if gpu.spec.capabilities["denormals"]: vals += [2.0**-149, -3 * 2.0**-140]
+  for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16):
+    held = sorted({truncate(dt, v) for v in vals})   # the values as dt holds them
+    rows = [(x, y) for x in held for y in held if abs(x) != float("inf") and y != 0]   # no NaN results: their bits may differ
+    cols = [list(c) for c in zip(*rows)]
+    assert run_op("WEBGPU", Ops.MOD, dt, *cols) == definition(Ops.MOD, dt, *cols), dt
+
 def test_sin_keeps_the_sign_of_zero(gpu):
   for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16):
     got = T([-0.0, 0.0], np.float32).cast(dt).sin().cast(dtypes.float32).numpy()

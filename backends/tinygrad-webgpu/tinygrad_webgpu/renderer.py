@@ -76,7 +76,7 @@ def wrap(expr: str, dt: DType) -> str:
 # helpers WGSL compilers may not fold away: NaN tests look at the bits, never at `x != x`. Infinities and NaNs come from
 # f32_bits(): a user function call is not a const-expression, and Tint (Chromium) refuses a const-expression that is not
 # finite ("value nan cannot be represented as 'f32'"), where naga (wgpu-native) accepted bitcast<f32>(0x7fc00000u).
-HELPERS = """fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
+HELPERS = ("""fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
 fn pin(x: f32) -> f32 {
   // x exactly as computed: compilers reassociate and contract float math they can see through ((a + b) - a became b,
   // a * b + c an fma), which rounds differently from the definition. An xor with a value they cannot know is 0 hides x.
@@ -133,13 +133,28 @@ fn ieee_div(a: f32, b: f32) -> f32 {
   return select(select(select(q, bitcast<f32>(sign), zero), f32_bits(sign | 0x7f800000u), inf), nan_f32(), nan);
 }
 fn ieee_fmod(a: f32, b: f32) -> f32 {
-  // C fmod: NaN for x % 0 and inf % y, x itself for finite x % inf
+  // C fmod, exact as IEEE says (WGSL's % on floats was not: 1 % 0.1 gave 0, 1 % 2^-149 gave -inf). NaN for x % 0, inf % y
+  // and NaN operands; a itself when |a| < |b| (b infinite included). Else |a| = ma 2^ea and |b| = mb 2^eb with integer
+  // significands, and the remainder is (ma 2^(ea - eb) mod mb) 2^eb: ma mod mb shifted left 8 bits at a time, each
+  // shift reduced mod mb again (r < mb < 2^24 leaves room for 8 bits in a u32). Straight-line code, not a loop: Mesa's
+  // software drivers limit a shader's loop passes
   let ua = bitcast<u32>(a) & 0x7fffffffu;
   let ub = bitcast<u32>(b) & 0x7fffffffu;
-  let plain = ua < 0x7f800000u && ub < 0x7f800000u && ub != 0u;
-  let m = select(0.0f, a, plain) % select(1.0f, b, plain);
-  let r = select(m, bitcast<f32>(bitcast<u32>(a) & 0x80000000u), m == 0.0f);   // a zero remainder has the sign of a
-  return select(select(nan_f32(), a, ub == 0x7f800000u && ua < 0x7f800000u), r, plain);
+  if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) { return nan_f32(); }
+  if (ua < ub) { return a; }
+  let eb = max(ub >> 23u, 1u);   // biased exponents; subnormals are exponent 1 without the implicit bit
+  let mb = (ub & 0x7fffffu) | select(0u, 0x800000u, ub >= 0x800000u);
+  let k = max(ua >> 23u, 1u) - eb;   // at most 253: the first k % 8 bits, then up to 31 steps of 8
+  var r = ((ua & 0x7fffffu) | select(0u, 0x800000u, ua >= 0x800000u)) % mb;
+  r = (r << (k & 7u)) % mb;
+"""
+  + "\n".join(f"  if (k >= {8 * i}u) {{ r = (r << 8u) % mb; }}" for i in range(1, 32)) + """
+  let sign = bitcast<u32>(a) & 0x80000000u;
+  if (r == 0u) { return bitcast<f32>(sign); }
+  // r 2^(eb - 150) as a float: normal when its leading bit p puts the biased exponent at 1 or more, else subnormal bits
+  let p = firstLeadingBit(r);
+  if (eb + p > 23u) { return bitcast<f32>(sign | ((eb + p - 23u) << 23u) | ((r << (23u - p)) & 0x7fffffu)); }
+  return bitcast<f32>(sign | (r << (eb - 1u)));
 }
 fn mul_zero(x: f32, zero_sign: u32) -> f32 {
   // x * (+-0.0) for a constant zero, which compilers fold to 0.0: NaN for infinite or NaN x, else a zero with the product's sign
@@ -240,7 +255,7 @@ fn imod_i32(a: i32, b: i32) -> i32 {
 }
 fn idiv_u32(a: u32, b: u32) -> u32 { return select(a / select(b, 1u, b == 0u), 0u, b == 0u); }
 fn imod_u32(a: u32, b: u32) -> u32 { return select(a % select(b, 1u, b == 0u), 0u, b == 0u); }
-"""
+""")
 # pin()'s zero: the kernel sets it from the dispatch's z size, which is at most 2 (dispatch_dims spreads fewer than 2^32
 # threads over dimensions of 65535 workgroups or more), but only known when the kernel runs
 RUNTIME_ZERO = "var<private> runtime_zero: u32;"
