@@ -325,6 +325,14 @@ def test_float_remainder_is_exact(gpu):
     cols = [list(c) for c in zip(*rows)]
     assert run_op("WEBGPU", Ops.MOD, dt, *cols) == definition(Ops.MOD, dt, *cols), dt
 
+def test_bfloat16_mulacc_rounds_the_product_first(gpu):
+  """MULACC is unfused for every dtype: (1 + 2^-7)^2 rounds to 1 + 2^-6 in bfloat16 before the add, so adding -(1 + 2^-6)
+  gives 0 (fused in float32 it would be 2^-14)."""
+  from tinycore.uop import Ops
+  from tinycore_conformance.uops import run_op, definition
+  cols = [[1 + 2.0**-7], [1 + 2.0**-7], [-(1 + 2.0**-6)]]
+  assert run_op("WEBGPU", Ops.MULACC, dtypes.bfloat16, *cols) == definition(Ops.MULACC, dtypes.bfloat16, *cols) == bytes(2)
+
 def test_sin_keeps_the_sign_of_zero(gpu):
   for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16):
     got = T([-0.0, 0.0], np.float32).cast(dt).sin().cast(dtypes.float32).numpy()
