@@ -295,7 +295,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
-  def empty_like(self, **kw) -> Tensor: return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
+  def empty_like(self, **kw) -> Tensor:
+    if self.uop.op is Ops.MULTI and kw.get("device", self.device) == self.device:  # sharded the same way
+      shard = Tensor.empty(self.uop.src[0].shape, **({"dtype": self.dtype, "device": self.device} | kw))
+      return Tensor(UOp(Ops.MULTI, shard.dtype, (shard.uop,), self.uop.arg), requires_grad=kw.get("requires_grad"))
+    return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
   @staticmethod
   def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
@@ -1139,9 +1143,13 @@ def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   i = Tensor.arange(n, device=device, dtype=dtypes.int32)
   return (n - i) if reverse else i
 
-def _plain(u: UOp) -> bool:
+def _storage(u: UOp) -> UOp:
+  """Through reshapes (and a sharded tensor's MULTI) to the node under them: a BUFFER for a plain realized tensor."""
+  if u.op is Ops.MULTI: u = u.src[0]
   while u.op is Ops.RESHAPE: u = u.src[0]
-  return u.op is Ops.BUFFER
+  return u
+
+def _plain(u: UOp) -> bool: return _storage(u).op is Ops.BUFFER
 
 def _infer_dtype(data) -> DType:
   flat = list(_flatten_list(data))
