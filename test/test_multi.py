@@ -6,7 +6,7 @@ from tinycore import Tensor, nn, dtypes, TinyJit
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters
 from tinycore.uop import Ops
-from tinycore.multi import multi_pm, allreduce, MultiBuffer, fold_chunks, STRATEGIES, pick_strategy
+from tinycore.multi import multi_pm, allreduce, MultiBuffer, fold, STRATEGIES, pick_strategy
 from tinycore.runtime.device import Device
 
 D2, D4 = ("CPU:0", "CPU:1"), ("CPU:0", "CPU:1", "CPU:2", "CPU:3")
@@ -186,13 +186,14 @@ def test_half_precision_allreduce_in_float32():
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_allreduce_strategies_bit_identical(strategy):
-  """Every strategy folds each chunk in the same fixed order: the same bits as fold_chunks, for every dtype."""
+  """Every strategy folds each chunk in the same fixed order: the same bits as fold, for every dtype."""
   for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float16, np.float16), (dtypes.int32, np.int32)):
     shards = [(rng.standard_normal(1000) * 1000).astype(npdt) for _ in range(4)]
     src, dest = MultiBuffer(D4, 1000, dt), MultiBuffer(D4, 1000, dt)
     for b, s in zip(src.bufs, shards): b.copyin(memoryview(s).cast("B"))
     assert allreduce(dest, src, Ops.ADD, strategy) == strategy
-    want = fold_chunks([s.astype(np.float32 if npdt == np.float16 else npdt) for s in shards], Ops.ADD).astype(npdt)
+    want = ((shards[0].astype(np.float32) + shards[1]) + shards[2] + shards[3]).astype(npdt) if npdt == np.float16 else \
+           (shards[0] + shards[1]) + shards[2] + shards[3]
     for b in dest.bufs: np.testing.assert_array_equal(b.numpy(), want)
 
 def test_allreduce_env_var_forces_strategy(monkeypatch):

@@ -127,16 +127,15 @@ multi_pm = PatternMatcher([
 ])
 
 # ***** all-reduce *****
-# The reduction order is fixed, so every strategy, every run and every process layout gives the same bits: the n shards
-# are cut into n contiguous chunks (chunk c holds elements [m*c//n, m*(c+1)//n) of m), and chunk c is the left fold of
-# the shards in the order (c+1)%n, (c+2)%n, ..., c: the order a ring all-reduce adds them in. Half and bfloat16 are
-# reduced in float32 and rounded once at the end. tinycore.distributed folds the ranks' contributions the same way.
+# The reduction order is fixed, so every strategy, every run and every process layout gives the same bits: each element
+# is the left fold of the shards in device order, ((s0 + s1) + s2) + ..., whatever chunk of the buffer it is in, so the
+# result depends neither on the strategy nor on the tensor's layout. Half and bfloat16 are reduced in float32 and rounded
+# once at the end. tinycore.distributed folds the ranks' contributions the same way (rank order).
 
 STRATEGIES = ("naive", "ring", "all2all")
 _NP_OP = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}
 
 def chunk_bounds(m: int, n: int) -> list[int]: return [m * c // n for c in range(n + 1)]
-def fold_order(c: int, n: int) -> list[int]: return [(c + 1 + i) % n for i in range(n)]
 
 def pick_strategy(nbytes: int, n: int) -> str:
   """ALLREDUCE=naive|ring|all2all forces one. Else: small tensors or 2 devices gather everything (fewest transfers);
@@ -154,53 +153,43 @@ def to_host(b: Buffer, lo: int = 0, hi: int | None = None) -> np.ndarray:
   part = b.view(hi - lo, b.dtype, lo * b.dtype.itemsize) if (lo, hi) != (0, b.size) and b.allocator.supports_offset else b
   raw = np.frombuffer(part.as_bytes(), np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype))
   if part is b and (lo, hi) != (0, b.size): raw = raw[lo:hi]
-  return (bf16_to_f32(raw) if b.dtype == dtypes.bfloat16 else raw).astype(acc_np_dtype(b.dtype), copy=False)
+  return (bf16_to_f32(raw) if b.dtype == dtypes.bfloat16 else raw).astype(acc_np_dtype(b.dtype))
 
 def from_host(b: Buffer, arr: np.ndarray, lo: int = 0) -> None:
-  raw = f32_to_bf16(arr.astype(np.float32)) if b.dtype == dtypes.bfloat16 else arr.astype(to_np_dtype(b.dtype))
-  if lo == 0 and raw.size == b.size: b.copyin(memoryview(np.ascontiguousarray(raw)).cast("B"))
-  elif b.allocator.supports_offset: b.view(raw.size, b.dtype, lo * b.dtype.itemsize).copyin(memoryview(np.ascontiguousarray(raw)).cast("B"))
+  """Write arr (in the accumulation dtype) into elements [lo, lo + arr.size) of a buffer, rounded to its dtype."""
+  raw = np.ascontiguousarray(f32_to_bf16(arr.astype(np.float32)) if b.dtype == dtypes.bfloat16 else arr.astype(to_np_dtype(b.dtype)))
+  if lo == 0 and raw.size == b.size: b.copyin(memoryview(raw).cast("B"))
+  elif b.allocator.supports_offset: b.view(raw.size, b.dtype, lo * b.dtype.itemsize).copyin(memoryview(raw).cast("B"))
   else:
-    whole = to_host(b).astype(raw.dtype) if b.dtype != dtypes.bfloat16 else f32_to_bf16(to_host(b))
+    whole = np.frombuffer(b.as_bytes(), raw.dtype).copy()
     whole[lo:lo + raw.size] = raw
-    b.copyin(memoryview(np.ascontiguousarray(whole)).cast("B"))
+    b.copyin(memoryview(whole).cast("B"))
 
-def fold_chunks(parts: list[np.ndarray], op: Ops) -> np.ndarray:
-  """The all-reduce of n whole shards (host arrays) in the fixed order: what every device ends up with."""
-  n, m = len(parts), parts[0].size
-  bounds, f = chunk_bounds(m, n), _NP_OP[op]
-  out = np.empty_like(parts[0])
-  for c in range(n):
-    lo, hi = bounds[c], bounds[c + 1]
-    order = fold_order(c, n)
-    acc = parts[order[0]][lo:hi].copy()
-    for i in order[1:]: f(acc, parts[i][lo:hi], out=acc)
-    out[lo:hi] = acc
-  return out
+def fold(parts: list[np.ndarray], op: Ops) -> np.ndarray:
+  """The all-reduce of host arrays in the fixed order: ((p0 op p1) op p2) ..."""
+  acc = parts[0].copy()
+  for p in parts[1:]: _NP_OP[op](acc, p, out=acc)
+  return acc
 
 def allreduce(dest: MultiBuffer, src: MultiBuffer, op: Ops, strategy: str | None = None) -> str:
   """dest's every shard = the reduction of src's shards. The adds run in host memory (numpy, exact IEEE arithmetic: the
-  same bits a device add gives); the strategies differ in the transfers: naive reads every shard whole and writes the
-  result whole; ring passes each chunk's partial from device to device (reduce-scatter), then sends each finished chunk
-  round (all-gather); all-to-all has the owner of each chunk read that chunk from every device, then send it to all."""
+  same bits a device add gives); the strategies differ in the transfers. naive: every shard read whole, the result
+  written whole to each device. ring: the buffer cut into n chunks, each chunk's partial passed from device to device
+  (reduce-scatter, in device order), then each finished chunk sent to every device (all-gather). all2all: each chunk's
+  owner reads that chunk from every device at once, folds it and sends it to all."""
   n, m = len(src.bufs), src.size
   strategy = strategy or pick_strategy(src.nbytes, n)
   if strategy == "naive":
-    out = fold_chunks([to_host(b) for b in src.bufs], op)
+    out = fold([to_host(b) for b in src.bufs], op)
     for b in dest.bufs: from_host(b, out)
     return strategy
-  bounds, f = chunk_bounds(m, n), _NP_OP[op]
-  done = []
+  bounds, f, done = chunk_bounds(m, n), _NP_OP[op], []
   for c in range(n):
     lo, hi = bounds[c], bounds[c + 1]
-    order = fold_order(c, n)
     if strategy == "ring":
-      acc = to_host(src.bufs[order[0]], lo, hi).copy()
-      for i in order[1:]: f(acc, to_host(src.bufs[i], lo, hi), out=acc)  # the partial moves on to device i, which adds its chunk
-    else:
-      parts = {i: to_host(src.bufs[i], lo, hi) for i in range(n)}      # every device sends chunk c to its owner at once
-      acc = parts[order[0]].copy()
-      for i in order[1:]: f(acc, parts[i], out=acc)
+      acc = to_host(src.bufs[0], lo, hi)
+      for b in src.bufs[1:]: f(acc, to_host(b, lo, hi), out=acc)  # the partial moves on to the next device, which adds its chunk
+    else: acc = fold([to_host(b, lo, hi) for b in src.bufs], op)
     done.append((lo, acc))
   for b in dest.bufs:
     for lo, acc in done: from_host(b, acc, lo)
