@@ -196,7 +196,7 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
       becomes[t] = UOp(Ops.MULTI, v.dtype, (v,), m.arg) if m.op is Ops.MULTI else v
     for t in tensor_order:
       if t.op is Ops.ASSIGN: becomes[t] = t.src[0]
-  for a, x in zip(asked, tensor_outs):  # what the caller holds, where an assign that already ran was replaced above
+  for a, x in zip(asked, outs if multi_outs is None else tensor_outs):  # what the caller holds, where a rewrite replaced it
     if a is not x: becomes[a] = becomes.get(x, x)
   # only what was asked for (and assigned) keeps its buffer: intermediates' memory is recycled by the planner below
   _plan_memory(items, {out_buf[x] for x in realize if x in outs or x.op is Ops.ASSIGN})
