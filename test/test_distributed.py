@@ -72,6 +72,19 @@ def test_failed_rank_ends_the_others(tmp_path, mode, messages):
   assert p.returncode != 0 and any(m in text for m in messages), text
   assert seconds < 60
 
+def test_train_digits_distributed_same_accuracy(tmp_path):
+  """`mpiexec -n 2 python -m tinycore.examples.train_digits --distributed` against one process, on a small run."""
+  exe = _need_mpi()
+  args = ["--dataset", "sklearn", "--epochs", "2", "--subset", "256", "--width", "4", "--batch-size", "32", "--no-progress", "--out", str(tmp_path)]
+  env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+  def accuracy(cmd: list[str]) -> float:
+    p = subprocess.run(cmd + args, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return float(p.stdout.split("test accuracy ")[1].split("%")[0])
+  one = accuracy([sys.executable, "-m", "tinycore.examples.train_digits"])
+  two = accuracy([exe, "-n", "2", sys.executable, "-m", "tinycore.examples.train_digits", "--distributed"])
+  assert one > 50 and abs(one - two) <= 5, (one, two)   # BatchNorm's statistics are per rank: close, not equal
+
 def _main(mode: str, out: str) -> None:
   from tinycore import distributed
   distributed.init()
