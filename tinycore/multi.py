@@ -13,7 +13,7 @@ from tinycore.dtype import dtypes, to_np_dtype
 from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, GroupOp, bf16_to_f32, f32_to_bf16
 from tinycore.rewrite import PatternMatcher, UPat
-from tinycore.runtime.device import Buffer
+from tinycore.runtime.device import Buffer, Device
 
 DEVICE_NUM = "_device_num"
 
@@ -147,18 +147,27 @@ def pick_strategy(nbytes: int, n: int) -> str:
 
 def acc_np_dtype(dt) -> np.dtype: return np.dtype(np.float32) if dt in (dtypes.float16, dtypes.bfloat16) else np.dtype(to_np_dtype(dt))
 
+def _host_memory(b: Buffer) -> np.ndarray | None:
+  """The buffer's memory itself, where the device's memory is host memory (the CPU): no copy."""
+  mv = b.ensure_allocated().allocator._as_buffer(b._buf)
+  return None if mv is None else np.frombuffer(mv, np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype))
+
 def to_host(b: Buffer, lo: int = 0, hi: int | None = None) -> np.ndarray:
-  """Elements [lo, hi) of a buffer as a numpy array in the all-reduce's accumulation dtype."""
+  """Elements [lo, hi) of a buffer, copied to a numpy array in the all-reduce's accumulation dtype."""
   hi = b.size if hi is None else hi
-  part = b.view(hi - lo, b.dtype, lo * b.dtype.itemsize) if (lo, hi) != (0, b.size) and b.allocator.supports_offset else b
-  raw = np.frombuffer(part.as_bytes(), np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype))
-  if part is b and (lo, hi) != (0, b.size): raw = raw[lo:hi]
+  if (raw := _host_memory(b)) is not None: Device[b.device].synchronize()
+  else:
+    part = b.view(hi - lo, b.dtype, lo * b.dtype.itemsize) if (lo, hi) != (0, b.size) and b.allocator.supports_offset else b
+    raw = np.frombuffer(part.as_bytes(), np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype))
+    if part is not b: lo, hi = 0, hi - lo
+  raw = raw[lo:hi]
   return (bf16_to_f32(raw) if b.dtype == dtypes.bfloat16 else raw).astype(acc_np_dtype(b.dtype))
 
 def from_host(b: Buffer, arr: np.ndarray, lo: int = 0) -> None:
   """Write arr (in the accumulation dtype) into elements [lo, lo + arr.size) of a buffer, rounded to its dtype."""
   raw = np.ascontiguousarray(f32_to_bf16(arr.astype(np.float32)) if b.dtype == dtypes.bfloat16 else arr.astype(to_np_dtype(b.dtype)))
-  if lo == 0 and raw.size == b.size: b.copyin(memoryview(raw).cast("B"))
+  if (mem := _host_memory(b)) is not None: mem[lo:lo + raw.size] = raw
+  elif lo == 0 and raw.size == b.size: b.copyin(memoryview(raw).cast("B"))
   elif b.allocator.supports_offset: b.view(raw.size, b.dtype, lo * b.dtype.itemsize).copyin(memoryview(raw).cast("B"))
   else:
     whole = np.frombuffer(b.as_bytes(), raw.dtype).copy()
