@@ -78,17 +78,13 @@ def test_reduce(ax):
 def test_matmul_every_shard_axis(ax, bx):
   check(lambda x, w: x @ w, data(8, 12), data(12, 4), axes=(ax, bx))
 
-def test_matmul_2d_grid():
-  """2x2 grid: rows of x over one pair of devices, and within that a K split."""
+def test_matmul_rows_by_columns_and_batched_rows_by_k():
+  """x sharded by rows times w sharded by columns (w is gathered), and a batched x by rows times w sharded along K
+  (x's K is sliced per device, the products are all-reduced). (A true 2-axis grid sharding is not implemented.)"""
   a, w = data(8, 12), data(12, 4)
-  want = a @ w
-  # the grid as two sharded dims: rows over CPU:0,1 and K over the same pair, then combined
-  x = Tensor(a).shard(D4, 0)
-  wt = Tensor(w).shard(D4, 1)
-  np.testing.assert_allclose((x @ wt).numpy(), want, atol=1e-5)
-  x2 = Tensor(a.reshape(2, 4, 12)).shard(D2, 0)  # grid rows
-  y2 = (x2.reshape(8, 12) @ Tensor(w).shard(D2, 0))  # and K sharded: a reduce across the shards
-  np.testing.assert_allclose(y2.numpy(), want, atol=1e-5)
+  np.testing.assert_allclose((Tensor(a).shard(D4, 0) @ Tensor(w).shard(D4, 1)).numpy(), a @ w, atol=1e-5)
+  x2 = Tensor(a.reshape(2, 4, 12)).shard(D2, 0)
+  np.testing.assert_allclose((x2.reshape(8, 12) @ Tensor(w).shard(D2, 0)).numpy(), a @ w, atol=1e-5)
 
 def test_conv_and_batchnorm():
   x, w = data(4, 3, 8, 8), data(8, 3, 3, 3)
