@@ -6,7 +6,7 @@ from typing import Any, Callable, Generic, TypeVar
 from tinycore import engine
 from tinycore.uop import UOp, Ops
 from tinycore.schedule import ScheduleItem, buffers
-from tinycore.tensor import Tensor, _plain
+from tinycore.tensor import Tensor, _plain, _storage
 from tinycore.runtime.device import Buffer
 
 ReturnType = TypeVar("ReturnType")
@@ -62,7 +62,7 @@ class TinyJit(Generic[ReturnType]):
     for x in [x for a in flat for x in ([a] if isinstance(a, UOp) else a.shape if isinstance(a, Tensor) else []) if isinstance(x, UOp)]:
       for name, val in x.unbind_all()[1].items():
         if var_vals.setdefault(name, val) != val: raise JitError(f"{self.__name__}: Variable {name} is bound to two values in one call")
-    bufs = [buffers[t.uop.base].base for t in tensors]
+    bufs = [buffers[_storage(t.uop)].base for t in tensors]
     sig, i = [], 0
     for a in flat:
       if isinstance(a, Tensor):
@@ -98,7 +98,7 @@ class TinyJit(Generic[ReturnType]):
       finally: Tensor._rng_slots = prev_slots
     elif self.cnt == 1:
       if engine.capturing is not None: raise JitError(f"TinyJit({self.__name__}) is capturing inside another TinyJit's capture")
-      where = {id(buffers[t.uop.base].base): i for i, t in reversed(list(enumerate(tensors)))}  # buffer -> first argument holding it
+      where = {id(buffers[_storage(t.uop)].base): i for i, t in reversed(list(enumerate(tensors)))}  # buffer -> first argument holding it
       engine.capturing = recorded = []
       prev_slots, Tensor._rng_slots = Tensor._rng_slots, []
       rng_start = Tensor._rng_counter
@@ -115,7 +115,7 @@ class TinyJit(Generic[ReturnType]):
       self.signature, self.ret = signature, ret
     else:
       self._check(signature)
-      new_bufs: list[Buffer] = [buffers[t.uop.base].base for t in tensors]
+      new_bufs: list[Buffer] = [buffers[_storage(t.uop)].base for t in tensors]
       items = []
       for si, swaps in self.captured:
         bufs = list(si.bufs)

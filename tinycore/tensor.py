@@ -11,6 +11,7 @@ from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
+from tinycore.multi import split
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
@@ -21,9 +22,19 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 # update sees the weights of its own forward pass, as in eager PyTorch.
 _pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
 
-def _canon_device(device: str | None) -> str: return Device.canonicalize(device)
+def _canon_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
+  if not isinstance(device, (tuple, list)): return Device.canonicalize(device)
+  if len(device) == 0: raise ValueError("a tuple of devices needs at least one device")
+  out = tuple(Device.canonicalize(d) for d in device)
+  if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
+  return out
 
-def _np_to_buffer_uop(arr: np.ndarray, device: str, dtype: DType) -> UOp:
+def _replicate(u: UOp, devices: tuple[str, ...]) -> UOp:
+  """A single-device tensor copied whole to every device of a tuple."""
+  return UOp(Ops.MULTI, u.dtype, (UOp(Ops.COPY, u.dtype, (u,), devices),), None)
+
+def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DType) -> UOp:
+  if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
   if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
   if raw.size == 0: return UOp.const(dtype, 0, device).reshape((1,) * arr.ndim).expand(arr.shape)  # nothing to hold: no buffer
@@ -148,7 +159,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
     for t in list(_all_tensors):  # re-point the tensors that held a realized node at its buffer
       if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
   def _buffer(self) -> Buffer:
-    """The realized, contiguous buffer holding this tensor's data."""
+    """The realized, contiguous buffer holding this tensor's data (a sharded tensor's gathered on its first device)."""
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()
     u = self.uop
     if not _plain(u): u = self.contiguous().realize().uop
     while u.op is not Ops.BUFFER: u = u.src[0]
@@ -178,14 +190,30 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
-  def to(self, device: str | None) -> Tensor:
+  def to(self, device: str | tuple | None) -> Tensor:
+    """A copy on another device; to a tuple of devices, the whole tensor on each (replicated; see shard)."""
     device = _canon_device(device)
     if device == self.device: return self
-    ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+    cp = UOp(Ops.COPY, self.dtype, (self.uop,), device)
+    ret = Tensor(UOp(Ops.MULTI, self.dtype, (cp,), None) if isinstance(device, tuple) and isinstance(self.device, str) else cp)
     ret.requires_grad, ret.grad = self.requires_grad, self.grad
     return ret
-  def to_(self, device: str | None) -> Tensor:
+  def to_(self, device: str | tuple | None) -> Tensor:
     self.uop = self.to(device).realize().uop
+    return self
+  def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+    """This tensor split along `axis` over a tuple of devices, shard i on devices[i] (axis None: the whole tensor on each).
+    The result is one tensor whose device is the tuple: every op works on it, and reductions over the shard axis
+    all-reduce between the devices."""
+    devices = _canon_device(tuple(devices))
+    if isinstance(self.device, tuple): raise ValueError(f"shard: this tensor is already on {self.device}; .to() one device first")
+    if axis is None: return self.to(devices)
+    axis = normalize_axis(axis, self.ndim)
+    ret = Tensor(UOp(Ops.MULTI, self.dtype, (split(UOp(Ops.COPY, self.dtype, (self.uop,), devices), axis),), axis))
+    ret.requires_grad = self.requires_grad
+    return ret
+  def shard_(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+    self.uop = self.shard(devices, axis).uop
     return self
   def clone(self, device: str | None = None) -> Tensor:
     ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if is_plain_view(self.uop) else self.uop,), unique_id()), requires_grad=self.requires_grad)
@@ -267,7 +295,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
-  def empty_like(self, **kw) -> Tensor: return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
+  def empty_like(self, **kw) -> Tensor:
+    if self.uop.op is Ops.MULTI and kw.get("device", self.device) == self.device:  # sharded the same way
+      shard = Tensor.empty(self.uop.src[0].shape, **({"dtype": self.dtype, "device": self.device} | kw))
+      return Tensor(UOp(Ops.MULTI, shard.dtype, (shard.uop,), self.uop.arg), requires_grad=kw.get("requires_grad"))
+    return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
   @staticmethod
   def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
@@ -1111,9 +1143,13 @@ def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   i = Tensor.arange(n, device=device, dtype=dtypes.int32)
   return (n - i) if reverse else i
 
-def _plain(u: UOp) -> bool:
+def _storage(u: UOp) -> UOp:
+  """Through reshapes (and a sharded tensor's MULTI) to the node under them: a BUFFER for a plain realized tensor."""
+  if u.op is Ops.MULTI: u = u.src[0]
   while u.op is Ops.RESHAPE: u = u.src[0]
-  return u.op is Ops.BUFFER
+  return u
+
+def _plain(u: UOp) -> bool: return _storage(u).op is Ops.BUFFER
 
 def _infer_dtype(data) -> DType:
   flat = list(_flatten_list(data))

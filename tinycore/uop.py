@@ -197,7 +197,7 @@ class UOp(metaclass=UOpMeta):
   @functools.cached_property
   def device(self) -> str | None:
     """The device of a tensor-level node; None for kernel-level nodes."""
-    if self.op is Ops.DEVICE or self.op is Ops.COPY: return self.arg
+    if self.op is Ops.DEVICE or self.op is Ops.COPY or self.op is Ops.ALLGATHER: return self.arg
     for s in self.src:
       if (d := s.device) is not None: return d
     return None
@@ -215,7 +215,9 @@ class UOp(metaclass=UOpMeta):
     while u.op in _MOVEMENT: u = u.src[0]
     return u
   @property
-  def is_realized(self) -> bool: return self.base.op is Ops.BUFFER
+  def is_realized(self) -> bool:
+    b = self.base
+    return b.op is Ops.BUFFER or b.op is Ops.MULTI and b.src[0].base.op is Ops.BUFFER  # a sharded tensor: a buffer per device
   @functools.cached_property
   def vmin_vmax(self) -> tuple[Any, Any]: return _min_max(self)
   @property
@@ -263,6 +265,8 @@ def _shape(u: UOp) -> tuple[Any, ...] | None:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
   if op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE) or op.name.startswith(("DEFINE", "END")) or op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE): return None
   if op is Ops.COPY: return u.src[0].shape
+  if op is Ops.MULTI: return tuple(s * len(u.device) if i == u.arg else s for i, s in enumerate(u.src[0].shape))
+  if op is Ops.ALLGATHER: return (u.src[0].shape[0] * len(u.src[0].device),) + u.src[0].shape[1:]
   if op is Ops.ASSIGN: return u.src[0].shape
   for s in u.src:
     if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import math
 from tinycore.dtype import dtypes
-from tinycore.tensor import Tensor, _plain
+from tinycore.tensor import Tensor, _plain, _storage
 from tinycore.schedule import buffers
 
 class Optimizer:
@@ -23,7 +23,7 @@ class Optimizer:
   @staticmethod
   def _zeros(t: Tensor, dtype=None) -> Tensor:
     """Zeros shaped like t, in a buffer of its own."""
-    return Tensor.empty(*t.shape, device=t.device, dtype=dtype or t.dtype, requires_grad=False).assign(0)
+    return t.empty_like(dtype=dtype or t.dtype, requires_grad=False).assign(0)
 
   @staticmethod
   def _own_buffers(ts: list[Tensor]) -> None:
@@ -33,9 +33,9 @@ class Optimizer:
     Tensor.realize_all(*ts)
     seen: set[int] = set()
     for t in ts:
-      if not _plain(t.uop) or id(buffers[t.uop.base].base) in seen:
-        t.uop = Tensor.empty(*t.shape, device=t.device, dtype=t.dtype).assign(t.detach()).realize().uop
-      seen.add(id(buffers[t.uop.base].base))
+      if not _plain(t.uop) or id(buffers[_storage(t.uop)].base) in seen:
+        t.uop = t.empty_like().assign(t.detach()).realize().uop
+      seen.add(id(buffers[_storage(t.uop)].base))
 
   def zero_grad(self) -> None:
     for t in self.params: t.grad = None
