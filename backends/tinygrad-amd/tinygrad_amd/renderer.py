@@ -1,0 +1,376 @@
+"""AMD renderer: linear UOps -> RDNA3 (gfx1100, wave32) assembly for tinygrad_amd's assembler. Every value lives in
+VGPRs (one per 32-bit lane value); buffer pointers and launch variables arrive in SGPRs from the kernarg segment."""
+from __future__ import annotations
+import math, struct
+from tinycore.dtype import DType, dtypes
+from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.renderer import Renderer
+from tinycore.runtime.errors import UnsupportedError
+from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
+
+GROUP = 128          # work-items per workgroup of a launch without local sizes (4 waves of 32)
+FIRST_PARAM_SGPR = 6  # s[0:1] kernarg pointer, s2..s4 workgroup ids, s5 spare; buffer pointers from s6 in pairs
+F32_INLINE = {0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0}
+TWO_PI_HI, TWO_PI_LO = 6.2831854820251465, -1.7484556000744883e-07   # 2*pi = HI + LO, HI the nearest float32
+
+def f32_bits(x: float) -> int: return struct.unpack("<I", struct.pack("<f", x))[0]
+
+def const_text(value, dt: DType) -> str:
+  """A constant as an operand of an instruction on dt: an inline constant where the hardware has one, else a literal."""
+  if dtypes.is_float(dt):
+    v = float(value)
+    if v == 0.0 and math.copysign(1, v) > 0: return "0"
+    if v in F32_INLINE: return repr(v)
+    return f"0x{f32_bits(v):08x}"
+  v = int(value) & 0xffffffff
+  sv = v - (1 << 32) if v >= 1 << 31 else v
+  return str(sv) if -16 <= sv <= 64 else f"0x{v:08x}"
+
+def is_vgpr(x: str) -> bool: return x.startswith("v")
+def is_literal(x: str) -> bool: return x.startswith("0x")
+
+class RDNA3Renderer(Renderer):
+  """gfx1100, wave32. global ids from workgroup ids and work-item ids; local ids when the kernel has lidx SPECIALs."""
+  device = "AMD"
+  supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32})
+  global_dims = 3
+  global_max = (2**31 - 1,) * 3
+  has_local = True
+  local_max = (1024, 1024, 1024)
+  max_threads_per_group = 1024
+  max_buffers = 32
+  index_bits = 32
+  upcast_max = 4
+  def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(name, uops).source()
+
+class _Kernel:
+  """Rendering one kernel: register allocation by last use, and the instruction lines."""
+  def __init__(self, name: str, uops: list[UOp]):
+    self.name, self.uops = name, uops
+    self.lines: list[str] = []
+    self.loc: dict[UOp, str] = {}
+    self.free_v = list(range(1, VGPRS))   # v0 holds the packed work-item ids for the whole kernel
+    self.max_v = 1
+    self.nlabel = 0
+    self.params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
+    self.nbufs = max((a for a, _ in self.params), default=-1) + 1
+    self.vars = sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)
+    self.next_s = FIRST_PARAM_SGPR + 2 * self.nbufs + len(self.vars)
+    self.max_s = self.next_s
+    self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
+    self.loops: list[tuple[str, str, int]] = []   # (top label, end label, exec save SGPR)
+    self.last = self.last_uses()
+
+  def last_uses(self) -> dict[UOp, int]:
+    """The position after which each value is dead. A value made before a loop and read inside it lives to the loop's end
+    (the next iteration reads it again); an accumulator also lives while its ASSIGNs are read."""
+    pos = {u: i for i, u in enumerate(self.uops)}
+    last: dict[UOp, int] = {u: i for i, u in enumerate(self.uops)}
+    for i, u in enumerate(self.uops):
+      for s in u.src: last[s] = max(last.get(s, i), i)
+    for u in self.uops:
+      if u.op is Ops.ASSIGN: last[u.src[0]] = max(last[u.src[0]], last[u])
+    loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
+    for start, end in loops:
+      for u, l in list(last.items()):
+        if pos.get(u, 0) < start and start < l < end: last[u] = end
+    return last
+
+  # ***** registers *****
+  def vreg(self, n: int = 1) -> str:
+    for i, r in enumerate(self.free_v):
+      if all(r + k in self.free_v for k in range(n)):
+        for k in range(n): self.free_v.remove(r + k)
+        self.max_v = max(self.max_v, r + n)
+        return f"v{r}" if n == 1 else f"v[{r}:{r + n - 1}]"
+    raise UnsupportedError(f"backend AMD: kernel {self.name} needs more than {VGPRS} VGPRs (simplify or split the kernel)")
+  def release(self, reg: str) -> None:
+    if reg.startswith("v["):
+      lo, hi = map(int, reg[2:-1].split(":"))
+      self.free_v.extend(range(lo, hi + 1))
+    else: self.free_v.append(int(reg[1:]))
+    self.free_v.sort()
+  def sreg(self) -> str:
+    if self.next_s >= SGPRS: raise UnsupportedError(f"backend AMD: kernel {self.name} needs more than {SGPRS} SGPRs (too many buffers or nested loops)")
+    self.next_s += 1
+    self.max_s = max(self.max_s, self.next_s)
+    return f"s{self.next_s - 1}"
+
+  def emit(self, line: str) -> None: self.lines.append("  " + line)
+  def label(self) -> str:
+    self.nlabel += 1
+    return f"L{self.nlabel}"
+
+  def vop(self, name: str, dst: str, *srcs: str) -> None:
+    """One VALU instruction, in its 32-bit form when the operands allow, else the 64-bit (VOP3) one. A second distinct
+    literal goes through a register first (an instruction holds one)."""
+    inst = TABLE[name]
+    srcs = list(srcs)
+    temps = []
+    lits = [s for s in srcs if is_literal(s)]
+    for i, s in enumerate(srcs):
+      if is_literal(s) and s != lits[0]:
+        t = self.vreg(); temps.append(t)
+        self.emit(f"v_mov_b32_e32 {t}, {s}")
+        srcs[i] = t
+    if inst.fmt in ("VOP1", "VOP2", "VOPC"):
+      plain = inst.fmt == "VOP1" or (is_vgpr(srcs[1]) and not any(s.startswith(("-", "|")) for s in srcs))
+      if name == "v_cndmask_b32": plain = plain and srcs[2] == "vcc_lo"
+      if plain:
+        if name == "v_cndmask_b32": self.emit(f"{name}_e32 {dst}, {srcs[0]}, {srcs[1]}, vcc_lo")
+        else: self.emit(f"{name}_e32 {dst}, {', '.join(srcs)}")
+      else: self.emit(f"{name}_e64 {dst}, {', '.join(srcs)}")
+    else: self.emit(f"{name} {dst}, {', '.join(srcs)}")
+    for t in temps: self.release(t)
+
+  def ref(self, u: UOp, dt: DType | None = None) -> str:
+    """u's operand text: its register, or a constant formatted for an operation on dt (default u's own dtype)."""
+    if u.op is Ops.CONST: return const_text(u.arg, dt or u.dtype)
+    return self.loc[u]
+
+  def vref(self, u: UOp) -> str:
+    """u in a VGPR (constants are moved into a temporary the caller frees through self.temps)."""
+    r = self.ref(u)
+    if is_vgpr(r): return r
+    t = self.vreg()
+    self.emit(f"v_mov_b32_e32 {t}, {r}")
+    self.temps.append(t)
+    return t
+
+  # ***** the kernel *****
+  def source(self) -> str:
+    for i, (a, _) in enumerate(self.params): self.emit(f"s_load_b64 s[{FIRST_PARAM_SGPR + 2 * a}:{FIRST_PARAM_SGPR + 2 * a + 1}], s[0:1], {8 * a:#x}")
+    vbase = FIRST_PARAM_SGPR + 2 * self.nbufs
+    for j, _ in enumerate(self.vars): self.emit(f"s_load_b32 s{vbase + j}, s[0:1], {8 * self.nbufs + 4 * j:#x}")
+    if self.params or self.vars: self.emit("s_waitcnt lgkmcnt(0)")
+    for i, u in enumerate(self.uops):
+      self.temps: list[str] = []
+      self.render_uop(u)
+      for t in self.temps: self.release(t)
+      for s in set(u.src) | {u}:
+        if self.last.get(s) == i and s in self.loc and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.loc[s]):
+          self.release(self.loc.pop(s))
+    self.emit("s_endpgm")
+    head = [f".kernel {self.name}", f".vgprs {self.max_v}", f".sgprs {self.max_s}", f".args {self.nbufs}", f".vars {len(self.vars)}",
+            f".group {'local' if self.local else GROUP}"]
+    return "\n".join(head + self.lines) + "\n"
+
+  def render_uop(self, u: UOp) -> None:
+    op = u.op
+    if op is Ops.CONST: return
+    if op is Ops.DEFINE_GLOBAL: self.loc[u] = f"s[{FIRST_PARAM_SGPR + 2 * u.arg}:{FIRST_PARAM_SGPR + 2 * u.arg + 1}]"; return
+    if op is Ops.DEFINE_VAR:
+      d = self.loc[u] = self.vreg()
+      self.emit(f"v_mov_b32_e32 {d}, s{FIRST_PARAM_SGPR + 2 * self.nbufs + self.vars.index(u)}")
+      return
+    if op is Ops.SPECIAL: return self.special(u)
+    if op is Ops.INDEX:
+      d = self.loc[u] = self.vreg()
+      size = u.src[0].dtype.base.itemsize
+      idx = u.src[1]
+      if idx.op is Ops.CONST: self.emit(f"v_mov_b32_e32 {d}, {const_text(idx.arg * size, dtypes.uint32)}")
+      else: self.vop("v_lshlrev_b32", d, str(size.bit_length() - 1), self.ref(idx))
+      return
+    if op is Ops.LOAD:
+      idx = u.src[0]
+      d = self.loc[u] = self.vreg()
+      kind = {1: "u8", 4: "b32"}[u.dtype.itemsize]
+      self.emit(f"global_load_{kind} {d}, {self.loc[idx]}, {self.loc[idx.src[0]]}")
+      self.emit("s_waitcnt vmcnt(0)")
+      return
+    if op is Ops.STORE:
+      idx, val = u.src[0], u.src[1]
+      kind = {1: "b8", 4: "b32"}[val.dtype.itemsize]
+      self.emit(f"global_store_{kind} {self.loc[idx]}, {self.vref(val)}, {self.loc[idx.src[0]]}")
+      return
+    if op is Ops.RANGE:
+      top, end, save = self.label(), self.label(), self.sreg()
+      d = self.loc[u] = self.vreg()
+      self.emit(f"v_mov_b32_e32 {d}, 0")
+      self.emit(f"s_mov_b32 {save}, exec_lo")
+      self.lines.append(f"{top}:")
+      # lanes whose counter reached the end stop (exec), the loop ends when no lane is left
+      self.vop("v_cmp_gt_i32", "vcc_lo", self.ref(u.src[0], dtypes.int32), d)
+      self.emit("s_and_b32 exec_lo, exec_lo, vcc_lo")
+      self.emit(f"s_cbranch_execz {end}")
+      self.loops.append((top, end, save))
+      return
+    if op is Ops.ENDRANGE:
+      top, end, save = self.loops.pop()
+      d = self.loc[u.src[0]]
+      self.vop("v_add_nc_u32", d, "1", d)
+      self.emit(f"s_branch {top}")
+      self.lines.append(f"{end}:")
+      self.emit(f"s_mov_b32 exec_lo, {save}")
+      self.next_s -= 1
+      return
+    if op is Ops.DEFINE_ACC:
+      d = self.loc[u] = self.vreg(self.nregs(u.dtype))
+      self.emit(f"v_mov_b32_e32 {d}, {self.ref(u.src[0])}")
+      return
+    if op is Ops.ASSIGN:
+      acc = self.loc[u.src[0]]
+      self.loc[u] = acc
+      if self.ref(u.src[1]) != acc: self.emit(f"v_mov_b32_e32 {acc}, {self.ref(u.src[1])}")
+      return
+    if op is Ops.CAST: return self.cast(u)
+    if op is Ops.BITCAST:
+      if u.dtype.itemsize != u.src[0].dtype.itemsize: raise UnsupportedError(f"backend AMD cannot bitcast {u.src[0].dtype.name} to {u.dtype.name}")
+      d = self.loc[u] = self.vreg()
+      self.emit(f"v_mov_b32_e32 {d}, {self.ref(u.src[0])}")
+      return
+    if op in GroupOp.ALU: return self.alu(u)
+    raise UnsupportedError(f"backend AMD cannot render {op} in kernel {self.name}")
+
+  def nregs(self, dt: DType) -> int: return 2 if dt.itemsize == 8 else 1
+
+  def special(self, u: UOp) -> None:
+    kind, dim = u.arg[:4], int(u.arg[4:])
+    d = self.loc[u] = self.vreg()
+    if kind == "lidx": self.emit(f"v_bfe_u32 {d}, v0, {10 * dim}, 10")
+    elif self.local or dim > 0: self.emit(f"v_mov_b32_e32 {d}, s{2 + dim}")
+    else: self.emit(f"v_lshl_add_u32 {d}, s2, {GROUP.bit_length() - 1}, v0")   # workgroup id x * GROUP + work-item id x
+
+  def select(self, d: str, cond_true: str, if_false: str) -> None:
+    """d = vcc ? cond_true : if_false."""
+    self.vop("v_cndmask_b32", d, if_false, cond_true, "vcc_lo")
+
+  def bool_from_vcc(self, d: str) -> None: self.vop("v_cndmask_b32", d, "0", "1", "vcc_lo")
+
+  def cast(self, u: UOp) -> None:
+    x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
+    d = self.loc[u] = self.vreg()
+    a = self.ref(x)
+    if dst == dtypes.bool:
+      self.vop("v_cmp_neq_f32" if dtypes.is_float(src) else "v_cmp_ne_u32", "vcc_lo", "0", self.vref(x))
+      return self.bool_from_vcc(d)
+    if dst == dtypes.float32 and src != dst:
+      return self.vop("v_cvt_f32_i32" if src == dtypes.int32 else "v_cvt_f32_u32", d, a)
+    if src == dtypes.float32 and dst != src:
+      return self.vop("v_cvt_i32_f32" if dst == dtypes.int32 else "v_cvt_u32_f32", d, a)
+    self.emit(f"v_mov_b32_e32 {d}, {a}")   # between 32-bit integers (and from bool's 0/1): the same bits
+
+  def alu(self, u: UOp) -> None:
+    op, srcs = u.op, u.src
+    t = srcs[-1].dtype.scalar
+    isf, isb, signed = dtypes.is_float(t), t == dtypes.bool, t == dtypes.int32
+    a = [self.ref(s, t) for s in srcs]
+    d = self.loc[u] = self.vreg()
+    if op is Ops.WHERE:
+      self.vop("v_cmp_ne_u32", "vcc_lo", "0", self.vref(srcs[0]))
+      return self.select(d, a[1], a[2])
+    if op in GroupOp.Comparison:
+      if isf: name = {Ops.CMPLT: "v_cmp_lt_f32", Ops.CMPNE: "v_cmp_neq_f32", Ops.CMPEQ: "v_cmp_eq_f32"}[op]
+      else: name = {Ops.CMPLT: "v_cmp_lt_i32" if signed else "v_cmp_lt_u32", Ops.CMPNE: "v_cmp_ne_u32", Ops.CMPEQ: "v_cmp_eq_u32"}[op]
+      self.vop(name, "vcc_lo", a[0], a[1])
+      return self.bool_from_vcc(d)
+    if isb:
+      name = {Ops.ADD: "v_or_b32", Ops.OR: "v_or_b32", Ops.MAX: "v_or_b32", Ops.MUL: "v_and_b32", Ops.AND: "v_and_b32", Ops.XOR: "v_xor_b32"}.get(op)
+      if op is Ops.NEG: return self.vop("v_xor_b32", d, "1", a[0])
+      if name is None: raise UnsupportedError(f"backend AMD has no {op} on bool")
+      return self.vop(name, d, a[0], a[1])
+    if isf: return self.float_alu(u, d, a)
+    simple = {Ops.ADD: "v_add_nc_u32", Ops.SUB: "v_sub_nc_u32", Ops.MUL: "v_mul_lo_u32", Ops.AND: "v_and_b32", Ops.OR: "v_or_b32",
+              Ops.XOR: "v_xor_b32", Ops.MAX: "v_max_i32" if signed else "v_max_u32"}
+    if op in simple: return self.vop(simple[op], d, a[0], a[1])
+    if op is Ops.NEG: return self.vop("v_sub_nc_u32", d, "0", a[0])
+    if op in (Ops.SHL, Ops.SHR):   # the shift amount is the first operand, masked to 5 bits by the hardware
+      return self.vop("v_lshlrev_b32" if op is Ops.SHL else "v_ashrrev_i32" if signed else "v_lshrrev_b32", d, a[1], a[0])
+    if op is Ops.MULACC:
+      self.vop("v_mul_lo_u32", d, a[0], a[1])
+      return self.vop("v_add_nc_u32", d, a[2], d)
+    if op in (Ops.IDIV, Ops.MOD): return self.int_divmod(d, a[0], a[1], signed, op is Ops.MOD)
+    raise UnsupportedError(f"backend AMD has no {op} on {t.name}")
+
+  def float_alu(self, u: UOp, d: str, a: list[str]) -> None:
+    op, srcs = u.op, u.src
+    simple = {Ops.ADD: "v_add_f32", Ops.SUB: "v_sub_f32", Ops.MUL: "v_mul_f32"}
+    if op in simple: return self.vop(simple[op], d, a[0], a[1])
+    unary = {Ops.SQRT: "v_sqrt_f32", Ops.RECIP: "v_rcp_f32", Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
+    if op in unary: return self.vop(unary[op], d, a[0])
+    if op is Ops.NEG: return self.vop("v_xor_b32", d, "0x80000000", a[0])
+    if op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be
+      self.vop("v_mul_f32", d, a[0], a[1])
+      return self.vop("v_add_f32", d, a[2], d)
+    if op is Ops.MAX:   # NaN in either gives NaN; of equal values (0 and -0) the first
+      self.vop("v_cmp_lt_f32", "vcc_lo", a[0], a[1])
+      self.select(d, a[1], a[0])
+      self.vop("v_cmp_u_f32", "vcc_lo", a[0], a[1])
+      return self.select(d, "0x7fc00000", d)
+    if op is Ops.FDIV: return self.fdiv(d, a[0], a[1])
+    if op is Ops.SIN: return self.sin(d, a[0])
+    raise UnsupportedError(f"backend AMD has no {op} on float32")
+
+  def fdiv(self, d: str, n: str, den: str) -> None:
+    """n / den: a reciprocal refined by one Newton step on the quotient, then div_fixup for zeros, infinities and NaN."""
+    r, e = self.vreg(), self.vreg()
+    nv, dv = (self.to_vgpr(x) for x in (n, den))
+    self.vop("v_rcp_f32", r, dv)
+    self.vop("v_mul_f32", d, nv, r)
+    self.vop("v_fma_f32", e, f"-{dv}", d, nv)
+    self.vop("v_fma_f32", d, e, r, d)
+    self.vop("v_div_fixup_f32", d, d, dv, nv)
+    self.release(r); self.release(e)
+
+  def sin(self, d: str, x: str) -> None:
+    """sin(x): x reduced by the nearest multiple k of 2*pi (k*2*pi subtracted in two parts with fma, exact for large k),
+    then the hardware sine, which takes revolutions."""
+    k = self.vreg()
+    xv = self.to_vgpr(x)
+    self.vop("v_mul_f32", k, "0.15915494", xv)
+    self.vop("v_rndne_f32", k, k)
+    self.vop("v_fma_f32", d, f"-{k}", const_text(TWO_PI_HI, dtypes.float32), xv)
+    self.vop("v_fma_f32", d, f"-{k}", const_text(TWO_PI_LO, dtypes.float32), d)
+    self.vop("v_mul_f32", d, "0.15915494", d)
+    self.vop("v_sin_f32", d, d)
+    self.release(k)
+
+  def to_vgpr(self, x: str) -> str:
+    if is_vgpr(x): return x
+    t = self.vreg()
+    self.temps.append(t)
+    self.emit(f"v_mov_b32_e32 {t}, {x}")
+    return t
+
+  def int_divmod(self, d: str, a: str, b: str, signed: bool, mod: bool) -> None:
+    """Exact 32-bit division: a float reciprocal of b scaled to 2^32, one Newton step in integers, the quotient from the
+    high product, and two corrections. b == 0 gives 0; signed operands divide as magnitudes and take their signs back."""
+    av, bv = self.to_vgpr(a), self.to_vgpr(b)
+    inv, t, q, r = self.vreg(), self.vreg(), self.vreg(), self.vreg()
+    tmps = [inv, t, q, r]
+    if signed:
+      sa, sb = self.vreg(), self.vreg()
+      tmps += [sa, sb]
+      ua, ub = self.vreg(), self.vreg()
+      tmps += [ua, ub]
+      for s, x, ux in ((sa, av, ua), (sb, bv, ub)):
+        self.vop("v_ashrrev_i32", s, "31", x)
+        self.vop("v_add_nc_u32", ux, x, s)
+        self.vop("v_xor_b32", ux, ux, s)
+      av, bv = ua, ub
+    self.vop("v_cvt_f32_u32", inv, bv)
+    self.vop("v_rcp_iflag_f32", inv, inv)
+    self.vop("v_mul_f32", inv, "0x4f7ffffe", inv)
+    self.vop("v_cvt_u32_f32", inv, inv)
+    self.vop("v_sub_nc_u32", t, "0", bv)
+    self.vop("v_mul_lo_u32", t, t, inv)
+    self.vop("v_mul_hi_u32", t, inv, t)
+    self.vop("v_add_nc_u32", inv, inv, t)
+    self.vop("v_mul_hi_u32", q, av, inv)
+    self.vop("v_mul_lo_u32", t, q, bv)
+    self.vop("v_sub_nc_u32", r, av, t)
+    for _ in range(2):
+      self.vop("v_cmp_le_u32", "vcc_lo", bv, r)
+      self.vop("v_add_nc_u32", t, "1", q)
+      self.select(q, t, q)
+      self.vop("v_sub_nc_u32", t, r, bv)
+      self.select(r, t, r)
+    res = r if mod else q
+    if signed:   # the quotient's sign is sign(a) ^ sign(b), the remainder's sign(a): (x ^ s) - s negates where s = -1
+      s = sa if mod else sb
+      if not mod: self.vop("v_xor_b32", s, sa, sb)
+      self.vop("v_xor_b32", res, res, s)
+      self.vop("v_sub_nc_u32", res, res, s)
+    self.vop("v_cmp_eq_u32", "vcc_lo", "0", bv)
+    self.select(d, "0", res)
+    for x in tmps: self.release(x)
