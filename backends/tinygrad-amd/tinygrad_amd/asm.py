@@ -37,7 +37,7 @@ def parse_constant(text: str, t: str) -> Operand:
     if t in ("f32", "f64", "f16"):
       if v in FLOAT_INLINE and not (v == 0.0): return Operand(FLOAT_INLINE[v])
       if v == 0.0 and str(text).lstrip("-") == text: return Operand(128)
-      if abs(v - INV_2PI_VALUE) < 1e-9: return Operand(INV_2PI)
+      if t != "f64" and float_bits(v, "f32") == float_bits(INV_2PI_VALUE, "f32"): return Operand(INV_2PI)
       if t == "f64": raise AsmError(f"no 32-bit literal for the 64-bit float {text}: load it into registers")
       return Operand(LITERAL, float_bits(v, t))
     raise AsmError(f"float constant {text} for a {t} operand")
