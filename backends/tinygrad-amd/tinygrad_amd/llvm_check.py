@@ -92,7 +92,8 @@ def normalize(text: str) -> str:
   text = re.sub(r"_e(32|64)\b", "", text.strip().split("//")[0].split(";")[0].strip())
   text = re.sub(r"\s+", " ", text)
   text = re.sub(r"0x([0-9a-f]+)", lambda m: str(int(m.group(1), 16)), text)
-  return text.replace(", ", ",")
+  text = text.replace(", ", ",")
+  return re.sub(r"^(s_load_\w+ .*),null$", r"\1,0", text)   # llvm-objdump names a zero offset by its null soffset
 
 def objdump_lines(path: str, objdump: str) -> list[str]:
   r = subprocess.run([objdump, "-d", "--mcpu=gfx1100", "--no-show-raw-insn", path], capture_output=True, text=True)
