@@ -33,14 +33,12 @@ def parse_constant(text: str, t: str) -> Operand:
   """An inline constant where the hardware has one for this value and operand type, else a 32-bit literal."""
   is_float_text = re.fullmatch(r"-?\d+\.\d*(e[-+]?\d+)?", text) is not None
   if is_float_text:
-    v = float(text)
-    if t in ("f32", "f64", "f16"):
-      if v in FLOAT_INLINE and not (v == 0.0): return Operand(FLOAT_INLINE[v])
-      if v == 0.0 and str(text).lstrip("-") == text: return Operand(128)
-      if t != "f64" and float_bits(v, "f32") == float_bits(INV_2PI_VALUE, "f32"): return Operand(INV_2PI)
-      if t == "f64": raise AsmError(f"no 32-bit literal for the 64-bit float {text}: load it into registers")
-      return Operand(LITERAL, float_bits(v, t))
-    raise AsmError(f"float constant {text} for a {t} operand")
+    v = float(text)   # on a 32-bit integer operand a float constant means its float32 bits, as in LLVM's syntax
+    if v in FLOAT_INLINE: return Operand(FLOAT_INLINE[v])
+    if v == 0.0 and not text.startswith("-"): return Operand(128)
+    if t != "f64" and float_bits(v, "f32") == float_bits(INV_2PI_VALUE, "f32"): return Operand(INV_2PI)
+    if regs(t) == 2: raise AsmError(f"no 32-bit literal for the 64-bit operand {text}: load it into registers")
+    return Operand(LITERAL, float_bits(v, "f16" if t == "f16" else "f32"))
   try: v = int(text, 0)
   except ValueError: raise AsmError(f"cannot parse operand {text!r}") from None
   if 0 <= v <= 64: return Operand(128 + v)
