@@ -13,10 +13,17 @@ PACKAGES = {
   "train": ["-e", f"{ROOT}[examples]", "-e", str(ROOT / "backends/tinygrad-cpu")],
   "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
 }
-OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu"]}  # installed when present; its tests skip without a Vulkan adapter
+OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu",   # installed when present; its tests skip without a Vulkan adapter
+                     ROOT / "backends/tinygrad-amd"]}
 
-# extra configurations of a backend the conformance suite also runs: (name, extra environment, what it needs on PATH)
-VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))]}
+# extra configurations of a backend the conformance suite also runs: (name, extra environment, what it needs on PATH
+# (any one of them; nothing: always runs), a check run after it with the same environment or None)
+AMD_CACHE = VENV / "cache-amd"   # the AMD emulator run's code objects, which llvm-objdump then disassembles
+VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"), None)],
+            "AMD": [("AMD on the RDNA3 emulator", {"AMD_EMULATE": "1", "TINYCORE_CACHE": str(AMD_CACHE)}, (),
+                     [PY, "-m", "tinygrad_amd.llvm_check", AMD_CACHE])]}
+# backends whose plain run needs hardware (a path that exists only with it); without it only their variants run
+HARDWARE = {"AMD": "/dev/kfd"}
 
 def run(*cmd, **kw) -> None:
   print("+", " ".join(str(c) for c in cmd), flush=True)
@@ -45,13 +52,16 @@ def main(argv: list[str]) -> int:
   # the core and backend tests, then the conformance suite once per installed backend
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
   for dev in installed_backends():
-    run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
-    for what, env, needs in VARIANTS.get(dev, []):
-      if not any(shutil.which(n) for n in needs):
+    if dev in HARDWARE and not os.path.exists(HARDWARE[dev]): print(f"conformance: {dev} on hardware skipped: no {HARDWARE[dev]}")
+    else: run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
+    for what, env, needs, check in VARIANTS.get(dev, []):
+      if needs and not any(shutil.which(n) for n in needs):
         if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
         print(f"conformance: {what} skipped: none of {needs} is installed"); continue
       print(f"conformance: {what} ({' '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
+      if "TINYCORE_CACHE" in env: shutil.rmtree(env["TINYCORE_CACHE"], ignore_errors=True)
       run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **env})
+      if check is not None: run(*check, cwd=ROOT, env={**os.environ, **env})
   return 0
 
 if __name__ == "__main__":

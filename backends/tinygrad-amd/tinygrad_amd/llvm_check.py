@@ -131,7 +131,10 @@ def check_cache_dir(root: str, objdump: str) -> tuple[int, list[str]]:
 
 if __name__ == "__main__":
   objdump = find_tool("llvm-objdump")
-  if objdump is None: sys.exit("llvm_check: llvm-objdump-19 is not installed (apt-get install llvm-19)")
+  if objdump is None:
+    why = "llvm_check: llvm-objdump-19 is not installed (apt-get install llvm-19)"
+    if os.environ.get("CI"): sys.exit(why + ", and CI must run this check")
+    sys.exit(print(why + "; the code objects were not cross-checked") or 0)
   count, problems = check_cache_dir(sys.argv[1], objdump)
   print(f"llvm_check: {count} AMD code objects disassembled by llvm-objdump, {len(problems)} differ from ours")
   for p in problems[:20]: print("  " + p)
