@@ -207,3 +207,42 @@ def test_integer_division_is_exact_on_random_and_edge_values(amd):
   A, B = Tensor(a, device="AMD"), Tensor(b, device="AMD")
   assert np.array_equal(A.idiv(B).numpy(), a // b)
   assert np.array_equal((A.fmod(B)).numpy(), a % b)
+
+# ***** KFD: the ioctl structures against the installed kernel header *****
+
+def test_kfd_structures_match_kfd_ioctl_h(tmp_path):
+  """Sizes, field offsets and ioctl numbers of our ctypes structures, compared with what a C compiler makes of
+  <linux/kfd_ioctl.h> (linux-libc-dev)."""
+  import ctypes, shutil
+  from tinygrad_amd import kfd
+  cc, header = shutil.which("cc") or shutil.which("gcc"), "/usr/include/linux/kfd_ioctl.h"
+  if cc is None or not os.path.exists(header):
+    why = "needs a C compiler and linux/kfd_ioctl.h (apt-get install gcc linux-libc-dev)"
+    if os.environ.get("CI"): pytest.fail(f"CI is set but the test {why}")
+    pytest.skip(why)
+  lines, expect = [], []
+  for name, (_, nr, st) in kfd.IOCTLS.items():
+    lines.append(f'printf("%zu\\n", sizeof(struct {st.__name__}));'); expect.append(ctypes.sizeof(st))
+    for f, _ in st._fields_:
+      lines.append(f'printf("%zu\\n", offsetof(struct {st.__name__}, {f}));'); expect.append(getattr(st, f).offset)
+    lines.append(f'printf("%lu\\n", (unsigned long)AMDKFD_IOC_{name});'); expect.append(kfd.IOCTL_NUMBERS[name])
+  (tmp_path / "drm").mkdir()   # the header includes <drm/drm.h> (libdrm-dev) for nothing these structures use
+  (tmp_path / "drm" / "drm.h").write_text("#include <linux/types.h>\n")
+  src = tmp_path / "layout.c"
+  src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <linux/kfd_ioctl.h>\nint main(void) {\n" + "\n".join(lines) + "\nreturn 0; }\n")
+  subprocess.run([cc, "-I", str(tmp_path), "-o", str(tmp_path / "layout"), str(src)], check=True)
+  got = [int(x) for x in subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout.split()]
+  assert got == expect, [(l, g, e) for l, g, e in zip(lines, got, expect) if g != e]
+
+def test_aql_dispatch_packet_layout():
+  from tinygrad_amd.kfd import dispatch_packet
+  pkt = dispatch_packet(0x1000, 0x2000, 0x3000, (300, 2, 1), (128, 1, 1), 512)
+  assert len(pkt) == 64 and pkt[0] == 2 and struct.unpack_from("<H", pkt, 2)[0] == 3   # kernel dispatch, 3 dimensions
+  assert struct.unpack_from("<3H", pkt, 4) == (128, 1, 1) and struct.unpack_from("<3I", pkt, 12) == (300, 2, 1)
+  assert struct.unpack_from("<IQQ", pkt, 28) == (512, 0x1000, 0x2000) and struct.unpack_from("<Q", pkt, 56)[0] == 0x3000
+
+def test_without_kfd_the_driver_says_what_to_do(monkeypatch):
+  from tinygrad_amd import kfd
+  from tinycore.runtime.errors import DeviceError
+  monkeypatch.setattr(kfd, "KFD_PATH", "/nonexistent/kfd")
+  with pytest.raises(DeviceError, match="AMD_EMULATE=1"): kfd.KFDDevice(0)

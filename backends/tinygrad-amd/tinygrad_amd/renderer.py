@@ -26,13 +26,26 @@ def const_text(value, dt: DType) -> str:
   sv = v - (1 << 32) if v >= 1 << 31 else v
   return str(sv) if -16 <= sv <= 64 else f"0x{v:08x}"
 
+# 8- and 16-bit integers live in 32-bit registers sign- or zero-extended, wrapped back to their width after every op that
+# can leave it; half and bfloat16 live as float32 holding a value of their type, rounded back (to nearest even) after
+# every op. A single float32 add, mul, div or sqrt rounded once to half is the correctly rounded half result.
+SMALL_INTS = {dtypes.int8: 8, dtypes.uint8: 8, dtypes.int16: 16, dtypes.uint16: 16}
+HALFS = (dtypes.float16, dtypes.bfloat16)
+EXACT_FLOAT_OPS = (Ops.NEG, Ops.MAX, Ops.TRUNC, Ops.WHERE)   # results already values of the operands' type
+LOADS = {dtypes.bool: "u8", dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.float16: "u16",
+         dtypes.bfloat16: "u16"}
+STORES = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
+
+def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
+
 def is_vgpr(x: str) -> bool: return x.startswith("v")
 def is_literal(x: str) -> bool: return x.startswith("0x")
 
 class RDNA3Renderer(Renderer):
   """gfx1100, wave32. global ids from workgroup ids and work-item ids; local ids when the kernel has lidx SPECIALs."""
   device = "AMD"
-  supported_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32})
+  supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
+                                dtypes.float16, dtypes.bfloat16, dtypes.float32})
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
@@ -172,16 +185,18 @@ class _Kernel:
       else: self.vop("v_lshlrev_b32", d, str(size.bit_length() - 1), self.ref(idx))
       return
     if op is Ops.LOAD:
-      idx = u.src[0]
+      idx, dt = u.src[0], u.dtype.scalar
       d = self.loc[u] = self.vreg()
-      kind = {1: "u8", 4: "b32"}[u.dtype.itemsize]
-      self.emit(f"global_load_{kind} {d}, {self.loc[idx]}, {self.loc[idx.src[0]]}")
+      self.emit(f"global_load_{LOADS.get(dt, 'b32')} {d}, {self.loc[idx]}, {self.loc[idx.src[0]]}")
       self.emit("s_waitcnt vmcnt(0)")
+      if dt == dtypes.float16: self.vop("v_cvt_f32_f16", d, d)
+      if dt == dtypes.bfloat16: self.vop("v_lshlrev_b32", d, "16", d)
       return
     if op is Ops.STORE:
       idx, val = u.src[0], u.src[1]
-      kind = {1: "b8", 4: "b32"}[val.dtype.itemsize]
-      self.emit(f"global_store_{kind} {self.loc[idx]}, {self.vref(val)}, {self.loc[idx.src[0]]}")
+      v = self.vref(val)
+      if val.dtype.scalar in HALFS: v = self.half_bits(v, val.dtype.scalar)
+      self.emit(f"global_store_{STORES[val.dtype.itemsize]} {self.loc[idx]}, {v}, {self.loc[idx.src[0]]}")
       return
     if op is Ops.RANGE:
       top, end, save = self.label(), self.label(), self.sreg()
@@ -214,11 +229,7 @@ class _Kernel:
       if self.ref(u.src[1]) != acc: self.emit(f"v_mov_b32_e32 {acc}, {self.ref(u.src[1])}")
       return
     if op is Ops.CAST: return self.cast(u)
-    if op is Ops.BITCAST:
-      if u.dtype.itemsize != u.src[0].dtype.itemsize: raise UnsupportedError(f"backend AMD cannot bitcast {u.src[0].dtype.name} to {u.dtype.name}")
-      d = self.loc[u] = self.vreg()
-      self.emit(f"v_mov_b32_e32 {d}, {self.ref(u.src[0])}")
-      return
+    if op is Ops.BITCAST: return self.bitcast(u)
     if op in GroupOp.ALU: return self.alu(u)
     raise UnsupportedError(f"backend AMD cannot render {op} in kernel {self.name}")
 
@@ -237,6 +248,45 @@ class _Kernel:
 
   def bool_from_vcc(self, d: str) -> None: self.vop("v_cndmask_b32", d, "0", "1", "vcc_lo")
 
+  def half_bits(self, v: str, dt: DType) -> str:
+    """The 16 bits of a half/bfloat16 value held as float32 (exact: the value is one of the type), in a temporary."""
+    t = self.vreg()
+    self.temps.append(t)
+    if dt == dtypes.float16:
+      self.vop("v_cvt_f16_f32", t, v)
+      self.vop("v_and_b32", t, "0xffff", t)
+    else: self.vop("v_lshrrev_b32", t, "16", v)
+    return t
+
+  def round_to(self, d: str, dt: DType) -> None:
+    """d (a float32) rounded to the nearest half/bfloat16, ties to even, kept as float32."""
+    if dt == dtypes.float16:
+      self.vop("v_cvt_f16_f32", d, d)
+      return self.vop("v_cvt_f32_f16", d, d)
+    t = self.vreg()
+    self.vop("v_bfe_u32", t, d, "16", "1")
+    self.vop("v_add3_u32", t, d, t, "0x7fff")
+    self.vop("v_and_b32", t, "0xffff0000", t)
+    self.vop("v_cmp_u_f32", "vcc_lo", d, d)
+    self.select(d, "0x7fc00000", t)   # NaN stays NaN (the carry could have made it infinite)
+    self.release(t)
+
+  def wrap(self, d: str, dt: DType) -> None:
+    """d wrapped to an 8/16-bit integer's width: sign- or zero-extended from its low bits."""
+    bits = SMALL_INTS[dt]
+    if signed(dt): self.vop("v_bfe_i32", d, d, "0", str(bits))
+    else: self.vop("v_and_b32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
+
+  def bitcast(self, u: UOp) -> None:
+    x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
+    if dst.itemsize != src.itemsize or dtypes.bool in (src, dst): raise UnsupportedError(f"backend AMD cannot bitcast {src.name} to {dst.name}")
+    d = self.loc[u] = self.vreg()
+    v = self.half_bits(self.vref(x), src) if src in HALFS else self.ref(x)
+    self.emit(f"v_mov_b32_e32 {d}, {v}")
+    if dst == dtypes.float16: self.vop("v_cvt_f32_f16", d, d)
+    elif dst == dtypes.bfloat16: self.vop("v_lshlrev_b32", d, "16", d)
+    elif dst in SMALL_INTS: self.wrap(d, dst)
+
   def cast(self, u: UOp) -> None:
     x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
     d = self.loc[u] = self.vreg()
@@ -244,18 +294,37 @@ class _Kernel:
     if dst == dtypes.bool:
       self.vop("v_cmp_neq_f32" if dtypes.is_float(src) else "v_cmp_ne_u32", "vcc_lo", "0", self.vref(x))
       return self.bool_from_vcc(d)
-    if dst == dtypes.float32 and src != dst:
-      return self.vop("v_cvt_f32_i32" if src == dtypes.int32 else "v_cvt_f32_u32", d, a)
-    if src == dtypes.float32 and dst != src:
-      return self.vop("v_cvt_i32_f32" if dst == dtypes.int32 else "v_cvt_u32_f32", d, a)
-    self.emit(f"v_mov_b32_e32 {d}, {a}")   # between 32-bit integers (and from bool's 0/1): the same bits
+    if dtypes.is_float(dst):   # every float here is a float32 register: from an int convert, then round to half/bfloat16
+      if dtypes.is_float(src): self.emit(f"v_mov_b32_e32 {d}, {a}")
+      else: self.vop("v_cvt_f32_i32" if signed(src) else "v_cvt_f32_u32", d, a)
+      if dst in HALFS and src != dst: self.round_to(d, dst)
+      return
+    if dtypes.is_float(src):   # saturating conversion (NaN -> 0), then clamped to a narrower integer's range
+      self.vop("v_cvt_i32_f32" if signed(dst) else "v_cvt_u32_f32", d, a)
+      if dst in SMALL_INTS:
+        bits = SMALL_INTS[dst]
+        if signed(dst):
+          self.vop("v_max_i32", d, const_text(-(1 << (bits - 1)), dtypes.int32), d)
+          self.vop("v_min_i32", d, const_text((1 << (bits - 1)) - 1, dtypes.int32), d)
+        else: self.vop("v_min_u32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
+      return
+    self.emit(f"v_mov_b32_e32 {d}, {a}")   # between integers (and from bool's 0/1): the same low bits, wrapped to a narrower type
+    if dst in SMALL_INTS and (src == dtypes.bool or dst.itemsize < src.itemsize or signed(dst) != signed(src)): self.wrap(d, dst)
 
   def alu(self, u: UOp) -> None:
     op, srcs = u.op, u.src
     t = srcs[-1].dtype.scalar
-    isf, isb, signed = dtypes.is_float(t), t == dtypes.bool, t == dtypes.int32
+    isf, isb, sgn = dtypes.is_float(t), t == dtypes.bool, signed(t)
     a = [self.ref(s, t) for s in srcs]
     d = self.loc[u] = self.vreg()
+    self.alu32(u, d, a, t, isf, isb, sgn)
+    if op in GroupOp.Comparison or op is Ops.WHERE: return
+    if t in SMALL_INTS and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.IDIV, Ops.MULACC): self.wrap(d, t)
+    if t in HALFS and op not in EXACT_FLOAT_OPS: self.round_to(d, t)
+
+  def alu32(self, u: UOp, d: str, a: list[str], t: DType, isf: bool, isb: bool, signed: bool) -> None:
+    """u computed on 32-bit registers (float32 for the float types, i32/u32 for the integers)."""
+    op, srcs = u.op, u.src
     if op is Ops.WHERE:
       self.vop("v_cmp_ne_u32", "vcc_lo", "0", self.vref(srcs[0]))
       return self.select(d, a[1], a[2])
@@ -275,6 +344,9 @@ class _Kernel:
     if op in simple: return self.vop(simple[op], d, a[0], a[1])
     if op is Ops.NEG: return self.vop("v_sub_nc_u32", d, "0", a[0])
     if op in (Ops.SHL, Ops.SHR):   # the shift amount is the first operand, masked to 5 bits by the hardware
+      if t in SMALL_INTS:   # narrower types mask it to their own width
+        self.vop("v_and_b32", d, str(SMALL_INTS[t] - 1), a[1])
+        a = [a[0], d]
       return self.vop("v_lshlrev_b32" if op is Ops.SHL else "v_ashrrev_i32" if signed else "v_lshrrev_b32", d, a[1], a[0])
     if op is Ops.MULACC:
       self.vop("v_mul_lo_u32", d, a[0], a[1])
@@ -289,8 +361,9 @@ class _Kernel:
     unary = {Ops.SQRT: "v_sqrt_f32", Ops.RECIP: "v_rcp_f32", Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
     if op in unary: return self.vop(unary[op], d, a[0])
     if op is Ops.NEG: return self.vop("v_xor_b32", d, "0x80000000", a[0])
-    if op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be
+    if op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be (half: to half; bfloat16 math is float32)
       self.vop("v_mul_f32", d, a[0], a[1])
+      if u.dtype.scalar == dtypes.float16: self.round_to(d, dtypes.float16)
       return self.vop("v_add_f32", d, a[2], d)
     if op is Ops.MAX:   # NaN in either gives NaN; of equal values (0 and -0) the first
       self.vop("v_cmp_lt_f32", "vcc_lo", a[0], a[1])
@@ -299,7 +372,7 @@ class _Kernel:
       return self.select(d, "0x7fc00000", d)
     if op is Ops.FDIV: return self.fdiv(d, a[0], a[1])
     if op is Ops.SIN: return self.sin(d, a[0])
-    raise UnsupportedError(f"backend AMD has no {op} on float32")
+    raise UnsupportedError(f"backend AMD has no {op} on {u.dtype.scalar.name}")
 
   def fdiv(self, d: str, n: str, den: str) -> None:
     """n / den: a reciprocal refined by one Newton step on the quotient, then div_fixup for zeros, infinities and NaN."""
