@@ -68,6 +68,7 @@ def _sh(b): return np.asarray(b, U32) & U32(31)
 # carry-writing instructions return (result, carry bools)
 VALU = {
   "v_mov_b32": lambda a: a, "v_not_b32": lambda a: ~a,
+  "v_clz_i32_u32": lambda a: np.where(a == 0, -1, 32 - np.frexp(np.asarray(a, np.float64))[1]).astype(np.int32),
   "v_add_f32": np.add, "v_sub_f32": np.subtract, "v_subrev_f32": lambda a, b: b - a, "v_mul_f32": np.multiply,
   "v_add_f64": np.add, "v_mul_f64": np.multiply,
   "v_min_f32": np.fmin, "v_max_f32": np.fmax, "v_min_f64": np.fmin, "v_max_f64": np.fmax,

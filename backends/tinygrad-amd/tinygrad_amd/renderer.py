@@ -35,6 +35,11 @@ EXACT_FLOAT_OPS = (Ops.NEG, Ops.MAX, Ops.TRUNC, Ops.WHERE)   # results already v
 LOADS = {dtypes.bool: "u8", dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.float16: "u16",
          dtypes.bfloat16: "u16"}
 STORES = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
+WIDE_INTS = (dtypes.int64, dtypes.uint64)   # in VGPR pairs (low word first); arithmetic through carry chains
+
+def halves(pair: str) -> tuple[str, str]:
+  lo = int(pair[2:].split(":")[0])
+  return f"v{lo}", f"v{lo + 1}"
 
 def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
 
@@ -45,7 +50,7 @@ class RDNA3Renderer(Renderer):
   """gfx1100, wave32. global ids from workgroup ids and work-item ids; local ids when the kernel has lidx SPECIALs."""
   device = "AMD"
   supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
-                                dtypes.float16, dtypes.bfloat16, dtypes.float32})
+                                dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32})
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
@@ -186,15 +191,15 @@ class _Kernel:
       return
     if op is Ops.LOAD:
       idx, dt = u.src[0], u.dtype.scalar
-      d = self.loc[u] = self.vreg()
-      self.emit(f"global_load_{LOADS.get(dt, 'b32')} {d}, {self.loc[idx]}, {self.loc[idx.src[0]]}")
+      d = self.loc[u] = self.vreg(self.nregs(dt))
+      self.emit(f"global_load_{LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32')} {d}, {self.loc[idx]}, {self.loc[idx.src[0]]}")
       self.emit("s_waitcnt vmcnt(0)")
       if dt == dtypes.float16: self.vop("v_cvt_f32_f16", d, d)
       if dt == dtypes.bfloat16: self.vop("v_lshlrev_b32", d, "16", d)
       return
     if op is Ops.STORE:
       idx, val = u.src[0], u.src[1]
-      v = self.vref(val)
+      v = self.pair(val) if val.dtype.itemsize == 8 else self.vref(val)
       if val.dtype.scalar in HALFS: v = self.half_bits(v, val.dtype.scalar)
       self.emit(f"global_store_{STORES[val.dtype.itemsize]} {self.loc[idx]}, {v}, {self.loc[idx.src[0]]}")
       return
@@ -221,12 +226,11 @@ class _Kernel:
       return
     if op is Ops.DEFINE_ACC:
       d = self.loc[u] = self.vreg(self.nregs(u.dtype))
-      self.emit(f"v_mov_b32_e32 {d}, {self.ref(u.src[0])}")
+      self.move(d, u.src[0])
       return
     if op is Ops.ASSIGN:
-      acc = self.loc[u.src[0]]
-      self.loc[u] = acc
-      if self.ref(u.src[1]) != acc: self.emit(f"v_mov_b32_e32 {acc}, {self.ref(u.src[1])}")
+      self.loc[u] = self.loc[u.src[0]]
+      self.move(self.loc[u], u.src[1])
       return
     if op is Ops.CAST: return self.cast(u)
     if op is Ops.BITCAST: return self.bitcast(u)
@@ -234,6 +238,28 @@ class _Kernel:
     raise UnsupportedError(f"backend AMD cannot render {op} in kernel {self.name}")
 
   def nregs(self, dt: DType) -> int: return 2 if dt.itemsize == 8 else 1
+
+  def move(self, d: str, x: UOp) -> None:
+    """d = x, for one register or a pair."""
+    if self.ref(x) == d: return
+    if d.startswith("v["):
+      for dh, xh in zip(halves(d), self.words(x)): self.emit(f"v_mov_b32_e32 {dh}, {xh}")
+    else: self.emit(f"v_mov_b32_e32 {d}, {self.ref(x)}")
+
+  def words(self, x: UOp) -> tuple[str, str]:
+    """The low and high 32-bit words of a 64-bit value: registers, or constants."""
+    if x.op is Ops.CONST:
+      v = int(x.arg) & (2**64 - 1)
+      return const_text(v & 0xffffffff, dtypes.uint32), const_text(v >> 32, dtypes.uint32)
+    return halves(self.loc[x])
+
+  def pair(self, x: UOp) -> str:
+    """x's 64-bit value in a VGPR pair (a constant is moved into a temporary pair)."""
+    if x.op is not Ops.CONST: return self.loc[x]
+    t = self.vreg(2)
+    self.temps.append(t)
+    for th, xh in zip(halves(t), self.words(x)): self.emit(f"v_mov_b32_e32 {th}, {xh}")
+    return t
 
   def special(self, u: UOp) -> None:
     kind, dim = u.arg[:4], int(u.arg[4:])
@@ -280,6 +306,9 @@ class _Kernel:
   def bitcast(self, u: UOp) -> None:
     x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
     if dst.itemsize != src.itemsize or dtypes.bool in (src, dst): raise UnsupportedError(f"backend AMD cannot bitcast {src.name} to {dst.name}")
+    if dst.itemsize == 8:
+      self.loc[u] = self.vreg(2)
+      return self.move(self.loc[u], x)
     d = self.loc[u] = self.vreg()
     v = self.half_bits(self.vref(x), src) if src in HALFS else self.ref(x)
     self.emit(f"v_mov_b32_e32 {d}, {v}")
@@ -289,6 +318,7 @@ class _Kernel:
 
   def cast(self, u: UOp) -> None:
     x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
+    if src in WIDE_INTS or dst in WIDE_INTS: return self.cast64(u, x, src, dst)
     d = self.loc[u] = self.vreg()
     a = self.ref(x)
     if dst == dtypes.bool:
@@ -314,6 +344,7 @@ class _Kernel:
   def alu(self, u: UOp) -> None:
     op, srcs = u.op, u.src
     t = srcs[-1].dtype.scalar
+    if t in WIDE_INTS: return self.alu64(u, t)
     isf, isb, sgn = dtypes.is_float(t), t == dtypes.bool, signed(t)
     a = [self.ref(s, t) for s in srcs]
     d = self.loc[u] = self.vreg()
@@ -447,3 +478,199 @@ class _Kernel:
     self.vop("v_cmp_eq_u32", "vcc_lo", "0", bv)
     self.select(d, "0", res)
     for x in tmps: self.release(x)
+
+  # ***** 64-bit integers: pairs of VGPRs *****
+
+  def alu64(self, u: UOp, t: DType) -> None:
+    op, srcs = u.op, u.src
+    if op in GroupOp.Comparison:
+      d = self.loc[u] = self.vreg()
+      name = {Ops.CMPLT: "v_cmp_lt_i64" if signed(t) else "v_cmp_lt_u64", Ops.CMPNE: "v_cmp_ne_u64", Ops.CMPEQ: "v_cmp_eq_u64"}[op]
+      self.vop(name, "vcc_lo", self.pair(srcs[0]), self.pair(srcs[1]))
+      return self.bool_from_vcc(d)
+    d = self.loc[u] = self.vreg(2)
+    (dl, dh) = halves(d)
+    if op is Ops.WHERE:
+      self.vop("v_cmp_ne_u32", "vcc_lo", "0", self.vref(srcs[0]))
+      for dx, a, b in zip((dl, dh), self.words(srcs[1]), self.words(srcs[2])): self.select(dx, a, b)
+      return
+    if op is Ops.MAX:
+      self.vop("v_cmp_lt_i64" if signed(t) else "v_cmp_lt_u64", "vcc_lo", self.pair(srcs[0]), self.pair(srcs[1]))
+      for dx, a, b in zip((dl, dh), self.words(srcs[0]), self.words(srcs[1])): self.select(dx, b, a)
+      return
+    if op in (Ops.AND, Ops.OR, Ops.XOR):
+      name = {Ops.AND: "v_and_b32", Ops.OR: "v_or_b32", Ops.XOR: "v_xor_b32"}[op]
+      for dx, a, b in zip((dl, dh), self.words(srcs[0]), self.words(srcs[1])): self.vop(name, dx, a, b)
+      return
+    if op in (Ops.SHL, Ops.SHR):   # the amount's low word; the hardware takes it mod 64
+      name = "v_lshlrev_b64" if op is Ops.SHL else "v_ashrrev_i64" if signed(t) else "v_lshrrev_b64"
+      return self.vop(name, d, self.words(srcs[1])[0], self.pair(srcs[0]))
+    if op is Ops.NEG: return self.sub64(d, ("0", "0"), self.words(srcs[0]))
+    if op in (Ops.ADD, Ops.SUB): return (self.add64 if op is Ops.ADD else self.sub64)(d, self.words(srcs[0]), self.words(srcs[1]))
+    if op in (Ops.MUL, Ops.MULACC):
+      self.mul64(d, self.words(srcs[0]), self.words(srcs[1]))
+      if op is Ops.MULACC: self.add64(d, halves(d), self.words(srcs[2]))
+      return
+    if op in (Ops.IDIV, Ops.MOD): return self.divmod64(d, srcs[0], srcs[1], signed(t), op is Ops.MOD)
+    raise UnsupportedError(f"backend AMD has no {op} on {t.name}")
+
+  def vgpr_words(self, w: tuple[str, str]) -> tuple[str, str]: return (w[0], self.to_vgpr(w[1]))
+  def add64(self, d: str, a: tuple[str, str], b: tuple[str, str]) -> None:
+    dl, dh = halves(d)
+    b = self.vgpr_words(b)
+    self.vop("v_add_co_u32", dl, "vcc_lo", a[0], b[0])
+    self.emit(f"v_add_co_ci_u32_e32 {dh}, vcc_lo, {a[1]}, {b[1]}, vcc_lo")
+  def sub64(self, d: str, a: tuple[str, str], b: tuple[str, str]) -> None:
+    dl, dh = halves(d)
+    b = self.vgpr_words(b)
+    self.vop("v_sub_co_u32", dl, "vcc_lo", a[0], b[0])
+    self.emit(f"v_sub_co_ci_u32_e32 {dh}, vcc_lo, {a[1]}, {b[1]}, vcc_lo")
+  def mul64(self, d: str, a: tuple[str, str], b: tuple[str, str]) -> None:
+    """The low 64 bits of a * b: the full product of the low words, plus both cross products in the high word."""
+    dl, dh = halves(d)
+    t = self.vreg()
+    self.vop("v_mad_u64_u32", d, "null", self.to_vgpr(a[0]), self.to_vgpr(b[0]), "0")
+    for x, y in ((a[0], b[1]), (a[1], b[0])):
+      self.vop("v_mul_lo_u32", t, x, y)
+      self.vop("v_add_nc_u32", dh, t, dh)
+    self.release(t)
+
+  def abs64(self, d: str, w: tuple[str, str], sign: str) -> None:
+    """d = |w| given sign = w's sign word (0 or -1): (w ^ sign) - sign."""
+    dl, dh = halves(d)
+    self.vop("v_xor_b32", dl, w[0], sign)
+    self.vop("v_xor_b32", dh, w[1], sign)
+    self.sub64(d, (dl, dh), (sign, sign))
+
+  def divmod64(self, d: str, a: UOp, b: UOp, signed: bool, mod: bool) -> None:
+    """Exact 64-bit division by shift and subtract, one quotient bit per step (64 steps, a uniform loop on an SGPR).
+    Signed operands divide as magnitudes and take their signs back; b == 0 gives 0."""
+    an, bn, q, r, t = (self.vreg(2) for _ in range(5))
+    regs = [an, bn, q, r, t]
+    aw, bw = self.words(a), self.words(b)
+    if signed:
+      sa, sb = self.vreg(), self.vreg()
+      regs += [sa, sb]
+      self.vop("v_ashrrev_i32", sa, "31", aw[1]); self.vop("v_ashrrev_i32", sb, "31", bw[1])
+      self.abs64(an, aw, sa); self.abs64(bn, bw, sb)
+    else:
+      self.move(an, a); self.move(bn, b)
+    for x in (q, r):
+      for h in halves(x): self.emit(f"v_mov_b32_e32 {h}, 0")
+    (ql, qh), (rl, rh), (tl, th) = halves(q), halves(r), halves(t)
+    n, top = self.sreg(), self.label()
+    self.emit(f"s_movk_i32 {n}, 0x3f")
+    self.lines.append(f"{top}:")
+    self.vop("v_lshlrev_b64", r, "1", r)
+    self.vop("v_lshrrev_b64", t, n, an)
+    self.vop("v_and_b32", tl, "1", tl)
+    self.vop("v_or_b32", rl, rl, tl)
+    self.vop("v_lshlrev_b64", q, "1", q)
+    self.sub64(t, (rl, rh), halves(bn))
+    self.vop("v_cmp_ge_u64", "vcc_lo", r, bn)
+    self.select(rl, tl, rl); self.select(rh, th, rh)
+    self.bool_from_vcc(tl)
+    self.vop("v_or_b32", ql, ql, tl)
+    self.emit(f"s_sub_u32 {n}, {n}, 1")
+    self.emit(f"s_cbranch_scc0 {top}")
+    self.next_s -= 1
+    res = r if mod else q
+    if signed:
+      s = sa if mod else sb
+      if not mod: self.vop("v_xor_b32", s, sa, sb)
+      self.abs64(res, halves(res), s)   # (x ^ s) - s negates where s = -1
+    self.vop("v_cmp_eq_u64", "vcc_lo", "0", bn)
+    for dx, x in zip(halves(d), halves(res)): self.select(dx, "0", x)
+    for x in regs: self.release(x)
+
+  def cast64(self, u: UOp, x: UOp, src: DType, dst: DType) -> None:
+    if dst in WIDE_INTS:
+      d = self.loc[u] = self.vreg(2)
+      dl, dh = halves(d)
+      if src in WIDE_INTS: return self.move(d, x)
+      if dtypes.is_float(src): return self.float_to_int64(d, self.to_vgpr(self.ref(x)), signed(dst))
+      self.emit(f"v_mov_b32_e32 {dl}, {self.ref(x)}")   # from a 32-bit (or narrower, extended) integer or bool
+      if signed(src): self.vop("v_ashrrev_i32", dh, "31", dl)
+      else: self.emit(f"v_mov_b32_e32 {dh}, 0")
+      return
+    d = self.loc[u] = self.vreg()
+    lo, hi = self.words(x)
+    if dst == dtypes.bool:
+      self.vop("v_or_b32", d, lo, hi)
+      self.vop("v_cmp_ne_u32", "vcc_lo", "0", d)
+      return self.bool_from_vcc(d)
+    if dtypes.is_float(dst):
+      self.int64_to_float(d, self.pair(x), signed(src))
+      if dst in HALFS: self.round_to(d, dst)
+      return
+    self.emit(f"v_mov_b32_e32 {d}, {lo}")   # to a narrower integer: the low bits
+    if dst in SMALL_INTS: self.wrap(d, dst)
+
+  def int64_to_float(self, d: str, x: str, signed: bool) -> None:
+    """A 64-bit integer to float32, rounded once: the magnitude shifted so its top bit is bit 63, the high word converted
+    with the low word's bits as a sticky bit (so ties round right), scaled back by 2^(32 - shift)."""
+    m, sh, t, ex = self.vreg(2), self.vreg(), self.vreg(), self.vreg()
+    ml, mh = halves(m)
+    xl, xh = halves(x)
+    s = None
+    if signed:
+      s = self.vreg()
+      self.vop("v_ashrrev_i32", s, "31", xh)
+      self.abs64(m, (xl, xh), s)
+      x, xl, xh = m, ml, mh
+    self.vop("v_cvt_f32_u32", d, xl)   # exact rounding when the high word is 0
+    self.vop("v_clz_i32_u32", sh, xh)  # -1 when the high word is 0
+    self.vop("v_sub_nc_u32", ex, "32", sh)
+    self.vop("v_lshlrev_b64", m, sh, x)
+    self.vop("v_cmp_ne_u32", "vcc_lo", "0", ml)
+    self.bool_from_vcc(t)
+    self.vop("v_or_b32", t, mh, t)
+    self.vop("v_cvt_f32_u32", t, t)
+    self.vop("v_ldexp_f32", t, t, ex)
+    self.vop("v_cmp_ne_u32", "vcc_lo", "-1", sh)
+    self.select(d, t, d)
+    if s is not None:
+      self.vop("v_and_b32", s, "0x80000000", s)
+      self.vop("v_xor_b32", d, d, s)
+      self.release(s)
+    for r in (m, sh, t, ex): self.release(r)
+
+  def float_to_int64(self, d: str, x: str, signed: bool) -> None:
+    """float32 to a 64-bit integer, truncating: the 24-bit significand shifted by the exponent; saturating at the type's
+    limits, NaN to 0 (the hardware has no such conversion)."""
+    dl, dh = halves(d)
+    e, m, t = self.vreg(), self.vreg(2), self.vreg(2)
+    ml, mh = halves(m)
+    tl, th = halves(t)
+    def pick(vals: tuple[str, str]) -> None:   # d = vcc ? vals : d
+      self.select(dl, vals[0], dl); self.select(dh, vals[1], dh)
+    self.vop("v_bfe_u32", e, x, "23", "8")
+    self.vop("v_sub_nc_u32", e, e, "0x7f")
+    self.vop("v_and_b32", ml, "0x7fffff", x)
+    self.vop("v_or_b32", ml, "0x800000", ml)
+    self.emit(f"v_mov_b32_e32 {mh}, 0")
+    self.vop("v_sub_nc_u32", tl, e, "23")
+    self.vop("v_lshlrev_b64", d, tl, m)    # exponent >= 23: the significand shifted left
+    self.vop("v_sub_nc_u32", tl, "23", e)
+    self.vop("v_lshrrev_b64", t, tl, m)    # below: shifted right, truncating
+    self.vop("v_cmp_gt_i32", "vcc_lo", "23", e)
+    pick((tl, th))
+    self.vop("v_cmp_gt_i32", "vcc_lo", "0", e)   # |x| < 1
+    pick(("0", "0"))
+    if signed:
+      self.sub64(t, ("0", "0"), (dl, dh))
+      self.vop("v_cmp_gt_i32", "vcc_lo", "0", x)   # x < 0: its sign bit
+      pick((tl, th))
+      self.vop("v_ashrrev_i32", th, "31", x)
+      self.vop("v_not_b32", tl, th)                 # the limit of x's sign: 0x7fff...ffff or 0x8000...0000
+      self.vop("v_xor_b32", th, "0x7fffffff", th)
+      self.vop("v_cmp_le_i32", "vcc_lo", "63", e)
+      pick((tl, th))
+    else:
+      self.vop("v_cmp_le_i32", "vcc_lo", "64", e)
+      pick(("-1", "-1"))
+      self.vop("v_cmp_gt_i32", "vcc_lo", "0", x)
+      pick(("0", "0"))
+    self.vop("v_cmp_u_f32", "vcc_lo", x, x)
+    pick(("0", "0"))
+    for r in (e, m, t): self.release(r)
