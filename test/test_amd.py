@@ -186,8 +186,14 @@ def test_renders_without_a_device():
   src = get_program(t.schedule()[-1].ast, RDNA3Renderer()).src
   assert "s_endpgm" in src and "global_store_b32" in src and "s_cbranch_execz" in src
 
-def test_undeclared_dtype_is_refused(amd):
-  with pytest.raises(UnsupportedError, match="AMD"): (Tensor([1, 2], dtype=dtypes.float64, device="AMD") + 1).realize()
+def test_running_out_of_registers_is_a_clear_error():
+  from tinygrad_amd.renderer import _Kernel
+  k = _Kernel("k", [])
+  for _ in range(255): k.vreg()   # v0 holds the work-item ids
+  with pytest.raises(UnsupportedError, match="AMD.*256 VGPRs"): k.vreg()
+  k.next_s = 105
+  k.sreg()
+  with pytest.raises(UnsupportedError, match="AMD.*SGPRs"): k.sreg()
 
 def test_kernels_end_to_end(amd):
   a = np.random.default_rng(0).standard_normal((33, 17)).astype(np.float32)
@@ -199,6 +205,24 @@ def test_kernels_end_to_end(amd):
   j = np.array([2, 2, -1, -1, 0, 3], np.int32)
   got = (Tensor(i, device="AMD").idiv(Tensor(j, device="AMD"))).numpy()
   assert got.tolist() == [3, -3, -(2**31 - 1), -2**31, 0, 0]
+
+def test_64bit_integers_and_float64(amd):
+  rng = np.random.default_rng(2)
+  a = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64), [-2**63, 2**63 - 1, 0, 7, -7]])
+  b = np.concatenate([rng.integers(-2**63, 2**63 - 1, 150, dtype=np.int64), rng.integers(-1000, 1000, 150), [-1, 2, 0, 0, 2]]).astype(np.int64)
+  A, B = Tensor(a, device="AMD"), Tensor(b, device="AMD")
+  with np.errstate(all="ignore"): assert np.array_equal((A * B + A).numpy(), a * b + a)
+  q = [0 if y == 0 else int(abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a.tolist(), b.tolist())]
+  assert A.idiv(B).tolist() == [((v + 2**63) % 2**64) - 2**63 for v in q]
+  assert np.array_equal(A.cast(dtypes.float32).numpy(), a.astype(np.float32))   # rounded once
+  x = np.concatenate([rng.standard_normal(64) * 4, [1e-310, 5e-324, 1e300, -0.0, np.inf, np.nan]])
+  X = Tensor(x, device="AMD")
+  with np.errstate(all="ignore"):
+    np.testing.assert_allclose((X / 3.0 + X.reciprocal()).numpy(), x / 3.0 + 1 / x, rtol=1e-14)
+    np.testing.assert_allclose(X.exp2().numpy(), np.exp2(x), rtol=1e-14)
+    np.testing.assert_allclose(X.abs().log2().numpy(), np.log2(np.abs(x)), rtol=1e-14)
+    np.testing.assert_allclose(X[:64].sin().numpy(), np.sin(x[:64]), rtol=1e-13, atol=1e-15)
+    assert np.array_equal(X.cast(dtypes.float16).numpy(), x.astype(np.float16), equal_nan=True)   # one rounding
 
 def test_integer_division_is_exact_on_random_and_edge_values(amd):
   rng = np.random.default_rng(1)

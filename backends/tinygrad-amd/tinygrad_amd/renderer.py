@@ -7,6 +7,7 @@ from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
+from tinygrad_amd.f64math import f64_transcendentals
 
 GROUP = 128          # work-items per workgroup of a launch without local sizes (4 waves of 32)
 FIRST_PARAM_SGPR = 6  # s[0:1] kernarg pointer, s2..s4 workgroup ids, s5 spare; buffer pointers from s6 in pairs
@@ -50,7 +51,7 @@ class RDNA3Renderer(Renderer):
   """gfx1100, wave32. global ids from workgroup ids and work-item ids; local ids when the kernel has lidx SPECIALs."""
   device = "AMD"
   supported_dtypes = frozenset({dtypes.bool, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32,
-                                dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32})
+                                dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
@@ -59,6 +60,7 @@ class RDNA3Renderer(Renderer):
   max_buffers = 32
   index_bits = 32
   upcast_max = 4
+  extra_matcher = f64_transcendentals
   def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(name, uops).source()
 
 class _Kernel:
@@ -249,7 +251,7 @@ class _Kernel:
   def words(self, x: UOp) -> tuple[str, str]:
     """The low and high 32-bit words of a 64-bit value: registers, or constants."""
     if x.op is Ops.CONST:
-      v = int(x.arg) & (2**64 - 1)
+      v = struct.unpack("<Q", struct.pack("<d", float(x.arg)))[0] if x.dtype.scalar == dtypes.float64 else int(x.arg) & (2**64 - 1)
       return const_text(v & 0xffffffff, dtypes.uint32), const_text(v >> 32, dtypes.uint32)
     return halves(self.loc[x])
 
@@ -318,6 +320,7 @@ class _Kernel:
 
   def cast(self, u: UOp) -> None:
     x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
+    if dtypes.float64 in (src, dst): return self.cast_f64(u, x, src, dst)
     if src in WIDE_INTS or dst in WIDE_INTS: return self.cast64(u, x, src, dst)
     d = self.loc[u] = self.vreg()
     a = self.ref(x)
@@ -345,6 +348,7 @@ class _Kernel:
     op, srcs = u.op, u.src
     t = srcs[-1].dtype.scalar
     if t in WIDE_INTS: return self.alu64(u, t)
+    if t == dtypes.float64: return self.alu_f64(u)
     isf, isb, sgn = dtypes.is_float(t), t == dtypes.bool, signed(t)
     a = [self.ref(s, t) for s in srcs]
     d = self.loc[u] = self.vreg()
@@ -588,7 +592,11 @@ class _Kernel:
       d = self.loc[u] = self.vreg(2)
       dl, dh = halves(d)
       if src in WIDE_INTS: return self.move(d, x)
-      if dtypes.is_float(src): return self.float_to_int64(d, self.to_vgpr(self.ref(x)), signed(dst))
+      if dtypes.is_float(src):
+        wide = self.vreg(2)
+        self.temps.append(wide)
+        self.vop("v_cvt_f64_f32", wide, self.ref(x))   # exact
+        return self.float_to_int64(d, wide, signed(dst))
       self.emit(f"v_mov_b32_e32 {dl}, {self.ref(x)}")   # from a 32-bit (or narrower, extended) integer or bool
       if signed(src): self.vop("v_ashrrev_i32", dh, "31", dl)
       else: self.emit(f"v_mov_b32_e32 {dh}, 0")
@@ -636,41 +644,161 @@ class _Kernel:
     for r in (m, sh, t, ex): self.release(r)
 
   def float_to_int64(self, d: str, x: str, signed: bool) -> None:
-    """float32 to a 64-bit integer, truncating: the 24-bit significand shifted by the exponent; saturating at the type's
-    limits, NaN to 0 (the hardware has no such conversion)."""
+    """float64 (a pair) to a 64-bit integer, truncating: the 53-bit significand shifted by the exponent; saturating at the
+    type's limits, NaN to 0 (the hardware has no such conversion)."""
     dl, dh = halves(d)
+    xl, xh = halves(x)
     e, m, t = self.vreg(), self.vreg(2), self.vreg(2)
     ml, mh = halves(m)
     tl, th = halves(t)
     def pick(vals: tuple[str, str]) -> None:   # d = vcc ? vals : d
       self.select(dl, vals[0], dl); self.select(dh, vals[1], dh)
-    self.vop("v_bfe_u32", e, x, "23", "8")
-    self.vop("v_sub_nc_u32", e, e, "0x7f")
-    self.vop("v_and_b32", ml, "0x7fffff", x)
-    self.vop("v_or_b32", ml, "0x800000", ml)
-    self.emit(f"v_mov_b32_e32 {mh}, 0")
-    self.vop("v_sub_nc_u32", tl, e, "23")
-    self.vop("v_lshlrev_b64", d, tl, m)    # exponent >= 23: the significand shifted left
-    self.vop("v_sub_nc_u32", tl, "23", e)
+    self.vop("v_bfe_u32", e, xh, "20", "11")
+    self.vop("v_sub_nc_u32", e, e, "0x3ff")
+    self.emit(f"v_mov_b32_e32 {ml}, {xl}")
+    self.vop("v_and_b32", mh, "0xfffff", xh)
+    self.vop("v_or_b32", mh, "0x100000", mh)
+    self.vop("v_sub_nc_u32", tl, e, "52")
+    self.vop("v_lshlrev_b64", d, tl, m)    # exponent >= 52: the significand shifted left
+    self.vop("v_sub_nc_u32", tl, "52", e)
     self.vop("v_lshrrev_b64", t, tl, m)    # below: shifted right, truncating
-    self.vop("v_cmp_gt_i32", "vcc_lo", "23", e)
+    self.vop("v_cmp_gt_i32", "vcc_lo", "52", e)
     pick((tl, th))
     self.vop("v_cmp_gt_i32", "vcc_lo", "0", e)   # |x| < 1
     pick(("0", "0"))
     if signed:
       self.sub64(t, ("0", "0"), (dl, dh))
-      self.vop("v_cmp_gt_i32", "vcc_lo", "0", x)   # x < 0: its sign bit
+      self.vop("v_cmp_gt_i32", "vcc_lo", "0", xh)   # x < 0: its sign bit
       pick((tl, th))
-      self.vop("v_ashrrev_i32", th, "31", x)
-      self.vop("v_not_b32", tl, th)                 # the limit of x's sign: 0x7fff...ffff or 0x8000...0000
+      self.vop("v_ashrrev_i32", th, "31", xh)
+      self.vop("v_not_b32", tl, th)                  # the limit of x's sign: 0x7fff...ffff or 0x8000...0000
       self.vop("v_xor_b32", th, "0x7fffffff", th)
       self.vop("v_cmp_le_i32", "vcc_lo", "63", e)
       pick((tl, th))
     else:
       self.vop("v_cmp_le_i32", "vcc_lo", "64", e)
       pick(("-1", "-1"))
-      self.vop("v_cmp_gt_i32", "vcc_lo", "0", x)
+      self.vop("v_cmp_gt_i32", "vcc_lo", "0", xh)
       pick(("0", "0"))
-    self.vop("v_cmp_u_f32", "vcc_lo", x, x)
+    self.vop("v_cmp_u_f64", "vcc_lo", x, x)
     pick(("0", "0"))
     for r in (e, m, t): self.release(r)
+
+  # ***** float64: VGPR pairs, the hardware's double-precision instructions *****
+
+  def alu_f64(self, u: UOp) -> None:
+    op, srcs = u.op, u.src
+    if op in GroupOp.Comparison:
+      d = self.loc[u] = self.vreg()
+      name = {Ops.CMPLT: "v_cmp_lt_f64", Ops.CMPNE: "v_cmp_neq_f64", Ops.CMPEQ: "v_cmp_eq_f64"}[op]
+      self.vop(name, "vcc_lo", self.pair(srcs[0]), self.pair(srcs[1]))
+      return self.bool_from_vcc(d)
+    d = self.loc[u] = self.vreg(2)
+    dl, dh = halves(d)
+    if op is Ops.WHERE:
+      self.vop("v_cmp_ne_u32", "vcc_lo", "0", self.vref(srcs[0]))
+      for dx, a, b in zip((dl, dh), self.words(srcs[1]), self.words(srcs[2])): self.select(dx, a, b)
+      return
+    a = [self.pair(x) for x in srcs]
+    if op is Ops.ADD: return self.vop("v_add_f64", d, a[0], a[1])
+    if op is Ops.SUB: return self.vop("v_add_f64", d, a[0], f"-{a[1]}")
+    if op is Ops.MUL: return self.vop("v_mul_f64", d, a[0], a[1])
+    if op is Ops.MULACC:
+      self.vop("v_mul_f64", d, a[0], a[1])
+      return self.vop("v_add_f64", d, d, a[2])
+    if op is Ops.NEG:
+      xl, xh = halves(a[0])
+      self.emit(f"v_mov_b32_e32 {dl}, {xl}")
+      return self.vop("v_xor_b32", dh, "0x80000000", xh)
+    if op is Ops.TRUNC: return self.vop("v_trunc_f64", d, a[0])
+    if op is Ops.SQRT: return self.vop("v_sqrt_f64", d, a[0])
+    if op is Ops.MAX:   # NaN in either gives NaN; of equal values the first
+      self.vop("v_cmp_lt_f64", "vcc_lo", a[0], a[1])
+      for dx, x, y in zip((dl, dh), halves(a[0]), halves(a[1])): self.select(dx, y, x)
+      self.vop("v_cmp_u_f64", "vcc_lo", a[0], a[1])
+      self.select(dl, "0", dl)
+      return self.select(dh, "0x7ff80000", dh)
+    if op in (Ops.FDIV, Ops.RECIP): return self.fdiv_f64(d, "1.0" if op is Ops.RECIP else a[0], a[-1])
+    raise UnsupportedError(f"backend AMD has no {op} on float64")
+
+  def fdiv_f64(self, d: str, n: str, den: str) -> None:
+    """n / den: the hardware reciprocal refined by two Newton steps, one correction of the quotient, and div_fixup for
+    zeros, infinities and NaN. A denominator near the ends of the range is scaled by 2^(-+64) with the numerator first, so
+    its reciprocal is a normal number (the quotient is unchanged: both scale alike)."""
+    r, e, ns, ds = self.vreg(2), self.vreg(2), self.vreg(2), self.vreg(2)
+    if not n.startswith("v"):
+      nv = self.vreg(2); self.temps.append(nv)
+      self.vop("v_cvt_f64_f32", nv, n)   # the constant 1.0
+      n = nv
+    (el, eh) = halves(e)
+    self.emit(f"v_mov_b32_e32 {el}, 0")
+    self.emit(f"v_mov_b32_e32 {eh}, 0")   # the scale exponent, in e's high word
+    self.vop("v_cmp_gt_f64", "vcc_lo", self.pair(UOp.const(dtypes.float64, 2.0 ** -960)), f"|{den}|")
+    self.select(eh, "64", eh)
+    self.vop("v_cmp_lt_f64", "vcc_lo", self.pair(UOp.const(dtypes.float64, 2.0 ** 960)), f"|{den}|")
+    self.select(eh, "-64", eh)
+    self.vop("v_ldexp_f64", ns, n, eh)
+    self.vop("v_ldexp_f64", ds, den, eh)
+    self.vop("v_rcp_f64", r, ds)
+    for _ in range(2):
+      self.vop("v_fma_f64", e, f"-{ds}", r, "1.0")
+      self.vop("v_fma_f64", r, r, e, r)
+    self.vop("v_mul_f64", d, ns, r)
+    self.vop("v_fma_f64", e, f"-{ds}", d, ns)
+    self.vop("v_fma_f64", e, e, r, d)
+    self.vop("v_cmp_u_f64", "vcc_lo", e, e)   # a quotient that overflowed: the correction is inf - inf, keep it
+    for dx, ex in zip(halves(d), halves(e)): self.select(dx, dx, ex)
+    self.vop("v_div_fixup_f64", d, d, den, n)
+    for x in (r, e, ns, ds): self.release(x)
+
+  def cast_f64(self, u: UOp, x: UOp, src: DType, dst: DType) -> None:
+    if dst == dtypes.float64:
+      d = self.loc[u] = self.vreg(2)
+      if src == dtypes.float64: return self.move(d, x)
+      if dtypes.is_float(src): return self.vop("v_cvt_f64_f32", d, self.ref(x))
+      if src in WIDE_INTS:   # high word * 2^32 + low word: both exact, one rounding in the add
+        lo, hi = self.words(x)
+        t = self.vreg(2)
+        self.vop("v_cvt_f64_i32" if signed(src) else "v_cvt_f64_u32", d, hi)
+        self.vop("v_ldexp_f64", d, d, "32")
+        self.vop("v_cvt_f64_u32", t, lo)
+        self.vop("v_add_f64", d, d, t)
+        return self.release(t)
+      return self.vop("v_cvt_f64_i32" if signed(src) else "v_cvt_f64_u32", d, self.ref(x))
+    xp = self.pair(x)
+    if dst in WIDE_INTS:
+      d = self.loc[u] = self.vreg(2)
+      return self.float_to_int64(d, xp, signed(dst))
+    d = self.loc[u] = self.vreg()
+    if dst == dtypes.bool:
+      self.vop("v_cmp_neq_f64", "vcc_lo", "0", xp)
+      return self.bool_from_vcc(d)
+    if dst == dtypes.float16: return self.f64_to_f16(d, xp)
+    if dtypes.is_float(dst):
+      self.vop("v_cvt_f32_f64", d, xp)
+      if dst == dtypes.bfloat16: self.round_to(d, dst)   # float64 -> float32 -> bfloat16, as the reference semantics
+      return
+    self.vop("v_cvt_i32_f64" if signed(dst) else "v_cvt_u32_f64", d, xp)
+    if dst in SMALL_INTS:
+      bits = SMALL_INTS[dst]
+      if signed(dst):
+        self.vop("v_max_i32", d, const_text(-(1 << (bits - 1)), dtypes.int32), d)
+        self.vop("v_min_i32", d, const_text((1 << (bits - 1)) - 1, dtypes.int32), d)
+      else: self.vop("v_min_u32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
+
+  def f64_to_f16(self, d: str, x: str) -> None:
+    """float64 to half rounded once: to float32 rounding to odd (truncate, then set the last bit when inexact), which
+    keeps the information a second rounding to half needs."""
+    back, t = self.vreg(2), self.vreg()
+    self.vop("v_cvt_f32_f64", d, x)
+    self.vop("v_cvt_f64_f32", back, d)
+    self.vop("v_cmp_gt_f64", "vcc_lo", f"|{back}|", f"|{x}|")
+    self.vop("v_add_nc_u32", t, "-1", d)
+    self.select(d, t, d)   # rounded away from zero: step back toward it
+    self.vop("v_cmp_neq_f64", "vcc_lo", back, x)
+    self.vop("v_or_b32", t, "1", d)
+    self.select(d, t, d)   # inexact: odd
+    self.vop("v_cmp_u_f64", "vcc_lo", x, x)
+    self.select(d, "0x7fc00000", d)
+    self.round_to(d, dtypes.float16)
+    self.release(back); self.release(t)
