@@ -17,6 +17,7 @@ class Operand:
 REG_RE = re.compile(r"^([sv])(\d+)$|^([sv])\[(\d+):(\d+)\]$")
 FLOAT_INLINE = {v: k for k, v in INLINE_FLOATS.items()}
 INV_2PI_VALUE = 0.15915494309189535
+F32_INLINE_BITS = {struct.unpack("<I", struct.pack("<f", v))[0]: k for k, v in {**INLINE_FLOATS, INV_2PI: INV_2PI_VALUE}.items()}
 
 def parse_reg(text: str) -> tuple[str, int, int] | None:
   """("s"/"v", first register, count) of a register operand, else None."""
@@ -45,6 +46,7 @@ def parse_constant(text: str, t: str) -> Operand:
   if -16 <= v <= -1: return Operand(192 - v)
   if regs(t) == 2: raise AsmError(f"no literal for the 64-bit operand {text}: load it into registers")
   if not -(1 << 31) <= v < (1 << 32): raise AsmError(f"constant {text} does not fit 32 bits")
+  if t != "f16" and (code := F32_INLINE_BITS.get(v & 0xffffffff)) is not None: return Operand(code)   # as LLVM: the inline float
   return Operand(LITERAL, v & 0xffffffff)
 
 def parse_operand(text: str, kind: str, t: str) -> Operand:

@@ -188,7 +188,7 @@ class State:
     self.done = np.zeros(waves, bool)
     self.lds = np.zeros((lds_groups, max(lds_bytes, 4)), np.uint8)
     self.group = np.zeros(waves, np.int64)   # workgroup of each wave (its LDS)
-    self.literal: int | None = None
+    self.mem: Memory | None = None
 
 class Program:
   """A decoded kernel: each instruction turned into a step function once, run for every launch."""

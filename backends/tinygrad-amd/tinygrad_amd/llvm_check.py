@@ -20,7 +20,7 @@ def _source_variants(kind: str, t: str, fld: str) -> list[str]:
   if kind == "a": vs.append(_reg("s", 12, t))
   vs += ["0", "-3", "64"]
   if regs(t) == 1 or t == "f64": vs += ["1.0", "-0.5"] + (["0.15915494"] if t != "f64" else [])
-  if regs(t) == 1 and t != "f16" and fld in ("src0", "ssrc0"): vs += ["0x3f8ccccd" if t[0] == "f" else "0x12345"]
+  if regs(t) == 1 and t != "f16" and fld in ("src0", "ssrc0"): vs += ["0x3f8ccccd" if t[0] == "f" else "0x12345", "0x40000000"]
   return vs
 
 def sample_lines(inst: Inst) -> list[str]:

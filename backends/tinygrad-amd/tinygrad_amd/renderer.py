@@ -148,14 +148,7 @@ class _Kernel:
     if u.op is Ops.CONST: return const_text(u.arg, dt or u.dtype)
     return self.loc[u]
 
-  def vref(self, u: UOp) -> str:
-    """u in a VGPR (constants are moved into a temporary the caller frees through self.temps)."""
-    r = self.ref(u)
-    if is_vgpr(r): return r
-    t = self.vreg()
-    self.emit(f"v_mov_b32_e32 {t}, {r}")
-    self.temps.append(t)
-    return t
+  def vref(self, u: UOp) -> str: return self.to_vgpr(self.ref(u))
 
   # ***** the kernel *****
   def source(self) -> str:
@@ -171,8 +164,7 @@ class _Kernel:
         if self.last.get(s) == i and s in self.loc and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.loc[s]):
           self.release(self.loc.pop(s))
     self.emit("s_endpgm")
-    head = [f".kernel {self.name}", f".vgprs {self.max_v}", f".sgprs {self.max_s}", f".args {self.nbufs}", f".vars {len(self.vars)}",
-            f".group {'local' if self.local else GROUP}"]
+    head = [f".kernel {self.name}", f".vgprs {self.max_v}", f".sgprs {self.max_s}", f".args {self.nbufs}", f".vars {len(self.vars)}"]
     return "\n".join(head + self.lines) + "\n"
 
   def render_uop(self, u: UOp) -> None:
@@ -434,6 +426,7 @@ class _Kernel:
     self.release(k)
 
   def to_vgpr(self, x: str) -> str:
+    """x in a VGPR: a constant is moved into a temporary, freed after the current UOp."""
     if is_vgpr(x): return x
     t = self.vreg()
     self.temps.append(t)
