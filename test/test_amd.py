@@ -47,7 +47,7 @@ def test_code_object_disassembles_with_llvm_objdump_like_ours():
                                    "L:", "s_waitcnt vmcnt(0) lgkmcnt(0)"] + EPILOGUE)
   with tempfile.NamedTemporaryFile(suffix=".co") as f:
     f.write(blob); f.flush()
-    assert llvm_check.compare_code_object(blob, f.name, objdump) == []
+    assert llvm_check.compare_code_objects({f.name: blob}, objdump) == []
     r = subprocess.run([llvm_check.find_tool("llvm-readelf"), "--notes", "-s", f.name], capture_output=True, text=True)
   assert r.returncode == 0 and "k.kd" in r.stdout and "amdhsa.kernels" in r.stdout, r.stdout + r.stderr
 

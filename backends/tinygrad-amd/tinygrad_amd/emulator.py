@@ -180,7 +180,7 @@ STORE_BYTES = {"u8": 1, "u16": 2, "b32": 4, "b64": 8}
 LOAD_BYTES = {"u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b128": 16}
 
 class State:
-  """The registers of a batch of waves: S (waves, 128) holding SGPRs, vcc, exec and scc at their encodings; V (vgprs, waves, 32)."""
+  """The registers of a batch of waves: S (waves, 256) holding SGPRs, vcc, exec and scc at their operand encodings; V (vgprs, waves, 32)."""
   def __init__(self, waves: int, vgprs: int, lds_groups: int, lds_bytes: int):
     self.S = np.zeros((waves, 256), U32)
     self.V = np.zeros((vgprs, waves, LANES), U32)

@@ -95,39 +95,51 @@ def normalize(text: str) -> str:
   text = text.replace(", ", ",")
   return re.sub(r"^(s_load_\w+ .*),null$", r"\1,0", text)   # llvm-objdump names a zero offset by its null soffset
 
-def objdump_lines(path: str, objdump: str) -> list[str]:
-  r = subprocess.run([objdump, "-d", "--mcpu=gfx1100", "--no-show-raw-insn", path], capture_output=True, text=True)
-  if r.returncode != 0: raise RuntimeError(f"llvm-objdump failed on {path}: {r.stderr.strip()}")
-  out = []
+def objdump_lines(paths: list[str], objdump: str) -> dict[str, list[str]]:
+  """Each file's instructions as llvm-objdump prints them (one llvm-objdump run for all the files)."""
+  r = subprocess.run([objdump, "-d", "--mcpu=gfx1100", "--no-show-raw-insn", *paths], capture_output=True, text=True)
+  if r.returncode != 0: raise RuntimeError(f"llvm-objdump failed: {r.stderr.strip()[:500]}")
+  out: dict[str, list[str]] = {}
+  current: list[str] = []
   for line in r.stdout.splitlines():
-    if not line.startswith(("\t", " ")) or line.strip().endswith(":") or not line.strip(): continue
-    out.append(line.strip())
-  return [l for l in out if not l.startswith("s_code_end")]
+    if (m := re.match(r"^(.*):\s+file format ", line)): out[m.group(1)] = current = []
+    elif line.startswith(("\t", " ")) and line.strip() and not line.strip().endswith(":") and not line.strip().startswith("s_code_end"):
+      current.append(line.strip())
+  return out
 
-def compare_code_object(blob: bytes, path: str, objdump: str) -> list[str]:
+def compare_code_objects(blobs: dict[str, bytes], objdump: str) -> list[str]:
+  """Our disassembly of each code object (path -> its bytes) vs llvm-objdump's."""
   from tinygrad_amd.codeobject import parse
-  mine = [normalize(x) for x in disassemble(parse(blob).code)]
-  theirs = [normalize(x) for x in objdump_lines(path, objdump)]
+  theirs_all = objdump_lines(list(blobs), objdump)
+  bad = []
   # branches: llvm-objdump prints the target address where we print the offset; compare the mnemonic only
   strip = lambda s: s.split(" ")[0] if s.startswith(("s_branch", "s_cbranch")) else s
-  if [strip(x) for x in mine] != [strip(x) for x in theirs]:
-    diff = next(i for i, (a, b) in enumerate(zip(mine + [""] * len(theirs), theirs + [""] * len(mine))) if strip(a) != strip(b))
-    return [f"{path}: instruction {diff}: ours {mine[diff] if diff < len(mine) else '(end)'!r}, llvm-objdump {theirs[diff] if diff < len(theirs) else '(end)'!r}"]
-  return []
+  for path, blob in blobs.items():
+    mine = [strip(normalize(x)) for x in disassemble(parse(blob).code)]
+    theirs = [strip(normalize(x)) for x in theirs_all.get(path, [])]
+    if mine != theirs:
+      i = next(i for i, (a, b) in enumerate(zip(mine + [""] * len(theirs), theirs + [""] * len(mine))) if a != b)
+      bad.append(f"{path}: instruction {i}: ours {mine[i] if i < len(mine) else '(end)'!r}, llvm-objdump {theirs[i] if i < len(theirs) else '(end)'!r}")
+  return bad
 
-def check_cache_dir(root: str, objdump: str) -> tuple[int, list[str]]:
+def check_cache_dir(root: str, objdump: str, batch: int = 200) -> tuple[int, list[str]]:
   """Every AMD code object under a tinycore disk cache directory (entries are a 32-byte digest + payload)."""
   import tempfile
-  n, bad = 0, []
+  blobs: list[bytes] = []
   for dirpath, _, files in os.walk(root):
     for f in files:
       with open(os.path.join(dirpath, f), "rb") as fh: blob = fh.read()[32:]
-      if not (blob[:4] == b"\x7fELF" and int.from_bytes(blob[18:20], "little") == 224): continue
-      with tempfile.NamedTemporaryFile(suffix=".co") as tmp:
-        tmp.write(blob); tmp.flush()
-        bad += compare_code_object(blob, tmp.name, objdump)
-      n += 1
-  return n, bad
+      if blob[:4] == b"\x7fELF" and int.from_bytes(blob[18:20], "little") == 224: blobs.append(blob)
+  bad = []
+  with tempfile.TemporaryDirectory() as tmp:
+    for start in range(0, len(blobs), batch):
+      chunk = {}
+      for i, blob in enumerate(blobs[start:start + batch]):
+        path = os.path.join(tmp, f"k{start + i}.co")
+        with open(path, "wb") as fh: fh.write(blob)
+        chunk[path] = blob
+      bad += compare_code_objects(chunk, objdump)
+  return len(blobs), bad
 
 if __name__ == "__main__":
   objdump = find_tool("llvm-objdump")
