@@ -132,18 +132,23 @@ SALU = {
   "s_cmp_eq_i32": (None, lambda a, b: a == b), "s_cmp_eq_u32": (None, lambda a, b: a == b), "s_cmp_lg_u32": (None, lambda a, b: a != b),
   "s_cmp_lt_u32": (None, lambda a, b: a < b),
 }
-BRANCHES = {"s_branch": lambda st, w: np.ones(len(w), bool), "s_cbranch_scc0": lambda st, w: st.S[w, SCC] == 0,
+def nwaves(st, w) -> int: return st.pc[w].shape[0]   # w: an index array of waves, or slice(None) for all of them
+def scalar(x, n: int) -> np.ndarray: return np.broadcast_to(_u(x), (n, 1))[:, 0]   # a scalar source, one value per wave
+
+BRANCHES = {"s_branch": lambda st, w: np.ones(nwaves(st, w), bool), "s_cbranch_scc0": lambda st, w: st.S[w, SCC] == 0,
             "s_cbranch_scc1": lambda st, w: st.S[w, SCC] != 0, "s_cbranch_vccz": lambda st, w: st.S[w, VCC] == 0,
             "s_cbranch_vccnz": lambda st, w: st.S[w, VCC] != 0, "s_cbranch_execz": lambda st, w: st.S[w, EXEC] == 0,
             "s_cbranch_execnz": lambda st, w: st.S[w, EXEC] != 0}
 
 class Memory:
   """Global memory: host arrays at their host addresses (the allocator's buffers, the kernel arguments)."""
+  WORDS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
   def __init__(self, arrays: list[np.ndarray]):
-    uniq = {a.ctypes.data: a for a in arrays}
+    uniq = {a.ctypes.data: a.reshape(-1).view(np.uint8) for a in arrays}
     self.bases = np.array(sorted(uniq), U64)
     self.arrays = [uniq[int(b)] for b in self.bases]
     self.ends = self.bases + np.array([a.nbytes for a in self.arrays], U64)
+    self.views: dict[tuple[int, int], np.ndarray] = {}
   def _find(self, addrs: np.ndarray, size: int, what: str) -> np.ndarray:
     idx = np.searchsorted(self.bases, addrs, side="right") - 1
     ok = (idx >= 0) & (addrs + U64(size) <= self.ends[np.maximum(idx, 0)])
@@ -151,21 +156,30 @@ class Memory:
       bad = int(addrs[~ok][0])
       raise EmulatorError(f"memory fault: {what} of {size} bytes at address {bad:#x}, outside every buffer of this launch")
     return idx
+  def _parts(self, addrs: np.ndarray, size: int, what: str):
+    """(selected lanes, region, byte offsets) per region the addresses fall in (almost always one)."""
+    idx = self._find(addrs, size, what)
+    regions = [int(idx[0])] if idx.size and (idx == idx[0]).all() else [int(r) for r in np.unique(idx)]
+    for r in regions:
+      sel = slice(None) if len(regions) == 1 else idx == r
+      yield sel, r, (addrs[sel] - self.bases[r]).astype(np.int64)
+  def _words(self, r: int, size: int) -> np.ndarray:
+    """Region r as an array of size-byte words (aligned accesses index it directly)."""
+    if (v := self.views.get((r, size))) is None:
+      a = self.arrays[r]
+      v = self.views[(r, size)] = a[:a.size - a.size % size].view(self.WORDS[size])
+    return v
   def read(self, addrs: np.ndarray, size: int) -> np.ndarray:
     out = np.empty((len(addrs), size), np.uint8)
-    idx = self._find(addrs, size, "read")
-    for r in np.unique(idx):
-      sel = idx == r
-      off = (addrs[sel] - self.bases[r]).astype(np.int64)
-      out[sel] = self.arrays[r].reshape(-1).view(np.uint8)[off[:, None] + np.arange(size)]
+    for sel, r, off in self._parts(addrs, size, "read"):
+      if size in self.WORDS and not (off % size).any(): out[sel] = self._words(r, size)[off // size].view(np.uint8).reshape(-1, size)
+      else: out[sel] = self.arrays[r][off[:, None] + np.arange(size)]
     return out
   def write(self, addrs: np.ndarray, data: np.ndarray) -> None:
     size = data.shape[1]
-    idx = self._find(addrs, size, "write")
-    for r in np.unique(idx):
-      sel = idx == r
-      off = (addrs[sel] - self.bases[r]).astype(np.int64)
-      self.arrays[r].reshape(-1).view(np.uint8)[off[:, None] + np.arange(size)] = data[sel]
+    for sel, r, off in self._parts(addrs, size, "write"):
+      if size in self.WORDS and not (off % size).any(): self._words(r, size)[off // size] = np.ascontiguousarray(data[sel]).view(self.WORDS[size])[:, 0]
+      else: self.arrays[r][off[:, None] + np.arange(size)] = data[sel]
 
 def _bytes_to_regs(b: np.ndarray, t: str) -> list[np.ndarray]:
   """Loaded bytes (n, size) -> per-register uint32 values, sign- or zero-extending sub-dword loads."""
@@ -276,7 +290,9 @@ class Program:
     def step(st: State, w):
       exec_lanes = lanes_of(st.S[w, EXEC])
       args = [rd(st, w) if t is None else to_typed(rd(st, w), t) for rd, t in srcs]
-      if mask_src is not None: args.append(lanes_of(np.broadcast_to(mask_src(st, w), (len(w), 1))[:, 0]) if not carry else lanes_of(np.broadcast_to(mask_src(st, w), (len(w), 1))[:, 0]).astype(U64))
+      if mask_src is not None:
+        m = lanes_of(scalar(mask_src(st, w), exec_lanes.shape[0]))
+        args.append(m.astype(U64) if carry else m)
       with np.errstate(all="ignore"): out = fn(*args)
       if compare:
         st.S[w, sdst] = mask_of(np.broadcast_to(out, exec_lanes.shape) & exec_lanes) if sdst != NULL else 0
@@ -302,18 +318,18 @@ class Program:
     if inst.name == "s_mov_b64":
       rd, sd = self.reader(f["ssrc0"], "b64", d), f["sdst"]
       def mov64(st, w):
-        v = np.broadcast_to(rd(st, w), (len(w), 1))[:, 0]
+        v = np.broadcast_to(rd(st, w), (nwaves(st, w), 1))[:, 0]
         st.S[w, sd], st.S[w, sd + 1] = v.astype(U32), (v >> U64(32)).astype(U32)
       return mov64
     if inst.name == "s_cselect_b32":
       r0, r1, sd = self.reader(f["ssrc0"], "b32", d), self.reader(f["ssrc1"], "b32", d), f["sdst"]
-      def cselect(st, w): st.S[w, sd] = np.where(st.S[w, SCC] != 0, *(np.broadcast_to(_u(r(st, w)), (len(w), 1))[:, 0] for r in (r0, r1)))
+      def cselect(st, w): st.S[w, sd] = np.where(st.S[w, SCC] != 0, *(scalar(r(st, w), nwaves(st, w)) for r in (r0, r1)))
       return cselect
     fn, scc = SALU[inst.name]
     readers = [self.reader(f[fld], "b32", d) for fld, _ in inst.operands if fld.startswith("ssrc")]
     sd = f.get("sdst") if fn is not None else None
     def step(st: State, w):
-      args = [np.broadcast_to(_u(rd(st, w)), (len(w), 1))[:, 0] for rd in readers]
+      args = [scalar(rd(st, w), nwaves(st, w)) for rd in readers]
       with np.errstate(all="ignore"):
         if fn is not None:
           r = _u(fn(*args))
@@ -428,13 +444,14 @@ class Program:
   # ***** running *****
   def run(self, st: State, max_steps: int = 50_000_000) -> None:
     steps, n = self.steps, len(self.steps)
-    all_waves = np.arange(len(st.pc))
+    everyone = slice(None)   # a view, not a copy: the common case, every wave at the same instruction
     for _ in range(max_steps):
       live = ~st.done
       if not live.any(): return
-      p = int(st.pc[live].min())
+      pcs = st.pc[live]
+      p = int(pcs.min())
       if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
-      w = np.flatnonzero(live & (st.pc == p)) if (st.pc[live] != p).any() else all_waves[live]
+      w = everyone if live.all() and (pcs == p).all() else np.flatnonzero(live & (st.pc == p))
       if (fn := steps[p]) is not None: fn(st, w)
       st.pc[w] += 1
     raise EmulatorError(f"{self.loaded.name}: no s_endpgm after {max_steps} instructions (an endless loop?)")
