@@ -297,6 +297,15 @@ class _Kernel:
     if signed(dt): self.vop("v_bfe_i32", d, d, "0", str(bits))
     else: self.vop("v_and_b32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
 
+  def saturate(self, d: str, dt: DType) -> None:
+    """A float conversion's 32-bit result (already saturated to 32 bits) clamped to an 8/16-bit integer's range."""
+    if dt not in SMALL_INTS: return
+    bits = SMALL_INTS[dt]
+    if signed(dt):
+      self.vop("v_max_i32", d, const_text(-(1 << (bits - 1)), dtypes.int32), d)
+      self.vop("v_min_i32", d, const_text((1 << (bits - 1)) - 1, dtypes.int32), d)
+    else: self.vop("v_min_u32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
+
   def bitcast(self, u: UOp) -> None:
     x, src, dst = u.src[0], u.src[0].dtype.scalar, u.dtype.scalar
     if dst.itemsize != src.itemsize or dtypes.bool in (src, dst): raise UnsupportedError(f"backend AMD cannot bitcast {src.name} to {dst.name}")
@@ -326,13 +335,7 @@ class _Kernel:
       return
     if dtypes.is_float(src):   # saturating conversion (NaN -> 0), then clamped to a narrower integer's range
       self.vop("v_cvt_i32_f32" if signed(dst) else "v_cvt_u32_f32", d, a)
-      if dst in SMALL_INTS:
-        bits = SMALL_INTS[dst]
-        if signed(dst):
-          self.vop("v_max_i32", d, const_text(-(1 << (bits - 1)), dtypes.int32), d)
-          self.vop("v_min_i32", d, const_text((1 << (bits - 1)) - 1, dtypes.int32), d)
-        else: self.vop("v_min_u32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
-      return
+      return self.saturate(d, dst)
     self.emit(f"v_mov_b32_e32 {d}, {a}")   # between integers (and from bool's 0/1): the same low bits, wrapped to a narrower type
     if dst in SMALL_INTS and (src == dtypes.bool or dst.itemsize < src.itemsize or signed(dst) != signed(src)): self.wrap(d, dst)
 
@@ -772,12 +775,7 @@ class _Kernel:
       if dst == dtypes.bfloat16: self.round_to(d, dst)   # float64 -> float32 -> bfloat16, as the reference semantics
       return
     self.vop("v_cvt_i32_f64" if signed(dst) else "v_cvt_u32_f64", d, xp)
-    if dst in SMALL_INTS:
-      bits = SMALL_INTS[dst]
-      if signed(dst):
-        self.vop("v_max_i32", d, const_text(-(1 << (bits - 1)), dtypes.int32), d)
-        self.vop("v_min_i32", d, const_text((1 << (bits - 1)) - 1, dtypes.int32), d)
-      else: self.vop("v_min_u32", d, const_text((1 << bits) - 1, dtypes.uint32), d)
+    self.saturate(d, dst)
 
   def f64_to_f16(self, d: str, x: str) -> None:
     """float64 to half rounded once: to float32 rounding to odd (truncate, then set the last bit when inexact), which
