@@ -224,6 +224,14 @@ def test_64bit_integers_and_float64(amd):
     np.testing.assert_allclose(X[:64].sin().numpy(), np.sin(x[:64]), rtol=1e-13, atol=1e-15)
     assert np.array_equal(X.cast(dtypes.float16).numpy(), x.astype(np.float16), equal_nan=True)   # one rounding
 
+def test_float32_division_is_correctly_rounded_at_the_ends_of_the_range(amd):
+  rng = np.random.default_rng(3)
+  a = np.concatenate([rng.standard_normal(300).astype(np.float32) * 10, np.array([1, 1, 1e-40, 3e38, 1e-45, 0, np.inf, 1, 1e30], np.float32)])
+  b = np.concatenate([rng.standard_normal(300).astype(np.float32), np.array([1e-40, 3e38, 1e-40, 1e-40, 3e38, 0, 2, -0.0, 1e-10], np.float32)])
+  with np.errstate(all="ignore"): want = a / b
+  got = (Tensor(a, device="AMD") / Tensor(b, device="AMD")).numpy()
+  assert np.array_equal(got, want, equal_nan=True)
+
 def test_integer_division_is_exact_on_random_and_edge_values(amd):
   rng = np.random.default_rng(1)
   a = np.concatenate([rng.integers(0, 2**32, 4000, dtype=np.uint64), [2**32 - 1, 2**32 - 1, 1, 0]]).astype(np.uint32)

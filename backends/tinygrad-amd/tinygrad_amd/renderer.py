@@ -405,15 +405,26 @@ class _Kernel:
     raise UnsupportedError(f"backend AMD has no {op} on {u.dtype.scalar.name}")
 
   def fdiv(self, d: str, n: str, den: str) -> None:
-    """n / den: a reciprocal refined by one Newton step on the quotient, then div_fixup for zeros, infinities and NaN."""
-    r, e = self.vreg(), self.vreg()
+    """n / den: a reciprocal refined by one Newton step on the quotient, then div_fixup for zeros, infinities and NaN.
+    A denominator near the ends of the range is scaled by 2^(-+32) with the numerator first, so its reciprocal is a normal
+    number; a quotient that overflowed keeps its infinity (the correction would be inf - inf)."""
+    r, e, ns, ds = self.vreg(), self.vreg(), self.vreg(), self.vreg()
     nv, dv = (self.to_vgpr(x) for x in (n, den))
-    self.vop("v_rcp_f32", r, dv)
-    self.vop("v_mul_f32", d, nv, r)
-    self.vop("v_fma_f32", e, f"-{dv}", d, nv)
-    self.vop("v_fma_f32", d, e, r, d)
+    self.emit(f"v_mov_b32_e32 {e}, 0")
+    self.vop("v_cmp_gt_f32", "vcc_lo", const_text(2.0 ** -96, dtypes.float32), f"|{dv}|")
+    self.select(e, "32", e)
+    self.vop("v_cmp_lt_f32", "vcc_lo", const_text(2.0 ** 96, dtypes.float32), f"|{dv}|")
+    self.select(e, "-32", e)
+    self.vop("v_ldexp_f32", ns, nv, e)
+    self.vop("v_ldexp_f32", ds, dv, e)
+    self.vop("v_rcp_f32", r, ds)
+    self.vop("v_mul_f32", d, ns, r)
+    self.vop("v_fma_f32", e, f"-{ds}", d, ns)
+    self.vop("v_fma_f32", e, e, r, d)
+    self.vop("v_cmp_u_f32", "vcc_lo", e, e)
+    self.select(d, d, e)
     self.vop("v_div_fixup_f32", d, d, dv, nv)
-    self.release(r); self.release(e)
+    for x in (r, e, ns, ds): self.release(x)
 
   def sin(self, d: str, x: str) -> None:
     """sin(x): x reduced by the nearest multiple k of 2*pi (k*2*pi subtracted in two parts with fma, exact for large k),
