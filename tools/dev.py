@@ -15,7 +15,7 @@ PACKAGES = {
   "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
 }
 # installed when present; tests that need a runtime these lack skip outside CI
-OPTIONAL = {"test": [ROOT / "backends" / b for b in ("tinygrad-webgpu", "tinygrad-nv", "tinygrad-remote")]}
+OPTIONAL = {"test": [ROOT / "backends" / b for b in ("tinygrad-webgpu", "tinygrad-nv", "tinygrad-amd", "tinygrad-remote")]}
 
 class Run(NamedTuple):
   """One conformance run of a backend."""
@@ -24,6 +24,7 @@ class Run(NamedTuple):
   missing: str | None = None       # why this machine cannot make the run (None: it can)
   hardware: bool = False           # needs hardware CI machines never have: skipped with the reason even in CI
   prefix: tuple = ()               # a command the run is wrapped in (REMOTE: a local server around it)
+  after: tuple = ()                # a command run after it, in the same environment (AMD: llvm-objdump its code objects)
 
 def c_compiler_missing() -> str | None:
   return None if any(shutil.which(n) for n in ("cc", "gcc", "clang")) else "none of cc, gcc, clang is installed"
@@ -41,6 +42,8 @@ def webgpu_runs(opens: bool, why: str) -> list[Run]:
   return [Run(f"WEBGPU on {b}", {"WGPU_BACKEND_TYPE": b}, None if b in present else f"wgpu has no {b} adapter on this machine")
           for b in wanted]
 
+AMD_CACHE = VENV / "cache-amd"   # the AMD emulator run's code objects (a fresh cache), which llvm-objdump then disassembles
+
 # the configurations the conformance suite runs a backend in, given whether it opens here as installed and why not;
 # a backend not named here runs once, as installed
 RUNS: dict[str, Callable[[bool, str], list[Run]]] = {
@@ -48,6 +51,9 @@ RUNS: dict[str, Callable[[bool, str], list[Run]]] = {
   "WEBGPU": webgpu_runs,
   "NV": lambda opens, why: [Run("NV on the GPU", missing=None if opens else why, hardware=True),
                             Run("NV on the PTX emulator", {"NV_EMULATE": "1"})],
+  "AMD": lambda opens, why: [Run("AMD on the GPU", missing=None if opens else why, hardware=True),
+                             Run("AMD on the RDNA3 emulator", {"AMD_EMULATE": "1", "TINYCORE_CACHE": str(AMD_CACHE)},
+                                 after=(PY, "-m", "tinygrad_amd.llvm_check", AMD_CACHE))],
   "REMOTE": lambda opens, why: [Run("REMOTE to a local server backed by CPU",
                                     prefix=(PY, "-m", "tinygrad_remote", "with-server", "--device", "CPU", "--"))],
 }
@@ -91,7 +97,10 @@ def main(argv: list[str]) -> int:
         cannot_run(r)
         continue
       print(f"conformance: {r.what}" + (f" ({' '.join(f'{k}={v}' for k, v in r.env.items())})" if r.env else ""), flush=True)
-      run(*r.prefix, PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **r.env})
+      if "TINYCORE_CACHE" in r.env: shutil.rmtree(r.env["TINYCORE_CACHE"], ignore_errors=True)
+      env = {**os.environ, "DEV": dev, **r.env}
+      run(*r.prefix, PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env=env)
+      if r.after: run(*r.after, cwd=ROOT, env=env)
   return 0
 
 if __name__ == "__main__":
