@@ -66,6 +66,10 @@ def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
     if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
   return False
 
+# a kernel's longest chain of ALU ops and reductions: past it the chain is cut, the node there computed into a buffer of
+# its own. Codegen and the backend's compiler then see kernels of bounded size, so compile time per op stays flat
+# however long a lazy chain grows (an unrolled recurrence, a loss summed over an epoch).
+KERNEL_DEPTH_MAX = 1000
 _EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a scale is 4: it fuses); the cap bounds the sums
 _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
 
@@ -106,6 +110,11 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if e and u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST: realize.add(u)
     if u in realize: r, e, ir = frozenset({u}), False, False
     roots[u], expanded[u], in_reduce[u] = r, e, ir
+  depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
+  for u in order:
+    d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
+    if d >= KERNEL_DEPTH_MAX and u.op in GroupOp.Elementwise: realize.add(u)
+    depth[u] = d
   # writing a buffer while reading it elsewhere than the element being written needs a temporary
   for u in order:
     if u.op is Ops.ASSIGN and _reads_shifted(u.src[1], _plain_buffer(u.src[0]), realize): realize.add(u.src[1])

@@ -68,6 +68,21 @@ class _NodeCache:
   def __len__(self) -> int: return sum(1 for wr in list(self.refs.values()) if wr() is not None)
   def values(self) -> list: return [v for wr in list(self.refs.values()) if (v := wr()) is not None]
 
+class graph_property:
+  """A cached property computed from the same property of the sources (shape, device, bounds). Where a source lacks it,
+  it is filled in bottom-up over the uncached part of the graph (sources before users), so a graph of any depth is
+  handled without recursion."""
+  def __init__(self, fn: Callable[[UOp], Any]): self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+  def __get__(self, u: UOp | None, owner=None):
+    if u is None: return self
+    name, fn = self.name, self.fn
+    if (d := u.__dict__).get(name, d) is not d: return d[name]
+    if any(name not in s.__dict__ for s in u.src):
+      for x in u.toposort(gate=lambda x: name not in x.__dict__):
+        if name not in (xd := x.__dict__): xd[name] = fn(x)
+    else: d[name] = fn(u)
+    return d[name]
+
 _node_refs: dict[tuple, weakref.ref] = {}
 _weakref = weakref.ref
 
@@ -233,14 +248,14 @@ class UOp(metaclass=UOpMeta):
   def __bool__(self): raise TypeError(f"the truth value of a UOp is not defined (got {self.op}); use .eq()/.ne() to build a comparison")
 
   # ***** properties *****
-  @functools.cached_property
+  @graph_property
   def device(self) -> str | None:
     """The device of a tensor-level node; None for kernel-level nodes."""
     if self.op is Ops.DEVICE or self.op is Ops.COPY: return self.arg
     for s in self.src:
       if (d := s.device) is not None: return d
     return None
-  @functools.cached_property
+  @graph_property
   def shape(self) -> tuple[Any, ...] | None: return _shape(self)
   @property
   def size(self) -> Any: return prod(self.shape) if self.shape is not None else None
@@ -255,7 +270,7 @@ class UOp(metaclass=UOpMeta):
     return u
   @property
   def is_realized(self) -> bool: return self.base.op is Ops.BUFFER
-  @functools.cached_property
+  @graph_property
   def vmin_vmax(self) -> tuple[Any, Any]: return _min_max(self)
   @property
   def vmin(self): return self.vmin_vmax[0]
