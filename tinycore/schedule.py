@@ -66,10 +66,12 @@ def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
     if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
   return False
 
-# a kernel's longest chain of ALU ops and reductions: past it the chain is cut, the node there computed into a buffer of
-# its own. Codegen and the backend's compiler then see kernels of bounded size, so compile time per op stays flat
-# however long a lazy chain grows (an unrolled recurrence, a loss summed over an epoch).
-KERNEL_DEPTH_MAX = 1000
+# Chains are cut by depth: the longest chain of ALU ops and reductions a node ends inside its kernel. Past
+# KERNEL_DEPTH_MAX the node there is computed into a buffer of its own, so codegen and the backend's compiler see kernels
+# of bounded size and compile time per op stays flat however long a lazy chain grows (an unrolled recurrence, a loss
+# summed over an epoch). A value computed in several kernels is computed once past SHARED_DEPTH_MAX: each kernel would
+# repeat the whole chain (t = t - t.mean() in a loop: every mean's kernel would recompute all earlier steps).
+KERNEL_DEPTH_MAX, SHARED_DEPTH_MAX = 1000, 32
 _EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a scale is 4: it fuses); the cap bounds the sums
 _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
 
@@ -113,7 +115,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
   for u in order:
     d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
-    if d >= KERNEL_DEPTH_MAX and u.op in GroupOp.Elementwise: realize.add(u)
+    if u.op in GroupOp.Elementwise and (d >= KERNEL_DEPTH_MAX or d >= SHARED_DEPTH_MAX and len(roots[u]) > 1): realize.add(u)
     depth[u] = d
   # writing a buffer while reading it elsewhere than the element being written needs a temporary
   for u in order:

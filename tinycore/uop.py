@@ -469,20 +469,26 @@ def exec_alu(op: Ops, dt: DType, srcs: Sequence[Any]):
 
 # ***** printing *****
 
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
+          Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.FDIV: "/", Ops.SHL: "<<", Ops.SHR: ">>"}
+
 def render_expr(u: UOp) -> str:
-  if u.op is Ops.CONST: return str(u.arg)
-  if u.op is Ops.DEFINE_VAR: return u.arg[0]
-  if u.op is Ops.BIND: return render_expr(u.src[0])
-  if u.op is Ops.RANGE: return f"r{u.arg[0] if isinstance(u.arg, tuple) else u.arg}"
-  if u.op is Ops.SPECIAL: return str(u.arg[0])
-  sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
-         Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.FDIV: "/", Ops.SHL: "<<", Ops.SHR: ">>"}
-  if u.op in sym: return f"({render_expr(u.src[0])}{sym[u.op]}{render_expr(u.src[1])})"
-  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])}, {render_expr(u.src[1])})"
-  if u.op is Ops.WHERE: return f"({render_expr(u.src[1])} if {render_expr(u.src[0])} else {render_expr(u.src[2])})"
-  if u.op is Ops.NEG: return f"(-{render_expr(u.src[0])})"
-  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
-  return f"{u.op.name}({', '.join(render_expr(s) for s in u.src)})"
+  """Infix text of an expression, each node rendered once, sources first (no recursion: expressions may be deep)."""
+  txt: dict[UOp, str] = {}
+  for x in u.toposort():
+    s = [txt[y] for y in x.src]
+    if x.op is Ops.CONST: txt[x] = str(x.arg)
+    elif x.op is Ops.DEFINE_VAR: txt[x] = x.arg[0]
+    elif x.op is Ops.BIND: txt[x] = s[0]
+    elif x.op is Ops.RANGE: txt[x] = f"r{x.arg[0] if isinstance(x.arg, tuple) else x.arg}"
+    elif x.op is Ops.SPECIAL: txt[x] = str(x.arg[0])
+    elif x.op in _INFIX: txt[x] = f"({s[0]}{_INFIX[x.op]}{s[1]})"
+    elif x.op is Ops.MAX: txt[x] = f"max({s[0]}, {s[1]})"
+    elif x.op is Ops.WHERE: txt[x] = f"({s[1]} if {s[0]} else {s[2]})"
+    elif x.op is Ops.NEG: txt[x] = f"(-{s[0]})"
+    elif x.op is Ops.CAST: txt[x] = f"{x.dtype.name}({s[0]})"
+    else: txt[x] = f"{x.op.name}({', '.join(s)})"
+  return txt[u]
 
 def pretty(u: UOp, limit: int = 200) -> str:
   """A numbered listing of the graph under u, shared nodes printed once."""
