@@ -19,7 +19,11 @@ DEVICES = list(SIZES)
 DEEP = 10_000  # far past the recursion limit, for walks that build no kernel
 
 def test_recursion_limit_is_not_raised():
-  assert sys.getrecursionlimit() <= 10_000 and DEEP > 10 * sys.getrecursionlimit()
+  limit = sys.getrecursionlimit()
+  y = Tensor(np.ones(2, np.float32))
+  for _ in range(DEEP // 2): y = y + 1.0
+  assert y.numpy().tolist() == [1.0 + DEEP // 2] * 2
+  assert sys.getrecursionlimit() == limit and DEEP >= 10 * limit
 
 def _kernel_depth(ast: UOp) -> int:
   """The longest chain of ALU ops and reductions in a kernel AST."""
@@ -46,6 +50,17 @@ def test_loss_accumulation(device):
   for b in batches:
     total = total + Tensor(b, device=device).square().mean()
     ref = ref + np.square(b).mean(dtype=np.float32)
+  np.testing.assert_allclose(total.numpy(), ref, rtol=1e-5)
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_chain_reading_two_new_buffers_a_step(device):
+  """A kernel of the cut chain reads ~2 * KERNEL_DEPTH_MAX buffers: more than a CPU kernel call can pass (ctypes: 1024)."""
+  n = 600 if device == "CPU" else 200
+  a, b = RNG.random((n, 4), dtype=np.float32), RNG.random((n, 4), dtype=np.float32)
+  total = Tensor.zeros(4, device=device)
+  for x, y in zip(a, b): total = total + Tensor(x, device=device) * Tensor(y, device=device)
+  ref = np.zeros(4, np.float32)
+  for x, y in zip(a, b): ref = ref + x * y
   np.testing.assert_allclose(total.numpy(), ref, rtol=1e-5)
 
 # ***** other deep patterns: reductions, gradients, TinyJit *****
