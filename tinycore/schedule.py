@@ -72,6 +72,12 @@ def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
     if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
   return False
 
+# Chains are cut by depth: the longest chain of ALU ops and reductions a node ends inside its kernel. Past
+# KERNEL_DEPTH_MAX the node there is computed into a buffer of its own, so codegen and the backend's compiler see kernels
+# of bounded size and compile time per op stays flat however long a lazy chain grows (an unrolled recurrence, a loss
+# summed over an epoch). A value computed in several kernels is computed once past SHARED_DEPTH_MAX: each kernel would
+# repeat the whole chain (t = t - t.mean() in a loop: every mean's kernel would recompute all earlier steps).
+KERNEL_DEPTH_MAX, SHARED_DEPTH_MAX = 1000, 32
 _EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a scale is 4: it fuses); the cap bounds the sums
 _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
 
@@ -112,6 +118,11 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if e and u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST: realize.add(u)
     if u in realize: r, e, ir = frozenset({u}), False, False
     roots[u], expanded[u], in_reduce[u] = r, e, ir
+  depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
+  for u in order:
+    d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
+    if u.op in GroupOp.Elementwise and (d >= KERNEL_DEPTH_MAX or d >= SHARED_DEPTH_MAX and len(roots[u]) > 1): realize.add(u)
+    depth[u] = d
   # writing a buffer while reading it elsewhere than the element being written needs a temporary
   for u in order:
     if u.op is Ops.ASSIGN and _reads_shifted(u.src[1], _plain_buffer(u.src[0]), realize): realize.add(u.src[1])
