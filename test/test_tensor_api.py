@@ -1,0 +1,230 @@
+"""tinygrad's API as ported programs use it: argument forms, helpers, Context variables, the training switch, module paths,
+symbolic slicing and error types; numbers checked against numpy (and PyTorch where installed)."""
+import gzip, io, pathlib, tarfile, zipfile
+import numpy as np
+import pytest
+from tinycore import Tensor, Variable, TinyJit, Context, dtypes, nn
+from tinycore import engine
+from tinycore.helpers import all_same, partition, unwrap, get_child, Timing, Profiling, tqdm, trange, fetch
+
+# ***** argument forms *****
+
+def test_reshape_none_keeps_a_dim_and_minus_one_infers():
+  a = Tensor.arange(24).reshape(2, 3, 4)
+  assert a.reshape(None, -1).shape == (2, 12)
+  assert a.reshape((None, 4, 3)).shape == (2, 4, 3)
+  np.testing.assert_equal(a.reshape(None, 12).numpy(), np.arange(24).reshape(2, 12))
+
+def test_cat_and_stack_take_a_list_like_torch():
+  a, b = Tensor([1, 2]), Tensor([3, 4])
+  np.testing.assert_equal(Tensor.cat([a, b]).numpy(), [1, 2, 3, 4])
+  np.testing.assert_equal(Tensor.stack([a, b], dim=1).numpy(), [[1, 3], [2, 4]])
+  np.testing.assert_equal(Tensor.stack(a).numpy(), [[1, 2]])
+
+def test_squeeze_a_tuple_of_dims():
+  x = Tensor.ones(1, 2, 1, 3)
+  assert x.squeeze((0, 2)).shape == (2, 3)
+  assert x.squeeze((0, 1)).shape == (2, 1, 3)  # a named dim that is not 1 stays, like torch
+  with pytest.raises(IndexError): x.squeeze((0, 7))
+
+def test_error_types_match_tinygrad():
+  with pytest.raises(IndexError): Tensor.ones(2, 3).sum(5)
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  with pytest.raises(RuntimeError, match="only float"): (x > 0).sum().backward()
+  with pytest.raises(RuntimeError, match="only float"): x.argmax().gradient(x)
+
+# ***** helpers and Context *****
+
+def test_small_helpers():
+  assert all_same([2, 2, 2]) and all_same([]) and not all_same([1, 2])
+  assert partition([1, 2, 3, 4, 5], lambda x: x % 2) == ([1, 3, 5], [2, 4])
+  assert unwrap(3) == 3
+  with pytest.raises(ValueError): unwrap(None)
+  model = type("M", (), {})()
+  model.layers = [{"w": 1}, {"w": nn.Linear(2, 3)}]
+  assert get_child(model, "layers.1.w.weight").shape == (3, 2)
+  assert get_child(model, "layers.0.w") == 1
+
+def test_timing_profiling_and_progress_bars(capsys):
+  with Timing("step "): pass
+  assert capsys.readouterr().out.startswith("step ")
+  with Timing("quiet", enabled=False): pass
+  assert capsys.readouterr().out == ""
+  with Profiling(frac=0.5): sum(range(100))
+  assert "function calls" in capsys.readouterr().out
+  assert list(tqdm([1, 2, 3], desc="d")) == [1, 2, 3]
+  bar = trange(4)
+  assert list(bar) == [0, 1, 2, 3] and bar.n == 4
+  with tqdm(total=10, disable=True) as t: t.update(3)
+  assert t.n == 3
+
+def test_fetch_reads_local_paths_and_the_cache_and_says_what_to_do_offline(tmp_path, monkeypatch):
+  f = tmp_path / "data.bin"
+  f.write_bytes(b"\x01\x02")
+  assert fetch(str(f)) == f
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  cached = fetch("file://" + str(f), name="copy.bin")  # a download (file:// needs no network) lands in the cache
+  assert cached.read_bytes() == b"\x01\x02" and "downloads" in str(cached)
+  np.testing.assert_equal(Tensor.from_url("file://" + str(f)).numpy(), [1, 2])
+  with pytest.raises(OSError, match="offline"): fetch("file://" + str(tmp_path / "missing.bin"))
+
+def test_tensor_from_a_path_is_its_bytes(tmp_path):
+  f = tmp_path / "x.bin"
+  f.write_bytes(np.array([1.5, -2.0], np.float32).tobytes())
+  np.testing.assert_equal(Tensor(f, dtype=dtypes.float32).numpy(), [1.5, -2.0])
+
+def test_context_default_float_is_dtypes_default_float():
+  assert dtypes.default_float == dtypes.float32
+  with Context(DEFAULT_FLOAT="half"):
+    assert dtypes.default_float == dtypes.float16
+    assert Tensor([1.5]).dtype == dtypes.float16 and Tensor.ones(2).dtype == dtypes.float16
+  assert Tensor([1.5]).dtype == dtypes.float32
+  old = dtypes.default_float
+  try:
+    dtypes.default_float = dtypes.float64
+    assert Tensor.rand(2).dtype == dtypes.float64
+  finally: dtypes.default_float = old
+  with Context(DEFAULT_FLOAT="int32"), pytest.raises(TypeError, match="float"): dtypes.default_float
+
+def test_context_jit_zero_runs_the_function_every_call():
+  calls = []
+  @TinyJit
+  def f(x):
+    calls.append(1)
+    return (x * 2).realize()
+  with Context(JIT=0):
+    for i in range(4): np.testing.assert_equal(f(Tensor([float(i)])).numpy(), [2.0 * i])
+  assert len(calls) == 4
+  with pytest.raises(KeyError, match="unknown Context"): Context(NOT_A_VARIABLE=1).__enter__()
+
+# ***** one training switch *****
+
+def _batchnorm_run(switch):
+  Tensor.manual_seed(0)
+  bn = nn.BatchNorm(3)
+  x = Tensor(np.random.default_rng(0).standard_normal((8, 3, 2, 2)).astype(np.float32) * 3 + 1)
+  with switch(): out = bn(x).numpy()
+  return out, bn.running_mean.numpy(), bn.running_var.numpy()
+
+@pytest.mark.parametrize("switch", [lambda: Context(TRAINING=1), Tensor.train], ids=["Context(TRAINING=1)", "Tensor.train()"])
+def test_batchnorm_follows_every_spelling_of_training_mode(switch):
+  out, rm, rv = _batchnorm_run(switch)
+  xs = np.random.default_rng(0).standard_normal((8, 3, 2, 2)).astype(np.float32) * 3 + 1
+  mean, var = xs.mean((0, 2, 3)), xs.var((0, 2, 3))
+  np.testing.assert_allclose(out, (xs - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(rm, 0.1 * mean, rtol=1e-5)  # running stats updated from the batch
+  np.testing.assert_allclose(rv, 0.9 + 0.1 * xs.var((0, 2, 3), ddof=1), rtol=1e-5)
+  assert Tensor.training is False
+
+def test_tensor_training_and_context_are_one_variable():
+  with Context(TRAINING=1): assert Tensor.training is True
+  with Tensor.train(): assert Context(TRAINING=0) and Tensor.training is True
+  Tensor.training = True
+  try:
+    out, rm, _ = _batchnorm_run(lambda: Context())
+    assert np.abs(rm).sum() > 0  # the assignment form trains too
+  finally: Tensor.training = False
+
+# ***** parameters *****
+
+def test_is_param_and_layer_weights_get_grads_without_an_optimizer():
+  lin = nn.Linear(3, 2)
+  assert lin.weight.is_param and lin.bias.is_param
+  bn = nn.BatchNorm(2)
+  assert not bn.running_mean.is_param
+  x = Tensor([[1.0, 2.0, 3.0]])
+  lin(x).sum().backward()
+  np.testing.assert_allclose(lin.weight.grad.numpy(), [[1, 2, 3], [1, 2, 3]])
+  np.testing.assert_allclose(lin.bias.grad.numpy(), [1, 1])
+  t = Tensor([1.0, 2.0]).is_param_(False)
+  assert t.is_param is False and t.requires_grad is False
+
+# ***** module paths *****
+
+def test_tinygrad_module_paths():
+  from tinycore.engine.jit import TinyJit as J
+  from tinycore.device import Device
+  from tinycore.function import function
+  assert J is TinyJit and Device.DEFAULT
+  @function
+  def f(x): return x * 2
+  np.testing.assert_equal(f(Tensor([1.0])).numpy(), [2.0])
+  assert function(precompile=True)(f) is f
+
+def test_safe_save_load_metadata_and_archives(tmp_path):
+  from tinycore.nn.state import safe_save, safe_load, safe_load_metadata, tar_extract, zip_extract
+  fn = str(tmp_path / "m.safetensors")
+  safe_save({"w": Tensor([[1.0, 2.0]]), "i": Tensor([3], dtype=dtypes.int32)}, fn, metadata={"step": "3"})
+  sd = safe_load(fn)
+  np.testing.assert_equal(sd["w"].numpy(), [[1.0, 2.0]])
+  t, start, meta = safe_load_metadata(fn)
+  assert t.dtype == dtypes.uint8 and meta["__metadata__"] == {"step": "3"} and meta["i"]["shape"] == [1]
+  assert start == 8 + int.from_bytes(bytes(t[:8].numpy()), "little")
+  np.testing.assert_equal(safe_load(t)["i"].numpy(), [3])
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w") as tar:
+    info = tarfile.TarInfo("a/b.bin"); info.size = 3
+    tar.addfile(info, io.BytesIO(b"xyz"))
+  (tmp_path / "t.tar").write_bytes(buf.getvalue())
+  assert bytes(tar_extract(str(tmp_path / "t.tar"))["a/b.bin"].numpy()) == b"xyz"
+  with zipfile.ZipFile(tmp_path / "z.zip", "w", compression=zipfile.ZIP_DEFLATED) as z: z.writestr("f.txt", "hello" * 10)
+  assert bytes(zip_extract(tmp_path / "z.zip")["f.txt"].numpy()) == b"hello" * 10
+
+def _idx(arr: np.ndarray) -> bytes:
+  return gzip.compress(bytes([0, 0, 0x08, arr.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in arr.shape) + arr.tobytes())
+
+def test_datasets_mnist_and_cifar_from_a_path(tmp_path):
+  from tinycore.nn.datasets import mnist, cifar
+  from tinycore.datasets import DatasetUnavailable
+  rng = np.random.default_rng(0)
+  imgs, labels = rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), rng.integers(0, 10, 5, dtype=np.uint8)
+  for name, a in zip(["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"],
+                     [imgs, labels, imgs[:2], labels[:2]]):
+    (tmp_path / name).write_bytes(_idx(a))
+  X, Y, Xt, Yt = mnist(path=tmp_path)
+  assert X.shape == (5, 1, 28, 28) and X.dtype == dtypes.uint8 and Y.dtype == dtypes.uint8 and Xt.shape == (2, 1, 28, 28)
+  np.testing.assert_equal(X.numpy()[:, 0], imgs)
+  np.testing.assert_equal(Yt.numpy(), labels[:2])
+  with pytest.raises(DatasetUnavailable, match="missing"): mnist(path=tmp_path / "nowhere")
+  rows = rng.integers(0, 256, (4, 3073), dtype=np.uint8)
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+      info = tarfile.TarInfo(f"cifar-10-batches-bin/{name}"); info.size = rows.nbytes
+      tar.addfile(info, io.BytesIO(rows.tobytes()))
+  (tmp_path / "c.tar.gz").write_bytes(buf.getvalue())
+  X, Y, Xt, Yt = cifar(path=tmp_path / "c.tar.gz")
+  assert X.shape == (20, 3, 32, 32) and Y.shape == (20,) and Xt.shape == (4, 3, 32, 32) and X.dtype == dtypes.uint8
+  np.testing.assert_equal(Yt.numpy(), rows[:, 0])
+  np.testing.assert_equal(Xt.numpy().reshape(4, -1), rows[:, 1:])
+  with pytest.raises(DatasetUnavailable, match="missing"): cifar(path=tmp_path / "none.tar.gz")
+
+# ***** symbolic indexing *****
+
+def test_kv_cache_slicing_with_a_bound_variable_compiles_once():
+  max_len, dim = 10, 4
+  cache = Tensor.zeros(max_len, dim).contiguous().realize()
+  ref = np.zeros((max_len, dim), np.float32)
+  @TinyJit
+  def step(x, start_pos):
+    cache[start_pos:start_pos + 1].assign(x).realize()
+    return (cache[:start_pos + 1] * x).sum(1).softmax(0).realize()
+  pos_var = Variable("start_pos", 0, max_len - 1)
+  rng = np.random.default_rng(0)
+  for pos in range(max_len):
+    xv = rng.random((1, dim), dtype=np.float32)
+    out = step(Tensor(xv), pos_var.bind(pos))
+    ref[pos] = xv
+    s = (ref[:pos + 1] * xv).sum(1)
+    np.testing.assert_allclose(out.numpy(), np.exp(s - s.max()) / np.exp(s - s.max()).sum(), rtol=1e-5)
+    if pos == 2: kernels = len(engine._runners)  # compiled by the first calls; the rest replay them
+  assert len(engine._runners) == kernels, "a new position compiled a new kernel"
+
+def test_slicing_a_symbolic_dimension_and_out_of_range_slices():
+  v = Variable("n", 2, 8).bind(5)
+  x = Tensor(np.arange(32, dtype=np.float32).reshape(8, 4))[:v]
+  np.testing.assert_equal(x[1:].numpy(), np.arange(32).reshape(8, 4)[1:5])
+  np.testing.assert_equal(x[:, 1:3].numpy(), np.arange(32).reshape(8, 4)[:5, 1:3])
+  np.testing.assert_equal(x[:-1].numpy(), np.arange(32).reshape(8, 4)[:4])
+  with pytest.raises(IndexError, match="may leave"): Tensor.ones(4, 2)[:v]
+  with pytest.raises(IndexError, match="step 1"): x[::2]
