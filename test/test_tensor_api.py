@@ -228,3 +228,49 @@ def test_slicing_a_symbolic_dimension_and_out_of_range_slices():
   np.testing.assert_equal(x[:-1].numpy(), np.arange(32).reshape(8, 4)[:4])
   with pytest.raises(IndexError, match="may leave"): Tensor.ones(4, 2)[:v]
   with pytest.raises(IndexError, match="step 1"): x[::2]
+
+# ***** layers and optimizers programs import *****
+
+def test_lstmcell_matches_torch():
+  torch = pytest.importorskip("torch")
+  cell, ref = nn.LSTMCell(3, 4), torch.nn.LSTMCell(3, 4)
+  with torch.no_grad():
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"): getattr(ref, name).copy_(torch.tensor(getattr(cell, name).numpy()))
+  x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+  h, c = cell(Tensor(x))
+  h, c = cell(Tensor(x), (h, c))
+  rh, rc = ref(torch.tensor(x))
+  rh, rc = ref(torch.tensor(x), (rh, rc))
+  np.testing.assert_allclose(h.numpy(), rh.detach().numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(c.numpy(), rc.detach().numpy(), rtol=1e-5, atol=1e-6)
+  rh.sum().backward()
+  gw, = h.sum().gradient(cell.weight_ih)
+  np.testing.assert_allclose(gw.numpy(), ref.weight_ih.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+def _one_step(opt_cls, w0: np.ndarray, g: np.ndarray, **kw) -> np.ndarray:
+  w = Tensor(w0.copy(), requires_grad=True)
+  opt = opt_cls([w], **kw)
+  (w * Tensor(g)).sum().backward()
+  opt.step()
+  return w.numpy()
+
+def test_lars_step_matches_its_formula():
+  rng = np.random.default_rng(0)
+  w0, g = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+  lr, wd, tc = 0.1, 1e-2, 0.01
+  trust = tc * np.linalg.norm(w0) / (np.linalg.norm(g) + wd * np.linalg.norm(w0))
+  want = w0 - lr * (g * trust + wd * w0)  # first step: the momentum buffer is the (lr-scaled, classic) gradient
+  np.testing.assert_allclose(_one_step(nn.optim.LARS, w0, g, lr=lr, weight_decay=wd, tcoef=tc), want, rtol=1e-5)
+
+def test_muon_step_is_an_orthogonalized_momentum_step():
+  rng = np.random.default_rng(1)
+  w0, g = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+  x = (g + 0.95 * g).astype(np.float64)  # nesterov: g + momentum * (momentum buffer = g)
+  x = x / (np.linalg.norm(x) + 1e-7)
+  for _ in range(5):
+    xxt = x @ x.T
+    x = 3.4445 * x + (-4.775 * xxt + 2.0315 * xxt @ xxt) @ x
+  lr, wd = 0.02, 0.1
+  np.testing.assert_allclose(_one_step(nn.optim.Muon, w0, g, lr=lr, weight_decay=wd), w0 - lr * (x + wd * w0), rtol=1e-4, atol=1e-6)
+  s = np.linalg.svd(x, compute_uv=False)
+  assert 0.5 < s.min() and s.max() < 1.5  # the step is near-orthogonal: its singular values sit around 1

@@ -151,6 +151,22 @@ class Embedding:
     hit = Tensor.arange(self.vocab_sz, device=self.weight.device, dtype=idx.dtype) == idx.unsqueeze(-1)
     return hit.unsqueeze(-1).where(self.weight, 0).sum(-2)
 
+class LSTMCell:
+  """One LSTM step: gates = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh, split into input, forget, cell and
+  output gates (PyTorch's order and uniform(+-1/sqrt(hidden)) init); returns (h', c'). hc=None starts from zeros."""
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    bound = 1 / math.sqrt(hidden_size)
+    self.weight_ih = Tensor.uniform(4 * hidden_size, input_size, low=-bound, high=bound, requires_grad=True)
+    self.weight_hh = Tensor.uniform(4 * hidden_size, hidden_size, low=-bound, high=bound, requires_grad=True)
+    self.bias_ih = Tensor.uniform(4 * hidden_size, low=-bound, high=bound, requires_grad=True) if bias else None
+    self.bias_hh = Tensor.uniform(4 * hidden_size, low=-bound, high=bound, requires_grad=True) if bias else None
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    if hc is None: hc = (Tensor.zeros(x.shape[0], self.weight_hh.shape[1], dtype=x.dtype, device=x.device),) * 2
+    h, c = hc
+    i, f, g, o = (x.linear(self.weight_ih.T, self.bias_ih) + h.linear(self.weight_hh.T, self.bias_hh)).chunk(4, dim=1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
 class Dropout:
   """Zeroes each element with probability p and scales the rest by 1/(1-p), only while Tensor.training is set."""
   def __init__(self, p: float = 0.5):
