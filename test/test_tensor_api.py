@@ -127,6 +127,17 @@ def test_tensor_training_and_context_are_one_variable():
 
 # ***** parameters *****
 
+def test_equal_leaves_that_require_grad_get_their_own_gradients():
+  # two Tensor.zeros(3) are one hash-consed node; made to require grad, each is a leaf of its own
+  a, b = Tensor.zeros(3, requires_grad=True), Tensor.zeros(3, requires_grad=True)
+  (a * 2 + b * 3).sum().backward()
+  np.testing.assert_equal(a.grad.numpy(), [2, 2, 2])
+  np.testing.assert_equal(b.grad.numpy(), [3, 3, 3])
+  ln1, ln2 = nn.LayerNorm(2), nn.LayerNorm(2)
+  ln2(ln1(Tensor([[1.0, 3.0]])) * 5).sum().backward()
+  np.testing.assert_allclose(ln1.bias.grad.numpy(), [0, 0], atol=1e-5)  # LayerNorm's output ignores a shift of its input
+  np.testing.assert_allclose(ln2.bias.grad.numpy(), [1, 1])
+
 def test_is_param_and_layer_weights_get_grads_without_an_optimizer():
   lin = nn.Linear(3, 2)
   assert lin.weight.is_param and lin.bias.is_param

@@ -95,6 +95,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     elif isinstance(data, Tensor): self.uop = data.uop if dtype is None else data.uop.cast(dtype)
     else: raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array, bytes or UOp")
     if device is not None and isinstance(data, (UOp, Tensor)) and self.device != _canon_device(device): self.uop = self.to(device).uop
+    # a tensor made to require grad is a leaf of its own: hash-consing would make two Tensor.zeros(3, requires_grad=True)
+    # (two LayerNorm biases) one node, and the gradient of either would be that of both
+    if requires_grad and not _plain(self.uop) and not (self.uop.op is Ops.CONTIGUOUS and self.uop.arg is not None):
+      self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id())
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
     _all_tensors.add(self)
