@@ -285,3 +285,16 @@ def test_muon_step_is_an_orthogonalized_momentum_step():
   np.testing.assert_allclose(_one_step(nn.optim.Muon, w0, g, lr=lr, weight_decay=wd), w0 - lr * (x + wd * w0), rtol=1e-4, atol=1e-6)
   s = np.linalg.svd(x, compute_uv=False)
   assert 0.5 < s.min() and s.max() < 1.5  # the step is near-orthogonal: its singular values sit around 1
+
+def test_newton_schulz_matches_its_polynomial_and_handles_tall_matrices():
+  rng = np.random.default_rng(2)
+  for shape in [(3, 5), (5, 3), (2, 3, 4)]:
+    a = rng.standard_normal(shape)
+    def ref(m):
+      if m.shape[-2] > m.shape[-1]: return np.swapaxes(ref(np.swapaxes(m, -1, -2)), -1, -2)
+      g = m / (np.sqrt((m * m).sum((-2, -1), keepdims=True)) + 1e-7)
+      for _ in range(4):
+        ggt = g @ np.swapaxes(g, -1, -2)
+        g = 2 * g - 1.5 * ggt @ g + 0.5 * ggt @ ggt @ g
+      return g
+    np.testing.assert_allclose(Tensor(a.astype(np.float32)).newton_schulz(4, (2, -1.5, 0.5)).numpy(), ref(a), rtol=1e-4, atol=1e-5)

@@ -728,6 +728,20 @@ class NNOpsMixin:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     return qk.softmax(-1).dropout(dropout_p) @ value
 
+  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+    """Orthogonalize the last two dims: scale to Frobenius norm <= 1, then `steps` times G = sum_i params[i] (G G^T)^i G
+    (an odd polynomial of G's singular values); a tall matrix is handled transposed."""
+    if self.ndim < 2: raise ValueError(f"newton_schulz needs a matrix (2+ dims), got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    g = self / (self.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      ggt, term, out = g @ g.transpose(-2, -1), g, None
+      for p in params:
+        out = p * term if out is None else out + p * term
+        term = ggt @ term
+      g = out if out is not None else g
+    return g
+
   # ***** losses *****
 
   def _do_reduction(self: Tensor, reduction: str) -> Tensor:

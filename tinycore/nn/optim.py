@@ -128,14 +128,8 @@ class Muon(SGD):
     self.decay, self.ns_steps, self.ns_coefficients = weight_decay, ns_steps, ns_coefficients
   def _direction(self, t: Tensor, g: Tensor) -> Tensor:
     if t.ndim >= 2:
-      x = g.float().reshape(t.shape[0], -1)
-      if (tall := x.shape[0] > x.shape[1]): x = x.T
-      x = x / (x.square().sum().sqrt() + 1e-7)  # spectral norm <= Frobenius norm <= 1: the iteration converges
-      a, b, c = self.ns_coefficients
-      for _ in range(self.ns_steps):
-        xxt = x @ x.T
-        x = a * x + (b * xxt + c * (xxt @ xxt)) @ x
-      g = (x.T if tall else x).reshape(t.shape).cast(g.dtype) * max(1.0, t.shape[0] / (t.numel() // t.shape[0])) ** 0.5
+      x = g.float().reshape(t.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients)
+      g = x.reshape(t.shape).cast(g.dtype) * max(1.0, t.shape[0] / (t.numel() // t.shape[0])) ** 0.5
     return g + self.decay * t.detach() if self.decay else g
 
 class LAMB(Optimizer):
