@@ -298,3 +298,12 @@ def test_newton_schulz_matches_its_polynomial_and_handles_tall_matrices():
         g = 2 * g - 1.5 * ggt @ g + 0.5 * ggt @ ggt @ g
       return g
     np.testing.assert_allclose(Tensor(a.astype(np.float32)).newton_schulz(4, (2, -1.5, 0.5)).numpy(), ref(a), rtol=1e-4, atol=1e-5)
+
+# ***** the API table in docs/ stays true *****
+
+def test_api_table_in_docs_matches_tensor():
+  rows = [line.split("|") for line in (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text().splitlines()
+          if line.startswith("| `") and line.split("|")[2].strip() in ("yes", "no")]
+  assert len(rows) > 200
+  wrong = [r[1].strip() for r in rows if hasattr(Tensor, r[1].strip().strip("`")) != (r[2].strip() == "yes")]
+  assert not wrong, f"docs/tensor-api.md says the opposite of Tensor for {wrong}"
