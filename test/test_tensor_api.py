@@ -307,3 +307,94 @@ def test_api_table_in_docs_matches_tensor():
   assert len(rows) > 200
   wrong = [r[1].strip() for r in rows if hasattr(Tensor, r[1].strip().strip("`")) != (r[2].strip() == "yes")]
   assert not wrong, f"docs/tensor-api.md says the opposite of Tensor for {wrong}"
+
+# ***** forward and backward against PyTorch, op by op *****
+
+def _rng_inputs(shapes, seed, low, high):
+  rng = np.random.default_rng(seed)
+  return [rng.uniform(low, high, s).astype(np.float32) for s in shapes]
+
+# (name, input shapes, tinycore fn, torch fn, input range); the functions take the inputs as positional tensors
+TORCH_CASES = [
+  ("pow_zero_base", [(6,)], lambda x: (x * Tensor([0, 0, 0, 1, 1, 1.0])).pow(Tensor([2.0, 0.0, 1.0, 2.0, 0.0, -1.0])),
+   lambda t, x: (x * t.tensor([0, 0, 0, 1, 1, 1.0])).pow(t.tensor([2.0, 0.0, 1.0, 2.0, 0.0, -1.0])), (0.5, 2)),
+  ("pow_tensor_exp", [(3, 4), (3, 4)], lambda a, b: a.pow(b), lambda t, a, b: a.pow(b), (0.2, 2)),
+  ("clip_at_bounds", [(8,)], lambda x: (x.round() * 0.5).clip(-0.5, 0.5), lambda t, x: (x.round() * 0.5).clamp(-0.5, 0.5), (-2, 2)),
+  ("sigmoid_extreme", [(4,)], lambda x: (x * 200).sigmoid(), lambda t, x: (x * 200).sigmoid(), (-3, 3)),
+  ("tanh", [(3, 4)], lambda x: (x * 30).tanh(), lambda t, x: (x * 30).tanh(), (-2, 2)),
+  ("logsumexp_axes", [(2, 3, 4)], lambda x: x.logsumexp((0, 2)), lambda t, x: x.logsumexp((0, 2)), (-3, 3)),
+  ("logsumexp_keepdim", [(2, 3, 4)], lambda x: x.logsumexp(1, keepdim=True), lambda t, x: x.logsumexp(1, keepdim=True), (-3, 3)),
+  ("normalize", [(3, 4)], lambda x: x.normalize(dim=1), lambda t, x: t.nn.functional.normalize(x, dim=1), (-1, 1)),
+  ("gelu", [(10,)], lambda x: x.gelu(), lambda t, x: t.nn.functional.gelu(x, approximate="tanh"), (-4, 4)),
+  ("silu_mish_softplus", [(10,)], lambda x: x.silu() + x.mish() + x.softplus(), lambda t, x: t.nn.functional.silu(x) + t.nn.functional.mish(x) + t.nn.functional.softplus(x), (-4, 4)),
+  ("elu_celu_selu", [(10,)], lambda x: x.elu() + x.celu(0.5) + x.selu(), lambda t, x: t.nn.functional.elu(x) + t.nn.functional.celu(x, 0.5) + t.nn.functional.selu(x), (-3, 3)),
+  ("hard_activations", [(10,)], lambda x: x.hardswish() + x.hardsigmoid() + x.relu6() + x.hardtanh(),
+   lambda t, x: t.nn.functional.hardswish(x) + t.nn.functional.hardsigmoid(x) + t.nn.functional.relu6(x) + t.nn.functional.hardtanh(x), (-7, 7)),
+  ("trig_inverse", [(8,)], lambda x: x.asin() + x.acos() + x.atan() + x.atanh(), lambda t, x: x.asin() + x.acos() + x.atan() + x.atanh(), (-0.9, 0.9)),
+  ("hyperbolic", [(8,)], lambda x: x.sinh() + x.cosh() + x.asinh(), lambda t, x: x.sinh() + x.cosh() + x.asinh(), (-2, 2)),
+  ("erf_log_sqrt", [(8,)], lambda x: x.erf() + x.log() + x.sqrt() + x.rsqrt() + x.log2(), lambda t, x: x.erf() + x.log() + x.sqrt() + x.rsqrt() + x.log2(), (0.1, 3)),
+  ("copysign_lerp_logaddexp", [(6,), (6,)], lambda a, b: a.copysign(b) + a.lerp(b, 0.3) + a.logaddexp(b),
+   lambda t, a, b: a.copysign(b) + a.lerp(b, 0.3) + t.logaddexp(a, b), (-2, 2)),
+  ("maximum_minimum", [(3, 4), (4,)], lambda a, b: a.maximum(b) + a.minimum(0.25), lambda t, a, b: t.maximum(a, b) + t.clamp(a, max=0.25), (-1, 1)),
+  ("div_modes", [(6,), (6,)], lambda a, b: a / b + a.div(b, rounding_mode="floor").detach() + a.div(b, rounding_mode="trunc").detach(),
+   lambda t, a, b: a / b + t.div(a, b, rounding_mode="floor").detach() + t.div(a, b, rounding_mode="trunc").detach(), (0.5, 3)),
+  ("var_std_prod", [(3, 4)], lambda x: x.var(1) + x.std(0).sum() + x.prod(1), lambda t, x: x.var(1) + x.std(0).sum() + x.prod(1), (0.5, 1.5)),
+  ("softmax_family", [(3, 5)], lambda x: x.softmax(0) * 2 + x.log_softmax(1) + x.softmin(1), lambda t, x: x.softmax(0) * 2 + x.log_softmax(1) + t.nn.functional.softmin(x, 1), (-2, 2)),
+  ("cumulative", [(3, 4)], lambda x: x.cumsum(1) + x.cumprod(0).sum(0) + x.cummax(1)[0], lambda t, x: x.cumsum(1) + x.cumprod(0).sum(0) + x.cummax(1)[0], (0.5, 1.5)),
+  ("max_min_mean", [(3, 4)], lambda x: x.max(1) + x.min(1) + x.mean(1), lambda t, x: x.amax(1) + x.amin(1) + x.mean(1), (-1, 1)),
+  ("matmul_1d_and_broadcast", [(4,), (2, 4, 3), (3,)], lambda a, b, c: (a @ b) @ c, lambda t, a, b, c: (a @ b) @ c, (-1, 1)),
+  ("einsum", [(2, 3, 4), (2, 4, 5), (3, 3)], lambda a, b, c: Tensor.einsum("...ij,...jk->...ik", a, b).sum(-1) + Tensor.einsum("ii->i", c).sum(),
+   lambda t, a, b, c: t.einsum("...ij,...jk->...ik", a, b).sum(-1) + t.einsum("ii->i", c).sum(), (-1, 1)),
+  ("pad_modes", [(1, 2, 5)], lambda x: x.pad((2, 1), mode="reflect") + x.pad((2, 1), mode="replicate") + x.pad((2, 1), mode="circular"),
+   lambda t, x: t.nn.functional.pad(x, (2, 1), mode="reflect") + t.nn.functional.pad(x, (2, 1), mode="replicate") + t.nn.functional.pad(x, (2, 1), mode="circular"), (-1, 1)),
+  ("movement", [(2, 3, 4)], lambda x: x.permute(2, 0, 1).flip(0).reshape(4, -1).repeat(2, 1).roll(1, 0)[1:, ::2],
+   lambda t, x: x.permute(2, 0, 1).flip(0).reshape(4, -1).repeat(2, 1).roll(1, 0)[1:, ::2], (-1, 1)),
+  ("gather_scatter", [(3, 4), (2, 4)], lambda a, b: a.gather(0, Tensor([[0, 2, 1, 0], [2, 2, 0, 1]])) + a.scatter_reduce(0, Tensor([[0, 2, 1, 0], [2, 2, 0, 1]]), b, "sum")[:2],
+   lambda t, a, b: a.gather(0, t.tensor([[0, 2, 1, 0], [2, 2, 0, 1]])) + a.scatter_reduce(0, t.tensor([[0, 2, 1, 0], [2, 2, 0, 1]]), b, "sum")[:2], (-1, 1)),
+  ("diagonal_unfold_tri", [(4, 4)], lambda x: x.diagonal(1).sum() + x.unfold(1, 2, 1).sum((1, 2)).unsqueeze(1) + x.tril(-1) + x.triu(1),
+   lambda t, x: x.diagonal(1).sum() + x.unfold(1, 2, 1).sum((1, 2)).unsqueeze(1) + x.tril(-1) + x.triu(1), (-1, 1)),
+  ("conv2d", [(1, 2, 5, 5), (3, 2, 3, 3), (3,)], lambda x, w, b: x.conv2d(w, b, stride=2, padding=1, dilation=1),
+   lambda t, x, w, b: t.nn.functional.conv2d(x, w, b, stride=2, padding=1), (-1, 1)),
+  ("conv_transpose2d", [(1, 2, 3, 3), (2, 3, 3, 3)], lambda x, w: x.conv_transpose2d(w, stride=2, padding=1, output_padding=1),
+   lambda t, x, w: t.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1), (-1, 1)),
+  ("pools", [(1, 1, 5, 5)], lambda x: x.max_pool2d(3, stride=2, padding=1) + x.avg_pool2d(3, stride=2, padding=1),
+   lambda t, x: t.nn.functional.max_pool2d(x, 3, stride=2, padding=1) + t.nn.functional.avg_pool2d(x, 3, stride=2, padding=1), (-1, 1)),
+  ("interpolate", [(1, 1, 3, 4)], lambda x: x.interpolate((5, 6), mode="linear"),
+   lambda t, x: t.nn.functional.interpolate(x, (5, 6), mode="bilinear"), (-1, 1)),
+  ("sdpa_causal", [(1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3)], lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True),
+   lambda t, q, k, v: t.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), (-1, 1)),
+  ("losses", [(4, 3), (4, 3)], lambda x, y: x.cross_entropy(Tensor([0, 2, 1, 2])) + x.binary_crossentropy_logits(y.sigmoid()) + x.log_softmax(1).nll_loss(Tensor([1, 0, 2, 2])),
+   lambda t, x, y: t.nn.functional.cross_entropy(x, t.tensor([0, 2, 1, 2])) + t.nn.functional.binary_cross_entropy_with_logits(x, y.sigmoid())
+   + t.nn.functional.nll_loss(x.log_softmax(1), t.tensor([1, 0, 2, 2])), (-2, 2)),
+]
+
+@pytest.mark.parametrize("name,shapes,fn,ref,rng", TORCH_CASES, ids=[c[0] for c in TORCH_CASES])
+def test_forward_and_backward_match_torch(name, shapes, fn, ref, rng):
+  torch = pytest.importorskip("torch")
+  xs = _rng_inputs(shapes, len(name), *rng)
+  ts = [Tensor(x, requires_grad=True) for x in xs]
+  rs = [torch.tensor(x, requires_grad=True) for x in xs]
+  out, want = fn(*ts), ref(torch, *rs)
+  assert out.shape == tuple(want.shape), (out.shape, want.shape)
+  w = np.random.default_rng(1).uniform(0.5, 1.5, want.shape).astype(np.float32)  # an uneven upstream gradient
+  grads = (out * Tensor(w)).sum().gradient(*ts)
+  (want * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{name} forward")
+  for i, (g, r) in enumerate(zip(grads, rs)):
+    np.testing.assert_allclose(g.numpy(), r.grad.numpy() if r.grad is not None else 0, rtol=1e-3, atol=1e-4, err_msg=f"{name} grad of input {i}")
+
+def test_half_matmul_gradient_and_dtype_results():
+  torch = pytest.importorskip("torch")
+  a, b = _rng_inputs([(8, 16), (16, 4)], 5, -1, 1)
+  ta, tb = Tensor(a).half(), Tensor(b).half()
+  ga, gb = (ta @ tb).float().sum().gradient(ta, tb)
+  ra, rb = torch.tensor(a).half().requires_grad_(), torch.tensor(b).half().requires_grad_()
+  (ra @ rb).float().sum().backward()
+  assert ga.dtype == dtypes.float16
+  np.testing.assert_allclose(ga.numpy(), ra.grad.float().numpy(), rtol=1e-2, atol=1e-2)
+  np.testing.assert_allclose(gb.numpy(), rb.grad.float().numpy(), rtol=1e-2, atol=1e-2)
+  assert Tensor.arange(3).dtype == dtypes.int32 and Tensor.arange(0, 1, 0.5).dtype == dtypes.float32
+  assert Tensor([1, 2]).maximum(1.5).dtype == dtypes.float32 and Tensor([1, 2]).sum(dtype=dtypes.float32).dtype == dtypes.float32
+  assert (Tensor([1, 2], dtype=dtypes.int8) << 2).dtype == dtypes.int8 and (Tensor([-8]) >> 1).item() == -4
+  inf, nan = float("inf"), float("nan")
+  np.testing.assert_equal(Tensor([1.0, inf, nan]).isclose(Tensor([1.0 + 1e-9, inf, nan])).numpy(), [True, True, False])
