@@ -237,6 +237,9 @@ def test_slicing_a_symbolic_dimension_and_out_of_range_slices():
   np.testing.assert_equal(x[1:].numpy(), np.arange(32).reshape(8, 4)[1:5])
   np.testing.assert_equal(x[:, 1:3].numpy(), np.arange(32).reshape(8, 4)[:5, 1:3])
   np.testing.assert_equal(x[:-1].numpy(), np.arange(32).reshape(8, 4)[:4])
+  np.testing.assert_equal(x[-1].numpy(), [16, 17, 18, 19])
+  np.testing.assert_equal(x[1].numpy(), [4, 5, 6, 7])
+  with pytest.raises(IndexError, match="out of bounds"): x[2]  # n may be 2
   with pytest.raises(IndexError, match="may leave"): Tensor.ones(4, 2)[:v]
   with pytest.raises(IndexError, match="step 1"): x[::2]
 

@@ -20,6 +20,8 @@ def _broadcast_shape(*shapes: tuple) -> tuple:
 
 # ***** indexing *****
 
+def _show(x: Any) -> str: return x.render() if isinstance(x, UOp) else str(x)
+
 def _symbolic_slice(i: slice, n: Any, dim: int) -> tuple[Any, Any]:
   """(start, stop) of a step-1 slice whose bounds or dimension hold a Variable (`cache[:, pos:pos+len]`, the KV-cache
   idiom): one kernel then serves every bound value. Python's clamping needs the values, so a slice that may leave the
@@ -29,7 +31,7 @@ def _symbolic_slice(i: slice, n: Any, dim: int) -> tuple[Any, Any]:
   stop = n if i.stop is None else i.stop + n if isinstance(i.stop, int) and i.stop < 0 else i.stop
   start, stop = ssimplify(start), ssimplify(stop)
   if resolve(start < 0, True) or resolve(stop > n, True) or resolve(start > stop, True):
-    raise IndexError(f"slice {i.start}:{i.stop} may leave dimension {dim} of size {n} (by its Variables' ranges); "
+    raise IndexError(f"slice {_show(i.start)}:{_show(i.stop)} may leave dimension {dim} of size {_show(n)} (by its Variables' ranges); "
                      "shrink the Variables' ranges so every value fits")
   return start, stop
 
@@ -127,8 +129,10 @@ class IndexingMixin:
         continue
       n = self.shape[dim]
       if isinstance(i, int):
-        if not -n <= i < n: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {n}")
-        i = i + n if i < 0 else i
+        # a symbolic dimension: refuse an index that may be out of range for some value of its Variables
+        if not (resolve(-n <= i, False) and resolve(n > i, False)) if isinstance(n, UOp) else not -n <= i < n:
+          raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {_show(n)}")
+        i = ssimplify(i + n) if i < 0 else i
         shrink.append((i, i + 1)); flips.append(False); strides.append(1)
       elif isinstance(i, slice) and any(isinstance(x, UOp) for x in (i.start, i.stop, n)):
         start, stop = _symbolic_slice(i, n, dim)

@@ -116,13 +116,16 @@ class RMSNorm:
     return x if self.weight is None else x * self.weight
 
 class GroupNorm:
-  """Normalises each of num_groups channel groups per sample, then a per-channel affine."""
+  """Normalises each of num_groups groups per sample, then a per-channel affine. A group is a contiguous 1/num_groups of
+  the sample's channels-by-positions values: whole channels when num_groups divides num_channels (PyTorch's GroupNorm),
+  else, as in tinygrad, groups that split a channel's positions."""
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
-    if num_channels % num_groups: raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
     self.weight: Tensor | None = Tensor.ones(num_channels, requires_grad=True) if affine else None
     self.bias: Tensor | None = Tensor.zeros(num_channels, requires_grad=True) if affine else None
   def __call__(self, x: Tensor) -> Tensor:
+    if x.numel() // x.shape[0] % self.num_groups:
+      raise ValueError(f"GroupNorm: the {x.numel() // x.shape[0]} values per sample of input {x.shape} do not split into {self.num_groups} groups")
     x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
     if self.weight is None: return x
     shape = (1, -1, *[1] * (x.ndim - 2))
