@@ -4,6 +4,7 @@ import functools
 import numpy as np
 from typing import Any, Callable, Generic, TypeVar
 from tinycore import engine
+from tinycore.helpers import JIT
 from tinycore.uop import UOp, Ops
 from tinycore.schedule import ScheduleItem, buffers
 from tinycore.tensor import Tensor, _plain, _storage
@@ -89,6 +90,7 @@ class TinyJit(Generic[ReturnType]):
                    "or use a separate TinyJit per shape (or .reset() it)")
 
   def __call__(self, *args, **kwargs) -> ReturnType:
+    if not JIT: return self.fxn(*args, **kwargs)  # Context(JIT=0): no capture, every call runs the function
     tensors, var_vals, signature = self._inputs(args, kwargs)
     if self.cnt == 0:  # a plain run: compiles every kernel, so the capture below records launches only
       prev_slots, Tensor._rng_slots = Tensor._rng_slots, []  # rand reads its call index from a buffer, as in the capture

@@ -1,11 +1,11 @@
 """Tensor: the lazy, tinygrad-compatible user API. Every method builds UOps; realize() schedules and runs them."""
 from __future__ import annotations
-import functools, math, weakref
+import functools, math, pathlib, weakref
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
-from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int
+from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
@@ -42,17 +42,24 @@ def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DTy
   if raw.size: buffers[u].copyin(memoryview(raw.reshape(-1)).cast("B"))
   return u.reshape(arr.shape)
 
-class Tensor(NNOpsMixin, IndexingMixin):
+class _TensorMeta(type):
+  """Tensor.training is the Context variable TRAINING: `Tensor.training = True`, `with Tensor.train():` and
+  `with Context(TRAINING=1):` are one switch, which dropout and BatchNorm read."""
+  @property
+  def training(cls) -> bool: return bool(TRAINING)
+  @training.setter
+  def training(cls, mode: bool) -> None: TRAINING.value = int(bool(mode))
+
+class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   """A lazy n-dimensional array on a device. `Tensor([1., 2.]) * 2` builds a graph; `.numpy()`/`.realize()` run it."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   __array_ufunc__ = None  # `np.float32(2) * t` defers to Tensor.__rmul__ instead of numpy converting t to an array
-  training: bool = False
   no_grad: bool = False
   _seed: int = 0
   _rng_counter: int = 0
 
   class train:
-    """`with Tensor.train():` (or as a decorator) sets Tensor.training for the block."""
+    """`with Tensor.train():` (or as a decorator) sets Tensor.training (the TRAINING Context variable) for the block."""
     def __init__(self, mode: bool = True): self.mode = mode
     def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
     def __exit__(self, *exc): Tensor.training = self.prev
@@ -64,6 +71,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file's bytes (tinygrad maps it from disk)
     if isinstance(data, UOp):
       if data.dtype == dtypes.index and data.device is None:
         # a symbolic integer (bound Variables and math on them) as a scalar tensor: give it a device and a storable dtype
@@ -98,6 +106,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     elif isinstance(data, Tensor): self.uop = data.uop if dtype is None else data.uop.cast(dtype)
     else: raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array, bytes or UOp")
     if device is not None and isinstance(data, (UOp, Tensor)) and self.device != _canon_device(device): self.uop = self.to(device).uop
+    # a tensor made to require grad is a leaf of its own: hash-consing would make two Tensor.zeros(3, requires_grad=True)
+    # (two LayerNorm biases) one node, and the gradient of either would be that of both
+    if requires_grad and not _plain(self.uop) and not (self.uop.op is Ops.CONTIGUOUS and self.uop.arg is not None):
+      self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id())
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
     _all_tensors.add(self)
@@ -221,6 +233,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
     return self
+  # tinygrad's spelling: a parameter is a tensor an optimizer updates (requires_grad not False); is_param_(False) makes a
+  # buffer the optimizer only realizes (BatchNorm's running statistics)
+  @property
+  def is_param(self) -> bool: return self.requires_grad is not False
+  def is_param_(self, is_param: bool = True) -> Tensor: return self.requires_grad_(is_param)
   # unique: two contiguous() calls are two buffers, so assigning to one never changes the other
   def contiguous(self, **kwargs) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
   def contiguous_backward(self) -> Tensor: return self._unary(Ops.CONTIGUOUS_BACKWARD)
@@ -289,6 +306,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     shape = argfix(*shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     return Tensor(new_buffer_uop(_canon_device(device), prod(shape), dt).reshape(shape), **kw)
+  @staticmethod
+  def from_url(url: str, gunzip: bool = False, **kw) -> Tensor:
+    """The bytes at url as a uint8 Tensor (or `dtype=`), through helpers.fetch's download cache (offline: OSError)."""
+    return Tensor(fetch(url, gunzip=gunzip), **kw)
   @staticmethod
   def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
   def const_like(self, b, dtype: DType | str | None = None) -> Tensor: return Tensor.full(self.shape, b, dtype=dtype or self.dtype, device=self.device)
@@ -432,6 +453,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   # ***** autograd *****
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives."""
+    self._check_differentiable()
     if gradient is None:
       if self.shape != (): raise ValueError(f"gradient of a non-scalar tensor {self.shape} needs an explicit `gradient=`")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
@@ -444,8 +466,13 @@ class Tensor(NNOpsMixin, IndexingMixin):
         out.append(t.zeros_like())
       else: out.append(Tensor(grads[t.uop]))
     return out
+  def _check_differentiable(self) -> None:
+    if not dtypes.is_float(self.dtype):
+      raise RuntimeError(f"only float tensors have gradients: this value is {self.dtype} (a comparison, argmax or cast to int "
+                         "is not differentiable); differentiate a float value")
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d(self)/dt into t.grad for every tensor t with requires_grad=True in self's graph."""
+    self._check_differentiable()
     if self.uop.is_realized and not any(s.op is not Ops.BUFFER for s in [self.uop.base]) and self.uop.base.op is Ops.BUFFER and self.uop.op in (Ops.BUFFER, Ops.RESHAPE):
       in_graph = [t for t in list(_all_tensors) if t.requires_grad and t.uop is self.uop]
       if not in_graph: raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
@@ -839,7 +866,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
 
   # ***** movement *****
   def reshape(self, shape, *args) -> Tensor:
-    shape = argfix(shape, *args)
+    """New shape (ints, or one sequence); -1 infers a dim, None keeps the dim at that position."""
+    shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
       known = prod(s for s in shape if s != -1)
@@ -905,11 +933,12 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def unflatten(self, dim: int, sizes: tuple) -> Tensor:
     d = normalize_axis(dim, self.ndim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d+1:])
-  def squeeze(self, dim: int | None = None) -> Tensor:
+  def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Tensor:
+    """Drop size-1 dims: all of them, or those among dim (an int or a tuple); a named dim of another size stays."""
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     if self.ndim == 0: return self
-    d = normalize_axis(dim, self.ndim)
-    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d+1:])
+    ds = {normalize_axis(d, self.ndim) for d in make_tuple(dim, 1)}
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in ds or s != 1))
   def unsqueeze(self, dim: int) -> Tensor:
     d = normalize_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
@@ -935,6 +964,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
       if s: x = Tensor.cat(x.shrink(tuple((n - s, n) if i == d else None for i in range(x.ndim))), x.shrink(tuple((0, n - s) if i == d else None for i in range(x.ndim))), dim=d)
     return x
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    if isinstance(self, (list, tuple)): return Tensor.cat(*self, *args, dim=dim)  # Tensor.cat([a, b]), torch's form
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim)
     for t in ts:
@@ -948,6 +978,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    if isinstance(self, (list, tuple)): return Tensor.stack(*self, *args, dim=dim)
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim + 1)
     return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
