@@ -61,6 +61,7 @@ def image_shape(size: int, accesses: list[UOp], max_w: int, max_h: int) -> tuple
 def to_images(ren: OpenCLRenderer, sink: UOp) -> UOp | None:
   """float32/float16 parameters a kernel only reads or only writes become images (INDEX(buf, x, y), arg = the ImageParam),
   as many as the device binds (read and write image limits); the rest, and every shape past the limits, stay buffers."""
+  if not ren.images: return None
   order = sink.toposort()
   if any(u.op is Ops.INDEX and len(u.src) == 3 for u in order): return None   # already rewritten
   uses: dict[UOp, dict[str, list[UOp]]] = {}
@@ -123,7 +124,7 @@ class OpenCLRenderer(Renderer):
     # QCOM_IMAGE=1: float tensors a kernel only reads or only writes go through image2d_t (the texture cache on Adreno)
     self.images = bool(int(os.environ.get("QCOM_IMAGE", "0"))) if images is None else images
     self.image_max, self.max_read_images, self.max_write_images = image_max, max_read_images, max_write_images
-    self.extra_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda sink: to_images(self, sink))]) if self.images else None
+    self.extra_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda sink: to_images(self, sink))])
     self.supported_dtypes = frozenset(d for d in CL_TYPES if d != dtypes.float64 or fp64)
 
   @classmethod
