@@ -142,3 +142,46 @@ def test_image_limit_falls_back_to_buffers_with_the_right_answer(qcom, monkeypat
   want = data[0]
   for d in data[1:]: want = want * np.float32(0.5) + d
   np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+
+# ***** KGSL: structure layouts against msm_kgsl.h, and the bounded timestamp wait *****
+
+import ctypes
+from tinygrad_qcom import kgsl
+
+@pytest.mark.skipif(ctypes.sizeof(ctypes.c_void_p) != 8, reason="the layouts checked are the 64-bit ABI's (arm64 Android, x86-64)")
+def test_kgsl_layouts_match_msm_kgsl_h():
+  """Sizes, offsets and request numbers as msm_kgsl.h defines them for a 64-bit kernel (_IOWR(0x09, nr, struct))."""
+  def offsets(s): return {name: getattr(s, name).offset for name, *_ in s._fields_ if not name.startswith("_")}
+  assert ctypes.sizeof(kgsl.GpumemAllocId) == 48 and offsets(kgsl.GpumemAllocId) == {"id": 0, "flags": 4, "size": 8, "mmapsize": 16, "gpuaddr": 24}
+  assert ctypes.sizeof(kgsl.CommandObject) == 32 and offsets(kgsl.CommandObject) == {"offset": 0, "gpuaddr": 8, "size": 16, "flags": 24, "id": 28}
+  assert ctypes.sizeof(kgsl.GpuCommand) == 64 and offsets(kgsl.GpuCommand) == {
+    "flags": 0, "cmdlist": 8, "cmdsize": 16, "numcmds": 20, "objlist": 24, "objsize": 32, "numobjs": 36, "synclist": 40,
+    "syncsize": 48, "numsyncs": 52, "context_id": 56, "timestamp": 60}
+  assert [ctypes.sizeof(s) for s in (kgsl.DrawctxtCreate, kgsl.DrawctxtDestroy, kgsl.GpumemFreeId, kgsl.ReadTimestampCtxtid)] == [8, 4, 8, 12]
+  assert {k: hex(v[0]) for k, v in kgsl.IOCTLS.items()} == {
+    "DRAWCTXT_CREATE": "0xc0080913", "DRAWCTXT_DESTROY": "0x40040914", "CMDSTREAM_READTIMESTAMP_CTXTID": "0xc00c0916",
+    "GPUMEM_ALLOC_ID": "0xc0300934", "GPUMEM_FREE_ID": "0xc0080935", "GPU_COMMAND": "0xc040094a"}
+
+class FakeKGSL:
+  """Answers the ioctls a KGSL object makes: a context, submissions that take timestamps, a GPU that retires `speed` per read."""
+  def __init__(self, speed: int): self.speed, self.queued, self.done = speed, 0, 0
+  def __call__(self, fd, req, arg):
+    if req == kgsl.IOCTLS["DRAWCTXT_CREATE"][0]: arg.drawctxt_id = 7
+    elif req == kgsl.IOCTLS["GPU_COMMAND"][0]:
+      assert arg.context_id == 7 and arg.numcmds == 1
+      self.queued += 1
+      arg.timestamp = self.queued
+    elif req == kgsl.IOCTLS["CMDSTREAM_READTIMESTAMP_CTXTID"][0]:
+      self.done = min(self.queued, self.done + self.speed)
+      arg.timestamp = self.done
+
+def test_kgsl_wait_returns_when_the_timestamp_retires():
+  dev = kgsl.KGSL(fd=-1, ioctl=FakeKGSL(speed=1))
+  ts = [dev.submit(0x1000, 64) for _ in range(3)]
+  dev.wait(ts[-1], timeout_s=5)
+  assert ts == [1, 2, 3] and dev.retired() == 3
+
+def test_kgsl_wait_is_bounded_when_the_gpu_hangs():
+  dev = kgsl.KGSL(fd=-1, ioctl=FakeKGSL(speed=0))
+  ts = dev.submit(0x1000, 64)
+  with pytest.raises(Exception, match="QCOM: kernel E_1 did not finish within 0.05 s.*hung"): dev.wait(ts, timeout_s=0.05, what="kernel E_1")
