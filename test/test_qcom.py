@@ -185,3 +185,9 @@ def test_kgsl_wait_is_bounded_when_the_gpu_hangs():
   dev = kgsl.KGSL(fd=-1, ioctl=FakeKGSL(speed=0))
   ts = dev.submit(0x1000, 64)
   with pytest.raises(Exception, match="QCOM: kernel E_1 did not finish within 0.05 s.*hung"): dev.wait(ts, timeout_s=0.05, what="kernel E_1")
+
+def test_kgsl_without_qcom_opencl_says_what_to_do(monkeypatch):
+  from tinygrad_qcom.driver import QCOMDriver
+  monkeypatch.setattr(kgsl, "available", lambda: True)
+  monkeypatch.delenv("QCOM_OPENCL", raising=False)
+  with pytest.raises(Exception, match="QCOM: /dev/kgsl-3d0 is here.*not implemented.*QCOM_OPENCL=1"): QCOMDriver(0)

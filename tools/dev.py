@@ -13,10 +13,13 @@ PACKAGES = {
   "train": ["-e", f"{ROOT}[examples]", "-e", str(ROOT / "backends/tinygrad-cpu")],
   "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
 }
-OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu"]}  # installed when present; its tests skip without a Vulkan adapter
+OPTIONAL = {"test": [ROOT / "backends/tinygrad-webgpu", ROOT / "backends/tinygrad-qcom"]}  # installed when present; their tests skip without a Vulkan adapter / an OpenCL runtime
 
 # extra configurations of a backend the conformance suite also runs: (name, extra environment, what it needs on PATH)
-VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))]}
+VARIANTS = {"CPU": [("CPU with the C renderer", {"CPU_RENDERER": "C"}, ("cc", "gcc", "clang"))],
+            "QCOM": [("QCOM with images", {"QCOM_IMAGE": "1"}, ("clinfo",))]}
+# every conformance run of a backend: (extra environment, what it needs on PATH); clinfo stands for an OpenCL runtime (pocl in CI)
+BACKEND_RUN = {"QCOM": ({"QCOM_OPENCL": "1"}, ("clinfo",))}
 
 def run(*cmd, **kw) -> None:
   print("+", " ".join(str(c) for c in cmd), flush=True)
@@ -44,14 +47,20 @@ def main(argv: list[str]) -> int:
     return 0
   # the core and backend tests, then the conformance suite once per installed backend
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
+  def installed(what: str, needs: tuple[str, ...]) -> bool:
+    if not needs or any(shutil.which(n) for n in needs): return True
+    if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
+    print(f"conformance: {what} skipped: none of {needs} is installed")
+    return False
   for dev in installed_backends():
-    run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev})
+    env, needs = BACKEND_RUN.get(dev, ({}, ()))
+    if not installed(dev, needs): continue
+    base = {**os.environ, "DEV": dev, **env}
+    run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env=base)
     for what, env, needs in VARIANTS.get(dev, []):
-      if not any(shutil.which(n) for n in needs):
-        if os.environ.get("CI"): raise SystemExit(f"conformance: {what} needs one of {needs} on PATH, and CI must run it")
-        print(f"conformance: {what} skipped: none of {needs} is installed"); continue
+      if not installed(what, needs): continue
       print(f"conformance: {what} ({' '.join(f'{k}={v}' for k, v in env.items())})", flush=True)
-      run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **env})
+      run(PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**base, **env})
   return 0
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """QCOM's driver: loads OpenCL programs and launches them; images and views the device cannot bind in place are staged by copies."""
 from __future__ import annotations
-import ctypes, time
+import ctypes, os, time
 from tinycore.helpers import prod
 from tinycore.runtime.device import Driver
 from tinycore.runtime.errors import CompileError, DeviceError
 from tinycore.runtime.plugin import instance_name
+from tinygrad_qcom import kgsl
 from tinygrad_qcom.allocator import CLView
 from tinygrad_qcom.assembler import unpack, build
 from tinygrad_qcom.opencl import (runtime, ImageFormat, ImageDesc, CL_MEM_READ_WRITE, CL_MEM_READ_ONLY, CL_MEM_WRITE_ONLY, CL_R, CL_FLOAT,
@@ -79,10 +80,15 @@ class QCOMProgram:
     return time.perf_counter() - st
 
 class QCOMDriver(Driver):
-  """One OpenCL device: the one the renderer was described from (tinygrad_qcom.opencl.device_info)."""
+  """One OpenCL device: the one the renderer was described from (tinygrad_qcom.opencl.device_info). On an Adreno with KGSL,
+  only with QCOM_OPENCL=1 for now."""
   def __init__(self, index: int = 0):
     super().__init__(instance_name("QCOM", index))
     if index != 0: raise DeviceError(f"QCOM: only instance 0 exists (one OpenCL device per process), {self.device} was asked for")
+    if kgsl.available() and os.environ.get("QCOM_OPENCL") != "1":
+      raise DeviceError(f"QCOM: {kgsl.KGSL_PATH} is here, but launching kernels through raw KGSL command streams is not implemented "
+                        "yet (tinygrad_qcom.kgsl has the context, memory, submission and wait ioctls); set QCOM_OPENCL=1 to run them "
+                        "through the vendor's libOpenCL")
     self.rt = runtime()
   def load(self, name: str, binary: bytes, spec=None) -> QCOMProgram:
     try: return QCOMProgram(self, name, binary)
