@@ -55,6 +55,15 @@ def test_renders_and_assembles_without_any_opencl(monkeypatch):
   finally:
     for fn in (opencl._device, opencl.device_info, opencl.runtime): fn.cache_clear()
 
+def test_debug4_shows_the_opencl_c_without_any_opencl():
+  """Acceptance: with no OpenCL library at all, DEBUG=4 prints the kernel's OpenCL C, then opening QCOM fails clearly."""
+  import subprocess, sys
+  code = ("import tinygrad_qcom.opencl as o; o.find_library = lambda: None\n"
+          "from tinycore import Tensor\n(Tensor.empty(64, 32, device='QCOM') * 2 + 1).realize()")
+  proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "DEBUG": "4", "QCOM_IMAGE": "1"}, timeout=120)
+  assert "__kernel void E_64_32(write_only image2d_t data0, read_only image2d_t data1)" in proc.stdout, proc.stdout + proc.stderr
+  assert proc.returncode != 0 and "QCOM: no OpenCL runtime found" in proc.stderr
+
 def test_undeclared_float64_is_a_clean_refusal():
   with pytest.raises(UnsupportedError, match="QCOM.*double"): get_program(ast_of(P([1.0]).cast(dtypes.float64)), OpenCLRenderer(fp64=False))
   src = get_program(ast_of(P([1.0]).cast(dtypes.float64) + 1), OpenCLRenderer(fp64=True)).src
