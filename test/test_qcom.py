@@ -200,3 +200,11 @@ def test_kgsl_without_qcom_opencl_says_what_to_do(monkeypatch):
   monkeypatch.setattr(kgsl, "available", lambda: True)
   monkeypatch.delenv("QCOM_OPENCL", raising=False)
   with pytest.raises(Exception, match="QCOM: /dev/kgsl-3d0 is here.*not implemented.*QCOM_OPENCL=1"): QCOMDriver(0)
+
+def test_half_images_only_with_cl_khr_fp16():
+  """read_imageh/write_imageh come with cl_khr_fp16: without it half tensors stay buffers (float tensors still become images)."""
+  t = P(np.ones((4, 8))).cast(dtypes.float16) * 2
+  native = get_program(ast_of(t), OpenCLRenderer(fp16=True, images=True)).src
+  assert "write_only image2d_t data0" in native and "write_imageh(data0" in native and "(half4)(" in native
+  emulated = get_program(ast_of(t), OpenCLRenderer(fp16=False, images=True)).src
+  assert "__global half* data0" in emulated and "read_only image2d_t data1" in emulated

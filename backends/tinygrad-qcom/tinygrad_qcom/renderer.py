@@ -15,7 +15,6 @@ CL_TYPES = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dty
             dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong", dtypes.float16: "half",
             dtypes.float32: "float", dtypes.float64: "double"}
 UNSIGNED = {dtypes.int8: "uchar", dtypes.int16: "ushort", dtypes.int32: "uint", dtypes.int64: "ulong"}
-IMAGE_DTYPES = (dtypes.float32, dtypes.float16)
 EXACT_OPS = (Ops.NEG, Ops.MAX, Ops.TRUNC, Ops.WHERE)   # float results that are already values of the operands' type
 KERNEL_HEADER = "// tinycore-qcom"   # the header lines: "// tinycore-qcom NAME", "// writes P...", "// vars TYPE...", "// image P DTYPE WxH read|write"...
 
@@ -59,8 +58,9 @@ def image_shape(size: int, accesses: list[UOp], max_w: int, max_h: int) -> tuple
   return next(((w, size // w) for w in strides + divisors if size // w <= max_h), None)
 
 def to_images(ren: OpenCLRenderer, sink: UOp) -> UOp | None:
-  """float32/float16 parameters a kernel only reads or only writes become images (INDEX(buf, x, y), arg = the ImageParam),
-  as many as the device binds (read and write image limits); the rest, and every shape past the limits, stay buffers."""
+  """float32 (and, with cl_khr_fp16's read_imageh/write_imageh, float16) parameters a kernel only reads or only writes become
+  images (INDEX(buf, x, y), arg = the ImageParam), as many as the device binds (read and write image limits); the rest, and
+  every shape past the limits, stay buffers."""
   if not ren.images: return None
   order = sink.toposort()
   if any(u.op is Ops.INDEX and len(u.src) == 3 for u in order): return None   # already rewritten
@@ -70,9 +70,10 @@ def to_images(ren: OpenCLRenderer, sink: UOp) -> UOp | None:
       uses.setdefault(u.src[0].src[0], {"read": [], "write": []})["read" if u.op is Ops.LOAD else "write"].append(u.src[0])
   sub: dict[UOp, UOp] = {}
   budget = {"read": ren.max_read_images, "write": ren.max_write_images}
+  image_dtypes = (dtypes.float32, dtypes.float16) if ren.fp16 else (dtypes.float32,)
   for buf in sorted(uses, key=lambda b: b.arg):
     access = [k for k, v in uses[buf].items() if v]
-    if len(access) != 1 or buf.dtype.base.scalar not in IMAGE_DTYPES or buf.dtype.base.count != 1 or budget[access[0]] == 0: continue
+    if len(access) != 1 or buf.dtype.base.scalar not in image_dtypes or buf.dtype.base.count != 1 or budget[access[0]] == 0: continue
     idxs = uses[buf][access[0]]
     if (shape := image_shape(buf.dtype.size, [i.src[1] for i in idxs], ren.image_max[0], ren.image_max[1])) is None: continue
     budget[access[0]] -= 1
