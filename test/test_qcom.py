@@ -52,6 +52,8 @@ def test_renders_and_assembles_without_any_opencl(monkeypatch):
     asm = _assembler(ren)
     assert asm.target == "opencl-c-source" and unpack(asm.assemble(src))[:2] == ("source", src)
     with pytest.raises(Exception, match="no OpenCL runtime found.*pocl-opencl-icd"): _driver(0)
+    from tinygrad_qcom import _instances
+    assert _instances() == 0
   finally:
     for fn in (opencl._device, opencl.device_info, opencl.runtime): fn.cache_clear()
 
@@ -109,7 +111,7 @@ def test_images_past_the_read_limit_fall_back_to_buffers():
 
 def test_device_is_listed(qcom):
   rows = {r["name"]: r for r in Device.listing()}
-  assert rows["QCOM"]["opens"] and rows["QCOM"]["package"] == "tinygrad-qcom"
+  assert rows["QCOM"]["opens"] and rows["QCOM"]["package"] == "tinygrad-qcom" and rows["QCOM"]["instances"] == 1
 
 def test_integer_division_and_casts(qcom):
   a = np.array([7, -7, -2**31, 5, 0], np.int32)
