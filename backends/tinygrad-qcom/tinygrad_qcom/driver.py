@@ -31,7 +31,7 @@ class QCOMProgram:
     except Exception: pass   # interpreter shutdown
 
   def stage(self, p: int, view: CLView) -> tuple[int, list]:
-    """(the memory object to bind for parameter p, the copies back after the kernel)."""
+    """(the memory object to bind for parameter p, the copies back after the kernel); what it creates is released at synchronize."""
     rt, cl, st = self.driver.rt, self.driver.rt.cl, ctypes.c_int32()
     written = p in self.info.writes
     if (img := self.images.get(p)) is not None:
@@ -44,20 +44,24 @@ class QCOMProgram:
       # a written image starts as the buffer's contents too: texels the kernel does not write keep their value
       cl.check(cl.clEnqueueCopyBufferToImage(rt.queue, view.mem, mem, view.offset, origin, region, 0, None, None), "clEnqueueCopyBufferToImage")
       back = [lambda: cl.check(cl.clEnqueueCopyImageToBuffer(rt.queue, mem, view.mem, origin, region, view.offset, 0, None, None), "clEnqueueCopyImageToBuffer")] if written else []
-      return mem, back + [lambda: cl.clReleaseMemObject(mem)]
+      self.driver.pending.append(mem)
+      return mem, back
     if view.offset == 0: return view.mem, []
     if view.offset % rt.base_align == 0:
       region = (ctypes.c_size_t * 2)(view.offset, view.size)
       mem = cl.created(cl.clCreateSubBuffer(view.mem, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, region, ctypes.byref(st)), st, "clCreateSubBuffer")
-      return mem, [lambda: cl.clReleaseMemObject(mem)]
+      self.driver.pending.append(mem)
+      return mem, []
     mem = cl.created(cl.clCreateBuffer(rt.ctx, CL_MEM_READ_WRITE, view.size, None, ctypes.byref(st)), st, "clCreateBuffer (staging)")
     cl.check(cl.clEnqueueCopyBuffer(rt.queue, view.mem, mem, view.offset, 0, view.size, 0, None, None), "clEnqueueCopyBuffer")
     back = [lambda: cl.check(cl.clEnqueueCopyBuffer(rt.queue, mem, view.mem, 0, view.offset, view.size, 0, None, None), "clEnqueueCopyBuffer")] if written else []
-    return mem, back + [lambda: cl.clReleaseMemObject(mem)]
+    self.driver.pending.append(mem)
+    return mem, back
 
   def __call__(self, *bufs: CLView, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
     rt, cl = self.driver.rt, self.driver.rt.cl
     if prod(global_size) == 0: return 0.0 if wait else None
+    if len(self.driver.pending) > 256: self.driver.synchronize()   # bound the staging memory of launches never waited for
     after: list = []
     try:
       for p, view in enumerate(bufs):
@@ -90,8 +94,12 @@ class QCOMDriver(Driver):
                         "yet (tinygrad_qcom.kgsl has the context, memory, submission and wait ioctls); set QCOM_OPENCL=1 to run them "
                         "through the vendor's libOpenCL")
     self.rt = runtime()
+    self.pending: list[int] = []   # staging images and buffers of launches not yet waited for: released at synchronize
   def load(self, name: str, binary: bytes, spec=None) -> QCOMProgram:
     try: return QCOMProgram(self, name, binary)
     except (CompileError, DeviceError): raise
     except Exception as e: raise CompileError(f"QCOM: cannot load kernel {name!r}: {type(e).__name__}: {e}") from e
-  def synchronize(self) -> None: self.rt.cl.check(self.rt.cl.clFinish(self.rt.queue), "clFinish")
+  def synchronize(self) -> None:
+    self.rt.cl.check(self.rt.cl.clFinish(self.rt.queue), "clFinish")
+    for mem in self.pending: self.rt.cl.clReleaseMemObject(mem)
+    self.pending.clear()
