@@ -14,7 +14,12 @@ def dev(monkeypatch):
   """dev.py with setup and every command replaced by a record of what it would run."""
   mod, ran = load_dev(), []
   monkeypatch.setattr(mod, "setup", lambda kind: None)
-  monkeypatch.setattr(mod, "run", lambda *cmd, **kw: ran.append((cmd, {k: v for k, v in kw.get("env", {}).items() if k in ("DEV", "WGPU_BACKEND_TYPE", "CPU_RENDERER", "NV_EMULATE")})))
+  keep = ("DEV", "WGPU_BACKEND_TYPE", "CPU_RENDERER", "NV_EMULATE")
+  monkeypatch.setattr(mod, "run", lambda *cmd, **kw: ran.append((cmd, {k: v for k, v in kw.get("env", {}).items() if k in keep})))
+  def conformance(dev, r):   # what one conformance run would execute, and its environment
+    ran.append(((*r.prefix, mod.PY, "-m", "tinycore_conformance.cli", dev), {k: v for k, v in {"DEV": dev, **r.env}.items() if k in keep}))
+    return True, "", 0.0
+  monkeypatch.setattr(mod, "conformance", conformance)
   monkeypatch.delenv("CI", raising=False)
   mod.ran = ran
   return mod
@@ -67,3 +72,11 @@ def test_remote_runs_inside_a_local_server(dev, monkeypatch):
   assert dev.main(["test"]) == 0
   (cmd, env), = [(cmd, env) for cmd, env in dev.ran if "tinycore_conformance.cli" in cmd]
   assert cmd[1:4] == ("-m", "tinygrad_remote", "with-server") and env == {"DEV": "REMOTE"}
+
+def test_a_failed_run_fails_the_command_after_every_run_is_made(dev, monkeypatch):
+  monkeypatch.setattr(dev, "installed_backends", lambda: [("CPU", True, ""), ("PYTHON", True, "")])
+  monkeypatch.setitem(dev.RUNS, "CPU", lambda opens, why: [dev.Run("CPU")])
+  made = []
+  monkeypatch.setattr(dev, "conformance", lambda d, r: (made.append(d), (d != "CPU", "output", 0.0))[1])
+  with pytest.raises(SystemExit, match="conformance failed: CPU"): dev.main(["test"])
+  assert sorted(made) == ["CPU", "PYTHON"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools, math, struct
 from dataclasses import dataclass
 import numpy as np
+from tinycore.helpers import DEFAULT_FLOAT, DEFAULT_INT
 
 @dataclass(frozen=True, eq=True)
 class DType:
@@ -31,7 +32,19 @@ class PtrDType(DType):
 
 def _d(priority, itemsize, name, fmt): return DType(priority, itemsize, name, fmt)
 
-class dtypes:
+class _DefaultDtypes(type):
+  """dtypes.default_float / default_int live in the Context variables DEFAULT_FLOAT / DEFAULT_INT, so assigning one
+  (`dtypes.default_float = dtypes.half`) and `Context(DEFAULT_FLOAT="half")` are the same switch."""
+  @property
+  def default_float(cls) -> DType: return _default(DEFAULT_FLOAT, is_float=True)
+  @default_float.setter
+  def default_float(cls, dt: DType | str) -> None: DEFAULT_FLOAT.value = dt
+  @property
+  def default_int(cls) -> DType: return _default(DEFAULT_INT, is_float=False)
+  @default_int.setter
+  def default_int(cls, dt: DType | str) -> None: DEFAULT_INT.value = dt
+
+class dtypes(metaclass=_DefaultDtypes):
   """The scalar types a tensor can hold. `dtypes.default_float`/`default_int` pick what Python floats/ints become."""
   bool = _d(0, 1, "bool", "?")
   int8, uint8 = _d(1, 1, "char", "b"), _d(2, 1, "uchar", "B")
@@ -44,8 +57,6 @@ class dtypes:
   index = _d(-2, 8, "index", None)  # kernel index arithmetic: lowered to int32 or int64 by codegen
   half, float, double = float16, float32, float64
   char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
-  default_float: DType = float32
-  default_int: DType = int32
 
   @staticmethod
   def is_float(x: DType) -> bool: return x.scalar in FLOATS
@@ -76,6 +87,12 @@ FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 ALL_DTYPES = (dtypes.bool,) + INTS + FLOATS
 DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES + (dtypes.void, dtypes.index)}
 DTYPES_BY_NAME_PUBLIC = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
+
+def _default(var, is_float: bool) -> DType:
+  dt = to_dtype(var.value)
+  if (dtypes.is_float(dt) if is_float else dtypes.is_int(dt)) is False:
+    raise TypeError(f"{var.key}={var.value!r} must name {'a float' if is_float else 'an integer'} dtype")
+  return dt
 
 def to_dtype(x: DType | str) -> DType:
   if isinstance(x, DType): return x

@@ -4,9 +4,10 @@ import functools
 import numpy as np
 from typing import Any, Callable, Generic, TypeVar
 from tinycore import engine
+from tinycore.helpers import JIT
 from tinycore.uop import UOp, Ops
 from tinycore.schedule import ScheduleItem, buffers
-from tinycore.tensor import Tensor, _plain
+from tinycore.tensor import Tensor, _plain, _storage
 from tinycore.runtime.device import Buffer
 
 ReturnType = TypeVar("ReturnType")
@@ -62,7 +63,7 @@ class TinyJit(Generic[ReturnType]):
     for x in [x for a in flat for x in ([a] if isinstance(a, UOp) else a.shape if isinstance(a, Tensor) else []) if isinstance(x, UOp)]:
       for name, val in x.unbind_all()[1].items():
         if var_vals.setdefault(name, val) != val: raise JitError(f"{self.__name__}: Variable {name} is bound to two values in one call")
-    bufs = [buffers[t.uop.base].base for t in tensors]
+    bufs = [buffers[_storage(t.uop)].base for t in tensors]
     sig, i = [], 0
     for a in flat:
       if isinstance(a, Tensor):
@@ -89,6 +90,7 @@ class TinyJit(Generic[ReturnType]):
                    "or use a separate TinyJit per shape (or .reset() it)")
 
   def __call__(self, *args, **kwargs) -> ReturnType:
+    if not JIT: return self.fxn(*args, **kwargs)  # Context(JIT=0): no capture, every call runs the function
     tensors, var_vals, signature = self._inputs(args, kwargs)
     if self.cnt == 0:  # a plain run: compiles every kernel, so the capture below records launches only
       prev_slots, Tensor._rng_slots = Tensor._rng_slots, []  # rand reads its call index from a buffer, as in the capture
@@ -98,7 +100,7 @@ class TinyJit(Generic[ReturnType]):
       finally: Tensor._rng_slots = prev_slots
     elif self.cnt == 1:
       if engine.capturing is not None: raise JitError(f"TinyJit({self.__name__}) is capturing inside another TinyJit's capture")
-      where = {id(buffers[t.uop.base].base): i for i, t in reversed(list(enumerate(tensors)))}  # buffer -> first argument holding it
+      where = {id(buffers[_storage(t.uop)].base): i for i, t in reversed(list(enumerate(tensors)))}  # buffer -> first argument holding it
       engine.capturing = recorded = []
       prev_slots, Tensor._rng_slots = Tensor._rng_slots, []
       rng_start = Tensor._rng_counter
@@ -115,7 +117,7 @@ class TinyJit(Generic[ReturnType]):
       self.signature, self.ret = signature, ret
     else:
       self._check(signature)
-      new_bufs: list[Buffer] = [buffers[t.uop.base].base for t in tensors]
+      new_bufs: list[Buffer] = [buffers[_storage(t.uop)].base for t in tensors]
       items = []
       for si, swaps in self.captured:
         bufs = list(si.bufs)
@@ -127,21 +129,33 @@ class TinyJit(Generic[ReturnType]):
       engine.run_schedule(items)
       ret = self.ret
       if var_vals:  # a returned shape that holds a bound Variable takes this call's value
-        for t in _tensors_in(ret): t.uop = _rebind(t.uop, var_vals, {})
+        for t in _tensors_in(ret): t.uop = _rebind(t.uop, var_vals)
     self.cnt += 1
     return ret
 
-def _rebind(x: Any, var_vals: dict[str, int], memo: dict) -> Any:
-  """x with every BIND of a Variable in var_vals bound to its value there, in sources and in (movement) args alike."""
-  if isinstance(x, tuple): return tuple(_rebind(y, var_vals, memo) for y in x)
-  if not isinstance(x, UOp): return x
-  if x in memo: return memo[x]
-  if x.op is Ops.BIND and x.src[0].arg[0] in var_vals: out = x.replace(src=(x.src[0], x.src[1].replace(arg=var_vals[x.src[0].arg[0]])))
-  else:
-    src, arg = tuple(_rebind(s, var_vals, memo) for s in x.src), _rebind(x.arg, var_vals, memo)
-    out = x if all(a is b for a, b in zip(src, x.src)) and (arg is x.arg or arg == x.arg and not isinstance(arg, (tuple, UOp))) else x.replace(src=src, arg=arg)
-  memo[x] = out
-  return out
+def _rebind(root: UOp, var_vals: dict[str, int]) -> UOp:
+  """root with every BIND of a Variable in var_vals bound to its value there, in sources and in (movement) args alike.
+  Sources and the UOps in args are rebuilt first, from an explicit stack: a returned graph may be any depth."""
+  memo: dict[UOp, UOp] = {}
+  def new_arg(a: Any) -> Any: return tuple(new_arg(y) for y in a) if isinstance(a, tuple) else memo[a] if isinstance(a, UOp) else a
+  stack: list[tuple[UOp, bool]] = [(root, False)]
+  while stack:
+    x, ready = stack.pop()
+    if x in memo: continue
+    if not ready:
+      stack.append((x, True))
+      stack.extend((y, False) for y in (*x.src, *_uops_in(x.arg)) if y not in memo)
+      continue
+    if x.op is Ops.BIND and x.src[0].arg[0] in var_vals: memo[x] = x.replace(src=(x.src[0], x.src[1].replace(arg=var_vals[x.src[0].arg[0]])))
+    else:
+      src, arg = tuple(memo[y] for y in x.src), new_arg(x.arg)
+      same = all(a is b for a, b in zip(src, x.src)) and (arg is x.arg or arg == x.arg and not isinstance(arg, (tuple, UOp)))
+      memo[x] = x if same else x.replace(src=src, arg=arg)
+  return memo[root]
+
+def _uops_in(a: Any) -> list[UOp]:
+  """The UOps in a (nested tuple) arg: a movement op's symbolic sizes."""
+  return [a] if isinstance(a, UOp) else [u for y in a for u in _uops_in(y)] if isinstance(a, tuple) else []
 
 def _is_plain_value(a: Any) -> bool:
   """Compared by value between calls (anything else by identity: the same object must be passed)."""

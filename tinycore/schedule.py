@@ -10,6 +10,7 @@ from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify, identity_element
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
+from tinycore.multi import MultiBuffer, make_buffer, multi_pm
 
 # the runtime storage behind every BUFFER node; freed with the node (state lives here, nowhere else)
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -27,15 +28,18 @@ def mark_done(becomes: dict[UOp, UOp]) -> None:
   for x, v in becomes.items():
     if x.op is Ops.ASSIGN: done_assigns[x] = v
 
-def new_buffer_uop(device: str, size: int, dtype, buf: Buffer | None = None) -> UOp:
+def new_buffer_uop(device: str | tuple[str, ...], size: int, dtype, buf: Buffer | MultiBuffer | None = None) -> UOp:
   u = UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device), UOp(Ops.UNIQUE, arg=unique_id())), size)
-  buffers[u] = buf if buf is not None else Buffer(device, size, dtype)
+  buffers[u] = buf if buf is not None else make_buffer(device, size, dtype)
   return u
+
+# ops that move data rather than compute it: each is a schedule item of its own, on a contiguous source
+TRANSFERS = (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER)
 
 @dataclass
 class ScheduleItem:
-  ast: UOp                  # SINK(STORE...) for a kernel, or COPY
-  bufs: list[Buffer]        # parameters in order: outputs first
+  ast: UOp                  # SINK(STORE...) for a kernel, or a transfer (COPY, ALLREDUCE, ALLGATHER)
+  bufs: list[Buffer]        # parameters in order: outputs first (MultiBuffers on a tuple of devices)
   var_vals: dict[str, int] = field(default_factory=dict)
 
 _PASSTHROUGH = (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD)
@@ -68,6 +72,12 @@ def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
     if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
   return False
 
+# Chains are cut by depth: the longest chain of ALU ops and reductions a node ends inside its kernel. Past
+# KERNEL_DEPTH_MAX the node there is computed into a buffer of its own, so codegen and the backend's compiler see kernels
+# of bounded size and compile time per op stays flat however long a lazy chain grows (an unrolled recurrence, a loss
+# summed over an epoch). A value computed in several kernels is computed once past SHARED_DEPTH_MAX: each kernel would
+# repeat the whole chain (t = t - t.mean() in a loop: every mean's kernel would recompute all earlier steps).
+KERNEL_DEPTH_MAX, SHARED_DEPTH_MAX = 1000, 32
 _EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a scale is 4: it fuses); the cap bounds the sums
 _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
 
@@ -78,7 +88,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   realize: set[UOp] = {o for o in outs if not o.is_realized and not free_contiguous(o)}
   for u in order:
     if u.op is Ops.CONTIGUOUS and not free_contiguous(u): realize.add(u)
-    if u.op is Ops.COPY:
+    if u.op in TRANSFERS:
       realize.add(u)
       if not is_plain_view(u.src[0]): realize.add(u.src[0])
     if u.op is Ops.ASSIGN: realize.add(u)
@@ -108,6 +118,11 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if e and u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST: realize.add(u)
     if u in realize: r, e, ir = frozenset({u}), False, False
     roots[u], expanded[u], in_reduce[u] = r, e, ir
+  depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
+  for u in order:
+    d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
+    if u.op in GroupOp.Elementwise and (d >= KERNEL_DEPTH_MAX or d >= SHARED_DEPTH_MAX and len(roots[u]) > 1): realize.add(u)
+    depth[u] = d
   # writing a buffer while reading it elsewhere than the element being written needs a temporary
   for u in order:
     if u.op is Ops.ASSIGN and _reads_shifted(u.src[1], _plain_buffer(u.src[0]), realize): realize.add(u.src[1])
@@ -155,6 +170,14 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     sink = sink.substitute({u: done_assigns[u] for u in order if u in done_assigns})
     outs = list(sink.src)
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  tensor_outs, multi_outs = outs, None
+  if any(u.op is Ops.MULTI or u.op is Ops.DEVICE and isinstance(u.arg, tuple) for u in order):
+    # sharded tensors: per-shard work on the tuple of devices; a MULTI left on top says how the result is sharded
+    tensor_order = order
+    multi_outs = list(graph_rewrite(sink, multi_pm).src)
+    outs = [o.src[0] if o.op is Ops.MULTI else o for o in multi_outs]
+    sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
+    order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   if any(u.op is Ops.REDUCE_AXIS and split_reduce(u) is not None for u in order):
     sink = graph_rewrite(sink, split_reduces)
     outs = list(sink.src)
@@ -180,7 +203,13 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     if x.op is Ops.ASSIGN: becomes[x] = x.src[0]
   for x in order:  # a contiguous() of data already in order (or of an assign's target) needs no kernel
     if x.op is Ops.CONTIGUOUS and x not in realize: becomes[x] = _plain_buffer(x.src[0]).reshape(x.shape)
-  for a, x in zip(asked, outs):  # what the caller holds, where an assign that already ran was replaced above
+  if multi_outs is not None:  # back to the tensor level: the caller holds the global nodes
+    for t, m, x in zip(tensor_outs, multi_outs, outs):
+      v = becomes.get(x, x)
+      becomes[t] = UOp(Ops.MULTI, v.dtype, (v,), m.arg) if m.op is Ops.MULTI else v
+    for t in tensor_order:
+      if t.op is Ops.ASSIGN: becomes[t] = t.src[0]
+  for a, x in zip(asked, outs if multi_outs is None else tensor_outs):  # what the caller holds, where a rewrite replaced it
     if a is not x: becomes[a] = becomes.get(x, x)
   # only what was asked for (and assigned) keeps its buffer: intermediates' memory is recycled by the planner below
   _plan_memory(items, {out_buf[x] for x in realize if x in outs or x.op is Ops.ASSIGN})
@@ -194,16 +223,16 @@ def _kernels(order: list[UOp], realize: set[UOp]) -> tuple[list[_Kernel], dict[U
   for x in order:
     if x not in realize: continue
     if x.op is Ops.ASSIGN: out_buf[x] = buffers[_plain_buffer(x.src[0])]
-    else: out_buf[x] = Buffer(x.device, max_size(x.shape), x.dtype)
-    if x.op is Ops.COPY:
+    else: out_buf[x] = make_buffer(x.device, max_size(x.shape), x.dtype)
+    if x.op in TRANSFERS:
       src = x.src[0]
       if src in out_buf: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], out_buf[src]]), {src}, set()))
       else: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), set(), {_plain_buffer(src)}))
     else: kernels.append(_kernel(x, realize, out_buf))
   return kernels, out_buf
 
-def _max_buffers(device: str) -> int:
-  try: return Device.renderer(device).max_buffers or 0
+def _max_buffers(device: str | tuple[str, ...]) -> int:
+  try: return Device.renderer(device[0] if isinstance(device, tuple) else device).max_buffers or 0
   except Exception: return 0  # no renderer (an unknown device) fails later, with the device's own error
 
 def _split_wide_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
@@ -212,7 +241,7 @@ def _split_wide_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
   while itself fitting, the smallest of those. Repeated by the caller until every kernel fits."""
   out: set[UOp] = set()
   for k in kernels:
-    if k.node.op is Ops.COPY or not (limit := _max_buffers(k.node.device)) or len(k.item.bufs) <= limit: continue
+    if k.node.op in TRANSFERS or not (limit := _max_buffers(k.node.device)) or len(k.item.bufs) <= limit: continue
     value = k.node.src[0] if k.node.op is Ops.CONTIGUOUS else k.node.src[1] if k.node.op is Ops.ASSIGN else k.node
     inputs: dict[UOp, frozenset] = {}  # node -> the realized nodes and BUFFERs it reads
     best, best_key = None, None

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from tinycore.helpers import DEBUG, getenv
 from tinycore.uop import UOp, Ops
 from tinycore.runtime.device import Buffer
+from tinycore.multi import make_buffer
 from tinycore import schedule as _sched
 
 SCHEDULE_CACHE_SIZE = getenv("SCHEDULE_CACHE_SIZE", 512)   # templates kept (least recently used dropped); 0 turns it off
@@ -106,7 +107,7 @@ def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nb
 
 def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str, int]):
   ScheduleItem = _sched.ScheduleItem
-  allb = bufs + [Buffer(d, n, dt, opts) for d, n, dt, opts in t.new]
+  allb = bufs + [make_buffer(d, n, dt, opts) for d, n, dt, opts in t.new]
   items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv}) for ast, s_bufs, vv in t.items]
   becomes: dict[UOp, UOp] = {}
   made: list[UOp | None] = []

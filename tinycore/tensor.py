@@ -1,16 +1,17 @@
 """Tensor: the lazy, tinygrad-compatible user API. Every method builds UOps; realize() schedules and runs them."""
 from __future__ import annotations
-import functools, math, weakref
+import functools, math, pathlib, weakref
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
-from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int
+from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
+from tinycore.multi import split
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
@@ -21,9 +22,19 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 # update sees the weights of its own forward pass, as in eager PyTorch.
 _pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
 
-def _canon_device(device: str | None) -> str: return Device.canonicalize(device)
+def _canon_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
+  if not isinstance(device, (tuple, list)): return Device.canonicalize(device)
+  if len(device) == 0: raise ValueError("a tuple of devices needs at least one device")
+  out = tuple(Device.canonicalize(d) for d in device)
+  if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
+  return out
 
-def _np_to_buffer_uop(arr: np.ndarray, device: str, dtype: DType) -> UOp:
+def _replicate(u: UOp, devices: tuple[str, ...]) -> UOp:
+  """A single-device tensor copied whole to every device of a tuple."""
+  return UOp(Ops.MULTI, u.dtype, (UOp(Ops.COPY, u.dtype, (u,), devices),), None)
+
+def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DType) -> UOp:
+  if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
   if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
   if raw.size == 0: return UOp.const(dtype, 0, device).reshape((1,) * arr.ndim).expand(arr.shape)  # nothing to hold: no buffer
@@ -31,17 +42,24 @@ def _np_to_buffer_uop(arr: np.ndarray, device: str, dtype: DType) -> UOp:
   if raw.size: buffers[u].copyin(memoryview(raw.reshape(-1)).cast("B"))
   return u.reshape(arr.shape)
 
-class Tensor(NNOpsMixin, IndexingMixin):
+class _TensorMeta(type):
+  """Tensor.training is the Context variable TRAINING: `Tensor.training = True`, `with Tensor.train():` and
+  `with Context(TRAINING=1):` are one switch, which dropout and BatchNorm read."""
+  @property
+  def training(cls) -> bool: return bool(TRAINING)
+  @training.setter
+  def training(cls, mode: bool) -> None: TRAINING.value = int(bool(mode))
+
+class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   """A lazy n-dimensional array on a device. `Tensor([1., 2.]) * 2` builds a graph; `.numpy()`/`.realize()` run it."""
   __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
   __array_ufunc__ = None  # `np.float32(2) * t` defers to Tensor.__rmul__ instead of numpy converting t to an array
-  training: bool = False
   no_grad: bool = False
   _seed: int = 0
   _rng_counter: int = 0
 
   class train:
-    """`with Tensor.train():` (or as a decorator) sets Tensor.training for the block."""
+    """`with Tensor.train():` (or as a decorator) sets Tensor.training (the TRAINING Context variable) for the block."""
     def __init__(self, mode: bool = True): self.mode = mode
     def __enter__(self): self.prev, Tensor.training = Tensor.training, self.mode
     def __exit__(self, *exc): Tensor.training = self.prev
@@ -53,6 +71,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dtype = to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file's bytes (tinygrad maps it from disk)
     if isinstance(data, UOp):
       if data.dtype == dtypes.index and data.device is None:
         # a symbolic integer (bound Variables and math on them) as a scalar tensor: give it a device and a storable dtype
@@ -87,6 +106,10 @@ class Tensor(NNOpsMixin, IndexingMixin):
     elif isinstance(data, Tensor): self.uop = data.uop if dtype is None else data.uop.cast(dtype)
     else: raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array, bytes or UOp")
     if device is not None and isinstance(data, (UOp, Tensor)) and self.device != _canon_device(device): self.uop = self.to(device).uop
+    # a tensor made to require grad is a leaf of its own: hash-consing would make two Tensor.zeros(3, requires_grad=True)
+    # (two LayerNorm biases) one node, and the gradient of either would be that of both
+    if requires_grad and not _plain(self.uop) and not (self.uop.op is Ops.CONTIGUOUS and self.uop.arg is not None):
+      self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id())
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
     _all_tensors.add(self)
@@ -148,7 +171,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
     for t in list(_all_tensors):  # re-point the tensors that held a realized node at its buffer
       if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
   def _buffer(self) -> Buffer:
-    """The realized, contiguous buffer holding this tensor's data."""
+    """The realized, contiguous buffer holding this tensor's data (a sharded tensor's gathered on its first device)."""
+    if isinstance(self.device, tuple): return self.to(self.device[0])._buffer()
     u = self.uop
     if not _plain(u): u = self.contiguous().realize().uop
     while u.op is not Ops.BUFFER: u = u.src[0]
@@ -178,14 +202,30 @@ class Tensor(NNOpsMixin, IndexingMixin):
     if self.numel() != 1: raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
     return self.numpy().reshape(()).item()
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
-  def to(self, device: str | None) -> Tensor:
+  def to(self, device: str | tuple | None) -> Tensor:
+    """A copy on another device; to a tuple of devices, the whole tensor on each (replicated; see shard)."""
     device = _canon_device(device)
     if device == self.device: return self
-    ret = Tensor(UOp(Ops.COPY, self.dtype, (self.uop,), device))
+    cp = UOp(Ops.COPY, self.dtype, (self.uop,), device)
+    ret = Tensor(UOp(Ops.MULTI, self.dtype, (cp,), None) if isinstance(device, tuple) and isinstance(self.device, str) else cp)
     ret.requires_grad, ret.grad = self.requires_grad, self.grad
     return ret
-  def to_(self, device: str | None) -> Tensor:
+  def to_(self, device: str | tuple | None) -> Tensor:
     self.uop = self.to(device).realize().uop
+    return self
+  def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+    """This tensor split along `axis` over a tuple of devices, shard i on devices[i] (axis None: the whole tensor on each).
+    The result is one tensor whose device is the tuple: every op works on it, and reductions over the shard axis
+    all-reduce between the devices."""
+    devices = _canon_device(tuple(devices))
+    if isinstance(self.device, tuple): raise ValueError(f"shard: this tensor is already on {self.device}; .to() one device first")
+    if axis is None: return self.to(devices)
+    axis = normalize_axis(axis, self.ndim)
+    ret = Tensor(UOp(Ops.MULTI, self.dtype, (split(UOp(Ops.COPY, self.dtype, (self.uop,), devices), axis),), axis))
+    ret.requires_grad = self.requires_grad
+    return ret
+  def shard_(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+    self.uop = self.shard(devices, axis).uop
     return self
   def clone(self, device: str | None = None) -> Tensor:
     ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if is_plain_view(self.uop) else self.uop,), unique_id()), requires_grad=self.requires_grad)
@@ -193,6 +233,11 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
     return self
+  # tinygrad's spelling: a parameter is a tensor an optimizer updates (requires_grad not False); is_param_(False) makes a
+  # buffer the optimizer only realizes (BatchNorm's running statistics)
+  @property
+  def is_param(self) -> bool: return self.requires_grad is not False
+  def is_param_(self, is_param: bool = True) -> Tensor: return self.requires_grad_(is_param)
   # unique: two contiguous() calls are two buffers, so assigning to one never changes the other
   def contiguous(self, **kwargs) -> Tensor: return Tensor(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id()))
   def contiguous_backward(self) -> Tensor: return self._unary(Ops.CONTIGUOUS_BACKWARD)
@@ -262,12 +307,20 @@ class Tensor(NNOpsMixin, IndexingMixin):
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
     return Tensor(new_buffer_uop(_canon_device(device), prod(shape), dt).reshape(shape), **kw)
   @staticmethod
+  def from_url(url: str, gunzip: bool = False, **kw) -> Tensor:
+    """The bytes at url as a uint8 Tensor (or `dtype=`), through helpers.fetch's download cache (offline: OSError)."""
+    return Tensor(fetch(url, gunzip=gunzip), **kw)
+  @staticmethod
   def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
   def const_like(self, b, dtype: DType | str | None = None) -> Tensor: return Tensor.full(self.shape, b, dtype=dtype or self.dtype, device=self.device)
   def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
-  def empty_like(self, **kw) -> Tensor: return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
+  def empty_like(self, **kw) -> Tensor:
+    if self.uop.op is Ops.MULTI and kw.get("device", self.device) == self.device:  # sharded the same way
+      shard = Tensor.empty(self.uop.src[0].shape, **({"dtype": self.dtype, "device": self.device} | kw))
+      return Tensor(UOp(Ops.MULTI, shard.dtype, (shard.uop,), self.uop.arg), requires_grad=kw.get("requires_grad"))
+    return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
   @staticmethod
   def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
@@ -400,6 +453,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
   # ***** autograd *****
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives."""
+    self._check_differentiable()
     if gradient is None:
       if self.shape != (): raise ValueError(f"gradient of a non-scalar tensor {self.shape} needs an explicit `gradient=`")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
@@ -412,8 +466,13 @@ class Tensor(NNOpsMixin, IndexingMixin):
         out.append(t.zeros_like())
       else: out.append(Tensor(grads[t.uop]))
     return out
+  def _check_differentiable(self) -> None:
+    if not dtypes.is_float(self.dtype):
+      raise RuntimeError(f"only float tensors have gradients: this value is {self.dtype} (a comparison, argmax or cast to int "
+                         "is not differentiable); differentiate a float value")
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d(self)/dt into t.grad for every tensor t with requires_grad=True in self's graph."""
+    self._check_differentiable()
     if self.uop.is_realized and not any(s.op is not Ops.BUFFER for s in [self.uop.base]) and self.uop.base.op is Ops.BUFFER and self.uop.op in (Ops.BUFFER, Ops.RESHAPE):
       in_graph = [t for t in list(_all_tensors) if t.requires_grad and t.uop is self.uop]
       if not in_graph: raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
@@ -807,7 +866,8 @@ class Tensor(NNOpsMixin, IndexingMixin):
 
   # ***** movement *****
   def reshape(self, shape, *args) -> Tensor:
-    shape = argfix(shape, *args)
+    """New shape (ints, or one sequence); -1 infers a dim, None keeps the dim at that position."""
+    shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
       known = prod(s for s in shape if s != -1)
@@ -873,11 +933,12 @@ class Tensor(NNOpsMixin, IndexingMixin):
   def unflatten(self, dim: int, sizes: tuple) -> Tensor:
     d = normalize_axis(dim, self.ndim)
     return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d+1:])
-  def squeeze(self, dim: int | None = None) -> Tensor:
+  def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Tensor:
+    """Drop size-1 dims: all of them, or those among dim (an int or a tuple); a named dim of another size stays."""
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
     if self.ndim == 0: return self
-    d = normalize_axis(dim, self.ndim)
-    return self if self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d+1:])
+    ds = {normalize_axis(d, self.ndim) for d in make_tuple(dim, 1)}
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in ds or s != 1))
   def unsqueeze(self, dim: int) -> Tensor:
     d = normalize_axis(dim, self.ndim + 1)
     return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
@@ -903,6 +964,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
       if s: x = Tensor.cat(x.shrink(tuple((n - s, n) if i == d else None for i in range(x.ndim))), x.shrink(tuple((0, n - s) if i == d else None for i in range(x.ndim))), dim=d)
     return x
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+    if isinstance(self, (list, tuple)): return Tensor.cat(*self, *args, dim=dim)  # Tensor.cat([a, b]), torch's form
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim)
     for t in ts:
@@ -916,6 +978,7 @@ class Tensor(NNOpsMixin, IndexingMixin):
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+    if isinstance(self, (list, tuple)): return Tensor.stack(*self, *args, dim=dim)
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim + 1)
     return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
@@ -1111,9 +1174,13 @@ def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   i = Tensor.arange(n, device=device, dtype=dtypes.int32)
   return (n - i) if reverse else i
 
-def _plain(u: UOp) -> bool:
+def _storage(u: UOp) -> UOp:
+  """Through reshapes (and a sharded tensor's MULTI) to the node under them: a BUFFER for a plain realized tensor."""
+  if u.op is Ops.MULTI: u = u.src[0]
   while u.op is Ops.RESHAPE: u = u.src[0]
-  return u.op is Ops.BUFFER
+  return u
+
+def _plain(u: UOp) -> bool: return _storage(u).op is Ops.BUFFER
 
 def _infer_dtype(data) -> DType:
   flat = list(_flatten_list(data))

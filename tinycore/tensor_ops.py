@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tinycore.dtype import DType, dtypes, dtype_min, dtype_max
 from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv, TRAINING
+from tinycore.uop import UOp, resolve, ssimplify
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _broadcast_shape(*shapes: tuple) -> tuple:
@@ -18,6 +19,21 @@ def _broadcast_shape(*shapes: tuple) -> tuple:
   return tuple(out)
 
 # ***** indexing *****
+
+def _show(x: Any) -> str: return x.render() if isinstance(x, UOp) else str(x)
+
+def _symbolic_slice(i: slice, n: Any, dim: int) -> tuple[Any, Any]:
+  """(start, stop) of a step-1 slice whose bounds or dimension hold a Variable (`cache[:, pos:pos+len]`, the KV-cache
+  idiom): one kernel then serves every bound value. Python's clamping needs the values, so a slice that may leave the
+  dimension (by the Variables' ranges) is refused instead of clamped; a negative int bound counts from the end."""
+  if i.step not in (None, 1): raise IndexError(f"a slice with a Variable needs step 1, got {i}")
+  start = 0 if i.start is None else i.start + n if isinstance(i.start, int) and i.start < 0 else i.start
+  stop = n if i.stop is None else i.stop + n if isinstance(i.stop, int) and i.stop < 0 else i.stop
+  start, stop = ssimplify(start), ssimplify(stop)
+  if resolve(start < 0, True) or resolve(stop > n, True) or resolve(start > stop, True):
+    raise IndexError(f"slice {_show(i.start)}:{_show(i.stop)} may leave dimension {dim} of size {_show(n)} (by its Variables' ranges); "
+                     "shrink the Variables' ranges so every value fits")
+  return start, stop
 
 class _Movements:
   """The movement ops a basic index applied, recorded so __setitem__ can run them backwards."""
@@ -113,9 +129,15 @@ class IndexingMixin:
         continue
       n = self.shape[dim]
       if isinstance(i, int):
-        if not -n <= i < n: raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {n}")
-        i = i + n if i < 0 else i
+        # a symbolic dimension: refuse an index that may be out of range for some value of its Variables
+        if not (resolve(-n <= i, False) and resolve(n > i, False)) if isinstance(n, UOp) else not -n <= i < n:
+          raise IndexError(f"index {i} is out of bounds for dimension {dim} with size {_show(n)}")
+        i = ssimplify(i + n) if i < 0 else i
         shrink.append((i, i + 1)); flips.append(False); strides.append(1)
+      elif isinstance(i, slice) and any(isinstance(x, UOp) for x in (i.start, i.stop, n)):
+        start, stop = _symbolic_slice(i, n, dim)
+        shrink.append((start, stop)); flips.append(False); strides.append(1)
+        out_shape.append(ssimplify(stop - start))
       elif isinstance(i, slice):
         start, stop, step = i.indices(n)
         length = len(range(start, stop, step))
@@ -690,7 +712,7 @@ class NNOpsMixin:
     """Zero each element with probability p and scale the rest by 1/(1-p), only while training (Tensor.training)."""
     Tensor = type(self)
     if not 0 <= p <= 1: raise ValueError(f"dropout probability must be in [0, 1], got {p}")
-    if not (Tensor.training or TRAINING) or p == 0: return self
+    if not TRAINING or p == 0: return self
     if p == 1: return self.zeros_like()
     keep = Tensor.rand(*self.shape, device=self.device, contiguous=False) >= p
     return keep.contiguous().where(self, 0) * (1.0 / (1.0 - p))
@@ -709,6 +731,20 @@ class NNOpsMixin:
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
     return qk.softmax(-1).dropout(dropout_p) @ value
+
+  def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1e-7) -> Tensor:
+    """Orthogonalize the last two dims: scale to Frobenius norm <= 1, then `steps` times G = sum_i params[i] (G G^T)^i G
+    (an odd polynomial of G's singular values); a tall matrix is handled transposed."""
+    if self.ndim < 2: raise ValueError(f"newton_schulz needs a matrix (2+ dims), got shape {self.shape}")
+    if self.shape[-2] > self.shape[-1]: return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    g = self / (self.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      ggt, term, out = g @ g.transpose(-2, -1), g, None
+      for p in params:
+        out = p * term if out is None else out + p * term
+        term = ggt @ term
+      g = out if out is not None else g
+    return g
 
   # ***** losses *****
 

@@ -29,6 +29,21 @@ class _NodeCache:
   def __len__(self) -> int: return sum(1 for wr in list(self.refs.values()) if wr() is not None)
   def values(self) -> list: return [v for wr in list(self.refs.values()) if (v := wr()) is not None]
 
+class graph_property:
+  """A cached property computed from the same property of the sources (shape, device, bounds). Where a source lacks it,
+  it is filled in bottom-up over the uncached part of the graph (sources before users), so a graph of any depth is
+  handled without recursion."""
+  def __init__(self, fn: Callable[[UOp], Any]): self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+  def __get__(self, u: UOp | None, owner=None):
+    if u is None: return self
+    name, fn = self.name, self.fn
+    if (d := u.__dict__).get(name, d) is not d: return d[name]
+    if any(name not in s.__dict__ for s in u.src):
+      for x in u.toposort(gate=lambda x: name not in x.__dict__):
+        if name not in (xd := x.__dict__): xd[name] = fn(x)
+    else: d[name] = fn(u)
+    return d[name]
+
 _node_refs: dict[tuple, weakref.ref] = {}
 _weakref = weakref.ref
 
@@ -194,14 +209,14 @@ class UOp(metaclass=UOpMeta):
   def __bool__(self): raise TypeError(f"the truth value of a UOp is not defined (got {self.op}); use .eq()/.ne() to build a comparison")
 
   # ***** properties *****
-  @functools.cached_property
+  @graph_property
   def device(self) -> str | None:
     """The device of a tensor-level node; None for kernel-level nodes."""
-    if self.op is Ops.DEVICE or self.op is Ops.COPY: return self.arg
+    if self.op is Ops.DEVICE or self.op is Ops.COPY or self.op is Ops.ALLGATHER: return self.arg
     for s in self.src:
       if (d := s.device) is not None: return d
     return None
-  @functools.cached_property
+  @graph_property
   def shape(self) -> tuple[Any, ...] | None: return _shape(self)
   @property
   def size(self) -> Any: return prod(self.shape) if self.shape is not None else None
@@ -215,8 +230,10 @@ class UOp(metaclass=UOpMeta):
     while u.op in _MOVEMENT: u = u.src[0]
     return u
   @property
-  def is_realized(self) -> bool: return self.base.op is Ops.BUFFER
-  @functools.cached_property
+  def is_realized(self) -> bool:
+    b = self.base
+    return b.op is Ops.BUFFER or b.op is Ops.MULTI and b.src[0].base.op is Ops.BUFFER  # a sharded tensor: a buffer per device
+  @graph_property
   def vmin_vmax(self) -> tuple[Any, Any]: return _min_max(self)
   @property
   def vmin(self): return self.vmin_vmax[0]
@@ -263,6 +280,8 @@ def _shape(u: UOp) -> tuple[Any, ...] | None:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
   if op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE) or op.name.startswith(("DEFINE", "END")) or op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE): return None
   if op is Ops.COPY: return u.src[0].shape
+  if op is Ops.MULTI: return tuple(s * len(u.device) if i == u.arg else s for i, s in enumerate(u.src[0].shape))
+  if op is Ops.ALLGATHER: return (u.src[0].shape[0] * len(u.src[0].device),) + u.src[0].shape[1:]
   if op is Ops.ASSIGN: return u.src[0].shape
   for s in u.src:
     if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh
@@ -415,20 +434,26 @@ def exec_alu(op: Ops, dt: DType, srcs: Sequence[Any]):
 
 # ***** printing *****
 
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
+          Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.FDIV: "/", Ops.SHL: "<<", Ops.SHR: ">>"}
+
 def render_expr(u: UOp) -> str:
-  if u.op is Ops.CONST: return str(u.arg)
-  if u.op is Ops.DEFINE_VAR: return u.arg[0]
-  if u.op is Ops.BIND: return render_expr(u.src[0])
-  if u.op is Ops.RANGE: return f"r{u.arg[0] if isinstance(u.arg, tuple) else u.arg}"
-  if u.op is Ops.SPECIAL: return str(u.arg[0])
-  sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
-         Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.FDIV: "/", Ops.SHL: "<<", Ops.SHR: ">>"}
-  if u.op in sym: return f"({render_expr(u.src[0])}{sym[u.op]}{render_expr(u.src[1])})"
-  if u.op is Ops.MAX: return f"max({render_expr(u.src[0])}, {render_expr(u.src[1])})"
-  if u.op is Ops.WHERE: return f"({render_expr(u.src[1])} if {render_expr(u.src[0])} else {render_expr(u.src[2])})"
-  if u.op is Ops.NEG: return f"(-{render_expr(u.src[0])})"
-  if u.op is Ops.CAST: return f"{u.dtype.name}({render_expr(u.src[0])})"
-  return f"{u.op.name}({', '.join(render_expr(s) for s in u.src)})"
+  """Infix text of an expression, each node rendered once, sources first (no recursion: expressions may be deep)."""
+  txt: dict[UOp, str] = {}
+  for x in u.toposort():
+    s = [txt[y] for y in x.src]
+    if x.op is Ops.CONST: txt[x] = str(x.arg)
+    elif x.op is Ops.DEFINE_VAR: txt[x] = x.arg[0]
+    elif x.op is Ops.BIND: txt[x] = s[0]
+    elif x.op is Ops.RANGE: txt[x] = f"r{x.arg[0] if isinstance(x.arg, tuple) else x.arg}"
+    elif x.op is Ops.SPECIAL: txt[x] = str(x.arg[0])
+    elif x.op in _INFIX: txt[x] = f"({s[0]}{_INFIX[x.op]}{s[1]})"
+    elif x.op is Ops.MAX: txt[x] = f"max({s[0]}, {s[1]})"
+    elif x.op is Ops.WHERE: txt[x] = f"({s[1]} if {s[0]} else {s[2]})"
+    elif x.op is Ops.NEG: txt[x] = f"(-{s[0]})"
+    elif x.op is Ops.CAST: txt[x] = f"{x.dtype.name}({s[0]})"
+    else: txt[x] = f"{x.op.name}({', '.join(s)})"
+  return txt[u]
 
 def pretty(u: UOp, limit: int = 200) -> str:
   """A numbered listing of the graph under u, shared nodes printed once."""

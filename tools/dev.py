@@ -1,6 +1,7 @@
 """One entry point for the README's two commands: `train` (set up, train the digits model) and `test` (set up, run every test)."""
 from __future__ import annotations
-import json, os, shutil, subprocess, sys, venv
+import json, os, shutil, subprocess, sys, tempfile, time, venv
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, NamedTuple
 
@@ -15,7 +16,7 @@ PACKAGES = {
   "test": ["-e", f"{ROOT}[test,examples]", "-e", str(ROOT / "backends/tinygrad-cpu"), "-e", str(ROOT / "conformance")],
 }
 # installed when present; tests that need a runtime these lack skip outside CI
-OPTIONAL = {"test": [ROOT / "backends" / b for b in ("tinygrad-webgpu", "tinygrad-nv", "tinygrad-remote")]}
+OPTIONAL = {"test": [ROOT / "backends" / b for b in ("tinygrad-webgpu", "tinygrad-nv", "tinygrad-amd", "tinygrad-qcom", "tinygrad-remote")]}
 
 class Run(NamedTuple):
   """One conformance run of a backend."""
@@ -24,6 +25,7 @@ class Run(NamedTuple):
   missing: str | None = None       # why this machine cannot make the run (None: it can)
   hardware: bool = False           # needs hardware CI machines never have: skipped with the reason even in CI
   prefix: tuple = ()               # a command the run is wrapped in (REMOTE: a local server around it)
+  after: tuple = ()                # a command run after it, in the same environment (AMD: llvm-objdump its code objects)
 
 def c_compiler_missing() -> str | None:
   return None if any(shutil.which(n) for n in ("cc", "gcc", "clang")) else "none of cc, gcc, clang is installed"
@@ -41,6 +43,8 @@ def webgpu_runs(opens: bool, why: str) -> list[Run]:
   return [Run(f"WEBGPU on {b}", {"WGPU_BACKEND_TYPE": b}, None if b in present else f"wgpu has no {b} adapter on this machine")
           for b in wanted]
 
+AMD_CACHE = VENV / "cache-amd"   # the AMD emulator run's code objects (a fresh cache), which llvm-objdump then disassembles
+
 # the configurations the conformance suite runs a backend in, given whether it opens here as installed and why not;
 # a backend not named here runs once, as installed
 RUNS: dict[str, Callable[[bool, str], list[Run]]] = {
@@ -48,6 +52,11 @@ RUNS: dict[str, Callable[[bool, str], list[Run]]] = {
   "WEBGPU": webgpu_runs,
   "NV": lambda opens, why: [Run("NV on the GPU", missing=None if opens else why, hardware=True),
                             Run("NV on the PTX emulator", {"NV_EMULATE": "1"})],
+  "AMD": lambda opens, why: [Run("AMD on the GPU", missing=None if opens else why, hardware=True),
+                             Run("AMD on the RDNA3 emulator", {"AMD_EMULATE": "1", "TINYCORE_CACHE": str(AMD_CACHE)},
+                                 after=(PY, "-m", "tinygrad_amd.llvm_check", AMD_CACHE))],
+  "QCOM": lambda opens, why: [Run("QCOM on OpenCL", {"QCOM_OPENCL": "1"}, None if opens else why),
+                              Run("QCOM on OpenCL with images", {"QCOM_OPENCL": "1", "QCOM_IMAGE": "1"}, None if opens else why)],
   "REMOTE": lambda opens, why: [Run("REMOTE to a local server backed by CPU",
                                     prefix=(PY, "-m", "tinygrad_remote", "with-server", "--device", "CPU", "--"))],
 }
@@ -74,6 +83,19 @@ def cannot_run(r: Run) -> None:
   if os.environ.get("CI") and not r.hardware: raise SystemExit(f"conformance: {r.what} cannot run: {r.missing}; CI must run it")
   print(f"conformance: {r.what} skipped: {r.missing}", flush=True)
 
+def conformance(dev: str, r: Run) -> tuple[bool, str, float]:
+  """One conformance run (and its check after), its output kept to be printed whole: (passed, output, seconds)."""
+  st = time.perf_counter()
+  if "TINYCORE_CACHE" in r.env: shutil.rmtree(r.env["TINYCORE_CACHE"], ignore_errors=True)
+  env = {**os.environ, "DEV": dev, **r.env}
+  with tempfile.TemporaryFile("w+") as out:
+    ok = True
+    for cmd in [(*r.prefix, PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci"), *([r.after] if r.after else [])]:
+      out.write("+ " + " ".join(str(c) for c in cmd) + "\n"); out.flush()
+      ok = ok and subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT).returncode == 0
+    out.seek(0)
+    return ok, out.read(), time.perf_counter() - st
+
 def main(argv: list[str]) -> int:
   if not argv or argv[0] not in ("train", "test"):
     print("usage: python3 tools/dev.py train [train_digits args...] | test [pytest args...]")
@@ -85,13 +107,21 @@ def main(argv: list[str]) -> int:
     return 0
   # the core and backend tests, then the conformance suite once per installed backend and configuration
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
+  todo: list[tuple[str, Run]] = []
   for dev, opens, why in installed_backends():
     for r in RUNS.get(dev, lambda opens, why: [Run(dev, missing=None if opens else why)])(opens, why):
-      if r.missing:
-        cannot_run(r)
-        continue
-      print(f"conformance: {r.what}" + (f" ({' '.join(f'{k}={v}' for k, v in r.env.items())})" if r.env else ""), flush=True)
-      run(*r.prefix, PY, "-m", "tinycore_conformance.cli", dev, "--profile", "ci", cwd=ROOT, env={**os.environ, "DEV": dev, **r.env})
+      if r.missing: cannot_run(r)
+      else: todo.append((dev, r))
+  # the runs are independent single-threaded processes: as many at once as there are cores (TINYCORE_TEST_JOBS to choose)
+  jobs = max(1, int(os.environ.get("TINYCORE_TEST_JOBS", os.cpu_count() or 1)))
+  print(f"conformance: {len(todo)} runs, {jobs} at a time: " + ", ".join(r.what for _, r in todo), flush=True)
+  failed = []
+  with ThreadPoolExecutor(jobs) as pool:
+    for (dev, r), (ok, out, secs) in zip(todo, pool.map(lambda t: conformance(*t), todo)):
+      env = f" ({' '.join(f'{k}={v}' for k, v in r.env.items())})" if r.env else ""
+      print(f"\n===== conformance: {r.what}{env}: {'passed' if ok else 'FAILED'} in {secs:.0f} s =====\n{out}", flush=True)
+      if not ok: failed.append(r.what)
+  if failed: raise SystemExit(f"conformance failed: {', '.join(failed)}")
   return 0
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ SECTIONS = {
   "dtypes": "casts, bitcasts, integer wraparound, NaN/inf/-0.0, half and bfloat16 rounding, undeclared dtypes",
   "fuzz": "random graphs of elementwise, movement and reduce ops (hypothesis) against numpy",
   "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",
+  "multi": "two instances of the backend: transfers between them and to and from CPU, all-reduce, sharded reductions and matmuls",
   "reduce_scale": "sums and means of 2^27 elements (constants, fused expressions, realized data) within a bound that does not grow with n",
   "resources": "no leaked buffers after many launches, many small launches, clean failures on impossible requests",
 }

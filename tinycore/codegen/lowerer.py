@@ -1,6 +1,7 @@
 """Lowering: a kernel AST of tensor-level ops becomes loops (RANGE), loads, stores and index math."""
 from __future__ import annotations
 import itertools
+from typing import Callable
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
 from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules
@@ -20,33 +21,43 @@ class Lowerer:
     return tuple(UOp.const(dtypes.index, 0) if s == 1 else self.new_range(s, kind) for s in shape)
 
   def lower(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
-    key = (u, idx, valid)
-    if (ret := self.memo.get(key)) is None: ret = self.memo[key] = self._lower(u, idx, valid)
-    return ret
+    """The value of u at element idx. An explicit stack instead of recursion: a kernel's chain of ops may be any length.
+    Sources are lowered in order, each to the end before the next (range numbering is depth-first)."""
+    top = (u, idx, valid)
+    stack, plans, memo = [top], {}, self.memo
+    while stack:
+      key = stack[-1]
+      if key in memo: stack.pop(); continue
+      if (plan := plans.get(key)) is None: plan = plans[key] = self._plan(*key)
+      needs, finish = plan
+      if todo := [k for k in needs if k not in memo]: stack.extend(reversed(todo)); continue
+      stack.pop()
+      memo[key] = finish(*[memo[k] for k in needs])
+    return memo[top]
 
-  def _lower(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
+  def _plan(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> tuple[tuple, Callable[..., UOp]]:
+    """What lowering u at idx needs, as (u's sources at their indices, and the function building u's value from theirs)."""
     op = u.op
     if op is Ops.DEFINE_GLOBAL:  # an input buffer: a 1-D view indexed by idx[0]
-      if u.dtype.size == 0: return UOp.const(u.dtype.base, 0)
+      if u.dtype.size == 0: return _leaf(UOp.const(u.dtype.base, 0))
       i = idx[0] if valid is None else valid.where(idx[0], UOp.const(dtypes.index, 0))  # never address outside the buffer
-      return UOp(Ops.LOAD, u.dtype.base, (u.index(i),))
-    if op is Ops.CONST: return UOp.const(u.dtype, u.arg)
-    if op is Ops.IOTA: return idx[0].cast(u.dtype)
-    if op is Ops.DEFINE_VAR: return u.cast(u.dtype) if u.dtype != dtypes.index else u
-    if op in GroupOp.Elementwise: return u.replace(src=tuple(self.lower(s, idx, valid) for s in u.src))
+      return _leaf(UOp(Ops.LOAD, u.dtype.base, (u.index(i),)))
+    if op is Ops.CONST: return _leaf(UOp.const(u.dtype, u.arg))
+    if op is Ops.IOTA: return _leaf(idx[0].cast(u.dtype))
+    if op is Ops.DEFINE_VAR: return _leaf(u.cast(u.dtype) if u.dtype != dtypes.index else u)
+    if op in GroupOp.Elementwise: return tuple((s, idx, valid) for s in u.src), lambda *srcs: u.replace(src=srcs)
     src = u.src[0]
     if op is Ops.RESHAPE:
       flat = sum((i * st for i, st in zip(idx, strides_for_shape(u.shape))), UOp.const(dtypes.index, 0))
       new = tuple(UOp.const(dtypes.index, 0) if s == 1 else (flat // st) % s for s, st in zip(src.shape, strides_for_shape(src.shape)))
-      return self.lower(src, new, valid)
-    if op is Ops.EXPAND:
-      return self.lower(src, tuple(UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
+      return _same(src, new, valid)
+    if op is Ops.EXPAND: return _same(src, tuple(UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
     if op is Ops.PERMUTE:
       inv = [0] * len(u.arg)
       for i, p in enumerate(u.arg): inv[p] = i
-      return self.lower(src, tuple(idx[inv[j]] for j in range(len(inv))), valid)
-    if op is Ops.SHRINK: return self.lower(src, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
-    if op is Ops.FLIP: return self.lower(src, tuple((s - 1) - i if f else i for i, s, f in zip(idx, src.shape, u.arg)), valid)
+      return _same(src, tuple(idx[inv[j]] for j in range(len(inv))), valid)
+    if op is Ops.SHRINK: return _same(src, tuple(i + b if b != 0 else i for i, (b, _) in zip(idx, u.arg)), valid)
+    if op is Ops.FLIP: return _same(src, tuple((s - 1) - i if f else i for i, s, f in zip(idx, src.shape, u.arg)), valid)
     if op is Ops.PAD:
       cond: UOp | None = None
       new_idx = []
@@ -62,18 +73,23 @@ class Lowerer:
           x = UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{next(_placeholders)}", 0, s - 1))
           bounded[x], j = j, x
         new_idx.append(j)
-      if cond is None: return self.lower(src, tuple(new_idx), valid)
-      inner = self.lower(src, tuple(new_idx), _and(valid, cond))
-      if bounded:
-        inner = graph_rewrite(inner, symbolic_rules).substitute(bounded)
-      return cond.where(inner, UOp.const(u.dtype, 0))
+      if cond is None: return _same(src, tuple(new_idx), valid)
+      def masked(inner: UOp) -> UOp:
+        if bounded: inner = graph_rewrite(inner, symbolic_rules).substitute(bounded)
+        return cond.where(inner, UOp.const(u.dtype, 0))
+      return ((src, tuple(new_idx), _and(valid, cond)),), masked
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
       rng = {a: self.new_range(src.shape[a], "reduce") for a in axes}
-      inner = self.lower(src, tuple(rng.get(a, i) for a, i in enumerate(idx)), valid)
       rr = tuple(r for r in rng.values() if r.op is Ops.RANGE)
-      return UOp(Ops.REDUCE, u.dtype, (inner,) + rr, rop) if rr else inner
+      return (((src, tuple(rng.get(a, i) for a, i in enumerate(idx)), valid),),
+              lambda inner: UOp(Ops.REDUCE, u.dtype, (inner,) + rr, rop) if rr else inner)
     raise NotImplementedError(f"codegen cannot lower {op} (the scheduler should have removed it)")
+
+def _leaf(value: UOp) -> tuple[tuple, Callable[[], UOp]]: return (), lambda: value
+def _same(src: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> tuple[tuple, Callable[[UOp], UOp]]:
+  """A movement op: the value of its source at the moved index, unchanged."""
+  return ((src, idx, valid),), lambda x: x
 
 def lower_ast(ast: UOp) -> UOp:
   """SINK(STORE(param, value)...) -> SINK of kernel-level stores over RANGEs of the output shape."""

@@ -4,7 +4,7 @@ import argparse, struct, sys, time, zlib
 from pathlib import Path
 import numpy as np
 from tinycore import Tensor, Device
-from tinycore import nn
+from tinycore import nn, distributed
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters, get_state_dict, safetensors_save
 from tinycore.jit import TinyJit
@@ -18,16 +18,25 @@ class ConvNet:
                    nn.Linear(width * 13 * 13, 10)]
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
 
-def evaluate(model: ConvNet, X: np.ndarray, Y: np.ndarray, batch_size: int = 500) -> float:
+def evaluate(model: ConvNet, X: np.ndarray, Y: np.ndarray, batch_size: int = 500, devices: tuple[str, ...] | None = None) -> float:
   """Accuracy in eval mode (BatchNorm uses its running statistics)."""
   was_training, Tensor.training = Tensor.training, False
   try:
-    hits = sum(int((model(Tensor(X[i:i + batch_size])).argmax(-1).numpy() == Y[i:i + batch_size]).sum()) for i in range(0, len(X), batch_size))
+    hits = sum(int((model(Tensor(X[i:i + batch_size]).to(devices) if devices else Tensor(X[i:i + batch_size])).argmax(-1).numpy() == Y[i:i + batch_size]).sum())
+               for i in range(0, len(X), batch_size))
   finally: Tensor.training = was_training
   return hits / len(X)
 
 def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset: int | None = None, use_jit: bool = True, prefer_mnist: bool = True,
-          seed: int = 0, progress: bool = True, width: int = 16) -> dict:
+          seed: int = 0, progress: bool = True, width: int = 16, devices: tuple[str, ...] | None = None, distributed_: bool = False) -> dict:
+  """devices: data parallel over these devices in this process (each batch sharded along its first axis, the parameters
+  replicated). distributed_: data parallel over the MPI ranks of `mpiexec -n N` (each rank its slice of every batch,
+  gradients all-reduced between backward and the update; composes with devices)."""
+  if distributed_:
+    distributed.init()
+    use_jit, progress = False, progress and distributed.rank == 0  # the exchange between ranks happens in Python: not replayable
+  parts = (len(devices) if devices else 1) * distributed.world_size
+  if batch_size % parts: raise SystemExit(f"batch size {batch_size} does not split evenly over {parts} devices and ranks")
   data = load_digits_dataset(prefer_mnist=prefer_mnist)
   # MNIST has 40x the images of sklearn's digits: each default is sized to train in under 3 minutes on 2 cores
   epochs = epochs or (2 if data.name == "mnist" else 15)
@@ -37,6 +46,8 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
   Tensor.manual_seed(seed)
   rng = np.random.default_rng(seed)
   model = ConvNet(width)
+  if devices:
+    for p in get_parameters(model): p.shard_(devices)
   steps_per_epoch = len(X_train) // batch_size  # the last partial batch is dropped: a captured step has one shape
   opt = optim.Adam(get_parameters(model), lr=lr)
   total_steps = epochs * steps_per_epoch
@@ -44,12 +55,18 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
 
   def step(x: Tensor, y: Tensor) -> Tensor:
     opt.zero_grad()
-    loss = model(x).sparse_categorical_crossentropy(y)
+    if devices: x, y = x.shard(devices, 0), y.shard(devices, 0)
+    # the sum over this rank's slice divided by the global batch: the ranks' gradients add up to the global mean's
+    loss = model(x).sparse_categorical_crossentropy(y, reduction="sum").div(batch_size)
     loss.backward()
+    if distributed_: distributed.allreduce_grads(opt.params)
     return loss.realize(*opt.schedule_step())  # forward, backward and update: one schedule, captured once by TinyJit
   train_step = TinyJit(step) if use_jit else step
 
-  print(f"training on {data.name}: {len(X_train)} train / {len(X_test)} test images, device {Device.DEFAULT}, "
+  say = print if distributed.rank == 0 else (lambda *a, **k: None)
+  where = ", ".join(devices) if devices else Device.DEFAULT
+  if distributed_: where += f", {distributed.world_size} MPI ranks"
+  say(f"training on {data.name}: {len(X_train)} train / {len(X_test)} test images, device {where}, "
         f"{sum(p.numel() for p in opt.params)} parameters, {epochs} epochs of {steps_per_epoch} steps")
   losses: list[float] = []
   st = time.perf_counter()
@@ -61,18 +78,21 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
       ep_st = time.perf_counter()
       for i in bar:
         idx = order[i * batch_size:(i + 1) * batch_size]
+        if distributed_: idx = np.array_split(idx, distributed.world_size)[distributed.rank]
         loss = train_step(Tensor(X_train[idx]), Tensor(Y_train[idx])).item()
         sched.step()
         losses.append(loss)
         if hasattr(bar, "set_postfix"): bar.set_postfix(loss=f"{loss:.3f}", img_per_s=f"{(i + 1) * batch_size / (time.perf_counter() - ep_st):.0f}")
   finally: Tensor.training = False
   train_s = time.perf_counter() - st
-  acc = evaluate(model, X_test, Y_test)
-  out_dir.mkdir(parents=True, exist_ok=True)
+  acc = evaluate(model, X_test, Y_test, devices=devices)
   ckpt, curve = out_dir / "digits_convnet.safetensors", out_dir / "loss_curve.png"
-  safetensors_save(get_state_dict(model), ckpt, metadata={"dataset": data.name, "test_accuracy": f"{acc:.4f}"})
-  plot_losses(losses, curve)
-  print(f"test accuracy {acc * 100:.2f}% on {data.name} after {train_s:.1f} s of training "
+  if distributed.rank == 0:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    safetensors_save({k: v.to(v.device[0]) if isinstance(v.device, tuple) else v for k, v in get_state_dict(model).items()}, ckpt,
+                     metadata={"dataset": data.name, "test_accuracy": f"{acc:.4f}"})
+    plot_losses(losses, curve)
+  say(f"test accuracy {acc * 100:.2f}% on {data.name} after {train_s:.1f} s of training "
         f"({len(losses) * batch_size / train_s:.0f} images/s); wrote {ckpt} and {curve}")
   return {"dataset": data.name, "accuracy": acc, "train_seconds": train_s, "losses": losses, "checkpoint": ckpt, "loss_curve": curve}
 
@@ -133,8 +153,12 @@ def main(argv: list[str] | None = None) -> dict:
   p.add_argument("--no-progress", action="store_true")
   p.add_argument("--seed", type=int, default=0)
   p.add_argument("--width", type=int, default=16, help="channels of the convolution")
+  p.add_argument("--devices", default=None, help="data parallel over these devices, e.g. CPU:0,CPU:1 (the batch must split evenly)")
+  p.add_argument("--distributed", action="store_true", help="data parallel over MPI ranks: mpiexec -n 2 python -m tinycore.examples.train_digits --distributed")
   a = p.parse_args(argv)
   if min(a.epochs or 1, a.batch_size, a.width) < 1: p.error("--epochs, --batch-size and --width must be positive")
-  return train(a.epochs, a.batch_size, a.lr, a.out, a.subset, not a.no_jit, a.dataset == "auto", a.seed, not a.no_progress, a.width)
+  devices = tuple(d.strip() for d in a.devices.split(",")) if a.devices else None
+  return train(a.epochs, a.batch_size, a.lr, a.out, a.subset, not a.no_jit, a.dataset == "auto", a.seed, not a.no_progress, a.width,
+               devices, a.distributed)
 
 if __name__ == "__main__": main()

@@ -4,14 +4,17 @@ import math
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, make_tuple, flatten
 from tinycore.tensor import Tensor
-from tinycore.nn import optim, state  # noqa: F401  (tinygrad layout: nn.optim, nn.state)
+from tinycore.nn import optim, state, datasets  # noqa: F401  (tinygrad layout: nn.optim, nn.state, nn.datasets)
+
+# Layer weights are created with requires_grad=True (like PyTorch's nn.Parameter): loss.backward() fills their .grad
+# whether or not an optimizer was built for them.
 
 class Linear:
   """y = x @ weight.T + bias; weight [out, in] and bias uniform in +-1/sqrt(in_features), as in PyTorch."""
   def __init__(self, in_features: int, out_features: int, bias: bool = True):
     bound = 1 / math.sqrt(in_features)
-    self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound)
-    self.bias = Tensor.uniform(out_features, low=-bound, high=bound) if bias else None
+    self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound, requires_grad=True)
+    self.bias = Tensor.uniform(out_features, low=-bound, high=bound, requires_grad=True) if bias else None
   def __call__(self, x: Tensor) -> Tensor: return x.linear(self.weight.transpose(), self.bias)
 
 class Conv2d:
@@ -29,8 +32,8 @@ class Conv2d:
       raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must both be divisible by groups ({groups})")
     self.stride, self.dilation, self.groups, self.padding = stride, dilation, groups, padding
     bound = 1 / math.sqrt(in_channels * prod(self.kernel_size))
-    self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound, high=bound)
-    self.bias = Tensor.uniform(out_channels, low=-bound, high=bound) if bias else None
+    self.weight = Tensor.uniform(out_channels, in_channels // groups, *self.kernel_size, low=-bound, high=bound, requires_grad=True)
+    self.bias = Tensor.uniform(out_channels, low=-bound, high=bound, requires_grad=True) if bias else None
   def __call__(self, x: Tensor) -> Tensor:
     return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=self.padding)
 
@@ -44,7 +47,7 @@ class ConvTranspose2d(Conv2d):
                dilation=1, groups=1, bias=True):
     super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
     bound = 1 / math.sqrt(in_channels * prod(self.kernel_size))
-    self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound, high=bound)
+    self.weight = Tensor.uniform(in_channels, out_channels // groups, *self.kernel_size, low=-bound, high=bound, requires_grad=True)
     self.output_padding = output_padding
   def __call__(self, x: Tensor) -> Tensor:
     return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
@@ -59,8 +62,8 @@ class BatchNorm:
   updates running_mean/running_var (unbiased variance, like PyTorch); in eval it uses the running statistics."""
   def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1):
     self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
-    self.weight: Tensor | None = Tensor.ones(sz) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(sz) if affine else None
+    self.weight: Tensor | None = Tensor.ones(sz, requires_grad=True) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(sz, requires_grad=True) if affine else None
     # requires_grad=False: the optimizers realize these with each step instead of updating them
     self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int32, requires_grad=False)  # int64 in PyTorch; not every backend has it
     if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
@@ -90,8 +93,8 @@ class LayerNorm:
   def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True):
     self.normalized_shape: tuple[int, ...] = make_tuple(normalized_shape, 1)
     self.axis, self.eps = tuple(-1 - i for i in range(len(self.normalized_shape))), eps
-    self.weight: Tensor | None = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
-    self.bias: Tensor | None = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+    self.weight: Tensor | None = Tensor.ones(*self.normalized_shape, requires_grad=True) if elementwise_affine else None
+    self.bias: Tensor | None = Tensor.zeros(*self.normalized_shape, requires_grad=True) if elementwise_affine else None
   def __call__(self, x: Tensor) -> Tensor:
     if tuple(x.shape[-len(self.normalized_shape):]) != self.normalized_shape:
       raise ValueError(f"LayerNorm{self.normalized_shape}: the last dims of input {x.shape} do not match")
@@ -106,20 +109,23 @@ class RMSNorm:
   """x / sqrt(mean(x^2) + eps) over the last dim (computed in float32), times weight."""
   def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
     self.eps = eps
-    self.weight: Tensor | None = Tensor.ones(dim) if elementwise_affine else None
+    self.weight: Tensor | None = Tensor.ones(dim, requires_grad=True) if elementwise_affine else None
   def _norm(self, x: Tensor) -> Tensor: return x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
   def __call__(self, x: Tensor) -> Tensor:
     x = self._norm(x.float()).cast(x.dtype)
     return x if self.weight is None else x * self.weight
 
 class GroupNorm:
-  """Normalises each of num_groups channel groups per sample, then a per-channel affine."""
+  """Normalises each of num_groups groups per sample, then a per-channel affine. A group is a contiguous 1/num_groups of
+  the sample's channels-by-positions values: whole channels when num_groups divides num_channels (PyTorch's GroupNorm),
+  else, as in tinygrad, groups that split a channel's positions."""
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
-    if num_channels % num_groups: raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-    self.weight: Tensor | None = Tensor.ones(num_channels) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(num_channels) if affine else None
+    self.weight: Tensor | None = Tensor.ones(num_channels, requires_grad=True) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(num_channels, requires_grad=True) if affine else None
   def __call__(self, x: Tensor) -> Tensor:
+    if x.numel() // x.shape[0] % self.num_groups:
+      raise ValueError(f"GroupNorm: the {x.numel() // x.shape[0]} values per sample of input {x.shape} do not split into {self.num_groups} groups")
     x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
     if self.weight is None: return x
     shape = (1, -1, *[1] * (x.ndim - 2))
@@ -129,8 +135,8 @@ class InstanceNorm:
   """GroupNorm with one group per channel."""
   def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
     self.num_features, self.eps = num_features, eps
-    self.weight: Tensor | None = Tensor.ones(num_features) if affine else None
-    self.bias: Tensor | None = Tensor.zeros(num_features) if affine else None
+    self.weight: Tensor | None = Tensor.ones(num_features, requires_grad=True) if affine else None
+    self.bias: Tensor | None = Tensor.zeros(num_features, requires_grad=True) if affine else None
   def __call__(self, x: Tensor) -> Tensor:
     x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
     if self.weight is None: return x
@@ -141,12 +147,28 @@ class Embedding:
   """A lookup table: integer indices of any shape -> rows of weight [vocab_size, embed_size] (glorot-uniform init)."""
   def __init__(self, vocab_size: int, embed_size: int):
     self.vocab_sz, self.embed_sz = vocab_size, embed_size
-    self.weight = Tensor.glorot_uniform(vocab_size, embed_size)
+    self.weight = Tensor.glorot_uniform(vocab_size, embed_size, requires_grad=True)
   def __call__(self, idx: Tensor) -> Tensor:
     if not dtypes.is_int(idx.dtype): raise TypeError(f"Embedding indices must be integers, got {idx.dtype}")
     # a one-hot match against arange, summed: the gradient scatters into weight's rows with no scatter op
     hit = Tensor.arange(self.vocab_sz, device=self.weight.device, dtype=idx.dtype) == idx.unsqueeze(-1)
     return hit.unsqueeze(-1).where(self.weight, 0).sum(-2)
+
+class LSTMCell:
+  """One LSTM step: gates = x @ weight_ih.T + bias_ih + h @ weight_hh.T + bias_hh, split into input, forget, cell and
+  output gates (PyTorch's order and uniform(+-1/sqrt(hidden)) init); returns (h', c'). hc=None starts from zeros."""
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True):
+    bound = 1 / math.sqrt(hidden_size)
+    self.weight_ih = Tensor.uniform(4 * hidden_size, input_size, low=-bound, high=bound, requires_grad=True)
+    self.weight_hh = Tensor.uniform(4 * hidden_size, hidden_size, low=-bound, high=bound, requires_grad=True)
+    self.bias_ih = Tensor.uniform(4 * hidden_size, low=-bound, high=bound, requires_grad=True) if bias else None
+    self.bias_hh = Tensor.uniform(4 * hidden_size, low=-bound, high=bound, requires_grad=True) if bias else None
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    if hc is None: hc = (Tensor.zeros(x.shape[0], self.weight_hh.shape[1], dtype=x.dtype, device=x.device),) * 2
+    h, c = hc
+    i, f, g, o = (x.linear(self.weight_ih.T, self.bias_ih) + h.linear(self.weight_hh.T, self.bias_hh)).chunk(4, dim=1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
 
 class Dropout:
   """Zeroes each element with probability p and scales the rest by 1/(1-p), only while Tensor.training is set."""

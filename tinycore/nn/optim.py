@@ -1,8 +1,8 @@
-"""Optimizers (SGD, Adam, AdamW, LAMB) whose step is one scheduled graph, and learning-rate schedules."""
+"""Optimizers (SGD, LARS, Muon, Adam, AdamW, LAMB) whose step is one scheduled graph, and learning-rate schedules."""
 from __future__ import annotations
 import math
 from tinycore.dtype import dtypes
-from tinycore.tensor import Tensor, _plain
+from tinycore.tensor import Tensor, _plain, _storage
 from tinycore.schedule import buffers
 
 class Optimizer:
@@ -23,7 +23,7 @@ class Optimizer:
   @staticmethod
   def _zeros(t: Tensor, dtype=None) -> Tensor:
     """Zeros shaped like t, in a buffer of its own."""
-    return Tensor.empty(*t.shape, device=t.device, dtype=dtype or t.dtype, requires_grad=False).assign(0)
+    return t.empty_like(dtype=dtype or t.dtype, requires_grad=False).assign(0)
 
   @staticmethod
   def _own_buffers(ts: list[Tensor]) -> None:
@@ -33,9 +33,9 @@ class Optimizer:
     Tensor.realize_all(*ts)
     seen: set[int] = set()
     for t in ts:
-      if not _plain(t.uop) or id(buffers[t.uop.base].base) in seen:
-        t.uop = Tensor.empty(*t.shape, device=t.device, dtype=t.dtype).assign(t.detach()).realize().uop
-      seen.add(id(buffers[t.uop.base].base))
+      if not _plain(t.uop) or id(buffers[_storage(t.uop)].base) in seen:
+        t.uop = t.empty_like().assign(t.detach()).realize().uop
+      seen.add(id(buffers[_storage(t.uop)].base))
 
   def zero_grad(self) -> None:
     for t in self.params: t.grad = None
@@ -87,16 +87,50 @@ class SGD(Optimizer):
     self.b = [self._zeros(t) for t in self.params] if momentum else []
     Tensor.realize_all(self.lr, *self.b)
 
+  def _grad(self, t: Tensor, g: Tensor) -> Tensor:
+    """The gradient the momentum sees: plus weight decay (LARS scales it first)."""
+    return g + self.wd * t.detach() if self.wd else g
+  def _direction(self, t: Tensor, g: Tensor) -> Tensor:
+    """The step before the learning rate, from the momentum's output (Muon orthogonalizes it)."""
+    return g
+
   def _update(self, grads: list[Tensor]) -> list[Tensor]:
     for i, (t, g) in enumerate(zip(self.params, grads)):
-      g = g + self.wd * t.detach() if self.wd else g
+      g = self._grad(t, g)
       if self.momentum:
         if self.classic: g = g * self.lr
         self.b[i].assign((self.momentum * self.b[i] + g).cast(self.b[i].dtype))
         g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
+      g = self._direction(t, g)
       if not self.classic or not self.momentum: g = g * self.lr
       t.assign((t.detach() - g).cast(t.dtype))
     return [*self.b, *self.params]
+
+class LARS(SGD):
+  """SGD whose gradient is first scaled per tensor by the trust ratio tcoef*|w| / (|g| + weight_decay*|w|) (1 where a norm
+  is 0), then weight decay and momentum as SGD (classic: lr inside the momentum buffer, as the LARS paper has it)."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, nesterov: bool = False,
+               classic: bool = True, tcoef: float = 0.001):
+    super().__init__(params, lr, momentum, weight_decay, nesterov, classic)
+    self.tcoef = tcoef
+  def _grad(self, t: Tensor, g: Tensor) -> Tensor:
+    w_norm, g_norm = t.detach().float().square().sum().sqrt(), g.float().square().sum().sqrt()
+    r = ((w_norm > 0) & (g_norm > 0)).where(self.tcoef * w_norm / (g_norm + self.wd * w_norm), 1.0)
+    return super()._grad(t, g * r.cast(g.dtype))
+
+class Muon(SGD):
+  """Momentum SGD (nesterov by default) whose step for a matrix (a parameter of 2+ dims, flattened after dim 0) is made
+  orthogonal by ns_steps Newton-Schulz iterations with the quintic ns_coefficients, scaled by sqrt(max(1, rows/cols));
+  weight decay is decoupled (w -= lr*weight_decay*w). Vectors (biases, norms) take the plain momentum step."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
+               ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315), nesterov: bool = True):
+    super().__init__(params, lr, momentum, 0.0, nesterov)
+    self.decay, self.ns_steps, self.ns_coefficients = weight_decay, ns_steps, ns_coefficients
+  def _direction(self, t: Tensor, g: Tensor) -> Tensor:
+    if t.ndim >= 2:
+      x = g.float().reshape(t.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients)
+      g = x.reshape(t.shape).cast(g.dtype) * max(1.0, t.shape[0] / (t.numel() // t.shape[0])) ** 0.5
+    return g + self.decay * t.detach() if self.decay else g
 
 class LAMB(Optimizer):
   """Adam moments with bias correction; up = m_hat/(sqrt(v_hat)+eps) + weight_decay*w. LAMB scales the step by the

@@ -1,5 +1,6 @@
 """Model state: find a model's tensors by attribute path, load them strictly, and read/write them as safetensors or torch files."""
 from __future__ import annotations
+import io, json, pathlib, tarfile, zipfile
 from typing import Any
 import numpy as np
 from tinycore.dtype import dtypes
@@ -79,4 +80,35 @@ def torch_load(fn, device: str | None = None) -> dict[str, Tensor]:
   """The tensors of a torch.save checkpoint (a state_dict, possibly inside a training checkpoint) as {name: Tensor}."""
   return {k: _array_to_tensor(a, device) for k, a in torch_load_arrays(fn).items()}
 
-__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safetensors_load", "safetensors_save", "torch_load"]
+# ***** tinygrad's names: files given as a path or as a uint8 Tensor of their bytes *****
+
+def _file_tensor(fn: Tensor | str | pathlib.Path) -> Tensor:
+  if isinstance(fn, Tensor):
+    if fn.dtype != dtypes.uint8 or fn.ndim != 1: raise TypeError(f"a file as a Tensor must be 1-D uint8 bytes, got {fn.shape} {fn.dtype}")
+    return fn
+  return Tensor(pathlib.Path(fn).read_bytes())
+
+def safe_load_metadata(fn: Tensor | str | pathlib.Path) -> tuple[Tensor, int, dict[str, Any]]:
+  """(the file as uint8 bytes, where its tensor data starts, its JSON header) of a safetensors file."""
+  t = _file_tensor(fn)
+  n = int.from_bytes(bytes(t[:8].numpy()), "little")
+  if 8 + n > t.shape[0]: raise ValueError(f"safetensors header of {n} bytes does not fit a file of {t.shape[0]} bytes")
+  return t, 8 + n, json.loads(bytes(t[8:8 + n].numpy()))
+
+def safe_load(fn: Tensor | str | pathlib.Path, device: str | None = None) -> dict[str, Tensor]:
+  return safetensors_load(fn if not isinstance(fn, Tensor) else bytes(_file_tensor(fn).numpy()), device)
+safe_save = safetensors_save
+
+def tar_extract(fn: Tensor | str | pathlib.Path) -> dict[str, Tensor]:
+  """The regular files of a tar archive (gzip'd too), each as a uint8 Tensor of its bytes."""
+  raw = bytes(_file_tensor(fn).numpy())
+  with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+    return {m.name: Tensor(tar.extractfile(m).read()) for m in tar if m.isreg()}  # type: ignore[union-attr]
+
+def zip_extract(fn: Tensor | str | pathlib.Path) -> dict[str, Tensor]:
+  """The files of a zip archive (stored or deflated), each as a uint8 Tensor of its bytes."""
+  with zipfile.ZipFile(io.BytesIO(bytes(_file_tensor(fn).numpy()))) as zf:
+    return {zi.filename: Tensor(zf.read(zi)) for zi in zf.infolist() if not zi.is_dir()}
+
+__all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safetensors_load", "safetensors_save", "torch_load",
+           "safe_load", "safe_save", "safe_load_metadata", "tar_extract", "zip_extract"]

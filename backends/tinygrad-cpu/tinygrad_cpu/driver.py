@@ -1,7 +1,7 @@
 """CPU driver: loads kernels in process (object code through llvmlite's ORC JIT, C shared objects with dlopen) and runs
 the core ids of a launch on a thread pool; small kernels run on the calling thread."""
 from __future__ import annotations
-import ctypes, itertools, os, tempfile, time
+import ctypes, itertools, os, tempfile, time, weakref
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.runtime.device import Driver
 from tinycore.runtime.plugin import instance_name
@@ -23,11 +23,16 @@ class CPUProgram:
     self.driver.run(self.fn, tuple(b.addr for b in bufs) + tuple(vals), n, self.parallel)
     return time.perf_counter() - st if wait else None
 
+_open_instances: weakref.WeakSet = weakref.WeakSet()   # every CPU instance opened: they share the machine's cores
+
 class CPUDriver(Driver):
-  """Kernels run synchronously: a launch returns when every core id has run, so synchronize has nothing to wait for."""
+  """Kernels run synchronously: a launch returns when every core id has run, so synchronize has nothing to wait for.
+  With several instances open (CPU:0, CPU:1, ...: sharded tensors launch a kernel on each at once), each runs its
+  launches on its share of the cores."""
   def __init__(self, index: int = 0):
     super().__init__(instance_name("CPU", index))
     self.threads = cpu_threads()
+    _open_instances.add(self)
     self._pool: ThreadPoolExecutor | None = None
     self._pool_pid = 0
     self._jit = None
@@ -61,7 +66,7 @@ class CPUDriver(Driver):
     return not all(isinstance(w, int) for w in work) or sum(work) >= PARALLEL_MIN_WORK
   def run(self, fn, args: tuple, n: int, parallel: bool) -> None:
     """Core ids [0, n) in `workers` contiguous slices; the calling thread runs the first."""
-    workers = min(self.threads, n) if parallel else 1
+    workers = min(max(1, self.threads // len(_open_instances)), n) if parallel else 1
     if workers <= 1:
       fn(*args, 0, n)
       return

@@ -73,6 +73,7 @@ class LLVMRenderer(Renderer):
   global_dims = 0
   supported_dtypes = frozenset(ALL_DTYPES)
   upcast_max = 8
+  max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
   def __init__(self, threads: int | None = None, vector_width: int | None = None):
     self.threads = cpu_threads() if threads is None else threads
     self.vector_width = host_vector_width() if vector_width is None else vector_width
@@ -446,6 +447,7 @@ class CRenderer(Renderer):
   supported_dtypes = frozenset(ALL_DTYPES)
   upcast_max = 8
   vector_width = 1
+  max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
   def __init__(self, threads: int | None = None): self.threads = cpu_threads() if threads is None else threads
   def render(self, name: str, uops: list[UOp]) -> str:
     _check_uops(self.device, uops)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from tinycore.helpers import DEBUG, BEAM, colored
 from tinycore.uop import UOp, Ops, sym_eval, format_uops
 from tinycore.renderer import ProgramSpec
@@ -10,6 +11,7 @@ from tinycore.runtime.runner import CompiledRunner
 from tinycore.codegen import get_program as codegen_program, kernel_name
 from tinycore import search, trace
 from tinycore.schedule import ScheduleItem
+from tinycore.multi import MultiBuffer, DEVICE_NUM, allreduce
 
 _runners: dict[tuple[str, UOp], CompiledRunner] = {}   # (device instance, kernel AST) -> loaded on that instance
 _programs: dict[tuple[object, UOp], ProgramSpec] = {}   # (renderer, kernel AST) -> rendered once for every instance of a backend
@@ -47,9 +49,15 @@ def get_runner(device: str, ast: UOp) -> CompiledRunner:
 # set to a list by TinyJit (tinycore/jit.py) while it captures a function: every item run is appended, to be replayed
 capturing: list[ScheduleItem] | None = None
 
-def copy(dest: Buffer, src: Buffer) -> str:
+def copy(dest: Buffer | MultiBuffer, src: Buffer | MultiBuffer) -> str:
   """Device to device: the backend's transfer when both are instances of a backend that has one, else through host
-  memory (read in place where the source is host memory). Says which it was: "transfer" or "copy"."""
+  memory (read in place where the source is host memory). Says which it was: "transfer" or "copy". A tuple of devices
+  holds the whole tensor on each device here (replicated): to a tuple, every device gets a copy (shard by shard from a
+  tuple of the same length); from a tuple to one device, the first shard is copied."""
+  if isinstance(dest, MultiBuffer):
+    hows = {copy(d, src.bufs[i] if isinstance(src, MultiBuffer) and len(src.bufs) == len(dest.bufs) else src) for i, d in enumerate(dest.bufs)}
+    return "transfer" if hows == {"transfer"} else "copy"
+  if isinstance(src, MultiBuffer): src = src.bufs[0]
   sdev, ddev = Device[src.device], Device[dest.device]
   src.ensure_allocated(); dest.ensure_allocated()
   sa = sdev.allocator
@@ -61,35 +69,68 @@ def copy(dest: Buffer, src: Buffer) -> str:
   dest.copyin(host if host is not None else src.copyout(memoryview(bytearray(src.nbytes))))
   return "copy"
 
+def allgather(dest: Buffer | MultiBuffer, src: MultiBuffer) -> None:
+  """The shards one after another (concatenated along the first axis) into dest, or into each of its devices."""
+  for d in (dest.bufs if isinstance(dest, MultiBuffer) else [dest]):
+    if d.allocator.supports_offset:
+      for i, s in enumerate(src.bufs): copy(d.view(s.size, s.dtype, i * s.nbytes), s)
+    else: d.copyin(b"".join(s.as_bytes() for s in src.bufs))  # no views on this device: assembled in host memory
+
 def _size(x, var_vals: dict[str, int]) -> int: return x if isinstance(x, int) else sym_eval(x, var_vals)
+
+_pool: ThreadPoolExecutor | None = None
+
+def _name(device: str | tuple[str, ...]) -> str: return device if isinstance(device, str) else ",".join(device)
+
+def _launch_all(device: tuple[str, ...], ast: UOp, bufs: list, vv: dict[str, int], wait: bool, prof=None) -> tuple[CompiledRunner, float | None]:
+  """One kernel on every device of a tuple (its shard of each buffer, `_device_num` = its index), concurrently: devices run
+  their shards side by side (CPU instances each on their share of the cores). The profiler gets one launch per device."""
+  global _pool
+  runners = [get_runner(d, ast) for d in device]
+  def one(i: int):
+    st = time.perf_counter()
+    t = runners[i]([b.bufs[i] for b in bufs], {**vv, DEVICE_NUM: i}, wait=wait)
+    if prof is not None:
+      spec = runners[i].spec
+      prof.launch(device[i], "kernels", spec.name, st, t, [bufs[j].bufs[i] for j in spec.ins], [bufs[j].bufs[i] for j in spec.outs])
+    return t
+  if len(set(device)) < 2: times = [one(i) for i in range(len(device))]
+  else:
+    if _pool is None: _pool = ThreadPoolExecutor(8, thread_name_prefix="tinycore-multi")
+    times = list(_pool.map(one, range(len(device))))
+  return runners[0], (max(times) if all(t is not None for t in times) else None)
 
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
   if (prof := trace.profiling) is not None: run_st = time.perf_counter()
   for si in items:
     vv = {**var_vals, **si.var_vals} if var_vals else si.var_vals
     if capturing is not None: capturing.append(ScheduleItem(si.ast, list(si.bufs), dict(vv)))
-    if si.ast.op is Ops.COPY:
+    if si.ast.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):
       dest, src = si.bufs
       st = time.perf_counter()
-      how = copy(dest, src)
-      if prof is not None: prof.launch(dest.device, "copies", f"{how} {src.device} -> {dest.device}", st, None, [src], [dest], bytes=src.nbytes)
+      if si.ast.op is Ops.COPY: how = copy(dest, src)
+      elif si.ast.op is Ops.ALLGATHER: how = "allgather"; allgather(dest, src)
+      else: how = "allreduce"; allreduce(dest, src, si.ast.arg)
+      if prof is not None: prof.launch(_name(dest.device), "copies", f"{how} {_name(src.device)} -> {_name(dest.device)}", st, None, [src], [dest], bytes=src.nbytes)
       GlobalCounters.global_mem += src.nbytes
-      if DEBUG >= 2: print(f"{colored('*** copy', 'yellow')} {src.nbytes:10d} bytes {src.device} -> {dest.device} {(time.perf_counter()-st)*1e6:9.1f} us")
+      if DEBUG >= 2: print(f"{colored('*** '+how, 'yellow')} {src.nbytes:10d} bytes {_name(src.device)} -> {_name(dest.device)} {(time.perf_counter()-st)*1e6:9.1f} us")
       continue
     if si.bufs[0].size == 0: continue
     device = si.bufs[0].device
-    runner = get_runner(device, si.ast)
-    if prof is not None: st = time.perf_counter()
-    t = runner(si.bufs, vv, wait=DEBUG >= 2 or prof is not None)
+    if isinstance(device, tuple): runner, t = _launch_all(device, si.ast, si.bufs, vv, DEBUG >= 2 or prof is not None, prof)
+    else:
+      runner = get_runner(device, si.ast)
+      if prof is not None: st = time.perf_counter()
+      t = runner(si.bufs, vv, wait=DEBUG >= 2 or prof is not None)
     flops, mem = runner.cost if runner.cost is not None else (_size(runner.spec.flops, vv), _size(runner.spec.mem_bytes, vv))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += flops
     GlobalCounters.global_mem += mem
     if t is not None: GlobalCounters.time_sum_s += t
-    if prof is not None:
+    if prof is not None and not isinstance(device, tuple):
       prof.launch(device, "kernels", runner.spec.name, st, t, [si.bufs[i] for i in runner.spec.ins], [si.bufs[i] for i in runner.spec.outs], flops=flops, bytes=mem)
     if DEBUG >= 2:
       tm = f"{t*1e6:9.1f} us {flops/max(t or 0, 1e-9)*1e-9:8.2f} GFLOPS {mem/max(t or 0, 1e-9)*1e-9:8.2f} GB/s" if t is not None else ""
-      print(f"{colored('*** '+device, 'green')} {GlobalCounters.kernel_count:5d} {runner.spec.name:30s} bufs {len(si.bufs):2d} {tm}"
+      print(f"{colored('*** '+_name(device), 'green')} {GlobalCounters.kernel_count:5d} {runner.spec.name:30s} bufs {len(si.bufs):2d} {tm}"
             f"  total {GlobalCounters.time_sum_s*1e3:8.2f} ms")
   if prof is not None: prof.span(trace.HOST, "realize", "run", run_st, time.perf_counter(), items=len(items))

@@ -1,0 +1,280 @@
+"""Tests of the AMD backend: encodings against LLVM, the RDNA3 emulator instruction by instruction on edge values, code
+objects, the renderer without a device, and kernels end to end on the emulator."""
+import os, struct, subprocess, tempfile
+import numpy as np
+import pytest
+
+pytest.importorskip("tinygrad_amd", reason="the AMD backend is not installed (pip install -e backends/tinygrad-amd)")
+from tinygrad_amd.asm import assemble_code, disassemble, AsmError
+from tinygrad_amd.codeobject import KernelInfo, build, parse
+from tinygrad_amd.emulator import Program, launch, EmulatorError
+from tinygrad_amd import llvm_check
+
+def llvm_tool(name: str) -> str:
+  """The LLVM 19 tool, else a skip (a failure under CI, which installs llvm-19)."""
+  path = llvm_check.find_tool(name)
+  if path is not None: return path
+  why = f"{name}-19 is not installed (apt-get install llvm-19)"
+  if os.environ.get("CI"): pytest.fail(f"CI is set but {why}")
+  pytest.skip(why)
+
+# ***** encodings *****
+
+def test_every_instruction_form_encodes_like_llvm_mc():
+  mc = llvm_tool("llvm-mc")
+  bad = llvm_check.compare_encodings(mc)
+  assert not bad, f"{len(bad)} of {len(llvm_check.all_samples())} lines differ from llvm-mc:\n" + "\n".join(bad[:30])
+
+def test_disassembler_round_trips_every_sample():
+  for line in llvm_check.all_samples():
+    if line.startswith(("s_branch", "s_cbranch")): continue
+    code = assemble_code([line])
+    assert assemble_code(disassemble(code)) == code, f"{line} -> {disassemble(code)}"
+
+@pytest.mark.parametrize("bad,why", [("v_add_f32 v1, v2", "takes 3 operands"), ("v_frob_b32 v1, v2", "unknown instruction"),
+                                      ("v_add_f32_e64 v1, 0x12345, 0x54321", "two different literals"),
+                                      ("v_add_f64 v[1:2], v[2:3], 0x1234567", "64-bit"), ("s_branch nowhere", "unknown label"),
+                                      ("v_mov_b32 v1, v[2:3]", "spans 2 registers")])
+def test_assembler_errors_say_what_is_wrong(bad, why):
+  with pytest.raises(AsmError, match=why): assemble_code([bad])
+
+def kernel_object(lines: list[str], vgprs: int = 16, lds: int = 0, nbufs: int = 3) -> bytes:
+  return build(KernelInfo("k", vgprs, 16, lds, 8 * nbufs, nbufs, 0), assemble_code(lines))
+
+def test_code_object_disassembles_with_llvm_objdump_like_ours():
+  objdump = llvm_tool("llvm-objdump")
+  blob = kernel_object(PROLOGUE + ["v_add_f32_e64 v3, -v1, |v2|", "v_cmp_lt_f32_e32 vcc_lo, 1.0, v1", "s_cbranch_vccz L", "v_mov_b32_e32 v3, 0x3f8ccccd",
+                                   "L:", "s_waitcnt vmcnt(0) lgkmcnt(0)"] + EPILOGUE)
+  with tempfile.NamedTemporaryFile(suffix=".co") as f:
+    f.write(blob); f.flush()
+    assert llvm_check.compare_code_objects({f.name: blob}, objdump) == []
+    r = subprocess.run([llvm_check.find_tool("llvm-readelf"), "--notes", "-s", f.name], capture_output=True, text=True)
+  assert r.returncode == 0 and "k.kd" in r.stdout and "amdhsa.kernels" in r.stdout, r.stdout + r.stderr
+
+def test_code_object_round_trip_and_corruption():
+  blob = kernel_object(PROLOGUE + EPILOGUE, vgprs=24, lds=512)
+  lo = parse(blob)
+  assert lo.name == "k" and lo.lds == 512 and lo.kernarg_size == 24 and ((lo.rsrc1 & 0x3f) + 1) * 8 == 24
+  assert disassemble(lo.code)[-1] == "s_endpgm"
+  for bad in (blob[:100], b"\x7fELF" + b"\0" * 60, bytes(reversed(blob))):
+    with pytest.raises(ValueError): parse(bad)
+
+# ***** the emulator, instruction by instruction *****
+# work-item i (workgroups of 64): v1 = a[i], v2 = b[i] (loaded); the instructions under test leave the result in v4, stored to out[i]
+
+PROLOGUE = ["s_load_b64 s[6:7], s[0:1], 0x0", "s_load_b64 s[8:9], s[0:1], 0x8", "s_load_b64 s[10:11], s[0:1], 0x10",
+            "s_waitcnt lgkmcnt(0)", "v_lshl_add_u32 v10, s2, 6, v0", "v_lshlrev_b32_e32 v10, 2, v10", "global_load_b32 v1, v10, s[8:9]", "global_load_b32 v2, v10, s[10:11]",
+            "s_waitcnt vmcnt(0)", "v_mov_b32_e32 v4, 0"]
+EPILOGUE = ["global_store_b32 v10, v4, s[6:7]", "s_endpgm"]
+
+def emulate(body: list[str], a, b=None, lanes: int = 32, lds: int = 0) -> np.ndarray:
+  a = np.ascontiguousarray(np.resize(np.asarray(a).view(np.uint32), lanes))
+  b = np.ascontiguousarray(np.resize(np.asarray(b if b is not None else a).view(np.uint32), lanes))
+  out = np.zeros(lanes, np.uint32)
+  prog = Program(parse(kernel_object(PROLOGUE + body + EPILOGUE, lds=lds)))
+  args = np.array([out.ctypes.data, a.ctypes.data, b.ctypes.data], np.uint64).view(np.uint8)
+  launch(prog, [out, a, b], args, (lanes, 1, 1), (64, 1, 1))
+  return out
+
+def f32(*xs): return np.array(xs, np.float32)
+def bits(x): return np.asarray(x, np.float32).view(np.uint32)
+NAN, INF = float("nan"), float("inf")
+
+def test_float_to_int_conversions_saturate_and_send_nan_to_zero():
+  x = f32(NAN, INF, -INF, 3e9, -3e9, -2.7, 2.7, -0.0, 1e-40)
+  assert emulate(["v_cvt_i32_f32_e32 v4, v1"], x)[:9].view(np.int32).tolist() == [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, -2, 2, 0, 0]
+  assert emulate(["v_cvt_u32_f32_e32 v4, v1"], x)[:9].tolist() == [0, 2**32 - 1, 0, 3000000000, 0, 0, 2, 0, 0]
+
+def test_int_to_float_rounds_to_nearest_even():
+  x = np.array([2**24 + 1, 2**24 + 3, -(2**31), 2**31 - 1], np.int32)
+  got = emulate(["v_cvt_f32_i32_e32 v4, v1"], x)[:4].view(np.float32)
+  assert got.tolist() == [16777216.0, 16777220.0, -2147483648.0, 2147483648.0]
+
+def test_ieee_min_max_return_the_number_and_compares_on_nan():
+  a, b = f32(NAN, 1.0, -INF, 2.0), f32(1.0, NAN, 5.0, 2.0)
+  assert emulate(["v_max_f32_e32 v4, v1, v2"], a, b)[:4].view(np.float32).tolist() == [1.0, 1.0, 5.0, 2.0]
+  assert emulate(["v_min_f32_e32 v4, v1, v2"], a, b)[:4].view(np.float32).tolist() == [1.0, 1.0, -INF, 2.0]
+  # compares write a lane mask to vcc; v_cndmask picks src1 where the lane's bit is set
+  lt = emulate(["v_cmp_lt_f32_e32 vcc_lo, v1, v2", "v_cndmask_b32_e64 v4, 0, 1, vcc_lo"], a, b)[:4]
+  neq = emulate(["v_cmp_neq_f32_e32 vcc_lo, v1, v2", "v_cndmask_b32_e64 v4, 0, 1, vcc_lo"], a, b)[:4]
+  assert lt.tolist() == [0, 0, 1, 0] and neq.tolist() == [1, 1, 1, 0]
+
+def test_div_fixup_gives_the_ieee_special_cases():
+  # v_div_fixup_f32 q, den, num: the quotient v3 (here 7.0) unless num/den is special
+  num, den = f32(1.0, 0.0, 0.0, INF, INF, 1.0, -1.0, NAN, 6.0), f32(0.0, 0.0, 5.0, INF, 2.0, INF, 0.0, 1.0, -3.0)
+  got = emulate(["v_mov_b32_e32 v3, 0x40e00000", "v_div_fixup_f32 v4, v3, v2, v1"], num, den)[:9].view(np.float32)
+  want = [INF, NAN, 0.0, NAN, INF, 0.0, -INF, NAN, -7.0]
+  np.testing.assert_array_equal(got, np.array(want, np.float32))
+  assert np.signbit(emulate(["v_mov_b32_e32 v3, 0x40e00000", "v_div_fixup_f32 v4, v3, v2, v1"], f32(-0.0), f32(3.0))[:1].view(np.float32))[0]
+
+def test_integer_multiply_high_low_and_shift_masking():
+  a, b = np.array([0xffffffff, 0x80000000, 7, 3], np.uint32), np.array([0xffffffff, 2, 33, 35], np.uint32)
+  assert emulate(["v_mul_lo_u32 v4, v1, v2"], a, b)[:4].tolist() == [1, 0, 231, 105]
+  assert emulate(["v_mul_hi_u32 v4, v1, v2"], a, b)[:4].tolist() == [0xfffffffe, 1, 0, 0]
+  # shift amounts are the first source, masked to 5 bits: 33 -> 1, 35 -> 3
+  assert emulate(["v_lshlrev_b32_e32 v4, v2, v1"], a, b)[2:4].tolist() == [14, 24]
+  neg = np.array([-8, -1, 5, -2**31], np.int32)
+  assert emulate(["v_ashrrev_i32_e32 v4, 1, v1"], neg)[:4].view(np.int32).tolist() == [-4, -1, 2, -2**30]
+  assert emulate(["v_lshrrev_b32_e32 v4, 1, v1"], neg)[:4].tolist() == [0x7ffffffc, 0x7fffffff, 2, 0x40000000]
+
+def test_carry_chain_and_bitfield_extract():
+  a, b = np.array([0xffffffff, 1, 0x80000000, 0], np.uint32), np.array([1, 1, 0x80000000, 0], np.uint32)
+  # 64-bit add of (a, a) + (b, b): the high word gets the carry
+  got = emulate(["v_add_co_u32 v5, vcc_lo, v1, v2", "v_add_co_ci_u32_e32 v4, vcc_lo, v1, v2, vcc_lo"], a, b)[:4]
+  assert got.tolist() == [1, 2, 1, 0]
+  x = np.array([0xabcd1234, 0xffff8000, 0x7f00, 0], np.uint32)
+  assert emulate(["v_bfe_u32 v4, v1, 8, 8"], x)[:4].tolist() == [0x12, 0x80, 0x7f, 0]
+  assert emulate(["v_bfe_i32 v4, v1, 8, 8"], x)[:4].view(np.int32).tolist() == [0x12, -128, 127, 0]
+
+def test_transcendentals_take_their_documented_inputs():
+  x = f32(0.25, 0.5, -0.25, 1.0)
+  np.testing.assert_allclose(emulate(["v_sin_f32_e32 v4, v1"], x)[:4].view(np.float32), [1, 0, -1, 0], atol=1e-6)  # revolutions
+  np.testing.assert_array_equal(emulate(["v_exp_f32_e32 v4, v1"], f32(3, -INF, INF, NAN))[:4].view(np.float32), f32(8, 0, INF, NAN))
+  np.testing.assert_array_equal(emulate(["v_log_f32_e32 v4, v1"], f32(8, 0, -1, INF))[:4].view(np.float32), f32(3, -INF, NAN, INF))
+  np.testing.assert_array_equal(emulate(["v_rcp_f32_e32 v4, v1"], f32(0.0, -0.0, INF, 4))[:4].view(np.float32), f32(INF, -INF, 0, 0.25))
+  np.testing.assert_array_equal(emulate(["v_fract_f32_e32 v4, v1"], f32(-0.25, 2.75, -1e-9, 3))[:4].view(np.float32),
+                                f32(0.75, 0.75, np.nextafter(np.float32(1), np.float32(0)), 0))
+
+def test_vop3_modifiers_and_inline_constants():
+  a = f32(1.5, -2.0, 3.0, -0.0)
+  np.testing.assert_array_equal(emulate(["v_add_f32_e64 v4, -|v1|, 0.5"], a)[:4].view(np.float32), f32(-1.0, -1.5, -2.5, 0.5))
+  np.testing.assert_array_equal(emulate(["v_mul_f32_e64 v4, v1, 0x40490fdb"], a)[:2].view(np.float32), f32(1.5 * np.float32(np.pi), -2 * np.float32(np.pi)))
+  assert emulate(["v_add_nc_u32_e32 v4, -16, v1"], np.arange(4, dtype=np.int32))[:4].view(np.int32).tolist() == [-16, -15, -14, -13]
+
+def test_exec_masks_lanes_and_scalar_branches():
+  body = ["v_cmp_gt_u32_e32 vcc_lo, 5, v0", "s_and_b32 exec_lo, exec_lo, vcc_lo",   # lanes 0..4 only
+          "v_mov_b32_e32 v4, 7", "s_mov_b32 exec_lo, -1",
+          "s_cmp_eq_u32 s2, 0", "s_cbranch_scc0 skip", "v_add_nc_u32_e32 v4, 100, v4", "skip:"]
+  got = emulate(body, np.zeros(32, np.uint32))
+  assert got.tolist() == [107] * 5 + [100] * 27
+  # a partial last workgroup: lanes past the grid never run (their outputs keep their value)
+  out = emulate(["v_mov_b32_e32 v4, 9"], np.zeros(100, np.uint32), lanes=100)
+  assert out.tolist() == [9] * 100
+
+def test_barrier_orders_lds_across_the_waves_of_a_workgroup():
+  # 64 work-items (two waves): each writes its id to LDS, then reads its mirror's after the barrier
+  body = ["v_lshlrev_b32_e32 v5, 2, v0", "ds_store_b32 v5, v0", "s_waitcnt lgkmcnt(0)", "s_barrier",
+          "v_sub_nc_u32_e32 v6, 63, v0", "v_lshlrev_b32_e32 v6, 2, v6", "ds_load_b32 v4, v6", "s_waitcnt lgkmcnt(0)"]
+  got = emulate(body, np.zeros(128, np.uint32), lanes=128, lds=256)
+  assert got.tolist() == list(range(63, -1, -1)) * 2
+
+def test_unknown_and_unimplemented_instructions_are_errors_naming_them():
+  unknown = assemble_code(PROLOGUE) + struct.pack("<I", (0b0111111 << 25) | (0x7f << 9)) + assemble_code(EPILOGUE)
+  with pytest.raises(EmulatorError, match="unknown VOP1 opcode 0x7f"):
+    Program(parse(build(KernelInfo("k", 16, 16, 0, 24, 3, 0), unknown)))
+  with pytest.raises(EmulatorError, match="v_perm_b32"): Program(parse(kernel_object(PROLOGUE + ["v_perm_b32 v4, v1, v2, v3"] + EPILOGUE)))
+
+def test_memory_faults_and_register_overflow_are_errors():
+  with pytest.raises(EmulatorError, match="memory fault"): emulate(["global_load_b32 v4, v10, s[8:9] offset:4000"], np.zeros(32, np.uint32))
+  with pytest.raises(EmulatorError, match="VGPRs"): Program(parse(kernel_object(PROLOGUE + ["v_mov_b32_e32 v40, 0"] + EPILOGUE)))
+
+# ***** renderer and end to end *****
+
+from tinycore import Tensor, dtypes
+from tinycore.runtime.errors import UnsupportedError
+
+@pytest.fixture
+def amd(monkeypatch):
+  monkeypatch.setenv("AMD_EMULATE", "1")
+  from tinycore.runtime.device import Device
+  return Device["AMD"]
+
+def test_renders_without_a_device():
+  from tinygrad_amd.renderer import RDNA3Renderer
+  from tinycore.codegen import get_program
+  t = Tensor(np.ones((4, 5), np.float32), device="PYTHON").sum(1)
+  src = get_program(t.schedule()[-1].ast, RDNA3Renderer()).src
+  assert "s_endpgm" in src and "global_store_b32" in src and "s_cbranch_execz" in src
+
+def test_running_out_of_registers_is_a_clear_error():
+  from tinygrad_amd.renderer import _Kernel
+  k = _Kernel("k", [])
+  for _ in range(255): k.vreg()   # v0 holds the work-item ids
+  with pytest.raises(UnsupportedError, match="AMD.*256 VGPRs"): k.vreg()
+  k.next_s = 105
+  k.sreg()
+  with pytest.raises(UnsupportedError, match="AMD.*SGPRs"): k.sreg()
+
+def test_kernels_end_to_end(amd):
+  a = np.random.default_rng(0).standard_normal((33, 17)).astype(np.float32)
+  x = Tensor(a, device="AMD")
+  np.testing.assert_allclose(x.sum(1).numpy(), a.sum(1), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose((x / 3 - x.exp2()).numpy(), a / 3 - np.exp2(a), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(x.sin().numpy(), np.sin(a), atol=1e-5)
+  i = np.array([7, -7, 2**31 - 1, -2**31, 5, 0], np.int32)
+  j = np.array([2, 2, -1, -1, 0, 3], np.int32)
+  got = (Tensor(i, device="AMD").idiv(Tensor(j, device="AMD"))).numpy()
+  assert got.tolist() == [3, -3, -(2**31 - 1), -2**31, 0, 0]
+
+def test_64bit_integers_and_float64(amd):
+  rng = np.random.default_rng(2)
+  a = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64), [-2**63, 2**63 - 1, 0, 7, -7]])
+  b = np.concatenate([rng.integers(-2**63, 2**63 - 1, 150, dtype=np.int64), rng.integers(-1000, 1000, 150), [-1, 2, 0, 0, 2]]).astype(np.int64)
+  A, B = Tensor(a, device="AMD"), Tensor(b, device="AMD")
+  with np.errstate(all="ignore"): assert np.array_equal((A * B + A).numpy(), a * b + a)
+  q = [0 if y == 0 else int(abs(x) // abs(y)) * (1 if (x < 0) == (y < 0) else -1) for x, y in zip(a.tolist(), b.tolist())]
+  assert A.idiv(B).tolist() == [((v + 2**63) % 2**64) - 2**63 for v in q]
+  assert np.array_equal(A.cast(dtypes.float32).numpy(), a.astype(np.float32))   # rounded once
+  x = np.concatenate([rng.standard_normal(64) * 4, [1e-310, 5e-324, 1e300, -0.0, np.inf, np.nan]])
+  X = Tensor(x, device="AMD")
+  with np.errstate(all="ignore"):
+    np.testing.assert_allclose((X / 3.0 + X.reciprocal()).numpy(), x / 3.0 + 1 / x, rtol=1e-14)
+    np.testing.assert_allclose(X.exp2().numpy(), np.exp2(x), rtol=1e-14)
+    np.testing.assert_allclose(X.abs().log2().numpy(), np.log2(np.abs(x)), rtol=1e-14)
+    np.testing.assert_allclose(X[:64].sin().numpy(), np.sin(x[:64]), rtol=1e-13, atol=1e-15)
+    assert np.array_equal(X.cast(dtypes.float16).numpy(), x.astype(np.float16), equal_nan=True)   # one rounding
+
+def test_float32_division_is_correctly_rounded_at_the_ends_of_the_range(amd):
+  rng = np.random.default_rng(3)
+  a = np.concatenate([rng.standard_normal(300).astype(np.float32) * 10, np.array([1, 1, 1e-40, 3e38, 1e-45, 0, np.inf, 1, 1e30], np.float32)])
+  b = np.concatenate([rng.standard_normal(300).astype(np.float32), np.array([1e-40, 3e38, 1e-40, 1e-40, 3e38, 0, 2, -0.0, 1e-10], np.float32)])
+  with np.errstate(all="ignore"): want = a / b
+  got = (Tensor(a, device="AMD") / Tensor(b, device="AMD")).numpy()
+  assert np.array_equal(got, want, equal_nan=True)
+
+def test_integer_division_is_exact_on_random_and_edge_values(amd):
+  rng = np.random.default_rng(1)
+  a = np.concatenate([rng.integers(0, 2**32, 4000, dtype=np.uint64), [2**32 - 1, 2**32 - 1, 1, 0]]).astype(np.uint32)
+  b = np.concatenate([rng.integers(1, 2**32, 2000, dtype=np.uint64), rng.integers(1, 70000, 2000), [1, 2**32 - 1, 2**32 - 1, 7]]).astype(np.uint32)
+  A, B = Tensor(a, device="AMD"), Tensor(b, device="AMD")
+  assert np.array_equal(A.idiv(B).numpy(), a // b)
+  assert np.array_equal((A.fmod(B)).numpy(), a % b)
+
+# ***** KFD: the ioctl structures against the installed kernel header *****
+
+def test_kfd_structures_match_kfd_ioctl_h(tmp_path):
+  """Sizes, field offsets and ioctl numbers of our ctypes structures, compared with what a C compiler makes of
+  <linux/kfd_ioctl.h> (linux-libc-dev)."""
+  import ctypes, shutil
+  from tinygrad_amd import kfd
+  cc, header = shutil.which("cc") or shutil.which("gcc"), "/usr/include/linux/kfd_ioctl.h"
+  if cc is None or not os.path.exists(header):
+    why = "needs a C compiler and linux/kfd_ioctl.h (apt-get install gcc linux-libc-dev)"
+    if os.environ.get("CI"): pytest.fail(f"CI is set but the test {why}")
+    pytest.skip(why)
+  lines, expect = [], []
+  for name, (_, nr, st) in kfd.IOCTLS.items():
+    lines.append(f'printf("%zu\\n", sizeof(struct {st.__name__}));'); expect.append(ctypes.sizeof(st))
+    for f, _ in st._fields_:
+      lines.append(f'printf("%zu\\n", offsetof(struct {st.__name__}, {f}));'); expect.append(getattr(st, f).offset)
+    lines.append(f'printf("%lu\\n", (unsigned long)AMDKFD_IOC_{name});'); expect.append(kfd.IOCTL_NUMBERS[name])
+  (tmp_path / "drm").mkdir()   # the header includes <drm/drm.h> (libdrm-dev) for nothing these structures use
+  (tmp_path / "drm" / "drm.h").write_text("#include <linux/types.h>\n")
+  src = tmp_path / "layout.c"
+  src.write_text("#include <stdio.h>\n#include <stddef.h>\n#include <linux/kfd_ioctl.h>\nint main(void) {\n" + "\n".join(lines) + "\nreturn 0; }\n")
+  subprocess.run([cc, "-I", str(tmp_path), "-o", str(tmp_path / "layout"), str(src)], check=True)
+  got = [int(x) for x in subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout.split()]
+  assert got == expect, [(l, g, e) for l, g, e in zip(lines, got, expect) if g != e]
+
+def test_aql_dispatch_packet_layout():
+  from tinygrad_amd.kfd import dispatch_packet
+  pkt = dispatch_packet(0x1000, 0x2000, 0x3000, (300, 2, 1), (128, 1, 1), 512)
+  assert len(pkt) == 64 and pkt[0] == 2 and struct.unpack_from("<H", pkt, 2)[0] == 3   # kernel dispatch, 3 dimensions
+  assert struct.unpack_from("<3H", pkt, 4) == (128, 1, 1) and struct.unpack_from("<3I", pkt, 12) == (300, 2, 1)
+  assert struct.unpack_from("<IQQ", pkt, 28) == (512, 0x1000, 0x2000) and struct.unpack_from("<Q", pkt, 56)[0] == 0x3000
+
+def test_without_kfd_the_driver_says_what_to_do(monkeypatch):
+  from tinygrad_amd import kfd
+  from tinycore.runtime.errors import DeviceError
+  monkeypatch.setattr(kfd, "KFD_PATH", "/nonexistent/kfd")
+  with pytest.raises(DeviceError, match="AMD_EMULATE=1"): kfd.KFDDevice(0)

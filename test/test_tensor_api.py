@@ -1,0 +1,403 @@
+"""tinygrad's API as ported programs use it: argument forms, helpers, Context variables, the training switch, module paths,
+symbolic slicing and error types; numbers checked against numpy (and PyTorch where installed)."""
+import gzip, io, pathlib, tarfile, zipfile
+import numpy as np
+import pytest
+from tinycore import Tensor, Variable, TinyJit, Context, dtypes, nn
+from tinycore import engine
+from tinycore.helpers import all_same, partition, unwrap, get_child, Timing, Profiling, tqdm, trange, fetch
+
+# ***** argument forms *****
+
+def test_reshape_none_keeps_a_dim_and_minus_one_infers():
+  a = Tensor.arange(24).reshape(2, 3, 4)
+  assert a.reshape(None, -1).shape == (2, 12)
+  assert a.reshape((None, 4, 3)).shape == (2, 4, 3)
+  np.testing.assert_equal(a.reshape(None, 12).numpy(), np.arange(24).reshape(2, 12))
+
+def test_cat_and_stack_take_a_list_like_torch():
+  a, b = Tensor([1, 2]), Tensor([3, 4])
+  np.testing.assert_equal(Tensor.cat([a, b]).numpy(), [1, 2, 3, 4])
+  np.testing.assert_equal(Tensor.stack([a, b], dim=1).numpy(), [[1, 3], [2, 4]])
+  np.testing.assert_equal(Tensor.stack(a).numpy(), [[1, 2]])
+
+def test_squeeze_a_tuple_of_dims():
+  x = Tensor.ones(1, 2, 1, 3)
+  assert x.squeeze((0, 2)).shape == (2, 3)
+  assert x.squeeze((0, 1)).shape == (2, 1, 3)  # a named dim that is not 1 stays, like torch
+  with pytest.raises(IndexError): x.squeeze((0, 7))
+
+def test_error_types_match_tinygrad():
+  with pytest.raises(IndexError): Tensor.ones(2, 3).sum(5)
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  with pytest.raises(RuntimeError, match="only float"): (x > 0).sum().backward()
+  with pytest.raises(RuntimeError, match="only float"): x.argmax().gradient(x)
+
+# ***** helpers and Context *****
+
+def test_small_helpers():
+  assert all_same([2, 2, 2]) and all_same([]) and not all_same([1, 2])
+  assert partition([1, 2, 3, 4, 5], lambda x: x % 2) == ([1, 3, 5], [2, 4])
+  assert unwrap(3) == 3
+  with pytest.raises(ValueError): unwrap(None)
+  model = type("M", (), {})()
+  model.layers = [{"w": 1}, {"w": nn.Linear(2, 3)}]
+  assert get_child(model, "layers.1.w.weight").shape == (3, 2)
+  assert get_child(model, "layers.0.w") == 1
+
+def test_timing_profiling_and_progress_bars(capsys):
+  with Timing("step "): pass
+  assert capsys.readouterr().out.startswith("step ")
+  with Timing("quiet", enabled=False): pass
+  assert capsys.readouterr().out == ""
+  with Profiling(frac=0.5): sum(range(100))
+  assert "function calls" in capsys.readouterr().out
+  assert list(tqdm([1, 2, 3], desc="d")) == [1, 2, 3]
+  bar = trange(4)
+  assert list(bar) == [0, 1, 2, 3] and bar.n == 4
+  with tqdm(total=10, disable=True) as t: t.update(3)
+  assert t.n == 3
+
+def test_fetch_reads_local_paths_and_the_cache_and_says_what_to_do_offline(tmp_path, monkeypatch):
+  f = tmp_path / "data.bin"
+  f.write_bytes(b"\x01\x02")
+  assert fetch(str(f)) == f
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  cached = fetch("file://" + str(f), name="copy.bin")  # a download (file:// needs no network) lands in the cache
+  assert cached.read_bytes() == b"\x01\x02" and "downloads" in str(cached)
+  np.testing.assert_equal(Tensor.from_url("file://" + str(f)).numpy(), [1, 2])
+  with pytest.raises(OSError, match="offline"): fetch("file://" + str(tmp_path / "missing.bin"))
+
+def test_tensor_from_a_path_is_its_bytes(tmp_path):
+  f = tmp_path / "x.bin"
+  f.write_bytes(np.array([1.5, -2.0], np.float32).tobytes())
+  np.testing.assert_equal(Tensor(f, dtype=dtypes.float32).numpy(), [1.5, -2.0])
+
+def test_context_default_float_is_dtypes_default_float():
+  assert dtypes.default_float == dtypes.float32
+  with Context(DEFAULT_FLOAT="half"):
+    assert dtypes.default_float == dtypes.float16
+    assert Tensor([1.5]).dtype == dtypes.float16 and Tensor.ones(2).dtype == dtypes.float16
+  assert Tensor([1.5]).dtype == dtypes.float32
+  old = dtypes.default_float
+  try:
+    dtypes.default_float = dtypes.float64
+    assert Tensor.rand(2).dtype == dtypes.float64
+  finally: dtypes.default_float = old
+  with Context(DEFAULT_FLOAT="int32"), pytest.raises(TypeError, match="float"): dtypes.default_float
+
+def test_context_jit_zero_runs_the_function_every_call():
+  calls = []
+  @TinyJit
+  def f(x):
+    calls.append(1)
+    return (x * 2).realize()
+  with Context(JIT=0):
+    for i in range(4): np.testing.assert_equal(f(Tensor([float(i)])).numpy(), [2.0 * i])
+  assert len(calls) == 4
+  with pytest.raises(KeyError, match="unknown Context"): Context(NOT_A_VARIABLE=1).__enter__()
+
+# ***** one training switch *****
+
+def _batchnorm_run(switch):
+  Tensor.manual_seed(0)
+  bn = nn.BatchNorm(3)
+  x = Tensor(np.random.default_rng(0).standard_normal((8, 3, 2, 2)).astype(np.float32) * 3 + 1)
+  with switch(): out = bn(x).numpy()
+  return out, bn.running_mean.numpy(), bn.running_var.numpy()
+
+@pytest.mark.parametrize("switch", [lambda: Context(TRAINING=1), Tensor.train], ids=["Context(TRAINING=1)", "Tensor.train()"])
+def test_batchnorm_follows_every_spelling_of_training_mode(switch):
+  out, rm, rv = _batchnorm_run(switch)
+  xs = np.random.default_rng(0).standard_normal((8, 3, 2, 2)).astype(np.float32) * 3 + 1
+  mean, var = xs.mean((0, 2, 3)), xs.var((0, 2, 3))
+  np.testing.assert_allclose(out, (xs - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + 1e-5), rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(rm, 0.1 * mean, rtol=1e-5)  # running stats updated from the batch
+  np.testing.assert_allclose(rv, 0.9 + 0.1 * xs.var((0, 2, 3), ddof=1), rtol=1e-5)
+  assert Tensor.training is False
+
+def test_tensor_training_and_context_are_one_variable():
+  with Context(TRAINING=1): assert Tensor.training is True
+  with Tensor.train(): assert Context(TRAINING=0) and Tensor.training is True
+  Tensor.training = True
+  try:
+    out, rm, _ = _batchnorm_run(lambda: Context())
+    assert np.abs(rm).sum() > 0  # the assignment form trains too
+  finally: Tensor.training = False
+
+# ***** parameters *****
+
+def test_equal_leaves_that_require_grad_get_their_own_gradients():
+  # two Tensor.zeros(3) are one hash-consed node; made to require grad, each is a leaf of its own
+  a, b = Tensor.zeros(3, requires_grad=True), Tensor.zeros(3, requires_grad=True)
+  (a * 2 + b * 3).sum().backward()
+  np.testing.assert_equal(a.grad.numpy(), [2, 2, 2])
+  np.testing.assert_equal(b.grad.numpy(), [3, 3, 3])
+  ln1, ln2 = nn.LayerNorm(2), nn.LayerNorm(2)
+  ln2(ln1(Tensor([[1.0, 3.0]])) * 5).sum().backward()
+  np.testing.assert_allclose(ln1.bias.grad.numpy(), [0, 0], atol=1e-5)  # LayerNorm's output ignores a shift of its input
+  np.testing.assert_allclose(ln2.bias.grad.numpy(), [1, 1])
+
+def test_is_param_and_layer_weights_get_grads_without_an_optimizer():
+  lin = nn.Linear(3, 2)
+  assert lin.weight.is_param and lin.bias.is_param
+  bn = nn.BatchNorm(2)
+  assert not bn.running_mean.is_param
+  x = Tensor([[1.0, 2.0, 3.0]])
+  lin(x).sum().backward()
+  np.testing.assert_allclose(lin.weight.grad.numpy(), [[1, 2, 3], [1, 2, 3]])
+  np.testing.assert_allclose(lin.bias.grad.numpy(), [1, 1])
+  t = Tensor([1.0, 2.0]).is_param_(False)
+  assert t.is_param is False and t.requires_grad is False
+
+# ***** module paths *****
+
+def test_tinygrad_module_paths():
+  from tinycore.engine.jit import TinyJit as J
+  from tinycore.device import Device
+  from tinycore.function import function
+  assert J is TinyJit and Device.DEFAULT
+  @function
+  def f(x): return x * 2
+  np.testing.assert_equal(f(Tensor([1.0])).numpy(), [2.0])
+  assert function(precompile=True)(f) is f
+
+def test_safe_save_load_metadata_and_archives(tmp_path):
+  from tinycore.nn.state import safe_save, safe_load, safe_load_metadata, tar_extract, zip_extract
+  fn = str(tmp_path / "m.safetensors")
+  safe_save({"w": Tensor([[1.0, 2.0]]), "i": Tensor([3], dtype=dtypes.int32)}, fn, metadata={"step": "3"})
+  sd = safe_load(fn)
+  np.testing.assert_equal(sd["w"].numpy(), [[1.0, 2.0]])
+  t, start, meta = safe_load_metadata(fn)
+  assert t.dtype == dtypes.uint8 and meta["__metadata__"] == {"step": "3"} and meta["i"]["shape"] == [1]
+  assert start == 8 + int.from_bytes(bytes(t[:8].numpy()), "little")
+  np.testing.assert_equal(safe_load(t)["i"].numpy(), [3])
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w") as tar:
+    info = tarfile.TarInfo("a/b.bin"); info.size = 3
+    tar.addfile(info, io.BytesIO(b"xyz"))
+  (tmp_path / "t.tar").write_bytes(buf.getvalue())
+  assert bytes(tar_extract(str(tmp_path / "t.tar"))["a/b.bin"].numpy()) == b"xyz"
+  with zipfile.ZipFile(tmp_path / "z.zip", "w", compression=zipfile.ZIP_DEFLATED) as z: z.writestr("f.txt", "hello" * 10)
+  assert bytes(zip_extract(tmp_path / "z.zip")["f.txt"].numpy()) == b"hello" * 10
+
+def _idx(arr: np.ndarray) -> bytes:
+  return gzip.compress(bytes([0, 0, 0x08, arr.ndim]) + b"".join(int(d).to_bytes(4, "big") for d in arr.shape) + arr.tobytes())
+
+def test_datasets_mnist_and_cifar_from_a_path(tmp_path):
+  from tinycore.nn.datasets import mnist, cifar
+  from tinycore.datasets import DatasetUnavailable
+  rng = np.random.default_rng(0)
+  imgs, labels = rng.integers(0, 256, (5, 28, 28), dtype=np.uint8), rng.integers(0, 10, 5, dtype=np.uint8)
+  for name, a in zip(["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"],
+                     [imgs, labels, imgs[:2], labels[:2]]):
+    (tmp_path / name).write_bytes(_idx(a))
+  X, Y, Xt, Yt = mnist(path=tmp_path)
+  assert X.shape == (5, 1, 28, 28) and X.dtype == dtypes.uint8 and Y.dtype == dtypes.uint8 and Xt.shape == (2, 1, 28, 28)
+  np.testing.assert_equal(X.numpy()[:, 0], imgs)
+  np.testing.assert_equal(Yt.numpy(), labels[:2])
+  with pytest.raises(DatasetUnavailable, match="missing"): mnist(path=tmp_path / "nowhere")
+  rows = rng.integers(0, 256, (4, 3073), dtype=np.uint8)
+  buf = io.BytesIO()
+  with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+      info = tarfile.TarInfo(f"cifar-10-batches-bin/{name}"); info.size = rows.nbytes
+      tar.addfile(info, io.BytesIO(rows.tobytes()))
+  (tmp_path / "c.tar.gz").write_bytes(buf.getvalue())
+  X, Y, Xt, Yt = cifar(path=tmp_path / "c.tar.gz")
+  assert X.shape == (20, 3, 32, 32) and Y.shape == (20,) and Xt.shape == (4, 3, 32, 32) and X.dtype == dtypes.uint8
+  np.testing.assert_equal(Yt.numpy(), rows[:, 0])
+  np.testing.assert_equal(Xt.numpy().reshape(4, -1), rows[:, 1:])
+  with pytest.raises(DatasetUnavailable, match="missing"): cifar(path=tmp_path / "none.tar.gz")
+
+# ***** symbolic indexing *****
+
+def test_kv_cache_slicing_with_a_bound_variable_compiles_once():
+  max_len, dim = 10, 4
+  cache = Tensor.zeros(max_len, dim).contiguous().realize()
+  ref = np.zeros((max_len, dim), np.float32)
+  @TinyJit
+  def step(x, start_pos):
+    cache[start_pos:start_pos + 1].assign(x).realize()
+    return (cache[:start_pos + 1] * x).sum(1).softmax(0).realize()
+  pos_var = Variable("start_pos", 0, max_len - 1)
+  rng = np.random.default_rng(0)
+  for pos in range(max_len):
+    xv = rng.random((1, dim), dtype=np.float32)
+    out = step(Tensor(xv), pos_var.bind(pos))
+    ref[pos] = xv
+    s = (ref[:pos + 1] * xv).sum(1)
+    np.testing.assert_allclose(out.numpy(), np.exp(s - s.max()) / np.exp(s - s.max()).sum(), rtol=1e-5)
+    if pos == 2: kernels = len(engine._runners)  # compiled by the first calls; the rest replay them
+  assert len(engine._runners) == kernels, "a new position compiled a new kernel"
+
+def test_slicing_a_symbolic_dimension_and_out_of_range_slices():
+  v = Variable("n", 2, 8).bind(5)
+  x = Tensor(np.arange(32, dtype=np.float32).reshape(8, 4))[:v]
+  np.testing.assert_equal(x[1:].numpy(), np.arange(32).reshape(8, 4)[1:5])
+  np.testing.assert_equal(x[:, 1:3].numpy(), np.arange(32).reshape(8, 4)[:5, 1:3])
+  np.testing.assert_equal(x[:-1].numpy(), np.arange(32).reshape(8, 4)[:4])
+  np.testing.assert_equal(x[-1].numpy(), [16, 17, 18, 19])
+  np.testing.assert_equal(x[1].numpy(), [4, 5, 6, 7])
+  with pytest.raises(IndexError, match="out of bounds"): x[2]  # n may be 2
+  with pytest.raises(IndexError, match="may leave"): Tensor.ones(4, 2)[:v]
+  with pytest.raises(IndexError, match="step 1"): x[::2]
+
+# ***** layers and optimizers programs import *****
+
+def test_lstmcell_matches_torch():
+  torch = pytest.importorskip("torch")
+  cell, ref = nn.LSTMCell(3, 4), torch.nn.LSTMCell(3, 4)
+  with torch.no_grad():
+    for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"): getattr(ref, name).copy_(torch.tensor(getattr(cell, name).numpy()))
+  x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+  h, c = cell(Tensor(x))
+  h, c = cell(Tensor(x), (h, c))
+  rh, rc = ref(torch.tensor(x))
+  rh, rc = ref(torch.tensor(x), (rh, rc))
+  np.testing.assert_allclose(h.numpy(), rh.detach().numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(c.numpy(), rc.detach().numpy(), rtol=1e-5, atol=1e-6)
+  rh.sum().backward()
+  gw, = h.sum().gradient(cell.weight_ih)
+  np.testing.assert_allclose(gw.numpy(), ref.weight_ih.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+def _one_step(opt_cls, w0: np.ndarray, g: np.ndarray, **kw) -> np.ndarray:
+  w = Tensor(w0.copy(), requires_grad=True)
+  opt = opt_cls([w], **kw)
+  (w * Tensor(g)).sum().backward()
+  opt.step()
+  return w.numpy()
+
+def test_lars_step_matches_its_formula():
+  rng = np.random.default_rng(0)
+  w0, g = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+  lr, wd, tc = 0.1, 1e-2, 0.01
+  trust = tc * np.linalg.norm(w0) / (np.linalg.norm(g) + wd * np.linalg.norm(w0))
+  want = w0 - lr * (g * trust + wd * w0)  # first step: the momentum buffer is the (lr-scaled, classic) gradient
+  np.testing.assert_allclose(_one_step(nn.optim.LARS, w0, g, lr=lr, weight_decay=wd, tcoef=tc), want, rtol=1e-5)
+
+def test_muon_step_is_an_orthogonalized_momentum_step():
+  rng = np.random.default_rng(1)
+  w0, g = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((4, 6)).astype(np.float32)
+  x = (g + 0.95 * g).astype(np.float64)  # nesterov: g + momentum * (momentum buffer = g)
+  x = x / (np.linalg.norm(x) + 1e-7)
+  for _ in range(5):
+    xxt = x @ x.T
+    x = 3.4445 * x + (-4.775 * xxt + 2.0315 * xxt @ xxt) @ x
+  lr, wd = 0.02, 0.1
+  np.testing.assert_allclose(_one_step(nn.optim.Muon, w0, g, lr=lr, weight_decay=wd), w0 - lr * (x + wd * w0), rtol=1e-4, atol=1e-6)
+  s = np.linalg.svd(x, compute_uv=False)
+  assert 0.5 < s.min() and s.max() < 1.5  # the step is near-orthogonal: its singular values sit around 1
+
+def test_newton_schulz_matches_its_polynomial_and_handles_tall_matrices():
+  rng = np.random.default_rng(2)
+  for shape in [(3, 5), (5, 3), (2, 3, 4)]:
+    a = rng.standard_normal(shape)
+    def ref(m):
+      if m.shape[-2] > m.shape[-1]: return np.swapaxes(ref(np.swapaxes(m, -1, -2)), -1, -2)
+      g = m / (np.sqrt((m * m).sum((-2, -1), keepdims=True)) + 1e-7)
+      for _ in range(4):
+        ggt = g @ np.swapaxes(g, -1, -2)
+        g = 2 * g - 1.5 * ggt @ g + 0.5 * ggt @ ggt @ g
+      return g
+    np.testing.assert_allclose(Tensor(a.astype(np.float32)).newton_schulz(4, (2, -1.5, 0.5)).numpy(), ref(a), rtol=1e-4, atol=1e-5)
+
+# ***** the API table in docs/ stays true *****
+
+def test_api_table_in_docs_matches_tensor():
+  rows = [line.split("|") for line in (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text().splitlines()
+          if line.startswith("| `") and line.split("|")[2].strip() in ("yes", "no")]
+  assert len(rows) > 200
+  wrong = [r[1].strip() for r in rows if hasattr(Tensor, r[1].strip().strip("`")) != (r[2].strip() == "yes")]
+  assert not wrong, f"docs/tensor-api.md says the opposite of Tensor for {wrong}"
+
+# ***** forward and backward against PyTorch, op by op *****
+
+def _rng_inputs(shapes, seed, low, high):
+  rng = np.random.default_rng(seed)
+  return [rng.uniform(low, high, s).astype(np.float32) for s in shapes]
+
+# (name, input shapes, tinycore fn, torch fn, input range); the functions take the inputs as positional tensors
+TORCH_CASES = [
+  ("pow_zero_base", [(6,)], lambda x: (x * Tensor([0, 0, 0, 1, 1, 1.0])).pow(Tensor([2.0, 0.0, 1.0, 2.0, 0.0, -1.0])),
+   lambda t, x: (x * t.tensor([0, 0, 0, 1, 1, 1.0])).pow(t.tensor([2.0, 0.0, 1.0, 2.0, 0.0, -1.0])), (0.5, 2)),
+  ("pow_tensor_exp", [(3, 4), (3, 4)], lambda a, b: a.pow(b), lambda t, a, b: a.pow(b), (0.2, 2)),
+  ("clip_at_bounds", [(8,)], lambda x: (x.round() * 0.5).clip(-0.5, 0.5), lambda t, x: (x.round() * 0.5).clamp(-0.5, 0.5), (-2, 2)),
+  ("sigmoid_extreme", [(4,)], lambda x: (x * 200).sigmoid(), lambda t, x: (x * 200).sigmoid(), (-3, 3)),
+  ("tanh", [(3, 4)], lambda x: (x * 30).tanh(), lambda t, x: (x * 30).tanh(), (-2, 2)),
+  ("logsumexp_axes", [(2, 3, 4)], lambda x: x.logsumexp((0, 2)), lambda t, x: x.logsumexp((0, 2)), (-3, 3)),
+  ("logsumexp_keepdim", [(2, 3, 4)], lambda x: x.logsumexp(1, keepdim=True), lambda t, x: x.logsumexp(1, keepdim=True), (-3, 3)),
+  ("normalize", [(3, 4)], lambda x: x.normalize(dim=1), lambda t, x: t.nn.functional.normalize(x, dim=1), (-1, 1)),
+  ("gelu", [(10,)], lambda x: x.gelu(), lambda t, x: t.nn.functional.gelu(x, approximate="tanh"), (-4, 4)),
+  ("silu_mish_softplus", [(10,)], lambda x: x.silu() + x.mish() + x.softplus(), lambda t, x: t.nn.functional.silu(x) + t.nn.functional.mish(x) + t.nn.functional.softplus(x), (-4, 4)),
+  ("elu_celu_selu", [(10,)], lambda x: x.elu() + x.celu(0.5) + x.selu(), lambda t, x: t.nn.functional.elu(x) + t.nn.functional.celu(x, 0.5) + t.nn.functional.selu(x), (-3, 3)),
+  ("hard_activations", [(10,)], lambda x: x.hardswish() + x.hardsigmoid() + x.relu6() + x.hardtanh(),
+   lambda t, x: t.nn.functional.hardswish(x) + t.nn.functional.hardsigmoid(x) + t.nn.functional.relu6(x) + t.nn.functional.hardtanh(x), (-7, 7)),
+  ("trig_inverse", [(8,)], lambda x: x.asin() + x.acos() + x.atan() + x.atanh(), lambda t, x: x.asin() + x.acos() + x.atan() + x.atanh(), (-0.9, 0.9)),
+  ("hyperbolic", [(8,)], lambda x: x.sinh() + x.cosh() + x.asinh(), lambda t, x: x.sinh() + x.cosh() + x.asinh(), (-2, 2)),
+  ("erf_log_sqrt", [(8,)], lambda x: x.erf() + x.log() + x.sqrt() + x.rsqrt() + x.log2(), lambda t, x: x.erf() + x.log() + x.sqrt() + x.rsqrt() + x.log2(), (0.1, 3)),
+  ("copysign_lerp_logaddexp", [(6,), (6,)], lambda a, b: a.copysign(b) + a.lerp(b, 0.3) + a.logaddexp(b),
+   lambda t, a, b: a.copysign(b) + a.lerp(b, 0.3) + t.logaddexp(a, b), (-2, 2)),
+  ("maximum_minimum", [(3, 4), (4,)], lambda a, b: a.maximum(b) + a.minimum(0.25), lambda t, a, b: t.maximum(a, b) + t.clamp(a, max=0.25), (-1, 1)),
+  ("div_modes", [(6,), (6,)], lambda a, b: a / b + a.div(b, rounding_mode="floor").detach() + a.div(b, rounding_mode="trunc").detach(),
+   lambda t, a, b: a / b + t.div(a, b, rounding_mode="floor").detach() + t.div(a, b, rounding_mode="trunc").detach(), (0.5, 3)),
+  ("var_std_prod", [(3, 4)], lambda x: x.var(1) + x.std(0).sum() + x.prod(1), lambda t, x: x.var(1) + x.std(0).sum() + x.prod(1), (0.5, 1.5)),
+  ("softmax_family", [(3, 5)], lambda x: x.softmax(0) * 2 + x.log_softmax(1) + x.softmin(1), lambda t, x: x.softmax(0) * 2 + x.log_softmax(1) + t.nn.functional.softmin(x, 1), (-2, 2)),
+  ("cumulative", [(3, 4)], lambda x: x.cumsum(1) + x.cumprod(0).sum(0) + x.cummax(1)[0], lambda t, x: x.cumsum(1) + x.cumprod(0).sum(0) + x.cummax(1)[0], (0.5, 1.5)),
+  ("max_min_mean", [(3, 4)], lambda x: x.max(1) + x.min(1) + x.mean(1), lambda t, x: x.amax(1) + x.amin(1) + x.mean(1), (-1, 1)),
+  ("matmul_1d_and_broadcast", [(4,), (2, 4, 3), (3,)], lambda a, b, c: (a @ b) @ c, lambda t, a, b, c: (a @ b) @ c, (-1, 1)),
+  ("einsum", [(2, 3, 4), (2, 4, 5), (3, 3)], lambda a, b, c: Tensor.einsum("...ij,...jk->...ik", a, b).sum(-1) + Tensor.einsum("ii->i", c).sum(),
+   lambda t, a, b, c: t.einsum("...ij,...jk->...ik", a, b).sum(-1) + t.einsum("ii->i", c).sum(), (-1, 1)),
+  ("pad_modes", [(1, 2, 5)], lambda x: x.pad((2, 1), mode="reflect") + x.pad((2, 1), mode="replicate") + x.pad((2, 1), mode="circular"),
+   lambda t, x: t.nn.functional.pad(x, (2, 1), mode="reflect") + t.nn.functional.pad(x, (2, 1), mode="replicate") + t.nn.functional.pad(x, (2, 1), mode="circular"), (-1, 1)),
+  ("movement", [(2, 3, 4)], lambda x: x.permute(2, 0, 1).flip(0).reshape(4, -1).repeat(2, 1).roll(1, 0)[1:, ::2],
+   lambda t, x: x.permute(2, 0, 1).flip(0).reshape(4, -1).repeat(2, 1).roll(1, 0)[1:, ::2], (-1, 1)),
+  ("gather_scatter", [(3, 4), (2, 4)], lambda a, b: a.gather(0, Tensor([[0, 2, 1, 0], [2, 2, 0, 1]])) + a.scatter_reduce(0, Tensor([[0, 2, 1, 0], [2, 2, 0, 1]]), b, "sum")[:2],
+   lambda t, a, b: a.gather(0, t.tensor([[0, 2, 1, 0], [2, 2, 0, 1]])) + a.scatter_reduce(0, t.tensor([[0, 2, 1, 0], [2, 2, 0, 1]]), b, "sum")[:2], (-1, 1)),
+  ("diagonal_unfold_tri", [(4, 4)], lambda x: x.diagonal(1).sum() + x.unfold(1, 2, 1).sum((1, 2)).unsqueeze(1) + x.tril(-1) + x.triu(1),
+   lambda t, x: x.diagonal(1).sum() + x.unfold(1, 2, 1).sum((1, 2)).unsqueeze(1) + x.tril(-1) + x.triu(1), (-1, 1)),
+  ("conv2d", [(1, 2, 5, 5), (3, 2, 3, 3), (3,)], lambda x, w, b: x.conv2d(w, b, stride=2, padding=1, dilation=1),
+   lambda t, x, w, b: t.nn.functional.conv2d(x, w, b, stride=2, padding=1), (-1, 1)),
+  ("conv_transpose2d", [(1, 2, 3, 3), (2, 3, 3, 3)], lambda x, w: x.conv_transpose2d(w, stride=2, padding=1, output_padding=1),
+   lambda t, x, w: t.nn.functional.conv_transpose2d(x, w, stride=2, padding=1, output_padding=1), (-1, 1)),
+  ("pools", [(1, 1, 5, 5)], lambda x: x.max_pool2d(3, stride=2, padding=1) + x.avg_pool2d(3, stride=2, padding=1),
+   lambda t, x: t.nn.functional.max_pool2d(x, 3, stride=2, padding=1) + t.nn.functional.avg_pool2d(x, 3, stride=2, padding=1), (-1, 1)),
+  ("interpolate", [(1, 1, 3, 4)], lambda x: x.interpolate((5, 6), mode="linear"),
+   lambda t, x: t.nn.functional.interpolate(x, (5, 6), mode="bilinear"), (-1, 1)),
+  ("sdpa_causal", [(1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3)], lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True),
+   lambda t, q, k, v: t.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True), (-1, 1)),
+  ("losses", [(4, 3), (4, 3)], lambda x, y: x.cross_entropy(Tensor([0, 2, 1, 2])) + x.binary_crossentropy_logits(y.sigmoid()) + x.log_softmax(1).nll_loss(Tensor([1, 0, 2, 2])),
+   lambda t, x, y: t.nn.functional.cross_entropy(x, t.tensor([0, 2, 1, 2])) + t.nn.functional.binary_cross_entropy_with_logits(x, y.sigmoid())
+   + t.nn.functional.nll_loss(x.log_softmax(1), t.tensor([1, 0, 2, 2])), (-2, 2)),
+]
+
+@pytest.mark.parametrize("name,shapes,fn,ref,rng", TORCH_CASES, ids=[c[0] for c in TORCH_CASES])
+def test_forward_and_backward_match_torch(name, shapes, fn, ref, rng):
+  torch = pytest.importorskip("torch")
+  xs = _rng_inputs(shapes, len(name), *rng)
+  ts = [Tensor(x, requires_grad=True) for x in xs]
+  rs = [torch.tensor(x, requires_grad=True) for x in xs]
+  out, want = fn(*ts), ref(torch, *rs)
+  assert out.shape == tuple(want.shape), (out.shape, want.shape)
+  w = np.random.default_rng(1).uniform(0.5, 1.5, want.shape).astype(np.float32)  # an uneven upstream gradient
+  grads = (out * Tensor(w)).sum().gradient(*ts)
+  (want * torch.tensor(w)).sum().backward()
+  np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=f"{name} forward")
+  for i, (g, r) in enumerate(zip(grads, rs)):
+    np.testing.assert_allclose(g.numpy(), r.grad.numpy() if r.grad is not None else 0, rtol=1e-3, atol=1e-4, err_msg=f"{name} grad of input {i}")
+
+def test_half_matmul_gradient_and_dtype_results():
+  torch = pytest.importorskip("torch")
+  a, b = _rng_inputs([(8, 16), (16, 4)], 5, -1, 1)
+  ta, tb = Tensor(a).half(), Tensor(b).half()
+  ga, gb = (ta @ tb).float().sum().gradient(ta, tb)
+  ra, rb = torch.tensor(a).half().requires_grad_(), torch.tensor(b).half().requires_grad_()
+  (ra @ rb).float().sum().backward()
+  assert ga.dtype == dtypes.float16
+  np.testing.assert_allclose(ga.numpy(), ra.grad.float().numpy(), rtol=1e-2, atol=1e-2)
+  np.testing.assert_allclose(gb.numpy(), rb.grad.float().numpy(), rtol=1e-2, atol=1e-2)
+  assert Tensor.arange(3).dtype == dtypes.int32 and Tensor.arange(0, 1, 0.5).dtype == dtypes.float32
+  assert Tensor([1, 2]).maximum(1.5).dtype == dtypes.float32 and Tensor([1, 2]).sum(dtype=dtypes.float32).dtype == dtypes.float32
+  assert (Tensor([1, 2], dtype=dtypes.int8) << 2).dtype == dtypes.int8 and (Tensor([-8]) >> 1).item() == -4
+  inf, nan = float("inf"), float("nan")
+  np.testing.assert_equal(Tensor([1.0, inf, nan]).isclose(Tensor([1.0 + 1e-9, inf, nan])).numpy(), [True, True, False])
