@@ -7,6 +7,7 @@ import numpy as np
 from tinycore.dtype import dtypes, DType, to_np_dtype
 from tinycore.tensor import Tensor
 from tinycore.uop import Variable
+from tinycore.runtime.device import Device
 from tinycore.nn.onnx_proto import parse, tensor_to_numpy, ONNX_TYPE_NAMES
 from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, INPUT_NAMES, ATTR_RENAMES
 
@@ -39,6 +40,9 @@ class OnnxRunner:
     except (ValueError, UnicodeDecodeError) as e: raise OnnxError(f"not an ONNX model: {e}") from e
     if self.model.graph is None: raise OnnxError("the ONNX file has no graph")
     self.device, self.max_dim = device, max_dim
+    # 64-bit types the backend lacks (WEBGPU) run in their 32-bit neighbours; values that do not fit are refused on load
+    have = Device.renderer(Device.canonicalize(device)).supported_dtypes
+    self.narrow = {d: n for d, n in ((dtypes.int64, dtypes.int32), (dtypes.uint64, dtypes.uint32), (dtypes.float64, dtypes.float32)) if d not in have}
     self.opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), NEWEST_OPSET)
     if self.opset > NEWEST_OPSET: raise OnnxError(f"the model needs ai.onnx opset {self.opset}; this importer knows opsets 7 to {NEWEST_OPSET}")
     self.graph = self.model.graph
@@ -51,14 +55,25 @@ class OnnxRunner:
     if t.data_type not in ONNX_DTYPES:
       raise OnnxError(f"tensor {t.name!r} has type {ONNX_TYPE_NAMES.get(t.data_type, t.data_type)}, which tinycore does not support")
     arr = tensor_to_numpy(t, self.base_dir)
-    return _np_to_tensor(arr, ONNX_DTYPES[t.data_type], self.device).realize()
+    return _np_to_tensor(self._fit(arr, t.name), self._dt(t.data_type), self.device).realize()
+
+  def _dt(self, onnx_type: int) -> DType: return self.narrow.get(ONNX_DTYPES[onnx_type], ONNX_DTYPES[onnx_type])
+  def _fit(self, arr: np.ndarray, name: str) -> np.ndarray:
+    """An int64 array for a backend without int64: int32, where slice bounds like INT64_MAX clamp (they only ever clamp)."""
+    if arr.dtype.kind not in "iu" or arr.dtype.itemsize < 8 or dtypes.int64 not in self.narrow: return arr
+    lo, hi = np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32).min, np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32).max
+    return np.clip(arr, lo, hi)
 
   def _input(self, info: SimpleNamespace, value) -> Tensor:
     tt = info.type.tensor_type if info.type is not None else None
     if tt is None: raise OnnxError(f"input {info.name!r} is not a tensor (sequences, maps and optionals are not supported)")
     if tt.elem_type not in ONNX_DTYPES:
       raise OnnxError(f"input {info.name!r} has type {ONNX_TYPE_NAMES.get(tt.elem_type, tt.elem_type)}, which tinycore does not support")
-    dt = ONNX_DTYPES[tt.elem_type]
+    dt = self._dt(tt.elem_type)
+    if not isinstance(value, Tensor) and dt != ONNX_DTYPES[tt.elem_type] and dtypes.is_int(dt):
+      value = np.asarray(value)
+      if value.size and (value.min() < dtypes.min(dt) or value.max() > dtypes.max(dt)):
+        raise OnnxError(f"input {info.name!r}: values outside {dt.name} on {self.device}, which has no 64-bit integers")
     t = value if isinstance(value, Tensor) else _np_to_tensor(np.asarray(value), dt, self.device)
     if t.dtype != dt: t = t.cast(dt)
     if tt.shape is None: return t
@@ -89,7 +104,7 @@ class OnnxRunner:
       inner = dict(env)
       inner.update({i.name: a for i, a in zip(g.input, args)})
       return self._run(g, inner, static)
-    ctx = Ctx(self.opset, self.device, static, run_graph)
+    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow)
     for n in graph.node:
       where = f"node {n.name or n.output[0]!r} (op {n.op_type}, opset {self.opset})"
       if n.domain not in ("", "ai.onnx"): raise OnnxError(f"{where}: domain {n.domain!r} is not supported, only the default ai.onnx ops")
@@ -133,7 +148,7 @@ class OnnxRunner:
     (key, v), = attrs.items()
     if key == "value": t = v
     elif key in ("value_float", "value_floats"): t = Tensor(v, dtype=dtypes.float32, device=self.device)
-    elif key in ("value_int", "value_ints"): t = Tensor(v, dtype=dtypes.int64, device=self.device)
+    elif key in ("value_int", "value_ints"): t = Tensor(v, dtype=ctx.long, device=self.device)
     else: raise NotImplementedError(f"Constant with {key} is not supported")
     if dtypes.is_int(t.dtype) and t.ndim <= 1 and t.numel() <= 64: ctx.static[id(t)] = t.tolist()
     return t

@@ -12,13 +12,22 @@ ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.i
                                  13: dtypes.uint64, 16: dtypes.bfloat16}
 
 class Ctx:
-  """What an op may ask of the runner: the opset it runs under, the Python value of a (small, shape-like) input, subgraphs."""
-  def __init__(self, opset: int, device: str | None, static: dict[int, list], run_graph: Callable):
-    self.opset, self.device, self.static, self.run_graph = opset, device, static, run_graph
+  """What an op may ask of the runner: the opset it runs under, the Python value of a (small, shape-like) input, subgraphs,
+  and the dtype standing in for each ONNX type (int64 is int32 on a backend without 64-bit ints)."""
+  def __init__(self, opset: int, device: str | None, static: dict[int, list], run_graph: Callable, narrow: dict[DType, DType]):
+    self.opset, self.device, self.static, self.run_graph, self.narrow = opset, device, static, run_graph, narrow
+  def dt(self, to: int | DType) -> DType:
+    d = _dt(to) if isinstance(to, int) else to
+    return self.narrow.get(d, d)
+  @property
+  def long(self) -> DType: return self.dt(dtypes.int64)
   def py(self, t: Tensor | None, default=None) -> Any:
     """A small tensor's values as Python numbers (shape arguments): from the build-time value when known, else read back."""
     if t is None: return default
     return self.static[id(t)] if id(t) in self.static else t.tolist()
+  def scalar(self, t: Tensor | None, default=None) -> Any:
+    v = self.py(t, default)
+    return v[0] if isinstance(v, list) else v
   def ints(self, t: Tensor | None, default=None) -> list[int] | None:
     v = self.py(t, default)
     return v if v is None or isinstance(v, list) else [v]
@@ -38,8 +47,10 @@ def _bcast(*ts: Tensor) -> list[Tensor]:
 def _same(x: Tensor, r: Tensor) -> Tensor: return r if r.dtype == x.dtype else r.cast(x.dtype)
 def _div(c, a, b): return a.div(b, rounding_mode="trunc").cast(a.dtype) if dtypes.is_int(a.dtype) else a / b
 def _mod(c, a, b, fmod=0):
-  if fmod or dtypes.is_float(a.dtype): return a - (a / b).trunc() * b if dtypes.is_float(a.dtype) else a - a.div(b, rounding_mode="trunc") * b
-  return a.mod(b)
+  if not dtypes.is_float(a.dtype): return a - a.div(b, rounding_mode="trunc") * b if fmod else a.mod(b)
+  if fmod: return a.fmod(b)
+  r = a.fmod(b)
+  return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
 def _pow(c, x, y):
   if dtypes.is_int(x.dtype) and dtypes.is_float(y.dtype): return x.cast(y.dtype).pow(y).cast(x.dtype)
   return _same(x, x.pow(y.cast(x.dtype) if dtypes.is_int(y.dtype) or dtypes.is_float(x.dtype) else y))
@@ -50,10 +61,14 @@ def _clip(c, x, mn=None, mx=None, min=None, max=None):  # noqa: A002  (opset < 1
   if lo is not None: x = x.maximum(Tensor(lo, dtype=x.dtype, device=x.device))
   if hi is not None: x = x.minimum(Tensor(hi, dtype=x.dtype, device=x.device))
   return x
-def _cast(c, x, to, saturate=1, round_mode="up"): return x.cast(_dt(to))
+def _cast(c, x, to, saturate=1, round_mode="up"): return x.cast(c.dt(to))
 def _isinf(c, x, detect_negative=1, detect_positive=1): return x.isinf(bool(detect_positive), bool(detect_negative))
 def _shrink(c, x, bias=0.0, lambd=0.5): return _same(x, (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)))
-def _bitshift(c, x, y, direction): return x.lshift(y) if direction == "LEFT" else x.rshift(y)
+def _bitshift(c, x, y, direction):
+  out = (y < 0) | (y >= x.dtype.itemsize * 8)  # shifting by the width or more (or a negative count) empties the value
+  ys = out.where(0, y)
+  fill = (x < 0).where(-1, 0) if direction == "RIGHT" and not dtypes.is_unsigned(x.dtype) else 0
+  return out.where(fill, x.lshift(ys) if direction == "LEFT" else x.rshift(ys)).cast(x.dtype)
 def _round(c, x):  # half to even, like numpy
   f = x.floor()
   d = x - f
@@ -87,7 +102,7 @@ def _arg(largest: bool):
     y = x.flip(a) if select_last_index else x
     i = y.argmax(a, keepdim=True) if largest else y.argmin(a, keepdim=True)
     if select_last_index: i = (x.shape[a] - 1) - i
-    return (i if keepdims else i.squeeze(a)).cast(dtypes.int64)
+    return (i if keepdims else i.squeeze(a)).cast(c.long)
   return op
 
 # ***** shapes and movement *****
@@ -97,7 +112,7 @@ def _reshape(c, x, shape, allowzero=0):
   s = [x.shape[i] if v == 0 and not allowzero else v for i, v in enumerate(s)]
   return x.reshape(s)
 def _flatten(c, x, axis=1):
-  a = normalize_axis(axis, x.ndim + 1) if axis < 0 else axis
+  a = axis + x.ndim if axis < 0 else axis
   return x.reshape(prod(x.shape[:a]), prod(x.shape[a:]))
 def _squeeze(c, x, axes_in=None, axes=None):
   ax = c.ints(axes_in, axes)
@@ -145,22 +160,22 @@ def _pad(c, x, pads_in=None, constant_value=None, axes_in=None, mode="constant",
   if any(b < 0 or e < 0 for b, e in pairs):  # negative pads crop
     x = x.shrink(tuple((max(-b, 0), s - max(-e, 0)) for (b, e), s in zip(pairs, x.shape)))
     pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
-  v = c.py(constant_value, value)
+  v = c.scalar(constant_value, value)
   return x.pad(tuple(pairs), mode={"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode], value=v or 0)
 def _shape(c, x, start=0, end=None):
   n = x.ndim
   s, e = max(min(start + n if start < 0 else start, n), 0), n if end is None else max(min(end + n if end < 0 else end, n), 0)
   vals = list(x.shape[s:e])
-  t = Tensor(vals, dtype=dtypes.int64, device=c.device) if all(isinstance(v, int) for v in vals) else \
-      Tensor.stack(*[Tensor(v, dtype=dtypes.int64, device=c.device) for v in vals]) if vals else Tensor.zeros(0, dtype=dtypes.int64, device=c.device)
+  t = Tensor(vals, dtype=c.long, device=c.device) if all(isinstance(v, int) for v in vals) else \
+      Tensor.stack(*[Tensor(v, dtype=c.long, device=c.device) for v in vals]) if vals else Tensor.zeros(0, dtype=c.long, device=c.device)
   c.static[id(t)] = vals
   return t
-def _size(c, x): return Tensor(prod(x.shape), dtype=dtypes.int64, device=c.device)
+def _size(c, x): return Tensor(prod(x.shape), dtype=c.long, device=c.device)
 def _const_of_shape(c, shape, value=None):
   v = value if value is not None else Tensor([0.0], dtype=dtypes.float32, device=c.device)
   return v.reshape(()).expand(c.ints(shape)).contiguous() if c.ints(shape) else v.reshape(())
 def _range(c, start, limit, delta):
-  s, l, d = c.py(start), c.py(limit), c.py(delta)
+  s, l, d = c.scalar(start), c.scalar(limit), c.scalar(delta)
   n = max(math.ceil((l - s) / d), 0)
   return (Tensor.arange(n, device=c.device).cast(start.dtype) * d + s).cast(start.dtype)
 def _gather(c, x, idx, axis=0):
@@ -168,7 +183,7 @@ def _gather(c, x, idx, axis=0):
   idx = (idx < 0).where(idx + x.shape[a], idx)
   flat = idx.reshape(-1) if idx.ndim != 1 else idx
   r = x[(slice(None),) * a + (flat,)]
-  return r.reshape(*x.shape[:a], *idx.shape, *x.shape[a + 1:])
+  return r.reshape((*x.shape[:a], *idx.shape, *x.shape[a + 1:]))
 def _gather_elements(c, x, idx, axis=0):
   a = normalize_axis(axis, x.ndim)
   return x.gather(a, (idx < 0).where(idx + x.shape[a], idx))
@@ -225,23 +240,25 @@ def _cumsum(c, x, axis, exclusive=0, reverse=0):
 def _topk(c, x, k_in=None, axis=-1, largest=1, sorted=1, k=None):  # noqa: A002
   kv = c.ints(k_in, [k])[0]
   v, i = x.topk(kv, axis, bool(largest))
-  return v, i.cast(dtypes.int64)
+  return v, i.cast(c.long)
 def _trilu(c, x, k=None, upper=1):
   kv = c.ints(k, [0])[0]
   return x.triu(kv) if upper else x.tril(kv)
 def _eye_like(c, x, dtype=None, k=0):
   n, m = x.shape
   r = Tensor.arange(n, device=c.device).reshape(n, 1) + k == Tensor.arange(m, device=c.device).reshape(1, m)
-  return r.cast(_dt(dtype) if dtype is not None else x.dtype)
+  return r.cast(c.dt(dtype) if dtype is not None else x.dtype)
 def _depth_to_space(c, x, blocksize, mode="DCR"):
   b, (n, ch, h, w) = blocksize, x.shape
   if mode == "DCR": y = x.reshape(n, b, b, ch // b ** 2, h, w).permute(0, 3, 4, 1, 5, 2)
   else: y = x.reshape(n, ch // b ** 2, b, b, h, w).permute(0, 1, 4, 2, 5, 3)
   return y.reshape(n, ch // b ** 2, h * b, w * b)
-def _space_to_depth(c, x, blocksize):
+def _space_to_depth(c, x, blocksize, mode="DCR"):
   b, (n, ch, h, w) = blocksize, x.shape
-  return x.reshape(n, ch, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4).reshape(n, ch * b * b, h // b, w // b)
-def _nonzero(c, x): return x.nonzero().transpose().cast(dtypes.int64)
+  y = x.reshape(n, ch, h // b, b, w // b, b)
+  y = y.permute(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.permute(0, 1, 3, 5, 2, 4)
+  return y.reshape(n, ch * b * b, h // b, w // b)
+def _nonzero(c, x): return x.nonzero().transpose().cast(c.long)
 def _compress(c, x, cond, axis=None):
   keep = [i for i, v in enumerate(c.ints(cond)) if v]
   if axis is None: return x.reshape(-1)[Tensor(keep, dtype=dtypes.int32, device=c.device)] if keep else x.reshape(-1)[:0]
@@ -277,8 +294,10 @@ def _conv_transpose(c, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
   full = [(i - 1) * s + (k - 1) * d + 1 + o for i, s, k, d, o in zip(x.shape[2:], s_, k_, d_, op_)]
   if output_shape is not None or auto_pad in ("SAME_UPPER", "SAME_LOWER"):
     outs = output_shape[-nd:] if output_shape is not None else [i * s for i, s in zip(x.shape[2:], s_)]
+    op_ = [o + max(o_ - f, 0) for o, o_, f in zip(op_, outs, full)]  # an output larger than the full result: more output padding
+    full = [max(f, o_) for f, o_ in zip(full, outs)]
     tots = [f - o for f, o in zip(full, outs)]
-    pp = [(t - t // 2, t // 2) if auto_pad == "SAME_UPPER" else (t // 2, t - t // 2) for t in tots]
+    pp = [(t // 2, t - t // 2) if auto_pad == "SAME_UPPER" else (t - t // 2, t // 2) for t in tots]
   else: pp = _auto_pads(auto_pad, pads, None, k_, s_, d_)
   y = x.conv_transpose2d(w, b, groups=group, stride=tuple(s_), dilation=tuple(d_), padding=0, output_padding=tuple(op_))
   return y.shrink(((0, y.shape[0]), (0, y.shape[1]), *[(bp, f - ep) for (bp, ep), f in zip(pp, full)]))
@@ -306,7 +325,7 @@ def _max_pool(c, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
     rows, cols = idx // sp[-1], idx % sp[-1]
     idx = cols * sp[0] + rows
   base = Tensor.arange(prod(x.shape[:2]), device=c.device).reshape(*x.shape[:2], *[1] * nd) * prod(sp)
-  return m, (idx + base.cast(idx.dtype)).cast(dtypes.int64)
+  return m, (idx + base.cast(idx.dtype)).cast(c.long)
 
 def _avg_pool(c, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape=None, pads=None, strides=None):
   k_, s_, d_, pp = _pool_setup(x, kernel_shape, auto_pad, pads, strides, dilations)
@@ -362,6 +381,10 @@ def _lrn(c, x, alpha=1e-4, beta=0.75, bias=1.0, size=1):
   win = sq.pad(((0, 0), (0, 0), ((size - 1) // 2, size - 1 - (size - 1) // 2), (0, 0)))._pool((size, 1)).sum((-2, -1))
   return x / (bias + alpha / size * win.reshape(x.shape)).pow(beta)
 
+def _lp_norm(c, x, axis=-1, p=2):
+  n = x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()
+  return n.eq(0).where(0, x / n)
+
 def _mvn(c, x, axes=(0, 2, 3)):
   m = x.mean(axes, keepdim=True)
   return (x - m) / ((x - m).square().mean(axes, keepdim=True).sqrt() + 1e-9)
@@ -403,11 +426,9 @@ def _resize_axis(x: Tensor, a: int, out_n: int, scale: float, mode: str, coord: 
   pos = []
   for o in range(out_n):
     if coord == "half_pixel": s = (o + 0.5) / scale - 0.5
-    elif coord == "half_pixel_symmetric":
-      adj = out_n / scale
-      s = in_n / 2 * (1 - adj / out_n) + (o + 0.5) / scale - 0.5
+    elif coord == "half_pixel_symmetric": s = in_n / 2 * (1 - out_n / (scale * in_n)) + (o + 0.5) / scale - 0.5
     elif coord == "pytorch_half_pixel": s = (o + 0.5) / scale - 0.5 if out_n > 1 else 0.0
-    elif coord == "align_corners": s = o * (in_n - 1) / (out_n - 1) if out_n > 1 else 0.0
+    elif coord == "align_corners": s = o * (in_n - 1) / (scale * in_n - 1) if scale * in_n > 1 else 0.0
     elif coord == "asymmetric": s = o / scale
     elif coord == "tf_crop_and_resize":
       r0, r1 = roi
@@ -478,7 +499,7 @@ def _resize(c, x, roi=None, scales=None, sizes=None, antialias=0, axes=None, coo
 
 def _upsample(c, x, scales_in=None, mode="nearest", scales=None):
   sc = c.py(scales_in, scales)
-  return _resize(c, x, scales=None, sizes=Tensor([int(math.floor(s * n)) for s, n in zip(sc, x.shape)], dtype=dtypes.int64),
+  return _resize(c, x, scales=None, sizes=Tensor([int(math.floor(s * n)) for s, n in zip(sc, x.shape)], dtype=c.long),
                  mode=mode, coordinate_transformation_mode="asymmetric", nearest_mode="floor")
 
 # ***** quantization *****
@@ -597,7 +618,7 @@ def _loop(c, M=None, cond=None, *carried, body, n_out=1):
   trips, go, vals, scans = c.py(M), True if cond is None else bool(c.py(cond)), list(carried), []
   i = 0
   while go and (trips is None or i < trips):
-    outs = c.run_graph(body, [Tensor(i, dtype=dtypes.int64, device=c.device), Tensor(go, dtype=dtypes.bool, device=c.device), *vals])
+    outs = c.run_graph(body, [Tensor(i, dtype=c.long, device=c.device), Tensor(go, dtype=dtypes.bool, device=c.device), *vals])
     go, vals = bool(c.py(outs[0])), outs[1:1 + len(vals)]
     scans.append(outs[1 + len(vals):])
     i += 1
@@ -690,7 +711,7 @@ def _window(kind: str):
     t = Tensor.arange(n, device=c.device).cast(dtypes.float32) * (2 * math.pi / den)
     w = {"hann": lambda: 0.5 - 0.5 * t.cos(), "hamming": lambda: 25 / 46 - (21 / 46) * t.cos(),
          "blackman": lambda: 0.42 - 0.5 * t.cos() + 0.08 * (t * 2).cos()}[kind]()
-    return w.cast(_dt(output_datatype))
+    return w.cast(c.dt(output_datatype))
   return op
 
 def _center_crop_pad(c, x, shape, axes=None):
@@ -772,7 +793,7 @@ OPS: dict[str, Callable] = {
   "GlobalLpPool": lambda c, x, p=2: x.abs().pow(p).sum(tuple(range(2, x.ndim)), keepdim=True).pow(1 / p),
   "BatchNormalization": _batchnorm, "InstanceNormalization": _instancenorm, "LayerNormalization": _layernorm,
   "GroupNormalization": _groupnorm, "LRN": _lrn, "MeanVarianceNormalization": _mvn,
-  "LpNormalization": lambda c, x, axis=-1, p=2: x / (x.abs().sum(axis, keepdim=True) if p == 1 else x.square().sum(axis, keepdim=True).sqrt()),
+  "LpNormalization": _lp_norm,
   "Softmax": _softmax("softmax"), "LogSoftmax": _softmax("log_softmax"), "Hardmax": _softmax("hardmax"),
   "Dropout": _dropout, "Einsum": _einsum, "Resize": _resize, "Upsample": _upsample,
   "DequantizeLinear": _dequantize, "QuantizeLinear": _quantize, "MatMulInteger": _matmul_integer, "QLinearMatMul": _qlinear_matmul,
