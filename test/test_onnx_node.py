@@ -85,3 +85,15 @@ def test_node(name):
       assert g.shape == ref.shape, f"shape {g.shape} != {ref.shape}"
       if ref.dtype.kind in "biu": np.testing.assert_array_equal(g, ref)
       else: np.testing.assert_allclose(g.astype(np.float64), ref.astype(np.float64), rtol=case.rtol, atol=max(case.atol, 1e-6), equal_nan=True)
+
+# the PYTHON device (the UOp interpreter) runs a few cheap ops, so the importer is checked on a second, independent backend
+PYTHON_SUBSET = ["test_add_bcast", "test_relu", "test_gemm_default_no_bias", "test_softmax_axis_1", "test_gather_0",
+                 "test_reduce_sum_keepdims_example", "test_transpose_default", "test_where_example", "test_cumsum_1d", "test_slice"]
+
+@pytest.mark.parametrize("name", PYTHON_SUBSET)
+def test_node_on_python(name):
+  case = CASES[name]
+  rep = TinycoreBackend.prepare(case.model, "PYTHON")
+  for inputs, outputs in case.data_sets:
+    for g, ref in zip(rep.run([as_numpy(i) for i in inputs]), outputs):
+      np.testing.assert_allclose(g.astype(np.float64), as_numpy(ref).astype(np.float64), rtol=case.rtol, atol=max(case.atol, 1e-6))

@@ -6,7 +6,6 @@ from typing import Any
 import numpy as np
 from tinycore.dtype import dtypes, DType, to_np_dtype
 from tinycore.tensor import Tensor
-from tinycore.uop import Variable
 from tinycore.runtime.device import Device
 from tinycore.nn.onnx_proto import parse, tensor_to_numpy, ONNX_TYPE_NAMES
 from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, INPUT_NAMES, ATTR_RENAMES
@@ -33,13 +32,13 @@ def _np_to_tensor(arr: np.ndarray, dt: DType, device: str | None) -> Tensor:
 
 class OnnxRunner:
   """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}.
-  A dimension the model names (dim_param, e.g. a batch size) becomes a Variable: every size runs the same compiled kernels."""
-  def __init__(self, model, device: str | None = None, max_dim: int = 4096):
+  A dimension the model names (dim_param, e.g. a batch size) takes any size; each new size is scheduled (and compiled) anew."""
+  def __init__(self, model, device: str | None = None):
     raw, self.base_dir = _load_bytes(model)
     try: self.model = parse("Model", raw)
     except (ValueError, UnicodeDecodeError) as e: raise OnnxError(f"not an ONNX model: {e}") from e
     if self.model.graph is None: raise OnnxError("the ONNX file has no graph")
-    self.device, self.max_dim = device, max_dim
+    self.device = device
     # 64-bit types the backend lacks (WEBGPU) run in their 32-bit neighbours; values that do not fit are refused on load
     have = Device.renderer(Device.canonicalize(device)).supported_dtypes
     self.narrow = {d: n for d, n in ((dtypes.int64, dtypes.int32), (dtypes.uint64, dtypes.uint32), (dtypes.float64, dtypes.float32)) if d not in have}
@@ -49,7 +48,6 @@ class OnnxRunner:
     self.initializers = {t.name: self._tensor(t) for t in self.graph.initializer}
     self.inputs = [i for i in self.graph.input if i.name not in self.initializers]
     self.output_names = [o.name for o in self.graph.output]
-    self.variables: dict[str, Any] = {}
 
   def _tensor(self, t: SimpleNamespace) -> Tensor:
     if t.data_type not in ONNX_DTYPES:
@@ -78,12 +76,8 @@ class OnnxRunner:
     if t.dtype != dt: t = t.cast(dt)
     if tt.shape is None: return t
     if len(tt.shape.dim) != t.ndim: raise OnnxError(f"input {info.name!r} needs {len(tt.shape.dim)} dims, got shape {t.shape}")
-    sym = []
     for i, (d, n) in enumerate(zip(tt.shape.dim, t.shape)):
-      if d.dim_param and isinstance(n, int) and 1 <= n <= self.max_dim:
-        v = self.variables.setdefault(d.dim_param, Variable(d.dim_param, 1, self.max_dim))
-        sym.append((i, v.bind(n)))
-      elif d.dim_value and d.dim_value != n: raise OnnxError(f"input {info.name!r} dim {i} must be {d.dim_value}, got shape {t.shape}")
+      if d.dim_value and d.dim_value != n: raise OnnxError(f"input {info.name!r} dim {i} must be {d.dim_value}, got shape {t.shape}")
     return t
 
   def __call__(self, inputs: dict[str, Any]) -> dict[str, Tensor]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import math
 from typing import Any, Callable
-from tinycore.dtype import dtypes, DType, dtype_min, dtype_max, least_upper_float
+from tinycore.dtype import dtypes, DType, dtype_min, dtype_max
 from tinycore.helpers import prod, normalize_axis
 from tinycore.tensor import Tensor
 
@@ -304,12 +304,10 @@ def _conv_transpose(c, x, w, b=None, auto_pad="NOTSET", dilations=None, group=1,
 
 def _flat_pads(pp: list[tuple[int, int]]) -> tuple[int, ...]: return tuple(v for b, e in pp[::-1] for v in (b, e))  # torch order: last dim first
 
-def _pool_setup(x, kernel_shape, auto_pad, pads, strides, dilations, ceil_mode=0):
+def _pool_setup(x, kernel_shape, auto_pad, pads, strides, dilations):
   nd = len(kernel_shape)
   s_, d_ = strides or [1] * nd, dilations or [1] * nd
   pp = _auto_pads(auto_pad, pads, x.shape[2:], kernel_shape, s_, d_)
-  if auto_pad in ("SAME_UPPER", "SAME_LOWER"):  # output ceil(i/s): the padding above already makes the floor size right
-    pp = [(b, e) for b, e in pp]
   return tuple(kernel_shape), tuple(s_), tuple(d_), pp
 
 def _max_pool(c, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, pads=None, storage_order=0, strides=None, n_out=1):
@@ -329,8 +327,6 @@ def _max_pool(c, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape
 
 def _avg_pool(c, x, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None, kernel_shape=None, pads=None, strides=None):
   k_, s_, d_, pp = _pool_setup(x, kernel_shape, auto_pad, pads, strides, dilations)
-  if auto_pad in ("SAME_UPPER", "SAME_LOWER") and not count_include_pad:
-    return x.avg_pool2d(k_, s_, d_, _flat_pads(pp), bool(ceil_mode), count_include_pad=False)
   return x.avg_pool2d(k_, s_, d_, _flat_pads(pp), bool(ceil_mode), count_include_pad=bool(count_include_pad))
 
 def _lp_pool(c, x, auto_pad="NOTSET", ceil_mode=0, dilations=None, kernel_shape=None, p=2, pads=None, strides=None):
