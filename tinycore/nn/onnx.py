@@ -90,7 +90,7 @@ class OnnxRunner:
     outs = self._run(self.graph, env, {})
     return dict(zip(self.output_names, outs))
 
-  def _run(self, graph: SimpleNamespace, env: dict[str, Any], static: dict[int, list]) -> list:
+  def _run(self, graph: SimpleNamespace, env: dict[str, Any], static: dict[int, tuple[Tensor, list]]) -> list:
     """Run one graph's nodes in order over `env` (name -> Tensor; outer scopes included) and return its outputs."""
     for t in graph.initializer:
       if t.name not in env: env[t.name] = self._tensor(t)
@@ -144,7 +144,7 @@ class OnnxRunner:
     elif key in ("value_float", "value_floats"): t = Tensor(v, dtype=dtypes.float32, device=self.device)
     elif key in ("value_int", "value_ints"): t = Tensor(v, dtype=ctx.long, device=self.device)
     else: raise NotImplementedError(f"Constant with {key} is not supported")
-    if dtypes.is_int(t.dtype) and t.ndim <= 1 and t.numel() <= 64: ctx.static[id(t)] = t.tolist()
+    if dtypes.is_int(t.dtype) and t.ndim <= 1 and t.numel() <= 64: ctx.know(t, t.tolist())
     return t
 
 # ***** command line *****

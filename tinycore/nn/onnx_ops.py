@@ -14,7 +14,7 @@ ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.i
 class Ctx:
   """What an op may ask of the runner: the opset it runs under, the Python value of a (small, shape-like) input, subgraphs,
   and the dtype standing in for each ONNX type (int64 is int32 on a backend without 64-bit ints)."""
-  def __init__(self, opset: int, device: str | None, static: dict[int, list], run_graph: Callable, narrow: dict[DType, DType]):
+  def __init__(self, opset: int, device: str | None, static: dict[int, tuple[Tensor, list]], run_graph: Callable, narrow: dict[DType, DType]):
     self.opset, self.device, self.static, self.run_graph, self.narrow = opset, device, static, run_graph, narrow
   def dt(self, to: int | DType) -> DType:
     d = _dt(to) if isinstance(to, int) else to
@@ -24,7 +24,11 @@ class Ctx:
   def py(self, t: Tensor | None, default=None) -> Any:
     """A small tensor's values as Python numbers (shape arguments): from the build-time value when known, else read back."""
     if t is None: return default
-    return self.static[id(t)] if id(t) in self.static else t.tolist()
+    known = self.static.get(id(t))
+    return known[1] if known is not None and known[0] is t else t.tolist()
+  def know(self, t: Tensor, value: list) -> None:
+    """Remember t's value, known while building (a shape); the entry holds t, so its id is never reused for another tensor."""
+    self.static[id(t)] = (t, value)
   def scalar(self, t: Tensor | None, default=None) -> Any:
     v = self.py(t, default)
     return v[0] if isinstance(v, list) else v
@@ -168,7 +172,7 @@ def _shape(c, x, start=0, end=None):
   vals = list(x.shape[s:e])
   t = Tensor(vals, dtype=c.long, device=c.device) if all(isinstance(v, int) for v in vals) else \
       Tensor.stack(*[Tensor(v, dtype=c.long, device=c.device) for v in vals]) if vals else Tensor.zeros(0, dtype=c.long, device=c.device)
-  c.static[id(t)] = vals
+  c.know(t, vals)
   return t
 def _size(c, x): return Tensor(prod(x.shape), dtype=c.long, device=c.device)
 def _const_of_shape(c, shape, value=None):
