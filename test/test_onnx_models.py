@@ -11,7 +11,6 @@ ort = pytest.importorskip("onnxruntime", reason="the reference is onnxruntime: p
 from torch import nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from tinycore.nn.onnx import OnnxRunner  # noqa: E402
-from tinycore.runtime.errors import CompileError  # noqa: E402
 
 class ConvNet(nn.Module):
   """Convolutions with batch norm, max and average pooling, a linear head."""
@@ -122,16 +121,11 @@ def exported():
     return cache[(name, dynamo)]
   return get
 
-# CPU's LLVM IR for the kernel that fuses the last conv, relu, ceil-mode average pool, global pool and head is rejected
-# ("Instruction does not dominate all uses"): a codegen bug in the core, reproduced with Tensor methods alone
-CPU_CODEGEN_BUG = pytest.mark.xfail(strict=True, raises=CompileError, reason="core codegen: LLVM rejects a fused conv+pool+matmul kernel")
-
 @pytest.mark.parametrize("device", ["CPU", "WEBGPU"])
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
 @pytest.mark.parametrize("name", list(_models()))
-def test_matches_onnxruntime(name, dynamo, device, exported, request):
+def test_matches_onnxruntime(name, dynamo, device, exported):
   if device not in _devices(): pytest.skip(f"{device} is not available here")
-  if name == "convnet" and device == "CPU": request.applymarker(CPU_CODEGEN_BUG)
   raw, args = exported(name, dynamo)
   sess = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
   feeds = {i.name: a for i, a in zip(sess.get_inputs(), args)}
