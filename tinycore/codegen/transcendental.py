@@ -63,37 +63,27 @@ def _magnitude(x: UOp) -> tuple[UOp, UOp]:
   bits = x.bitcast(uint)
   return bits & _c(uint, sign - 1), bits & _c(uint, sign)
 
-# ***** SIN: reduce x = k*pi/2 + r exactly (|r| <= pi/4 and a little), then a polynomial of r picked by k mod 4 *****
+# ***** SIN: reduce x = k*pi/2 + r exactly (|r| <= pi/4), then the sine or cosine polynomial of r, picked by k mod 4 *****
 
-# Cody-Waite for |x| < 2**KBITS: k < 2**KBITS, pi/2 split in parts of (significand - KBITS) bits, so k * part is exact and
-# x - k*pi/2 loses nothing; past it Payne-Hanek. Payne-Hanek: x = m * 2**e (m an integer of the significand's bits) times
-# the window of 2/pi's bits that matters modulo 4, in LIMB-bit pieces of the unsigned twin (a piece product and the column
-# sums fit it), giving the quadrant and FRAC_BITS bits of the fraction. Taylor terms: the first omitted one is far below an ulp.
-SIN_PARAMS = {  # dtype: (KBITS, LIMB, window limbs, sin terms, cos terms)
-  dtypes.float32: (12, 15, 4, 4, 5),
-  dtypes.float64: (20, 27, 5, 8, 8),
+# Payne-Hanek for |x| >= pi/4 (below it r = x): x = m * 2**e (m the integer of the significand's bits) times the window of
+# 2/pi's bits that matters modulo 4, in LIMB-bit pieces of the unsigned twin (a piece product and the column sums fit it),
+# gives the quadrant and two words of the fraction. The window is long enough that the bits of 2/pi left out change less
+# than the last of them, and two words keep r's relative error small even for the x closest to a multiple of pi/2
+# (2**-30 away in float32, 2**-62 in float64). Taylor terms: the first omitted one is far below an ulp.
+SIN_PARAMS = {  # dtype: (LIMB, window limbs, sin terms, cos terms)
+  dtypes.float32: (15, 6, 4, 5),
+  dtypes.float64: (27, 7, 8, 8),
 }
 
-@functools.cache
-def pio2_parts(ft: DType) -> tuple[float, float, float]:
-  """pi/2 as p1 + p2 + p3: p1 and p2 of (significand - KBITS) bits, p3 the rest rounded to the dtype."""
-  mant, kbits = FORMATS[ft][2], SIN_PARAMS[ft][0]
-  n, width = 256, mant - kbits
-  half_pi = pi_bits(n) >> 1   # pi/2 * 2**n
-  p1 = half_pi >> (n - width + 1)                                # pi/2 is in [1, 2): width bits, width - 1 after the point
-  rest = half_pi - (p1 << (n - width + 1))
-  p2 = rest >> (n - 2 * width + 1)
-  rest -= p2 << (n - 2 * width + 1)
-  return p1 / 2 ** (width - 1), p2 / 2 ** (2 * width - 1), rest / 2 ** n
+def _exp_bias(ft: DType) -> int: return (1 << (8 * ft.itemsize - FORMATS[ft][2] - 1)) - 1
 
 @functools.cache
 def two_over_pi_limbs(ft: DType) -> tuple[int, ...]:
-  """2/pi's bits in LIMB-bit pieces, the first piece starting where the smallest Payne-Hanek argument's window starts."""
-  uint, _, mant = FORMATS[ft]
-  kbits, limb, nw = SIN_PARAMS[ft][:3]
-  e_min = kbits - (mant - 1)             # |x| >= 2**KBITS: x = m * 2**e with e >= e_min
-  first = e_min - 1                      # the window of m * 2**e * 2/pi mod 4 starts at bit e - 1 of 2/pi
-  last_window = (2 ** (8 * ft.itemsize - mant) - 1) - (_exp_bias(ft) + kbits)   # inf's biased exponent, the largest
+  """2/pi's bits in LIMB-bit pieces, the first piece starting where the window of the arguments in [1/2, 1) starts."""
+  mant = FORMATS[ft][2]
+  limb, nw = SIN_PARAMS[ft][:2]
+  first = -mant - 1                      # x in [1/2, 1) is m * 2**-mant, and the window starts at bit e - 1 of 2/pi
+  last_window = (2 ** (8 * ft.itemsize - mant) - 1) - (_exp_bias(ft) - 1)   # from inf's biased exponent, the largest
   count = last_window // limb + nw + 1
   top = first + count * limb
   bits = two_over_pi_bits(top)
@@ -108,17 +98,14 @@ def half_pi_scaled(ft: DType) -> tuple[float, float]:
   c1 = truncate(ft, float(exact))
   return c1, float(exact - Fraction(c1))
 
-def _exp_bias(ft: DType) -> int: return (1 << (8 * ft.itemsize - FORMATS[ft][2] - 1)) - 1
-
 def _payne_hanek(abits: UOp, ft: DType) -> tuple[UOp, UOp]:
-  """(quadrant, r) for |x| >= 2**KBITS, from |x|'s bits: |x| * 2/pi = 4n + quadrant + r / (pi/2), exactly to FRAC_BITS."""
-  uint, sint, mant = FORMATS[ft]
-  kbits, limb, nw = SIN_PARAMS[ft][:3]
+  """(quadrant, r) for |x| >= 1/2, from |x|'s bits: |x| * 2/pi = 4n + quadrant + r / (pi/2), r to 2 * width bits."""
+  uint, _, mant = FORMATS[ft]
+  limb, nw = SIN_PARAMS[ft][:2]
   width, mask = 8 * ft.itemsize, (1 << limb) - 1
   m = (abits & _c(uint, (1 << (mant - 1)) - 1)) | _c(uint, 1 << (mant - 1))
-  biased = _shr(abits, mant - 1)
-  start = _exp_bias(ft) + kbits          # the biased exponent of 2**KBITS: window position 0
-  pos = _sub(biased.maximum(_c(uint, start)), start)   # smaller |x| (the other path's) read position 0: harmless
+  start = _exp_bias(ft) - 1              # the biased exponent of [1/2, 1): window position 0
+  pos = _sub(_shr(abits, mant - 1).maximum(_c(uint, start)), start)   # smaller |x| (r = x there) read position 0: harmless
   j, sh = pos // _c(uint, limb), pos % _c(uint, limb)
   table = two_over_pi_limbs(ft)
   pieces = [_select(j, list(table[t:t + len(table) - nw])) for t in range(nw + 1)]   # table[j + t]
@@ -131,29 +118,31 @@ def _payne_hanek(abits: UOp, ft: DType) -> tuple[UOp, UOp]:
     acc = col if acc is None else _shr(acc, limb) + col
     digits.append(acc & _c(uint, mask))
   quadrant = _shr(digits[-1], limb - 2) & _c(uint, 3)
-  lo = nw * limb - 2 - width             # the fraction: the `width` bits below the quadrant's, as one unsigned integer
-  frac = functools.reduce(lambda x, y: x | y, [_shl(d, limb * k - lo) if limb * k >= lo else _shr(d, lo - limb * k)
-                                               for k, d in enumerate(digits) if limb * k + limb > lo])
-  quadrant = (quadrant + _shr(frac, width - 1)) & _c(uint, 3)   # a fraction of 1/2 or more is the next quadrant, negative
-  # r = frac * pi/2 / 2**width, with frac cut where the dtype holds each part exactly and pi/2 in two parts: about one rounding
-  signed, low = frac.bitcast(sint), (1 << (width - mant)) - 1
-  hi, lo = (signed & _c(sint, ~low)).cast(ft), (signed & _c(sint, low)).cast(ft)
+  def field(lo: int) -> UOp:             # the `width` bits of the product from bit lo up, as one unsigned integer
+    return functools.reduce(lambda x, y: x | y, [_shl(d, limb * k - lo) if limb * k >= lo else _shr(d, lo - limb * k)
+                                                 for k, d in enumerate(digits) if lo - limb < limb * k < lo + width])
+  # the fraction below the quadrant in two words; at 1/2 or more it is the next quadrant's negative fraction, made a
+  # magnitude here (two's complement of the pair) so a tiny r keeps its low bits instead of cancelling them
+  hi, lo = field(nw * limb - 2 - width), field(nw * limb - 2 - 2 * width)
+  neg = _shr(hi, width - 1).ne(_c(uint, 0))
+  hi, lo = neg.where((hi ^ _c(uint, (1 << width) - 1)) + lo.eq(_c(uint, 0)).cast(uint), hi), neg.where(_sub(_c(uint, 0), lo), lo)
+  # r = (hi + lo / 2**width) * pi/2 / 2**width, hi cut where the dtype holds each part exactly, pi/2 in two parts
+  low = (1 << (width - mant)) - 1
+  top, bottom = (hi & _c(uint, ((1 << width) - 1) ^ low)).cast(ft), (hi & _c(uint, low)).cast(ft)
   c1, c2 = half_pi_scaled(ft)
-  return quadrant, hi * _c(ft, c1) + (hi * _c(ft, c2) + lo * _c(ft, c1))
+  mag = top * _c(ft, c1) + (top * _c(ft, c2) + (bottom * _c(ft, c1) + lo.cast(ft) * _c(ft, c1 / 2 ** width)))
+  return (quadrant + neg.cast(uint)) & _c(uint, 3), neg.where(-mag, mag)
 
 def _sin(x: UOp) -> UOp | None:
   ft = x.dtype
-  if x.dtype.count != 1: return None
+  if ft.count != 1: return None
   uint = FORMATS[ft][0]
-  kbits, _, _, nsin, ncos = SIN_PARAMS[ft]
+  nsin, ncos = SIN_PARAMS[ft][2:]
   abits, sign = _magnitude(x)
   ax = abits.bitcast(ft)
-  k = (ax * _c(ft, 2 / math.pi) + _c(ft, 0.5)).alu(Ops.TRUNC)   # ax >= 0: rounds to nearest
-  p1, p2, p3 = pio2_parts(ft)
-  r_cw = ((ax - k * _c(ft, p1)) - k * _c(ft, p2)) - k * _c(ft, p3)
-  q_ph, r_ph = _payne_hanek(abits, ft)
-  small = ax < _c(ft, 2.0 ** kbits)
-  q, r = small.where(k.cast(uint), q_ph), small.where(r_cw, r_ph)
+  q, r = _payne_hanek(abits, ft)
+  small = ax < _c(ft, math.pi / 4)
+  q, r = small.where(_c(uint, 0), q), small.where(ax, r)
   r2 = r * r
   s = r + r * r2 * _poly(r2, [(-1) ** (i + 1) / math.factorial(2 * i + 3) for i in range(nsin)])
   c = _c(ft, 1.0) + r2 * _poly(r2, [(-1) ** (i + 1) / math.factorial(2 * i + 2) for i in range(ncos)])
