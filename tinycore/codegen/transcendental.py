@@ -151,7 +151,7 @@ def _sin(x: UOp) -> UOp | None:
   flip = _shl(q & _c(uint, 2), 8 * ft.itemsize - 2) ^ sign
   return (ax < _c(ft, math.inf)).where((v.bitcast(uint) ^ flip).bitcast(ft), _c(ft, math.nan))
 
-# ***** MOD on floats: fmod, exact. |a| = ma * 2**ea, |b| = mb * 2**eb; the result is ((ma * 2**(ea-eb)) mod mb) * 2**eb *****
+# ***** MOD on floats: fmod, exact. |a| = ma * 2**ea, |b| = mb * 2**eb: the result is ((ma * 2**(ea-eb)) mod mb) * 2**eb *****
 
 def _fmod(a: UOp, b: UOp) -> UOp | None:
   ft = a.dtype
@@ -167,10 +167,12 @@ def _fmod(a: UOp, b: UOp) -> UOp | None:
   d = _sub(ea, eb)                       # >= 0 whenever |a| >= |b|, the only case this result is used for
   r = _shl(ma % mb, d % _c(uint, step)) % mb
   full = d // _c(uint, step)
-  for i in range(((1 << (8 * ft.itemsize - mant)) - 3) // step):   # the largest exponent difference (2 - max finite), in steps
+  for i in range(((1 << (8 * ft.itemsize - mant)) - 3) // step):   # finite biased exponents run 1 .. 2**bits - 2
     r = _c(uint, i).alu(Ops.CMPLT, full).where(_shl(r, step) % mb, r)
   fa, fb = abits.bitcast(ft), bbits.bitcast(ft)
-  res = (r.cast(ft) * (fb / mb.cast(ft))).bitcast(uint) | sign   # fb / mb is 2**eb, exactly; the product is the exact result
+  # r * 2**-(mant-1) is exact, and scaling it by 2**(eb - bias) (a normal power of two, from its bits) gives the true
+  # remainder, which the dtype holds: exact, subnormal results too, with no division (WGSL's is not correctly rounded)
+  res = ((r.cast(ft) * _c(ft, 2.0 ** (1 - mant))) * _shl(eb, mant - 1).bitcast(ft)).bitcast(uint) | sign
   ok = (fa < _c(ft, math.inf)) & (_c(ft, 0.0) < fb)                # NaN for a infinite or NaN, b zero or NaN
   return ok.where((fa < fb).where(a, res.bitcast(ft)), _c(ft, math.nan))
 
