@@ -69,14 +69,15 @@ def test_constants_match_published_digits():
 # ***** SIN *****
 
 def sin_edges(dt: DType) -> np.ndarray:
-  """Zeros, subnormals, the Cody-Waite / Payne-Hanek boundary and its neighbours, the floats nearest multiples of pi/2
-  (where the reduction cancels most), powers of two to the top of the range, the largest value, infinities and NaN."""
+  """Zeros, subnormals, pi/4 (where the reduction starts) and its neighbours, the floats nearest multiples of pi/2 (where
+  the reduction cancels most: the known hardest one of each dtype too), powers of two to the top of the range, the
+  largest value, infinities and NaN."""
   f = np.finfo(NP[dt])
-  limit = 2.0 ** (12 if dt == dtypes.float32 else 20)
-  near = [np.nextafter(NP[dt](limit), NP[dt](0)), NP[dt](limit), np.nextafter(NP[dt](limit), NP[dt](np.inf))]
+  near = [np.nextafter(NP[dt](np.pi / 4), NP[dt](0)), NP[dt](np.pi / 4), np.nextafter(NP[dt](np.pi / 4), NP[dt](np.inf))]
   ks = np.unique(np.concatenate([np.arange(1, 200), 2.0 ** np.arange(8, 60), np.random.default_rng(3).integers(1, 2**50, 300).astype(np.float64)]))
   multiples = (ks.astype(LD) * (LD(np.pi) / 2)).astype(NP[dt])
-  vals = np.concatenate([[0.0, f.smallest_subnormal, f.tiny, 1e-30 if dt == dtypes.float64 else 1e-20, 0.5, 1.0, np.pi / 4, 3.0, 1e4, 1e15, 1e22, 1e30, f.max],
+  hardest = math.ldexp(6381956970095103, 797) if dt == dtypes.float64 else math.ldexp(16367173, 72)   # closest to k*pi/2
+  vals = np.concatenate([[0.0, f.smallest_subnormal, f.tiny, 1e-30 if dt == dtypes.float64 else 1e-20, 0.5, 1.0, np.pi / 4, 3.0, 1e4, 1e15, 1e22, 1e30, f.max, hardest],
                          near, multiples, 2.0 ** np.arange(0, int(np.log2(f.max)) + 1, 7)]).astype(NP[dt])
   vals = vals[np.isfinite(vals)]
   return np.concatenate([vals, -vals, [np.inf, -np.inf, np.nan]]).astype(NP[dt])
