@@ -4,6 +4,7 @@ import math, re, struct
 from tinycore.dtype import DType, PtrDType, dtypes, truncate
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
+from tinycore.codegen.transcendental import sin_rules, fmod_rules
 from tinycore.runtime.errors import UnsupportedError
 
 WORKGROUP_SIZE = 64          # threads per workgroup; the flat thread id is spread over up to 3 dispatch dims
@@ -76,7 +77,7 @@ def wrap(expr: str, dt: DType) -> str:
 # helpers WGSL compilers may not fold away: NaN tests look at the bits, never at `x != x`. Infinities and NaNs come from
 # f32_bits(): a user function call is not a const-expression, and Tint (Chromium) refuses a const-expression that is not
 # finite ("value nan cannot be represented as 'f32'"), where naga (wgpu-native) accepted bitcast<f32>(0x7fc00000u).
-HELPERS = ("""fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
+HELPERS = """fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
 fn pin(x: f32) -> f32 {
   // x exactly as computed: compilers reassociate and contract float math they can see through ((a + b) - a became b,
   // a * b + c an fma), which rounds differently from the definition. An xor with a value they cannot know is 0 hides x.
@@ -105,20 +106,6 @@ fn ieee_exp2(x: f32) -> f32 {
   if (x < -126.0f) { return pin(exp2(pin(x + 24.0f))) * 0x1p-24f; }
   return exp2(x);
 }
-fn ieee_sin(x: f32) -> f32 {
-  if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return nan_f32(); }
-  if (x == 0.0f) { return x; }   // sin(-0) is -0
-  // Cody-Waite reduction by pi/2 in three parts: WGSL only promises accuracy of sin() on [-pi, pi]
-  let k = round(x * 0.636619772f);
-  var r = fma(-k, 1.5703125f, x);
-  r = fma(-k, 4.83751297e-04f, r);
-  r = fma(-k, 7.54978995e-08f, r);
-  let q = k - 4.0f * floor(k * 0.25f);   // k mod 4, exact in f32: i32(k) is undefined in GLSL/SPIR-V past 2^31
-  if (q == 0.0f) { return sin(r); }
-  if (q == 1.0f) { return cos(r); }
-  if (q == 2.0f) { return -sin(r); }
-  return -cos(r);
-}
 fn ieee_div(a: f32, b: f32) -> f32 {
   // WGSL leaves x / 0 indeterminate and compilers fold divisions by constants without IEEE rules (lavapipe turned
   // 0.0 / 0.0 into garbage): the special cases are decided on the bits, the hardware divides finite nonzero values only
@@ -131,30 +118,6 @@ fn ieee_div(a: f32, b: f32) -> f32 {
   let inf = ub == 0u || ua == 0x7f800000u;
   let zero = ua == 0u || ub == 0x7f800000u;
   return select(select(select(q, bitcast<f32>(sign), zero), f32_bits(sign | 0x7f800000u), inf), nan_f32(), nan);
-}
-fn ieee_fmod(a: f32, b: f32) -> f32 {
-  // C fmod, exact as IEEE says (WGSL's % on floats was not: 1 % 0.1 gave 0, 1 % 2^-149 gave -inf). NaN for x % 0, inf % y
-  // and NaN operands; a itself when |a| < |b| (b infinite included). Else |a| = ma 2^ea and |b| = mb 2^eb with integer
-  // significands, and the remainder is (ma 2^(ea - eb) mod mb) 2^eb: ma mod mb shifted left 8 bits at a time, each
-  // shift reduced mod mb again (r < mb < 2^24 leaves room for 8 bits in a u32). Straight-line code, not a loop: Mesa's
-  // software drivers limit a shader's loop passes
-  let ua = bitcast<u32>(a) & 0x7fffffffu;
-  let ub = bitcast<u32>(b) & 0x7fffffffu;
-  if (ua >= 0x7f800000u || ub > 0x7f800000u || ub == 0u) { return nan_f32(); }
-  if (ua < ub) { return a; }
-  let eb = max(ub >> 23u, 1u);   // biased exponents; subnormals are exponent 1 without the implicit bit
-  let mb = (ub & 0x7fffffu) | select(0u, 0x800000u, ub >= 0x800000u);
-  let k = max(ua >> 23u, 1u) - eb;   // at most 253: the first k % 8 bits, then up to 31 steps of 8
-  var r = ((ua & 0x7fffffu) | select(0u, 0x800000u, ua >= 0x800000u)) % mb;
-  r = (r << (k & 7u)) % mb;
-"""
-  + "\n".join(f"  if (k >= {8 * i}u) {{ r = (r << 8u) % mb; }}" for i in range(1, 32)) + """
-  let sign = bitcast<u32>(a) & 0x80000000u;
-  if (r == 0u) { return bitcast<f32>(sign); }
-  // r 2^(eb - 150) as a float: normal when its leading bit p puts the biased exponent at 1 or more, else subnormal bits
-  let p = firstLeadingBit(r);
-  if (eb + p > 23u) { return bitcast<f32>(sign | ((eb + p - 23u) << 23u) | ((r << (23u - p)) & 0x7fffffu)); }
-  return bitcast<f32>(sign | (r << (eb - 1u)));
 }
 fn mul_zero(x: f32, zero_sign: u32) -> f32 {
   // x * (+-0.0) for a constant zero, which compilers fold to 0.0: NaN for infinite or NaN x, else a zero with the product's sign
@@ -255,7 +218,8 @@ fn imod_i32(a: i32, b: i32) -> i32 {
 }
 fn idiv_u32(a: u32, b: u32) -> u32 { return select(a / select(b, 1u, b == 0u), 0u, b == 0u); }
 fn imod_u32(a: u32, b: u32) -> u32 { return select(a % select(b, 1u, b == 0u), 0u, b == 0u); }
-""")
+"""
+
 # pin()'s zero: the kernel sets it from the dispatch's z size, which is at most 2 (dispatch_dims spreads fewer than 2^32
 # threads over dimensions of 65535 workgroups or more), but only known when the kernel runs
 RUNTIME_ZERO = "var<private> runtime_zero: u32;"
@@ -306,6 +270,9 @@ class WGSLRenderer(Renderer):
   max_threads_per_group = 256         # WebGPU's guaranteed maxComputeInvocationsPerWorkgroup
   index_bits = 32
   upcast_max = 4
+  # WGSL's sin() is only promised on [-pi, pi] and its float % is inexact: both from the shared exact decompositions,
+  # whose float32 forms need only 32-bit integers
+  extra_matcher = sin_rules + fmod_rules
 
   def use_device_limits(self, limits: dict[str, int]) -> None:
     """Called by the driver when it opens a device: describe that device's granted limits (the lesser of what the adapter
@@ -531,7 +498,7 @@ class _Kernel:
       raise UnsupportedError(f"backend WEBGPU has no {op} on bool")
     if t == dtypes.float16 and op in (Ops.FDIV, Ops.RECIP, Ops.SQRT):
       return f"f16_sqrt({s[0]})" if op is Ops.SQRT else f"f16_div({'1.0f' if op is Ops.RECIP else s[0]}, {s[-1]})"
-    if isf and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MOD): return self.float_binary(op, srcs)
+    if isf and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV): return self.float_binary(op, srcs)
     if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND):
       sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}[op]
       return f"({s[0]} {sym} {s[1]})"
@@ -550,7 +517,7 @@ class _Kernel:
     if op is Ops.MAX: return f"ieee_max({s[0]}, {s[1]})" if isf else f"max({s[0]}, {s[1]})"
     if op is Ops.NEG: return f"(0u - {s[0]})" if wgsl_type(t) == "u32" else f"(-{s[0]})"
     if isf:
-      unary = {Ops.EXP2: "ieee_exp2", Ops.LOG2: "ieee_log2", Ops.SIN: "ieee_sin", Ops.SQRT: "ieee_sqrt", Ops.TRUNC: "trunc"}
+      unary = {Ops.EXP2: "ieee_exp2", Ops.LOG2: "ieee_log2", Ops.SQRT: "ieee_sqrt", Ops.TRUNC: "trunc"}
       if op in unary: return f"{unary[op]}({s[0]})"
       if op is Ops.RECIP: return f"ieee_div(1.0f, {s[0]})"
     if op is Ops.TRUNC: return s[0]
@@ -580,7 +547,5 @@ class _Kernel:
       if zero(b, True): return f"plus_zero({sa})"           # x - (-0) = x + 0
       if zero(a, False): return f"plus_zero(-{sb})"         # 0 - x: +0 for x = +-0, else -x
       return f"({sa} - {sb})"
-    if op is Ops.FDIV:
-      if b.op is Ops.CONST and math.isfinite(float(b.arg)) and float(b.arg) != 0.0 and a.op is not Ops.CONST: return f"({sa} / {sb})"
-      return f"ieee_div({sa}, {sb})"
-    return f"ieee_fmod({sa}, {sb})"
+    if b.op is Ops.CONST and math.isfinite(float(b.arg)) and float(b.arg) != 0.0 and a.op is not Ops.CONST: return f"({sa} / {sb})"
+    return f"ieee_div({sa}, {sb})"
