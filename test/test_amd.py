@@ -206,6 +206,13 @@ def test_kernels_end_to_end(amd):
   got = (Tensor(i, device="AMD").idiv(Tensor(j, device="AMD"))).numpy()
   assert got.tolist() == [3, -3, -(2**31 - 1), -2**31, 0, 0]
 
+def test_loop_bounds_live_through_their_loop(amd):
+  # the inner loop's bound (a value computed before it) is compared at the top of every iteration: its register must not
+  # be reused inside the loop (it was, and the sum of 257 elements read past the buffer)
+  for n in (255, 257, 1025, 4097):
+    x = np.arange(n, dtype=np.float32)
+    assert Tensor(x, device="AMD").sum().item() == x.sum(), n
+
 def test_64bit_integers_and_float64(amd):
   rng = np.random.default_rng(2)
   a = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64), [-2**63, 2**63 - 1, 0, 7, -7]])

@@ -83,7 +83,8 @@ class _Kernel:
 
   def last_uses(self) -> dict[UOp, int]:
     """The position after which each value is dead. A value made before a loop and read inside it lives to the loop's end
-    (the next iteration reads it again); an accumulator also lives while its ASSIGNs are read."""
+    (the next iteration reads it again), the loop's bound too (every iteration compares with it at the top); an accumulator
+    also lives while its ASSIGNs are read."""
     pos = {u: i for i, u in enumerate(self.uops)}
     last: dict[UOp, int] = {u: i for i, u in enumerate(self.uops)}
     for i, u in enumerate(self.uops):
@@ -93,7 +94,7 @@ class _Kernel:
     loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
     for start, end in loops:
       for u, l in list(last.items()):
-        if pos.get(u, 0) < start and start < l < end: last[u] = end
+        if pos.get(u, 0) < start and start <= l < end: last[u] = end
     return last
 
   # ***** registers *****
