@@ -392,9 +392,9 @@ class _Kernel:
     unary = {Ops.SQRT: "v_sqrt_f32", Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
     if op in unary: return self.vop(unary[op], d, a[0])
     if op is Ops.NEG: return self.vop("v_xor_b32", d, "0x80000000", a[0])
-    if op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be (half: to half; bfloat16 math is float32)
+    if op is Ops.MULACC:   # the product is rounded to the dtype before the add, as the two ops would be
       self.vop("v_mul_f32", d, a[0], a[1])
-      if u.dtype.scalar == dtypes.float16: self.round_to(d, dtypes.float16)
+      if u.dtype.scalar in HALFS: self.round_to(d, u.dtype.scalar)
       return self.vop("v_add_f32", d, a[2], d)
     if op is Ops.MAX:   # NaN in either gives NaN; of equal values (0 and -0) the first
       self.vop("v_cmp_lt_f32", "vcc_lo", a[0], a[1])
