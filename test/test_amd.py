@@ -309,6 +309,33 @@ def test_division_is_correctly_rounded_even_with_an_approximate_reciprocal(amd, 
   got = np.frombuffer(tc.run_op("AMD", "RECIP", dt, list(b)), ft)
   assert np.array_equal(got.view(np.uint8), rwant.view(np.uint8)), [(y, g, w) for y, g, w in zip(b, got, rwant) if g != w][:5]
 
+@pytest.mark.parametrize("rough", [False, True], ids=["exact", "approximate"])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_sqrt_is_correctly_rounded_even_with_an_approximate_rsq(amd, monkeypatch, rough, dt):
+  # v_rsq and v_sqrt are approximate on the hardware (v_rsq_f32 about 1 ulp): with v_rsq moved by up to 2**-8 relative
+  # (far coarser than that, so the last correction really picks neighbours), SQRT is still numpy's, byte for byte, on
+  # every kind of input: random bits, subnormals, roots next to a midpoint, squares
+  tc = pytest.importorskip("tinycore_conformance.uops", reason="tinycore-conformance is not installed")
+  from tinygrad_amd import emulator
+  if rough:
+    for name, ulps in (("v_rsq_f32", 2**15), ("v_sqrt_f32", 1), ("v_rsq_f64", 2**44), ("v_sqrt_f64", 2**44)):
+      monkeypatch.setitem(emulator.VALU, name, nudged(emulator.VALU[name], ulps))
+  ft = np.dtype(dt).type
+  ints = np.uint64 if ft == np.float64 else np.uint32
+  rng = np.random.default_rng(6)
+  x = np.abs(rng.integers(0, np.iinfo(ints).max, 3000, dtype=ints, endpoint=True).view(ft))
+  sq = np.square(rng.integers(1, 2**11, 300).astype(ft)) * ft(2.0) ** rng.integers(-60, 60, 300).astype(ft)
+  fi = np.finfo(ft)
+  # 1 + odd * eps: the root is just under the midpoint 1 + odd * eps / 2 (by about odd**2 * eps**2 / 8), the hardest case
+  hard = (1 + (2 * rng.integers(0, 2048, 300) + 1) * fi.eps).astype(ft) * ft(4.0) ** rng.integers(-30, 30, 300).astype(ft)
+  with np.errstate(all="ignore"):
+    x = np.concatenate([x, hard, np.nextafter(hard, ft(np.inf)), sq, np.nextafter(sq, ft(0)), np.nextafter(sq, ft(np.inf)), fi.smallest_subnormal * rng.integers(1, 10**6, 300).astype(ft),
+                        [0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, fi.max, fi.tiny, fi.smallest_subnormal]]).astype(ft)
+    want = np.sqrt(x)
+  got = np.frombuffer(tc.run_op("AMD", "SQRT", dt, list(x)), ft)
+  same = (got.view(ints) == want.view(ints)) | (np.isnan(got) & np.isnan(want))
+  assert same.all(), [(v, g, w) for v, g, w in zip(x[~same], got[~same], want[~same])][:5]
+
 def test_integer_division_is_exact_on_random_and_edge_values(amd):
   rng = np.random.default_rng(1)
   a = np.concatenate([rng.integers(0, 2**32, 4000, dtype=np.uint64), [2**32 - 1, 2**32 - 1, 1, 0]]).astype(np.uint32)

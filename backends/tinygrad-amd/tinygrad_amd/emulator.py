@@ -153,7 +153,7 @@ VALU = {
   "v_trunc_f32": np.trunc, "v_trunc_f64": np.trunc, "v_floor_f32": np.floor, "v_floor_f64": np.floor,
   "v_rndne_f32": np.rint, "v_rndne_f64": np.rint, "v_fract_f32": lambda a: _fract(a, "f32"),
   "v_exp_f32": np.exp2, "v_log_f32": np.log2, "v_rcp_f32": lambda a: np.float32(1) / a, "v_rcp_iflag_f32": lambda a: np.float32(1) / a,
-  "v_rsq_f32": lambda a: np.float32(1) / np.sqrt(a), "v_sqrt_f32": np.sqrt, "v_sqrt_f64": np.sqrt, "v_rcp_f64": lambda a: 1.0 / a,
+  "v_rsq_f32": lambda a: np.float32(1) / np.sqrt(a), "v_rsq_f64": lambda a: 1.0 / np.sqrt(a), "v_sqrt_f32": np.sqrt, "v_sqrt_f64": np.sqrt, "v_rcp_f64": lambda a: 1.0 / a,
   # the hardware's sine and cosine take revolutions: sin(2*pi*x)
   "v_sin_f32": lambda a: np.sin(2 * np.pi * _f(a)).astype(np.float32), "v_cos_f32": lambda a: np.cos(2 * np.pi * _f(a)).astype(np.float32),
   "v_ldexp_f32": lambda a, b: np.ldexp(a, np.clip(b, -400, 400)).astype(np.float32), "v_ldexp_f64": lambda a, b: np.ldexp(a, np.clip(b, -3000, 3000)),

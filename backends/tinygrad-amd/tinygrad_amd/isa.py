@@ -98,7 +98,7 @@ for _n, (_op, _t) in {"v_mov_b32": (0x1, "b32 b32"), "v_cvt_i32_f64": (0x3, "i32
                       "v_floor_f64": (0x1a, "f64 f64"), "v_fract_f32": (0x20, "f32 f32"), "v_trunc_f32": (0x21, "f32 f32"),
                       "v_rndne_f32": (0x23, "f32 f32"), "v_floor_f32": (0x24, "f32 f32"), "v_exp_f32": (0x25, "f32 f32"),
                       "v_log_f32": (0x27, "f32 f32"), "v_rcp_f32": (0x2a, "f32 f32"), "v_rcp_iflag_f32": (0x2b, "f32 f32"),
-                      "v_rsq_f32": (0x2e, "f32 f32"), "v_rcp_f64": (0x2f, "f64 f64"), "v_sqrt_f32": (0x33, "f32 f32"),
+                      "v_rsq_f32": (0x2e, "f32 f32"), "v_rcp_f64": (0x2f, "f64 f64"), "v_rsq_f64": (0x31, "f64 f64"), "v_sqrt_f32": (0x33, "f32 f32"),
                       "v_sqrt_f64": (0x34, "f64 f64"), "v_sin_f32": (0x35, "f32 f32"), "v_cos_f32": (0x36, "f32 f32"),
                       "v_not_b32": (0x37, "b32 b32"), "v_clz_i32_u32": (0x39, "i32 u32"), "v_frexp_exp_i32_f64": (0x3c, "i32 f64"),
                       "v_frexp_mant_f64": (0x3d, "f64 f64"), "v_frexp_exp_i32_f32": (0x3f, "i32 f32"), "v_frexp_mant_f32": (0x40, "f32 f32"),

@@ -389,7 +389,8 @@ class _Kernel:
     op, srcs = u.op, u.src
     simple = {Ops.ADD: "v_add_f32", Ops.SUB: "v_sub_f32", Ops.MUL: "v_mul_f32"}
     if op in simple: return self.vop(simple[op], d, a[0], a[1])
-    unary = {Ops.SQRT: "v_sqrt_f32", Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
+    if op is Ops.SQRT: return self.square_root(d, self.to_vgpr(a[0]), "f32")
+    unary = {Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
     if op in unary: return self.vop(unary[op], d, a[0])
     if op is Ops.NEG: return self.vop("v_xor_b32", d, "0x80000000", a[0])
     if op is Ops.MULACC:   # the product is rounded to the dtype before the add, as the two ops would be
@@ -465,6 +466,48 @@ class _Kernel:
     else: self.vop("v_add_nc_u32", t, s, t)
     self.vop(f"v_div_fixup_{ft}", d, t, den, n)
     for x in (a, b, y, q, e, t, u, k, m, s): self.release(x)
+
+  def square_root(self, d: str, x: str, ft: str) -> None:
+    """sqrt(x) correctly rounded (ft "f32" or "f64") from the hardware's approximate reciprocal square root: Goldschmidt
+    steps to a root g within an ulp, then its neighbours by exact residuals: x - g * (g +- ulp) is a multiple of the
+    ulps' product, so its sign alone says on which side of the midpoint the root lies (a root is never a tie). Tiny x is
+    scaled up by an even power of two first, so those residuals do not underflow. Zero, negative, infinite and NaN x take
+    v_sqrt's result, exact there."""
+    wide = ft == "f64"
+    R, tiny, scale = (2, -960, 128) if wide else (1, -64, 64)
+    fma = f"v_fma_{ft}"
+    xs, y, g, h, r = (self.vreg(R) for _ in range(5))
+    k = self.vreg()
+    self.emit(f"v_mov_b32_e32 {k}, 0")
+    self.vop(f"v_cmp_gt_{ft}", "vcc_lo", self.pair(UOp.const(dtypes.float64, 2.0 ** tiny)) if wide else const_text(2.0 ** tiny, dtypes.float32), x)
+    self.select(k, str(scale), k)
+    self.vop(f"v_ldexp_{ft}", xs, x, k)
+    self.vop(f"v_rsq_{ft}", y, xs)
+    self.vop(f"v_mul_{ft}", g, xs, y)   # g -> sqrt(x), h -> 1 / (2 sqrt(x))
+    self.vop(f"v_mul_{ft}", h, "0.5", y)
+    for _ in range(2 if wide else 1):
+      self.vop(fma, r, f"-{h}", g, "0.5")
+      self.vop(fma, g, g, r, g)
+      self.vop(fma, h, h, r, h)
+    self.vop(fma, r, f"-{g}", g, xs)
+    self.vop(fma, g, r, h, g)           # within an ulp of the root
+    self.step(y, g, -1)                 # the float below when x <= g * below: the root is under the midpoint
+    self.vop(fma, r, f"-{y}", g, xs)
+    self.vop(f"v_cmp_ge_{ft}", "vcc_lo", "0", r)
+    self.select_words(h, y, g)
+    self.step(y, g, 1)                  # the float above when x > g * above
+    self.vop(fma, r, f"-{y}", g, xs)
+    self.vop(f"v_cmp_lt_{ft}", "vcc_lo", "0", r)
+    self.select_words(h, y, h)
+    self.vop("v_ashrrev_i32", k, "1", k)
+    self.vop("v_sub_nc_u32", k, "0", k)
+    self.vop(f"v_ldexp_{ft}", d, h, k)
+    self.vop(f"v_sqrt_{ft}", y, x)
+    self.vop(f"v_cmp_lt_{ft}", "vcc_lo", "0", x)
+    self.select_words(d, d, y)
+    self.vop(f"v_cmp_eq_{ft}", "vcc_lo", self.pair(UOp.const(dtypes.float64, math.inf)) if wide else const_text(math.inf, dtypes.float32), x)
+    self.select_words(d, y, d)
+    for t in (xs, y, g, h, r, k): self.release(t)
 
   def step(self, d: str, x: str, by: int) -> None:
     """d = the float next to the positive x, up (by 1) or down (by -1): its bits plus or minus one."""
@@ -767,7 +810,7 @@ class _Kernel:
       self.emit(f"v_mov_b32_e32 {dl}, {xl}")
       return self.vop("v_xor_b32", dh, "0x80000000", xh)
     if op is Ops.TRUNC: return self.vop("v_trunc_f64", d, a[0])
-    if op is Ops.SQRT: return self.vop("v_sqrt_f64", d, a[0])
+    if op is Ops.SQRT: return self.square_root(d, a[0], "f64")
     if op is Ops.MAX:   # NaN in either gives NaN; of equal values the first
       self.vop("v_cmp_lt_f64", "vcc_lo", a[0], a[1])
       for dx, x, y in zip((dl, dh), halves(a[0]), halves(a[1])): self.select(dx, y, x)
