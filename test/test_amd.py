@@ -336,6 +336,24 @@ def test_sqrt_is_correctly_rounded_even_with_an_approximate_rsq(amd, monkeypatch
   same = (got.view(ints) == want.view(ints)) | (np.isnan(got) & np.isnan(want))
   assert same.all(), [(v, g, w) for v, g, w in zip(x[~same], got[~same], want[~same])][:5]
 
+def test_exp2_log2_never_hand_the_hardware_a_subnormal(amd, monkeypatch):
+  # the hardware's v_exp_f32/v_log_f32 may flush subnormals: with the emulator's flushing them too, EXP2 into the
+  # subnormal results and LOG2 of subnormal inputs are still within 2 ulps
+  tc = pytest.importorskip("tinycore_conformance.uops", reason="tinycore-conformance is not installed")
+  from tinygrad_amd import emulator
+  tiny = np.finfo(np.float32).tiny
+  flush = lambda x: np.where(np.abs(x) < tiny, np.float32(0) * x, x)
+  monkeypatch.setitem(emulator.VALU, "v_exp_f32", lambda a: flush(np.exp2(a)))
+  monkeypatch.setitem(emulator.VALU, "v_log_f32", lambda a: np.log2(flush(a)))
+  x = np.linspace(-149, -120, 500).astype(np.float32)
+  got = np.frombuffer(tc.run_op("AMD", "EXP2", "float32", list(x)), np.float32)
+  ulp = np.spacing(np.exp2(x.astype(np.float64)).astype(np.float32))
+  assert (np.abs(got - np.exp2(x.astype(np.float64))) <= 2 * ulp).all()
+  y = (np.finfo(np.float32).smallest_subnormal * np.arange(1, 2**23, 4099)).astype(np.float32)
+  got = np.frombuffer(tc.run_op("AMD", "LOG2", "float32", list(y)), np.float32)
+  want = np.log2(y.astype(np.float64))
+  assert (np.abs(got - want) <= 2 * np.abs(np.spacing(want.astype(np.float32)))).all()
+
 def test_integer_division_is_exact_on_random_and_edge_values(amd):
   rng = np.random.default_rng(1)
   a = np.concatenate([rng.integers(0, 2**32, 4000, dtype=np.uint64), [2**32 - 1, 2**32 - 1, 1, 0]]).astype(np.uint32)

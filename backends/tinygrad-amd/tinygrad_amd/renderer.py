@@ -390,8 +390,8 @@ class _Kernel:
     simple = {Ops.ADD: "v_add_f32", Ops.SUB: "v_sub_f32", Ops.MUL: "v_mul_f32"}
     if op in simple: return self.vop(simple[op], d, a[0], a[1])
     if op is Ops.SQRT: return self.square_root(d, self.to_vgpr(a[0]), "f32")
-    unary = {Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
-    if op in unary: return self.vop(unary[op], d, a[0])
+    if op is Ops.TRUNC: return self.vop("v_trunc_f32", d, a[0])
+    if op in (Ops.EXP2, Ops.LOG2): return self.exp2_log2(d, self.to_vgpr(a[0]), op is Ops.EXP2)
     if op is Ops.NEG: return self.vop("v_xor_b32", d, "0x80000000", a[0])
     if op is Ops.MULACC:   # the product is rounded to the dtype before the add, as the two ops would be
       self.vop("v_mul_f32", d, a[0], a[1])
@@ -466,6 +466,24 @@ class _Kernel:
     else: self.vop("v_add_nc_u32", t, s, t)
     self.vop(f"v_div_fixup_{ft}", d, t, den, n)
     for x in (a, b, y, q, e, t, u, k, m, s): self.release(x)
+
+  def exp2_log2(self, d: str, x: str, exp: bool) -> None:
+    """v_exp_f32 / v_log_f32 (about 1 ulp) on normal numbers only, as the hardware may flush subnormals: a subnormal
+    result of exp2 is exp2(x + 64) * 2**-64, the log2 of a subnormal x is log2(x * 2**32) - 32."""
+    t = self.vreg()
+    self.vop("v_cmp_gt_f32", "vcc_lo", "0xc2fc0000" if exp else const_text(2.0 ** -126, dtypes.float32), x)   # -126
+    if exp:
+      self.vop("v_add_f32", t, "0x42800000", x)   # 64
+      self.select(t, t, x)
+      self.vop("v_exp_f32", d, t)
+      self.vop("v_mul_f32", t, const_text(2.0 ** -64, dtypes.float32), d)
+    else:
+      self.vop("v_mul_f32", t, "0x4f800000", x)   # 2**32
+      self.select(t, t, x)
+      self.vop("v_log_f32", d, t)
+      self.vop("v_add_f32", t, "0xc2000000", d)   # -32
+    self.select(d, t, d)
+    self.release(t)
 
   def square_root(self, d: str, x: str, ft: str) -> None:
     """sqrt(x) correctly rounded (ft "f32" or "f64") from the hardware's approximate reciprocal square root: Goldschmidt
