@@ -7,12 +7,11 @@ from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
-from tinygrad_amd.f64math import f64_transcendentals
+from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 
 GROUP = 128          # work-items per workgroup of a launch without local sizes (4 waves of 32)
 FIRST_PARAM_SGPR = 6  # s[0:1] kernarg pointer, s2..s4 workgroup ids, s5 spare; buffer pointers from s6 in pairs
 F32_INLINE = {0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0}
-TWO_PI_HI, TWO_PI_LO = 6.2831854820251465, -1.7484556000744883e-07   # 2*pi = HI + LO, HI the nearest float32
 
 def f32_bits(x: float) -> int: return struct.unpack("<I", struct.pack("<f", x))[0]
 
@@ -60,7 +59,8 @@ class RDNA3Renderer(Renderer):
   max_buffers = 32
   index_bits = 32
   upcast_max = 4
-  extra_matcher = f64_transcendentals
+  # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
   def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(name, uops).source()
 
 class _Kernel:
@@ -403,7 +403,6 @@ class _Kernel:
       self.vop("v_cmp_u_f32", "vcc_lo", a[0], a[1])
       return self.select(d, "0x7fc00000", d)
     if op in (Ops.FDIV, Ops.RECIP): return self.divide(d, self.to_vgpr("1.0" if op is Ops.RECIP else a[0]), self.to_vgpr(a[-1]), "f32")
-    if op is Ops.SIN: return self.sin(d, a[0])
     raise UnsupportedError(f"backend AMD has no {op} on {u.dtype.scalar.name}")
 
   def divide(self, d: str, n: str, den: str, ft: str) -> None:
@@ -535,19 +534,6 @@ class _Kernel:
   def select_words(self, d: str, if_true: str, if_false: str) -> None:
     """d = vcc ? if_true : if_false, for a register or a pair."""
     for dx, tx, fx in zip(*((halves(r) if r.startswith("v[") else (r,)) for r in (d, if_true, if_false))): self.select(dx, tx, fx)
-
-  def sin(self, d: str, x: str) -> None:
-    """sin(x): x reduced by the nearest multiple k of 2*pi (k*2*pi subtracted in two parts with fma, exact for large k),
-    then the hardware sine, which takes revolutions."""
-    k = self.vreg()
-    xv = self.to_vgpr(x)
-    self.vop("v_mul_f32", k, "0.15915494", xv)
-    self.vop("v_rndne_f32", k, k)
-    self.vop("v_fma_f32", d, f"-{k}", const_text(TWO_PI_HI, dtypes.float32), xv)
-    self.vop("v_fma_f32", d, f"-{k}", const_text(TWO_PI_LO, dtypes.float32), d)
-    self.vop("v_mul_f32", d, "0.15915494", d)
-    self.vop("v_sin_f32", d, d)
-    self.release(k)
 
   def to_vgpr(self, x: str) -> str:
     """x in a VGPR: a constant is moved into a temporary, freed after the current UOp."""
