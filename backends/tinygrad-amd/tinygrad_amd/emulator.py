@@ -256,6 +256,14 @@ class State:
     self.lds = np.zeros((lds_groups, max(lds_bytes, 4)), np.uint8)
     self.group = np.zeros(waves, np.int64)   # workgroup of each wave (its LDS)
     self.mem: Memory | None = None
+    self.lanes_key, self.lanes_val, self.all_lanes = b"", None, False
+  def lanes(self, w) -> np.ndarray:
+    """The exec masks of waves w as (waves, 32) bools, kept while they do not change (most instructions leave them)."""
+    m = self.S[w, EXEC]
+    if (key := m.tobytes()) != self.lanes_key:
+      self.lanes_key, self.lanes_val = key, lanes_of(m)
+      self.all_lanes = bool(self.lanes_val.all())
+    return self.lanes_val
 
 class Program:
   """A decoded kernel: each instruction turned into a step function once, run for every launch."""
@@ -270,6 +278,7 @@ class Program:
     self.decoded = decoded[:ends[-1] + 1]
     self.index = {d.pc: i for i, d in enumerate(self.decoded)}
     self.steps = [self.compile(d) for d in self.decoded]
+    self.control = {i for i, d in enumerate(self.decoded) if d.inst.fmt == "SOPP" and d.inst.name not in ("s_waitcnt", "s_nop")}
 
   # ***** operands *****
   def check_vgpr(self, r: int, n: int, d: Decoded) -> None:
@@ -339,14 +348,14 @@ class Program:
         srcs.append((rd, None))
       else: srcs.append((rd, t))
     if dst is not None: self.check_vgpr(dst[0], regs(dst[1]), d)
-    carry = base in CARRY_OUT
+    carry, wide = base in CARRY_OUT, dst is not None and regs(dst[1]) == 2
     def step(st: State, w):
-      exec_lanes = lanes_of(st.S[w, EXEC])
+      exec_lanes = st.lanes(w)
       args = [rd(st, w) if t is None else to_typed(rd(st, w), t) for rd, t in srcs]
       if mask_src is not None:
         m = lanes_of(scalar(mask_src(st, w), exec_lanes.shape[0]))
         args.append(m.astype(U64) if carry else m)
-      with np.errstate(all="ignore"): out = fn(*args)
+      out = fn(*args)
       if compare:
         st.S[w, sdst] = mask_of(np.broadcast_to(out, exec_lanes.shape) & exec_lanes) if sdst != NULL else 0
         return
@@ -355,10 +364,8 @@ class Program:
         if sdst != NULL: st.S[w, sdst] = mask_of(np.broadcast_to(c, exec_lanes.shape) & exec_lanes)
       r, t = dst
       bits = np.broadcast_to(to_bits(out, t), exec_lanes.shape)
-      if regs(t) == 2:
-        st.V[r, w] = np.where(exec_lanes, bits.astype(U32), st.V[r, w])
-        st.V[r + 1, w] = np.where(exec_lanes, (bits >> U64(32)).astype(U32), st.V[r + 1, w])
-      else: st.V[r, w] = np.where(exec_lanes, bits, st.V[r, w])
+      words = (bits.astype(U32), (bits >> U64(32)).astype(U32)) if wide else (bits,)
+      for k, x in enumerate(words): st.V[r + k, w] = x if st.all_lanes else np.where(exec_lanes, x, st.V[r + k, w])
     return step
 
   def salu(self, d: Decoded):
@@ -383,12 +390,11 @@ class Program:
     sd = f.get("sdst") if fn is not None else None
     def step(st: State, w):
       args = [scalar(rd(st, w), nwaves(st, w)) for rd in readers]
-      with np.errstate(all="ignore"):
-        if fn is not None:
-          r = _u(fn(*args))
-          if scc is not None: st.S[w, SCC] = (scc(r) if scc.__code__.co_argcount == 1 else scc(*args)).astype(U32)
-          if sd != NULL: st.S[w, sd] = r
-        else: st.S[w, SCC] = scc(*args).astype(U32)
+      if fn is not None:
+        r = _u(fn(*args))
+        if scc is not None: st.S[w, SCC] = (scc(r) if scc.__code__.co_argcount == 1 else scc(*args)).astype(U32)
+        if sd != NULL: st.S[w, sd] = r
+      else: st.S[w, SCC] = scc(*args).astype(U32)
     return step
 
   def sopp(self, d: Decoded):
@@ -441,7 +447,7 @@ class Program:
       dst, size = f["vdst"], LOAD_BYTES[t]
       self.check_vgpr(dst, max(1, size // 4), d)
       def gload(st: State, w):
-        lanes = lanes_of(st.S[w, EXEC])
+        lanes = st.lanes(w)
         if not lanes.any(): return
         vals = _bytes_to_regs(st.mem.read(addresses(st, w, lanes), size), t)
         for k, v in enumerate(vals):
@@ -452,7 +458,7 @@ class Program:
     data, size = f["data"], STORE_BYTES[t]
     self.check_vgpr(data, max(1, size // 4), d)
     def gstore(st: State, w):
-      lanes = lanes_of(st.S[w, EXEC])
+      lanes = st.lanes(w)
       if not lanes.any(): return
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
       st.mem.write(addresses(st, w, lanes), np.ascontiguousarray(words).view(np.uint8)[:, :size])
@@ -477,7 +483,7 @@ class Program:
     if load:
       dst = f["vdst"]
       def dsload(st: State, w):
-        lanes = lanes_of(st.S[w, EXEC])
+        lanes = st.lanes(w)
         if not lanes.any(): return
         g, a = where(st, w, lanes)
         for k, v in enumerate(_bytes_to_regs(st.lds[g, a], t)):
@@ -487,7 +493,7 @@ class Program:
       return dsload
     data = f["data0"]
     def dsstore(st: State, w):
-      lanes = lanes_of(st.S[w, EXEC])
+      lanes = st.lanes(w)
       if not lanes.any(): return
       g, a = where(st, w, lanes)
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
@@ -496,17 +502,21 @@ class Program:
 
   # ***** running *****
   def run(self, st: State, max_steps: int = 50_000_000) -> None:
-    steps, n = self.steps, len(self.steps)
+    steps, n, control = self.steps, len(self.steps), self.control
     everyone = slice(None)   # a view, not a copy: the common case, every wave at the same instruction
-    for _ in range(max_steps):
-      live = ~st.done
-      if not live.any(): return
-      pcs = st.pc[live]
-      p = int(pcs.min())
-      if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
-      w = everyone if live.all() and (pcs == p).all() else np.flatnonzero(live & (st.pc == p))
-      if (fn := steps[p]) is not None: fn(st, w)
-      st.pc[w] += 1
+    w, p = None, -1
+    with np.errstate(all="ignore"):   # infinities and NaN are results here, not warnings
+      for _ in range(max_steps):
+        if w is everyone and p not in control: p += 1   # every wave still together: no need to look
+        else:
+          live = ~st.done
+          if not live.any(): return
+          pcs = st.pc[live]
+          p = int(pcs.min())
+          if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
+          w = everyone if live.all() and (pcs == p).all() else np.flatnonzero(live & (st.pc == p))
+        if (fn := steps[p]) is not None: fn(st, w)
+        st.pc[w] += 1
     raise EmulatorError(f"{self.loaded.name}: no s_endpgm after {max_steps} instructions (an endless loop?)")
 
 def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, grid: tuple[int, int, int], group: tuple[int, int, int],
