@@ -504,17 +504,18 @@ class Program:
   def run(self, st: State, max_steps: int = 50_000_000) -> None:
     steps, n, control = self.steps, len(self.steps), self.control
     everyone = slice(None)   # a view, not a copy: the common case, every wave at the same instruction
-    w, p = None, -1
+    together, p = False, -1
     with np.errstate(all="ignore"):   # infinities and NaN are results here, not warnings
       for _ in range(max_steps):
-        if w is everyone and p not in control: p += 1   # every wave still together: no need to look
+        if together and p not in control: p += 1   # every live wave still at one instruction: the same ones step on
         else:
           live = ~st.done
           if not live.any(): return
           pcs = st.pc[live]
           p = int(pcs.min())
           if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
-          w = everyone if live.all() and (pcs == p).all() else np.flatnonzero(live & (st.pc == p))
+          together = bool((pcs == p).all())
+          w = everyone if together and live.all() else np.flatnonzero(live & (st.pc == p))
         if (fn := steps[p]) is not None: fn(st, w)
         st.pc[w] += 1
     raise EmulatorError(f"{self.loaded.name}: no s_endpgm after {max_steps} instructions (an endless loop?)")
