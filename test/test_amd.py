@@ -135,6 +135,30 @@ def test_transcendentals_take_their_documented_inputs():
   np.testing.assert_array_equal(emulate(["v_fract_f32_e32 v4, v1"], f32(-0.25, 2.75, -1e-9, 3))[:4].view(np.float32),
                                 f32(0.75, 0.75, np.nextafter(np.float32(1), np.float32(0)), 0))
 
+def test_fma_rounds_once():
+  # (2**-24 + 2**-47) * (1 - 2**-24 + 2**-47) = 2**-24 + 2**-48 + 2**-94: just over the midpoint, so it rounds up; a float64
+  # sum rounded again to float32 would land on the midpoint and round to even (down)
+  a, b = f32(-2.0**-24 + 2.0**-47), f32(2.0**-24 + 2.0**-47)
+  assert emulate(["v_fma_f32 v4, v1, v2, v2"], a, b)[:1].view(np.float32)[0] == np.float32(2.0**-24 + 2.0**-47)
+  from fractions import Fraction
+  from tinygrad_amd.emulator import VALU
+  rng = np.random.default_rng(4)
+  x, y = (rng.integers(0, 2**64, 3000, dtype=np.uint64).view(np.float64) for _ in range(2))
+  x, y = x[np.isfinite(x)][:1000], y[np.isfinite(y)][:1000]
+  with np.errstate(all="ignore"): c = np.concatenate([-(x[:500] * y[:500]) * (1 + 2.0**-52 * rng.integers(-3, 4, 500)), rng.standard_normal(500)])
+  c = np.where(np.isfinite(c), c, 1.0)   # half of them cancel the product to its last bits
+  def exact(a, b, c):
+    v = Fraction(a) * Fraction(b) + Fraction(c)
+    if v == 0: return a * b + c if a == 0 or b == 0 else 0.0
+    try: return float(v)
+    except OverflowError: return float("inf") if v > 0 else float("-inf")
+  with np.errstate(all="ignore"): got = VALU["v_fma_f64"](x, y, c)
+  want = np.array([exact(*t) for t in zip(x.tolist(), y.tolist(), c.tolist())])
+  assert np.array_equal(got.view(np.uint64), want.view(np.uint64))
+  with np.errstate(all="ignore"):
+    inf = VALU["v_fma_f64"](np.array([1e300, np.inf, 0.0, -0.0]), np.array([1e300, 0.0, 5.0, 0.0]), np.array([-np.inf, 1.0, -0.0, -0.0]))
+  assert inf[0] == -np.inf and np.isnan(inf[1]) and not np.signbit(inf[2]) and np.signbit(inf[3])   # +0 + -0 is +0, -0 + -0 is -0
+
 def test_vop3_modifiers_and_inline_constants():
   a = f32(1.5, -2.0, 3.0, -0.0)
   np.testing.assert_array_equal(emulate(["v_add_f32_e64 v4, -|v1|, 0.5"], a)[:4].view(np.float32), f32(-1.0, -1.5, -2.5, 0.5))
@@ -206,6 +230,13 @@ def test_kernels_end_to_end(amd):
   got = (Tensor(i, device="AMD").idiv(Tensor(j, device="AMD"))).numpy()
   assert got.tolist() == [3, -3, -(2**31 - 1), -2**31, 0, 0]
 
+def test_loop_bounds_live_through_their_loop(amd):
+  # the inner loop's bound (a value computed before it) is compared at the top of every iteration: its register must not
+  # be reused inside the loop (it was, and the sum of 257 elements read past the buffer)
+  for n in (255, 257, 1025, 4097):
+    x = np.arange(n, dtype=np.float32)
+    assert Tensor(x, device="AMD").sum().item() == x.sum(), n
+
 def test_64bit_integers_and_float64(amd):
   rng = np.random.default_rng(2)
   a = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64), [-2**63, 2**63 - 1, 0, 7, -7]])
@@ -231,6 +262,97 @@ def test_float32_division_is_correctly_rounded_at_the_ends_of_the_range(amd):
   with np.errstate(all="ignore"): want = a / b
   got = (Tensor(a, device="AMD") / Tensor(b, device="AMD")).numpy()
   assert np.array_equal(got, want, equal_nan=True)
+
+def nudged(exact, ulps: int):
+  """exact, its results moved by up to `ulps` units in the last place, by a different amount for each input: what an
+  approximate hardware instruction (v_rcp_f32: about 1 ulp) may return where the emulator computes exactly."""
+  def f(a):
+    r = np.asarray(exact(a))
+    ints = np.int64 if r.dtype == np.float64 else np.int32
+    h = (np.asarray(a).view(ints).astype(np.int64) * 0x9E3779B1 >> 7) % (2 * ulps + 1) - ulps
+    return np.where(np.isfinite(r) & (r != 0), (r.view(ints) + h.astype(ints)).view(r.dtype), r)
+  return f
+
+def hard_quotients(ft, n: int = 3000) -> tuple[np.ndarray, np.ndarray]:
+  """Numerators and denominators whose quotients are hard to round: random significands over the whole exponent range
+  (subnormal and overflowing quotients), all-ones significands, quotients on and next to the subnormals' midpoints."""
+  rng = np.random.default_rng(5)
+  fi = np.finfo(ft)
+  ints = np.uint64 if ft == np.float64 else np.uint32
+  bits = lambda k: rng.integers(0, np.iinfo(ints).max, k, dtype=ints, endpoint=True).view(ft)
+  a, b = bits(n), bits(n)
+  ones = np.nextafter(ft(2), ft(0)) * ft(2.0) ** rng.integers(fi.minexp, fi.maxexp, 200).astype(ft)   # 1.11...1 * 2**e
+  tiny = fi.smallest_subnormal * rng.integers(1, 4000, 200).astype(ft)
+  near2 = np.array([2, np.nextafter(ft(2), ft(3)), np.nextafter(ft(2), ft(1)), 6, 10], ft)
+  a = np.concatenate([a, bits(200), tiny, [ft(1), fi.max, fi.tiny, -fi.tiny, 3 * fi.smallest_subnormal]])
+  b = np.concatenate([b, ones, np.resize(near2, 200), [np.nextafter(ft(1), ft(2)), np.nextafter(ft(1), ft(0)), ft(3), ft(2) ** (fi.maxexp - 1), ft(2)]])
+  keep = np.isfinite(a) & np.isfinite(b)
+  return a[keep], b[keep]
+
+@pytest.mark.parametrize("rough", [False, True], ids=["exact", "approximate"])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_division_is_correctly_rounded_even_with_an_approximate_reciprocal(amd, monkeypatch, rough, dt):
+  # the hardware's v_rcp is approximate: with the emulator's reciprocals moved by up to 1 ulp (float32) or 2**30 ulps
+  # (float64, about 2**-22 relative), FDIV and RECIP are still numpy's correctly rounded division, byte for byte
+  tc = pytest.importorskip("tinycore_conformance.uops", reason="tinycore-conformance is not installed")
+  from tinygrad_amd import emulator
+  if rough:
+    monkeypatch.setitem(emulator.VALU, "v_rcp_f32", nudged(emulator.VALU["v_rcp_f32"], 1))
+    monkeypatch.setitem(emulator.VALU, "v_rcp_f64", nudged(emulator.VALU["v_rcp_f64"], 2**30))
+    x = np.array([3, 7, 1e-3, 5e30], np.float32)   # the nudge is real: v_rcp itself is off somewhere
+    assert not np.array_equal(emulate(["v_rcp_f32_e32 v4, v1"], x)[:4].view(np.float32), 1 / x)
+  ft = np.dtype(dt).type
+  a, b = hard_quotients(ft)
+  with np.errstate(all="ignore"): want, rwant = a / b, 1 / b
+  got = np.frombuffer(tc.run_op("AMD", "FDIV", dt, list(a), list(b)), ft)
+  assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), [(x, y, g, w) for x, y, g, w in zip(a, b, got, want) if g != w][:5]
+  got = np.frombuffer(tc.run_op("AMD", "RECIP", dt, list(b)), ft)
+  assert np.array_equal(got.view(np.uint8), rwant.view(np.uint8)), [(y, g, w) for y, g, w in zip(b, got, rwant) if g != w][:5]
+
+@pytest.mark.parametrize("rough", [False, True], ids=["exact", "approximate"])
+@pytest.mark.parametrize("dt", ["float32", "float64"])
+def test_sqrt_is_correctly_rounded_even_with_an_approximate_rsq(amd, monkeypatch, rough, dt):
+  # v_rsq and v_sqrt are approximate on the hardware (v_rsq_f32 about 1 ulp): with v_rsq moved by up to 2**-8 relative
+  # (far coarser than that, so the last correction really picks neighbours), SQRT is still numpy's, byte for byte, on
+  # every kind of input: random bits, subnormals, roots next to a midpoint, squares
+  tc = pytest.importorskip("tinycore_conformance.uops", reason="tinycore-conformance is not installed")
+  from tinygrad_amd import emulator
+  if rough:
+    for name, ulps in (("v_rsq_f32", 2**15), ("v_sqrt_f32", 1), ("v_rsq_f64", 2**44), ("v_sqrt_f64", 2**44)):
+      monkeypatch.setitem(emulator.VALU, name, nudged(emulator.VALU[name], ulps))
+  ft = np.dtype(dt).type
+  ints = np.uint64 if ft == np.float64 else np.uint32
+  rng = np.random.default_rng(6)
+  x = np.abs(rng.integers(0, np.iinfo(ints).max, 3000, dtype=ints, endpoint=True).view(ft))
+  sq = np.square(rng.integers(1, 2**11, 300).astype(ft)) * ft(2.0) ** rng.integers(-60, 60, 300).astype(ft)
+  fi = np.finfo(ft)
+  # 1 + odd * eps: the root is just under the midpoint 1 + odd * eps / 2 (by about odd**2 * eps**2 / 8), the hardest case
+  hard = (1 + (2 * rng.integers(0, 2048, 300) + 1) * fi.eps).astype(ft) * ft(4.0) ** rng.integers(-30, 30, 300).astype(ft)
+  with np.errstate(all="ignore"):
+    x = np.concatenate([x, hard, np.nextafter(hard, ft(np.inf)), sq, np.nextafter(sq, ft(0)), np.nextafter(sq, ft(np.inf)), fi.smallest_subnormal * rng.integers(1, 10**6, 300).astype(ft),
+                        [0.0, -0.0, -1.0, np.inf, -np.inf, np.nan, fi.max, fi.tiny, fi.smallest_subnormal]]).astype(ft)
+    want = np.sqrt(x)
+  got = np.frombuffer(tc.run_op("AMD", "SQRT", dt, list(x)), ft)
+  same = (got.view(ints) == want.view(ints)) | (np.isnan(got) & np.isnan(want))
+  assert same.all(), [(v, g, w) for v, g, w in zip(x[~same], got[~same], want[~same])][:5]
+
+def test_exp2_log2_never_hand_the_hardware_a_subnormal(amd, monkeypatch):
+  # the hardware's v_exp_f32/v_log_f32 may flush subnormals: with the emulator's flushing them too, EXP2 into the
+  # subnormal results and LOG2 of subnormal inputs are still within 2 ulps
+  tc = pytest.importorskip("tinycore_conformance.uops", reason="tinycore-conformance is not installed")
+  from tinygrad_amd import emulator
+  tiny = np.finfo(np.float32).tiny
+  flush = lambda x: np.where(np.abs(x) < tiny, np.float32(0) * x, x)
+  monkeypatch.setitem(emulator.VALU, "v_exp_f32", lambda a: flush(np.exp2(a)))
+  monkeypatch.setitem(emulator.VALU, "v_log_f32", lambda a: np.log2(flush(a)))
+  x = np.linspace(-149, -120, 500).astype(np.float32)
+  got = np.frombuffer(tc.run_op("AMD", "EXP2", "float32", list(x)), np.float32)
+  ulp = np.spacing(np.exp2(x.astype(np.float64)).astype(np.float32))
+  assert (np.abs(got - np.exp2(x.astype(np.float64))) <= 2 * ulp).all()
+  y = (np.finfo(np.float32).smallest_subnormal * np.arange(1, 2**23, 4099)).astype(np.float32)
+  got = np.frombuffer(tc.run_op("AMD", "LOG2", "float32", list(y)), np.float32)
+  want = np.log2(y.astype(np.float64))
+  assert (np.abs(got - want) <= 2 * np.abs(np.spacing(want.astype(np.float32)))).all()
 
 def test_integer_division_is_exact_on_random_and_edge_values(amd):
   rng = np.random.default_rng(1)

@@ -2,6 +2,8 @@
 together with numpy (registers are arrays over waves and lanes). Waves at the lowest program counter step together, so
 waves that branch differently still make progress, and s_barrier holds until every wave of a workgroup is there."""
 from __future__ import annotations
+import math
+from fractions import Fraction
 import numpy as np
 from tinygrad_amd.isa import EXEC, VCC, NULL, SCC, LITERAL, INLINE_FLOATS, INV_2PI, Inst, inline_int, regs
 from tinygrad_amd.asm import decode, Decoded, AsmError
@@ -45,6 +47,10 @@ def _fract(x, t):
     r = x - np.floor(x)
   return np.minimum(r, np.nextafter(NP[t](1), NP[t](0)))
 
+# the significand in [1/2, 1) and the exponent of x = m * 2**e, subnormals too; an infinity or NaN keeps itself, exponent 0
+def _frexp_mant(a): return np.where(np.isfinite(a), np.frexp(a)[0], a).astype(a.dtype)
+def _frexp_exp(a): return np.where(np.isfinite(a), np.frexp(a)[1], 0).astype(np.int32)
+
 def _div_fixup(q, d, n):
   """D = V_DIV_FIXUP(quotient q, denominator d, numerator n): the IEEE special cases of n / d, else q with the right sign."""
   sign = np.signbit(d) ^ np.signbit(n)
@@ -54,6 +60,55 @@ def _div_fixup(q, d, n):
   out = np.where((d == 0) | (np.abs(n) == np.inf), inf, out)
   nan = np.isnan(n) | np.isnan(d) | ((d == 0) & (n == 0)) | ((np.abs(d) == np.inf) & (np.abs(n) == np.inf))
   return np.where(nan, np.asarray(np.nan, q.dtype), out).astype(q.dtype)
+
+# ***** fused multiply-add, rounded once (numpy has none) *****
+
+def _two_sum(a, b):
+  """(s, e) with s = a + b rounded and s + e == a + b exactly (Knuth)."""
+  s = a + b
+  bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+
+def _round_odd(s, e):
+  """s + e (s the nearest float64, e its exact error) rounded to odd: where inexact and s's last bit is even, the
+  neighbour of s toward s + e. A second rounding of that to 2 or more fewer bits is the correct rounding of s + e."""
+  bits = s.view(np.int64)
+  step = np.where(np.isfinite(s) & (e != 0) & (bits & 1 == 0), np.where(np.signbit(e) == np.signbit(s), 1, -1), 0)
+  return (bits + step).view(np.float64)
+
+def _fma_f32(a, b, c):
+  """The float64 product of two float32s is exact; its sum with c is exact as a pair, rounded to odd in float64 and
+  then to float32: one correct rounding."""
+  return _round_odd(*_two_sum(_f(a) * _f(b), _f(c))).astype(np.float32)
+
+def _fma_exact(a: float, b: float, c: float) -> float:
+  """One fma in rational arithmetic (the rare operands the float64 method cannot take)."""
+  x = Fraction(a) * Fraction(b) + Fraction(c)
+  if x == 0: return a * b + c if a == 0 or b == 0 else 0.0   # an exact zero: IEEE's sign rules
+  try: return float(x)   # int / int division, correctly rounded, subnormals included
+  except OverflowError: return math.inf if x > 0 else -math.inf
+
+def _fma_f64(a, b, c):
+  """a * b as an exact pair (Veltkamp split, Dekker product), its sum with c as exact pairs, the small parts rounded to
+  odd, then one rounding (Boldo and Melquiond's emulated fma). Operands where a step could overflow or underflow, or the
+  result is tiny, are done exactly one by one; a zero or non-finite operand follows IEEE (a finite product plus an
+  infinity is that infinity)."""
+  a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
+  def split(x):
+    t = x * 134217729.0   # 2**27 + 1
+    hi = t - (t - x)
+    return hi, x - hi
+  p = a * b
+  (ah, al), (bh, bl) = split(a), split(b)
+  pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+  th, tl = _two_sum(c, p)
+  out = th + _round_odd(*_two_sum(tl, pe))
+  finite = np.isfinite(a) & np.isfinite(b)
+  out = np.where(finite & ~np.isfinite(c), c, np.where(finite & (a != 0) & (b != 0), out, p + c))   # p + c: exact there
+  hard = finite & np.isfinite(c) & ((np.abs(a) > 2.0 ** 995) | (np.abs(b) > 2.0 ** 995) | (np.abs(p) > 2.0 ** 1000) |
+                                    ((np.abs(p) < 2.0 ** -900) & (a != 0) & (b != 0)) | ((np.abs(out) < 2.0 ** -1000) & (p != 0)))
+  for i in zip(*np.nonzero(hard)): out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
+  return out
 
 def _cmp(kind: str):
   return {"f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool), "tru": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
@@ -88,8 +143,7 @@ VALU = {
   "v_alignbit_b32": lambda a, b, c: (((np.asarray(a, U64) << U64(32)) | np.asarray(b, U64)) >> (np.asarray(c, U64) & U64(31))).astype(U32),
   "v_lshl_add_u32": lambda a, b, c: (a << _sh(b)) + c, "v_add3_u32": lambda a, b, c: a + b + c,
   "v_lshl_or_b32": lambda a, b, c: (a << _sh(b)) | c, "v_and_or_b32": lambda a, b, c: (a & b) | c, "v_or3_b32": lambda a, b, c: a | b | c,
-  "v_fma_f32": lambda a, b, c: (_f(a) * _f(b) + _f(c)).astype(np.float32),
-  "v_fma_f64": lambda a, b, c: np.asarray(a * b + c),   # numpy has no fused multiply-add: exact only when a*b is exact
+  "v_fma_f32": _fma_f32, "v_fma_f64": _fma_f64,
   "v_cvt_f32_i32": lambda a: a.astype(np.float32), "v_cvt_f32_u32": lambda a: a.astype(np.float32),
   "v_cvt_i32_f32": lambda a: _sat_int(a, -2**31, 2**31 - 1, np.int32), "v_cvt_u32_f32": lambda a: _sat_int(a, 0, 2**32 - 1, U32),
   "v_cvt_i32_f64": lambda a: _sat_int(a, -2**31, 2**31 - 1, np.int32), "v_cvt_u32_f64": lambda a: _sat_int(a, 0, 2**32 - 1, U32),
@@ -99,12 +153,11 @@ VALU = {
   "v_trunc_f32": np.trunc, "v_trunc_f64": np.trunc, "v_floor_f32": np.floor, "v_floor_f64": np.floor,
   "v_rndne_f32": np.rint, "v_rndne_f64": np.rint, "v_fract_f32": lambda a: _fract(a, "f32"),
   "v_exp_f32": np.exp2, "v_log_f32": np.log2, "v_rcp_f32": lambda a: np.float32(1) / a, "v_rcp_iflag_f32": lambda a: np.float32(1) / a,
-  "v_rsq_f32": lambda a: np.float32(1) / np.sqrt(a), "v_sqrt_f32": np.sqrt, "v_sqrt_f64": np.sqrt, "v_rcp_f64": lambda a: 1.0 / a,
+  "v_rsq_f32": lambda a: np.float32(1) / np.sqrt(a), "v_rsq_f64": lambda a: 1.0 / np.sqrt(a), "v_sqrt_f32": np.sqrt, "v_sqrt_f64": np.sqrt, "v_rcp_f64": lambda a: 1.0 / a,
   # the hardware's sine and cosine take revolutions: sin(2*pi*x)
   "v_sin_f32": lambda a: np.sin(2 * np.pi * _f(a)).astype(np.float32), "v_cos_f32": lambda a: np.cos(2 * np.pi * _f(a)).astype(np.float32),
   "v_ldexp_f32": lambda a, b: np.ldexp(a, np.clip(b, -400, 400)).astype(np.float32), "v_ldexp_f64": lambda a, b: np.ldexp(a, np.clip(b, -3000, 3000)),
-  "v_frexp_mant_f32": lambda a: np.where(np.isfinite(a), np.frexp(a)[0], a).astype(np.float32),
-  "v_frexp_exp_i32_f32": lambda a: np.where(np.isfinite(a), np.frexp(a)[1], 0).astype(np.int32),
+  "v_frexp_mant_f32": _frexp_mant, "v_frexp_mant_f64": _frexp_mant, "v_frexp_exp_i32_f32": _frexp_exp, "v_frexp_exp_i32_f64": _frexp_exp,
   "v_div_fixup_f32": _div_fixup, "v_div_fixup_f64": _div_fixup,
   "v_cndmask_b32": lambda a, b, m: np.where(m, b, a),
   "v_add_co_u32": lambda a, b: ((s := np.asarray(a, U64) + np.asarray(b, U64)).astype(U32), s >> U64(32) != 0),
@@ -203,6 +256,14 @@ class State:
     self.lds = np.zeros((lds_groups, max(lds_bytes, 4)), np.uint8)
     self.group = np.zeros(waves, np.int64)   # workgroup of each wave (its LDS)
     self.mem: Memory | None = None
+    self.lanes_key, self.lanes_val, self.all_lanes = b"", None, False
+  def lanes(self, w) -> np.ndarray:
+    """The exec masks of waves w as (waves, 32) bools, kept while they do not change (most instructions leave them)."""
+    m = self.S[w, EXEC]
+    if (key := m.tobytes()) != self.lanes_key:
+      self.lanes_key, self.lanes_val = key, lanes_of(m)
+      self.all_lanes = bool(self.lanes_val.all())
+    return self.lanes_val
 
 class Program:
   """A decoded kernel: each instruction turned into a step function once, run for every launch."""
@@ -217,6 +278,7 @@ class Program:
     self.decoded = decoded[:ends[-1] + 1]
     self.index = {d.pc: i for i, d in enumerate(self.decoded)}
     self.steps = [self.compile(d) for d in self.decoded]
+    self.control = {i for i, d in enumerate(self.decoded) if d.inst.fmt == "SOPP" and d.inst.name not in ("s_waitcnt", "s_nop")}
 
   # ***** operands *****
   def check_vgpr(self, r: int, n: int, d: Decoded) -> None:
@@ -286,14 +348,14 @@ class Program:
         srcs.append((rd, None))
       else: srcs.append((rd, t))
     if dst is not None: self.check_vgpr(dst[0], regs(dst[1]), d)
-    carry = base in CARRY_OUT
+    carry, wide = base in CARRY_OUT, dst is not None and regs(dst[1]) == 2
     def step(st: State, w):
-      exec_lanes = lanes_of(st.S[w, EXEC])
+      exec_lanes = st.lanes(w)
       args = [rd(st, w) if t is None else to_typed(rd(st, w), t) for rd, t in srcs]
       if mask_src is not None:
         m = lanes_of(scalar(mask_src(st, w), exec_lanes.shape[0]))
         args.append(m.astype(U64) if carry else m)
-      with np.errstate(all="ignore"): out = fn(*args)
+      out = fn(*args)
       if compare:
         st.S[w, sdst] = mask_of(np.broadcast_to(out, exec_lanes.shape) & exec_lanes) if sdst != NULL else 0
         return
@@ -302,10 +364,8 @@ class Program:
         if sdst != NULL: st.S[w, sdst] = mask_of(np.broadcast_to(c, exec_lanes.shape) & exec_lanes)
       r, t = dst
       bits = np.broadcast_to(to_bits(out, t), exec_lanes.shape)
-      if regs(t) == 2:
-        st.V[r, w] = np.where(exec_lanes, bits.astype(U32), st.V[r, w])
-        st.V[r + 1, w] = np.where(exec_lanes, (bits >> U64(32)).astype(U32), st.V[r + 1, w])
-      else: st.V[r, w] = np.where(exec_lanes, bits, st.V[r, w])
+      words = (bits.astype(U32), (bits >> U64(32)).astype(U32)) if wide else (bits,)
+      for k, x in enumerate(words): st.V[r + k, w] = x if st.all_lanes else np.where(exec_lanes, x, st.V[r + k, w])
     return step
 
   def salu(self, d: Decoded):
@@ -330,12 +390,11 @@ class Program:
     sd = f.get("sdst") if fn is not None else None
     def step(st: State, w):
       args = [scalar(rd(st, w), nwaves(st, w)) for rd in readers]
-      with np.errstate(all="ignore"):
-        if fn is not None:
-          r = _u(fn(*args))
-          if scc is not None: st.S[w, SCC] = (scc(r) if scc.__code__.co_argcount == 1 else scc(*args)).astype(U32)
-          if sd != NULL: st.S[w, sd] = r
-        else: st.S[w, SCC] = scc(*args).astype(U32)
+      if fn is not None:
+        r = _u(fn(*args))
+        if scc is not None: st.S[w, SCC] = (scc(r) if scc.__code__.co_argcount == 1 else scc(*args)).astype(U32)
+        if sd != NULL: st.S[w, sd] = r
+      else: st.S[w, SCC] = scc(*args).astype(U32)
     return step
 
   def sopp(self, d: Decoded):
@@ -388,7 +447,7 @@ class Program:
       dst, size = f["vdst"], LOAD_BYTES[t]
       self.check_vgpr(dst, max(1, size // 4), d)
       def gload(st: State, w):
-        lanes = lanes_of(st.S[w, EXEC])
+        lanes = st.lanes(w)
         if not lanes.any(): return
         vals = _bytes_to_regs(st.mem.read(addresses(st, w, lanes), size), t)
         for k, v in enumerate(vals):
@@ -399,7 +458,7 @@ class Program:
     data, size = f["data"], STORE_BYTES[t]
     self.check_vgpr(data, max(1, size // 4), d)
     def gstore(st: State, w):
-      lanes = lanes_of(st.S[w, EXEC])
+      lanes = st.lanes(w)
       if not lanes.any(): return
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
       st.mem.write(addresses(st, w, lanes), np.ascontiguousarray(words).view(np.uint8)[:, :size])
@@ -424,7 +483,7 @@ class Program:
     if load:
       dst = f["vdst"]
       def dsload(st: State, w):
-        lanes = lanes_of(st.S[w, EXEC])
+        lanes = st.lanes(w)
         if not lanes.any(): return
         g, a = where(st, w, lanes)
         for k, v in enumerate(_bytes_to_regs(st.lds[g, a], t)):
@@ -434,7 +493,7 @@ class Program:
       return dsload
     data = f["data0"]
     def dsstore(st: State, w):
-      lanes = lanes_of(st.S[w, EXEC])
+      lanes = st.lanes(w)
       if not lanes.any(): return
       g, a = where(st, w, lanes)
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
@@ -443,17 +502,22 @@ class Program:
 
   # ***** running *****
   def run(self, st: State, max_steps: int = 50_000_000) -> None:
-    steps, n = self.steps, len(self.steps)
+    steps, n, control = self.steps, len(self.steps), self.control
     everyone = slice(None)   # a view, not a copy: the common case, every wave at the same instruction
-    for _ in range(max_steps):
-      live = ~st.done
-      if not live.any(): return
-      pcs = st.pc[live]
-      p = int(pcs.min())
-      if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
-      w = everyone if live.all() and (pcs == p).all() else np.flatnonzero(live & (st.pc == p))
-      if (fn := steps[p]) is not None: fn(st, w)
-      st.pc[w] += 1
+    together, p = False, -1
+    with np.errstate(all="ignore"):   # infinities and NaN are results here, not warnings
+      for _ in range(max_steps):
+        if together and p not in control: p += 1   # every live wave still at one instruction: the same ones step on
+        else:
+          live = ~st.done
+          if not live.any(): return
+          pcs = st.pc[live]
+          p = int(pcs.min())
+          if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
+          together = bool((pcs == p).all())
+          w = everyone if together and live.all() else np.flatnonzero(live & (st.pc == p))
+        if (fn := steps[p]) is not None: fn(st, w)
+        st.pc[w] += 1
     raise EmulatorError(f"{self.loaded.name}: no s_endpgm after {max_steps} instructions (an endless loop?)")
 
 def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, grid: tuple[int, int, int], group: tuple[int, int, int],

@@ -98,9 +98,10 @@ for _n, (_op, _t) in {"v_mov_b32": (0x1, "b32 b32"), "v_cvt_i32_f64": (0x3, "i32
                       "v_floor_f64": (0x1a, "f64 f64"), "v_fract_f32": (0x20, "f32 f32"), "v_trunc_f32": (0x21, "f32 f32"),
                       "v_rndne_f32": (0x23, "f32 f32"), "v_floor_f32": (0x24, "f32 f32"), "v_exp_f32": (0x25, "f32 f32"),
                       "v_log_f32": (0x27, "f32 f32"), "v_rcp_f32": (0x2a, "f32 f32"), "v_rcp_iflag_f32": (0x2b, "f32 f32"),
-                      "v_rsq_f32": (0x2e, "f32 f32"), "v_rcp_f64": (0x2f, "f64 f64"), "v_sqrt_f32": (0x33, "f32 f32"),
+                      "v_rsq_f32": (0x2e, "f32 f32"), "v_rcp_f64": (0x2f, "f64 f64"), "v_rsq_f64": (0x31, "f64 f64"), "v_sqrt_f32": (0x33, "f32 f32"),
                       "v_sqrt_f64": (0x34, "f64 f64"), "v_sin_f32": (0x35, "f32 f32"), "v_cos_f32": (0x36, "f32 f32"),
-                      "v_not_b32": (0x37, "b32 b32"), "v_clz_i32_u32": (0x39, "i32 u32"), "v_frexp_exp_i32_f32": (0x3f, "i32 f32"), "v_frexp_mant_f32": (0x40, "f32 f32"),
+                      "v_not_b32": (0x37, "b32 b32"), "v_clz_i32_u32": (0x39, "i32 u32"), "v_frexp_exp_i32_f64": (0x3c, "i32 f64"),
+                      "v_frexp_mant_f64": (0x3d, "f64 f64"), "v_frexp_exp_i32_f32": (0x3f, "i32 f32"), "v_frexp_mant_f32": (0x40, "f32 f32"),
                       }.items(): _add(_n, "VOP1", _op, _t)
 for _n, (_op, _t) in {"v_add_f32": (0x3, "f32"), "v_sub_f32": (0x4, "f32"), "v_subrev_f32": (0x5, "f32"), "v_mul_f32": (0x8, "f32"),
                       "v_min_f32": (0xf, "f32"), "v_max_f32": (0x10, "f32"), "v_min_i32": (0x11, "i32"), "v_max_i32": (0x12, "i32"),

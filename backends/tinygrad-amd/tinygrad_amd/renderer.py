@@ -7,12 +7,11 @@ from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
-from tinygrad_amd.f64math import f64_transcendentals
+from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 
 GROUP = 128          # work-items per workgroup of a launch without local sizes (4 waves of 32)
 FIRST_PARAM_SGPR = 6  # s[0:1] kernarg pointer, s2..s4 workgroup ids, s5 spare; buffer pointers from s6 in pairs
 F32_INLINE = {0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0}
-TWO_PI_HI, TWO_PI_LO = 6.2831854820251465, -1.7484556000744883e-07   # 2*pi = HI + LO, HI the nearest float32
 
 def f32_bits(x: float) -> int: return struct.unpack("<I", struct.pack("<f", x))[0]
 
@@ -60,7 +59,8 @@ class RDNA3Renderer(Renderer):
   max_buffers = 32
   index_bits = 32
   upcast_max = 4
-  extra_matcher = f64_transcendentals
+  # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
   def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(name, uops).source()
 
 class _Kernel:
@@ -83,7 +83,8 @@ class _Kernel:
 
   def last_uses(self) -> dict[UOp, int]:
     """The position after which each value is dead. A value made before a loop and read inside it lives to the loop's end
-    (the next iteration reads it again); an accumulator also lives while its ASSIGNs are read."""
+    (the next iteration reads it again), the loop's bound too (every iteration compares with it at the top); an accumulator
+    also lives while its ASSIGNs are read."""
     pos = {u: i for i, u in enumerate(self.uops)}
     last: dict[UOp, int] = {u: i for i, u in enumerate(self.uops)}
     for i, u in enumerate(self.uops):
@@ -93,7 +94,7 @@ class _Kernel:
     loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
     for start, end in loops:
       for u, l in list(last.items()):
-        if pos.get(u, 0) < start and start < l < end: last[u] = end
+        if pos.get(u, 0) < start and start <= l < end: last[u] = end
     return last
 
   # ***** registers *****
@@ -134,7 +135,7 @@ class _Kernel:
         self.emit(f"v_mov_b32_e32 {t}, {s}")
         srcs[i] = t
     if inst.fmt in ("VOP1", "VOP2", "VOPC"):
-      plain = inst.fmt == "VOP1" or (is_vgpr(srcs[1]) and not any(s.startswith(("-", "|")) for s in srcs))
+      plain = not any(s.startswith(("-", "|")) for s in srcs) and (inst.fmt == "VOP1" or is_vgpr(srcs[1]))
       if name == "v_cndmask_b32": plain = plain and srcs[2] == "vcc_lo"
       if plain:
         if name == "v_cndmask_b32": self.emit(f"{name}_e32 {dst}, {srcs[0]}, {srcs[1]}, vcc_lo")
@@ -388,56 +389,151 @@ class _Kernel:
     op, srcs = u.op, u.src
     simple = {Ops.ADD: "v_add_f32", Ops.SUB: "v_sub_f32", Ops.MUL: "v_mul_f32"}
     if op in simple: return self.vop(simple[op], d, a[0], a[1])
-    unary = {Ops.SQRT: "v_sqrt_f32", Ops.RECIP: "v_rcp_f32", Ops.EXP2: "v_exp_f32", Ops.LOG2: "v_log_f32", Ops.TRUNC: "v_trunc_f32"}
-    if op in unary: return self.vop(unary[op], d, a[0])
+    if op is Ops.SQRT: return self.square_root(d, self.to_vgpr(a[0]), "f32")
+    if op is Ops.TRUNC: return self.vop("v_trunc_f32", d, a[0])
+    if op in (Ops.EXP2, Ops.LOG2): return self.exp2_log2(d, self.to_vgpr(a[0]), op is Ops.EXP2)
     if op is Ops.NEG: return self.vop("v_xor_b32", d, "0x80000000", a[0])
-    if op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be (half: to half; bfloat16 math is float32)
+    if op is Ops.MULACC:   # the product is rounded to the dtype before the add, as the two ops would be
       self.vop("v_mul_f32", d, a[0], a[1])
-      if u.dtype.scalar == dtypes.float16: self.round_to(d, dtypes.float16)
+      if u.dtype.scalar in HALFS: self.round_to(d, u.dtype.scalar)
       return self.vop("v_add_f32", d, a[2], d)
     if op is Ops.MAX:   # NaN in either gives NaN; of equal values (0 and -0) the first
       self.vop("v_cmp_lt_f32", "vcc_lo", a[0], a[1])
       self.select(d, a[1], a[0])
       self.vop("v_cmp_u_f32", "vcc_lo", a[0], a[1])
       return self.select(d, "0x7fc00000", d)
-    if op is Ops.FDIV: return self.fdiv(d, a[0], a[1])
-    if op is Ops.SIN: return self.sin(d, a[0])
+    if op in (Ops.FDIV, Ops.RECIP): return self.divide(d, self.to_vgpr("1.0" if op is Ops.RECIP else a[0]), self.to_vgpr(a[-1]), "f32")
     raise UnsupportedError(f"backend AMD has no {op} on {u.dtype.scalar.name}")
 
-  def fdiv(self, d: str, n: str, den: str) -> None:
-    """n / den: a reciprocal refined by one Newton step on the quotient, then div_fixup for zeros, infinities and NaN.
-    A denominator near the ends of the range is scaled by 2^(-+32) with the numerator first, so its reciprocal is a normal
-    number; a quotient that overflowed keeps its infinity (the correction would be inf - inf)."""
-    r, e, ns, ds = self.vreg(), self.vreg(), self.vreg(), self.vreg()
-    nv, dv = (self.to_vgpr(x) for x in (n, den))
-    self.emit(f"v_mov_b32_e32 {e}, 0")
-    self.vop("v_cmp_gt_f32", "vcc_lo", const_text(2.0 ** -96, dtypes.float32), f"|{dv}|")
-    self.select(e, "32", e)
-    self.vop("v_cmp_lt_f32", "vcc_lo", const_text(2.0 ** 96, dtypes.float32), f"|{dv}|")
-    self.select(e, "-32", e)
-    self.vop("v_ldexp_f32", ns, nv, e)
-    self.vop("v_ldexp_f32", ds, dv, e)
-    self.vop("v_rcp_f32", r, ds)
-    self.vop("v_mul_f32", d, ns, r)
-    self.vop("v_fma_f32", e, f"-{ds}", d, ns)
-    self.vop("v_fma_f32", e, e, r, d)
-    self.vop("v_cmp_u_f32", "vcc_lo", e, e)
-    self.select(d, d, e)
-    self.vop("v_div_fixup_f32", d, d, dv, nv)
-    for x in (r, e, ns, ds): self.release(x)
+  def divide(self, d: str, n: str, den: str, ft: str) -> None:
+    """n / den correctly rounded (ft "f32" or "f64"), relying only on what the hardware guarantees: v_rcp is approximate
+    (about 1 ulp in float32), fma and ldexp are exact. In the significands' space (frexp: magnitudes in [1/2, 1), no
+    overflow or underflow there) a Newton-refined reciprocal gives a quotient within an ulp; exact residuals (fma) then
+    pick the nearest of it and its two neighbours (a quotient is never a tie at full precision), and ldexp scales it back.
+    A result in the subnormals rounds again on their coarser grid: where the quotient sat exactly on a midpoint of that
+    grid, the residual's sign says which way the true value lies. div_fixup gives the sign and the IEEE special cases."""
+    wide = ft == "f64"
+    R, lowest = (2, 1074) if wide else (1, 149)   # registers per value; 2**-lowest is the least subnormal
+    fma, add, sub = f"v_fma_{ft}", f"v_add_{ft}", (lambda dst, x, y: self.vop(f"v_add_{ft}", dst, x, f"-{y}"))
+    a, b, y, q, e, t, u = (self.vreg(R) for _ in range(7))
+    k, m, s = self.vreg(), self.vreg(), self.vreg()
+    hi = lambda x: halves(x)[1] if wide else x   # the word holding the sign
+    self.vop(f"v_frexp_mant_{ft}", a, f"|{n}|")
+    self.vop(f"v_frexp_mant_{ft}", b, f"|{den}|")
+    self.vop(f"v_frexp_exp_i32_{ft}", k, n)
+    self.vop(f"v_frexp_exp_i32_{ft}", m, den)
+    self.vop("v_sub_nc_u32", k, k, m)   # the quotient is a / b * 2**k
+    self.vop(f"v_rcp_{ft}", y, b)
+    for _ in range(2 if wide else 1):   # float64's reciprocal starts with fewer good bits
+      self.vop(fma, e, f"-{b}", y, "1.0")
+      self.vop(fma, y, e, y, y)
+    self.vop(f"v_mul_{ft}", q, a, y)
+    self.vop(fma, e, f"-{b}", q, a)
+    self.vop(fma, q, e, y, q)           # within an ulp of a / b
+    self.vop(fma, e, f"-{b}", q, a)     # b * (a/b - q), exact
+    self.vop(add, e, e, e)
+    self.step(t, q, 1)                  # the next float up: take it when a/b - q is over half the gap to it
+    sub(u, t, q)
+    self.vop(fma, u, f"-{b}", u, e)
+    self.vop(f"v_cmp_lt_{ft}", "vcc_lo", "0", u)
+    self.select_words(y, t, q)
+    self.step(t, q, -1)                 # the next float down, the same way
+    sub(u, q, t)
+    self.vop(fma, u, b, u, e)
+    self.vop(f"v_cmp_gt_{ft}", "vcc_lo", "0", u)
+    self.select_words(q, t, y)
+    self.vop(fma, e, f"-{b}", q, a)     # which side of q the exact quotient lies
+    self.vop(f"v_ldexp_{ft}", t, q, k)  # the result, rounded again if subnormal
+    self.vop("v_sub_nc_u32", m, "0", k)
+    self.vop(f"v_ldexp_{ft}", y, t, m)
+    sub(u, q, y)                        # what that rounding moved, exact
+    self.vop("v_sub_nc_u32", m, const_text(-lowest - 1, dtypes.int32), k)
+    self.vop("v_max_i32", m, const_text(-lowest, dtypes.int32), m)
+    self.vop(f"v_ldexp_{ft}", y, "1.0", m)   # half the subnormal spacing, in the significands' space
+    self.vop("v_ashrrev_i32", s, "31", hi(u))
+    self.vop("v_or_b32", s, "1", s)     # one step the way the rounding moved, in the bits of the magnitude...
+    self.vop(f"v_cmp_eq_{ft}", "vcc_lo", f"|{u}|", y)
+    self.select(s, s, "0")              # ...where q was a midpoint of the subnormal grid,
+    self.vop(f"v_cmp_neq_{ft}", "vcc_lo", "0", e)
+    self.select(s, s, "0")              # not the exact quotient,
+    self.vop("v_xor_b32", m, hi(e), hi(u))
+    self.vop("v_cmp_le_i32", "vcc_lo", "0", m)
+    self.select(s, s, "0")              # and the exact quotient lies beyond it
+    if wide:
+      self.vop("v_ashrrev_i32", m, "31", s)
+      self.add64(t, (s, m), halves(t))
+    else: self.vop("v_add_nc_u32", t, s, t)
+    self.vop(f"v_div_fixup_{ft}", d, t, den, n)
+    for x in (a, b, y, q, e, t, u, k, m, s): self.release(x)
 
-  def sin(self, d: str, x: str) -> None:
-    """sin(x): x reduced by the nearest multiple k of 2*pi (k*2*pi subtracted in two parts with fma, exact for large k),
-    then the hardware sine, which takes revolutions."""
+  def exp2_log2(self, d: str, x: str, exp: bool) -> None:
+    """v_exp_f32 / v_log_f32 (about 1 ulp) on normal numbers only, as the hardware may flush subnormals: a subnormal
+    result of exp2 is exp2(x + 64) * 2**-64, the log2 of a subnormal x is log2(x * 2**32) - 32."""
+    t = self.vreg()
+    self.vop("v_cmp_gt_f32", "vcc_lo", "0xc2fc0000" if exp else const_text(2.0 ** -126, dtypes.float32), x)   # -126
+    if exp:
+      self.vop("v_add_f32", t, "0x42800000", x)   # 64
+      self.select(t, t, x)
+      self.vop("v_exp_f32", d, t)
+      self.vop("v_mul_f32", t, const_text(2.0 ** -64, dtypes.float32), d)
+    else:
+      self.vop("v_mul_f32", t, "0x4f800000", x)   # 2**32
+      self.select(t, t, x)
+      self.vop("v_log_f32", d, t)
+      self.vop("v_add_f32", t, "0xc2000000", d)   # -32
+    self.select(d, t, d)
+    self.release(t)
+
+  def square_root(self, d: str, x: str, ft: str) -> None:
+    """sqrt(x) correctly rounded (ft "f32" or "f64") from the hardware's approximate reciprocal square root: Goldschmidt
+    steps to a root g within an ulp, then its neighbours by exact residuals: x - g * (g +- ulp) is a multiple of the
+    ulps' product, so its sign alone says on which side of the midpoint the root lies (a root is never a tie). Tiny x is
+    scaled up by an even power of two first, so those residuals do not underflow. Zero, negative, infinite and NaN x take
+    v_sqrt's result, exact there."""
+    wide = ft == "f64"
+    R, tiny, scale = (2, -960, 128) if wide else (1, -64, 64)
+    fma = f"v_fma_{ft}"
+    xs, y, g, h, r = (self.vreg(R) for _ in range(5))
     k = self.vreg()
-    xv = self.to_vgpr(x)
-    self.vop("v_mul_f32", k, "0.15915494", xv)
-    self.vop("v_rndne_f32", k, k)
-    self.vop("v_fma_f32", d, f"-{k}", const_text(TWO_PI_HI, dtypes.float32), xv)
-    self.vop("v_fma_f32", d, f"-{k}", const_text(TWO_PI_LO, dtypes.float32), d)
-    self.vop("v_mul_f32", d, "0.15915494", d)
-    self.vop("v_sin_f32", d, d)
-    self.release(k)
+    self.emit(f"v_mov_b32_e32 {k}, 0")
+    self.vop(f"v_cmp_gt_{ft}", "vcc_lo", self.pair(UOp.const(dtypes.float64, 2.0 ** tiny)) if wide else const_text(2.0 ** tiny, dtypes.float32), x)
+    self.select(k, str(scale), k)
+    self.vop(f"v_ldexp_{ft}", xs, x, k)
+    self.vop(f"v_rsq_{ft}", y, xs)
+    self.vop(f"v_mul_{ft}", g, xs, y)   # g -> sqrt(x), h -> 1 / (2 sqrt(x))
+    self.vop(f"v_mul_{ft}", h, "0.5", y)
+    for _ in range(2 if wide else 1):
+      self.vop(fma, r, f"-{h}", g, "0.5")
+      self.vop(fma, g, g, r, g)
+      self.vop(fma, h, h, r, h)
+    self.vop(fma, r, f"-{g}", g, xs)
+    self.vop(fma, g, r, h, g)           # within an ulp of the root
+    self.step(y, g, -1)                 # the float below when x <= g * below: the root is under the midpoint
+    self.vop(fma, r, f"-{y}", g, xs)
+    self.vop(f"v_cmp_ge_{ft}", "vcc_lo", "0", r)
+    self.select_words(h, y, g)
+    self.step(y, g, 1)                  # the float above when x > g * above
+    self.vop(fma, r, f"-{y}", g, xs)
+    self.vop(f"v_cmp_lt_{ft}", "vcc_lo", "0", r)
+    self.select_words(h, y, h)
+    self.vop("v_ashrrev_i32", k, "1", k)
+    self.vop("v_sub_nc_u32", k, "0", k)
+    self.vop(f"v_ldexp_{ft}", d, h, k)
+    self.vop(f"v_sqrt_{ft}", y, x)
+    self.vop(f"v_cmp_lt_{ft}", "vcc_lo", "0", x)
+    self.select_words(d, d, y)
+    self.vop(f"v_cmp_eq_{ft}", "vcc_lo", self.pair(UOp.const(dtypes.float64, math.inf)) if wide else const_text(math.inf, dtypes.float32), x)
+    self.select_words(d, y, d)
+    for t in (xs, y, g, h, r, k): self.release(t)
+
+  def step(self, d: str, x: str, by: int) -> None:
+    """d = the float next to the positive x, up (by 1) or down (by -1): its bits plus or minus one."""
+    if not x.startswith("v["): return self.vop("v_add_nc_u32", d, str(by), x)
+    self.add64(d, (str(by), str(min(by, 0))), halves(x))
+
+  def select_words(self, d: str, if_true: str, if_false: str) -> None:
+    """d = vcc ? if_true : if_false, for a register or a pair."""
+    for dx, tx, fx in zip(*((halves(r) if r.startswith("v[") else (r,)) for r in (d, if_true, if_false))): self.select(dx, tx, fx)
 
   def to_vgpr(self, x: str) -> str:
     """x in a VGPR: a constant is moved into a temporary, freed after the current UOp."""
@@ -718,45 +814,15 @@ class _Kernel:
       self.emit(f"v_mov_b32_e32 {dl}, {xl}")
       return self.vop("v_xor_b32", dh, "0x80000000", xh)
     if op is Ops.TRUNC: return self.vop("v_trunc_f64", d, a[0])
-    if op is Ops.SQRT: return self.vop("v_sqrt_f64", d, a[0])
+    if op is Ops.SQRT: return self.square_root(d, a[0], "f64")
     if op is Ops.MAX:   # NaN in either gives NaN; of equal values the first
       self.vop("v_cmp_lt_f64", "vcc_lo", a[0], a[1])
       for dx, x, y in zip((dl, dh), halves(a[0]), halves(a[1])): self.select(dx, y, x)
       self.vop("v_cmp_u_f64", "vcc_lo", a[0], a[1])
       self.select(dl, "0", dl)
       return self.select(dh, "0x7ff80000", dh)
-    if op in (Ops.FDIV, Ops.RECIP): return self.fdiv_f64(d, "1.0" if op is Ops.RECIP else a[0], a[-1])
+    if op in (Ops.FDIV, Ops.RECIP): return self.divide(d, self.pair(UOp.const(dtypes.float64, 1.0)) if op is Ops.RECIP else a[0], a[-1], "f64")
     raise UnsupportedError(f"backend AMD has no {op} on float64")
-
-  def fdiv_f64(self, d: str, n: str, den: str) -> None:
-    """n / den: the hardware reciprocal refined by two Newton steps, one correction of the quotient, and div_fixup for
-    zeros, infinities and NaN. A denominator near the ends of the range is scaled by 2^(-+64) with the numerator first, so
-    its reciprocal is a normal number (the quotient is unchanged: both scale alike)."""
-    r, e, ns, ds = self.vreg(2), self.vreg(2), self.vreg(2), self.vreg(2)
-    if not n.startswith("v"):
-      nv = self.vreg(2); self.temps.append(nv)
-      self.vop("v_cvt_f64_f32", nv, n)   # the constant 1.0
-      n = nv
-    (el, eh) = halves(e)
-    self.emit(f"v_mov_b32_e32 {el}, 0")
-    self.emit(f"v_mov_b32_e32 {eh}, 0")   # the scale exponent, in e's high word
-    self.vop("v_cmp_gt_f64", "vcc_lo", self.pair(UOp.const(dtypes.float64, 2.0 ** -960)), f"|{den}|")
-    self.select(eh, "64", eh)
-    self.vop("v_cmp_lt_f64", "vcc_lo", self.pair(UOp.const(dtypes.float64, 2.0 ** 960)), f"|{den}|")
-    self.select(eh, "-64", eh)
-    self.vop("v_ldexp_f64", ns, n, eh)
-    self.vop("v_ldexp_f64", ds, den, eh)
-    self.vop("v_rcp_f64", r, ds)
-    for _ in range(2):
-      self.vop("v_fma_f64", e, f"-{ds}", r, "1.0")
-      self.vop("v_fma_f64", r, r, e, r)
-    self.vop("v_mul_f64", d, ns, r)
-    self.vop("v_fma_f64", e, f"-{ds}", d, ns)
-    self.vop("v_fma_f64", e, e, r, d)
-    self.vop("v_cmp_u_f64", "vcc_lo", e, e)   # a quotient that overflowed: the correction is inf - inf, keep it
-    for dx, ex in zip(halves(d), halves(e)): self.select(dx, dx, ex)
-    self.vop("v_div_fixup_f64", d, d, den, n)
-    for x in (r, e, ns, ds): self.release(x)
 
   def cast_f64(self, u: UOp, x: UOp, src: DType, dst: DType) -> None:
     if dst == dtypes.float64:
