@@ -26,5 +26,5 @@ def _instances() -> int:
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   return [BackendSpec("AMD", CONTRACT_VERSION, _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
-                      capabilities={"dtypes": "bool int32 uint32 float32", "index_bits": 32, "isa": "gfx1100 (RDNA3, wave32)",
+                      capabilities={"dtypes": "all", "index_bits": 32, "isa": "gfx1100 (RDNA3, wave32)",
                                     "emulator": "AMD_EMULATE=1"})]
