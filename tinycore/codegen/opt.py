@@ -128,20 +128,22 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
     else: W //= 2
   copies: dict[UOp, int] = {}
   budget = ren.upcast_max
+  def ok(r: UOp, k: int) -> bool:  # k copies tile the axis: dividing it (7 copies of a 1001 axis beat none), or for an
+    w, n = (W if r is vaxis else 1), _const_size(r)  # output axis with an overlapping last tile that recomputes little (8 rows of 999)
+    if n % (k * w) == 0: return True
+    return _tiles(r, k * w, overlap) and ceildiv(n, k * w) * k * w - n <= n // 8
   def pick(r: UOp, wanted: int) -> None:
     nonlocal budget
-    w = W if r is vaxis else 1
-    n = _const_size(r)
-    def ok(k: int) -> bool:  # k copies tile the axis: dividing it (7 copies of a 1001 axis beat none), or for an output
-      if n % (k * w) == 0: return True  # axis with an overlapping last tile that recomputes little (8 rows of 999)
-      return _tiles(r, k * w, overlap) and ceildiv(n, k * w) * k * w - n <= n // 8
-    if (k := next((k for k in range(min(wanted, budget), 1, -1) if ok(k)), None)) is not None: copies[r], budget = k, budget // k
+    if (k := next((k for k in range(min(wanted, budget), 1, -1) if ok(r, k)), None)) is not None: copies[r], budget = k, budget // k
   if reduces:
     # register tiles: copy the global axes that some load in the reduce loop does not depend on (it is loaded once
     # and used by every copy); the axis with most such loads first
     def reuse(r: UOp) -> int: return sum(1 for ld in loads if r not in deps[ld] and deps[ld] & reduce_rngs)
     glob = sorted((r for r in rngs if r.arg[1] == "global" and reuse(r) > 0), key=lambda r: (-reuse(r), r is vaxis, r.arg[0]))
-    if vaxis is not None and vaxis.arg[1] == "global":
+    rows = next((r for r in glob if r is not vaxis), None)
+    if vaxis is not None and vaxis in glob and rows is not None:
+      copies.update(register_tile(ren, rows, vaxis, W, ok))
+    elif vaxis is not None and vaxis.arg[1] == "global":
       for r in glob:
         if r is not vaxis: pick(r, 8)
       if vaxis in glob: pick(vaxis, 2)
@@ -152,6 +154,19 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       if r is not None: pick(r, 4)
   if vaxis is None and not copies: return None
   return vaxis, W, copies
+
+def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok) -> dict[UOp, int]:
+  """The register tile of a product's reduction (a matmul's C[i, j] += A[i, k] * B[k, j]): m copies of the rows, n of the
+  vector columns. Each step of the reduce loop loads n vectors of B and broadcasts m scalars of A into m*n accumulators;
+  all of them and a broadcast (and the product, where no FMA fuses it) must fit the target's vector registers. The tile
+  with most multiply-adds per load wins (2.4 for 6x4 in AVX-512's 32 registers, 1.7 for 4x3 in AVX2's 16), discounted
+  by the work an overlapping last tile repeats."""
+  regs, nr, nc = ren.vector_registers - (1 if ren.fma else 2), _const_size(rows), _const_size(cols)
+  def useful(n: int, t: int) -> float: return n / (ceildiv(n, t) * t)
+  tiles = [(m * n / (m + n) * useful(nr, m) * useful(nc, n * W), m * n, m, n) for n in range(1, regs + 1) if n == 1 or ok(cols, n)
+           for m in range(1, regs // n) if m * n + n <= regs and (m == 1 or ok(rows, m))]
+  _, _, m, n = max(tiles, default=(0, 0, 1, 1))
+  return {r: k for r, k in ((rows, m), (cols, n)) if k > 1}
 
 def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int]) -> tuple[UOp, UOp | None]:
   """Rewrite the scalar graph: upcast axes split into an outer loop, copies and a `lane` placeholder range."""
