@@ -274,8 +274,8 @@ def test_threads_on_and_off_give_identical_results(kind, width):
   every output bit is the same."""
   if kind == "C" and not HAS_CC: pytest.skip("CPU_RENDERER=C needs clang or gcc and neither is installed")
   drv = Device["CPU"].driver
-  a, b, c = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333)])
-  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0)]
+  a, b, c, d, e = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333), (64, 512), (512, 96)])
+  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e]   # d @ e: its sum in blocks
   for out in outs:
     items, _ = create_schedule([out.uop])
     for si in items[:-1]: engine.run_schedule([si])
@@ -334,6 +334,22 @@ def test_register_tile_follows_the_described_cpu(width, regs, fma, tile):
   assert len(accs) == tile[0] * tile[1] and all(u.dtype == dtypes.float32.vec(width) for u in accs), (len(accs), tile)
   assert len(accs) + tile[1] + (1 if fma else 2) <= regs, "the tile fits the registers"
   assert spec.src.count(f"call <{width} x float> @llvm.fma.v{width}f32(") == (len(accs) if fma else 0), "products accumulate fused only where the CPU has FMA"
+
+def test_long_matmul_sums_in_blocks_through_the_output():
+  """K = 1024: the sum runs in blocks of SUM_CHUNK outside the row tiles (a block of B stays in cache), the partial
+  kept in the output; with exact tiles only. Not where the output is also read, nor where something follows the sum."""
+  def blocks(out) -> int:
+    items, _ = create_schedule([out.uop])
+    spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True))
+    return sum(1 for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
+  a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 256, device="CPU")
+  assert blocks(a @ b) == 1 and blocks(a @ b + 1) == 0 and blocks(Tensor.empty(256, 200, device="CPU") @ Tensor.empty(200, 256, device="CPU")) == 0
+  an, bn = rng.standard_normal((96, 1024)).astype(np.float32), rng.standard_normal((1024, 80)).astype(np.float32)
+  np.testing.assert_allclose((cpu(an) @ cpu(bn)).numpy(), an @ bn, rtol=1e-4, atol=1e-3)
+  tn = rng.standard_normal((512, 512)).astype(np.float32)
+  t = cpu(tn)
+  t.assign(t @ t).realize()   # the kernel reads its output: partials kept there would be read back as input
+  np.testing.assert_allclose(t.numpy(), tn @ tn, rtol=1e-4, atol=1e-3)
 
 @pytest.mark.parametrize("m,k,n", [(1000, 24, 1000), (999, 9, 37), (19, 3, 17), (11, 5, 11)])
 def test_odd_sizes_are_tiled_with_an_overlapping_last_tile(renderer, m, k, n):
