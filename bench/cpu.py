@@ -24,6 +24,20 @@ def measure(fn, reps: int) -> list[float]:
 def best(ts: list[float]) -> float: return min(ts)
 def med(ts: list[float]) -> float: return statistics.median(ts)
 
+def cpu_model() -> str:
+  """The CPU's model name (figures from different CPUs are never comparable)."""
+  try:
+    with open("/proc/cpuinfo") as f: return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "unknown CPU")
+  except OSError:
+    import platform
+    return platform.processor() or platform.machine()
+
+def simd_features() -> list[str]:
+  """The host's SIMD features as LLVM reads them (what the CPU backend's renderer is described by)."""
+  import llvmlite.binding as llvm
+  feats = llvm.get_host_cpu_features()
+  return sorted(k for k, v in feats.items() if v and (k.startswith(("sse", "avx", "fma", "neon", "sve"))))
+
 # ***** the frameworks, each a dict of the few operations the workloads need *****
 
 def tinycore_fw():
@@ -179,8 +193,10 @@ def main():
   if args.quick: args.n, args.chain, args.reps, args.train_steps = 256, 1 << 20, 3, 0
   fws = [f for f in (tinycore_fw(), numpy_fw(), torch_fw(), tinygrad_fw()) if f is not None]
   from tinycore import Device
-  drv = Device["CPU"].driver
-  print(f"CPU backend: renderer {type(Device['CPU'].renderer).__name__}, {drv.threads} threads, vector width {Device['CPU'].renderer.vector_width}, "
+  drv, ren = Device["CPU"].driver, Device["CPU"].renderer
+  print(f"machine: {cpu_model()}, {os.cpu_count()} cores; SIMD features {' '.join(simd_features()) or 'none'}")
+  print(f"CPU backend: renderer {type(ren).__name__}, {drv.threads} threads, vector width {ren.vector_width}, "
+        f"{getattr(ren, 'vector_registers', '?')} vector registers, FMA {getattr(ren, 'fma', '?')}, "
         f"target {Device['CPU'].assembler.target.split(':')[0:3]}; comparing with {[f['name'] for f in fws[1:]]}")
   mm = bench_matmul(fws, args.n, args.reps)
   table(f"float32 matmul {args.n}x{args.n} (best of {args.reps})", mm, "GFLOPS", True)
