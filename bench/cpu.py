@@ -3,7 +3,9 @@ elementwise+reduce chain, small-op dispatch, first-call compile time, the matmul
 BEAM search, and a small convnet's training step."""
 from __future__ import annotations
 import argparse, os, pathlib, statistics, sys, time
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
+# run from a checkout without installing the core; the script's own folder goes last: bench/profile.py would shadow
+# the standard library's profile module, which cProfile imports
+sys.path[:] = [str(pathlib.Path(__file__).resolve().parents[1])] + [p for p in sys.path[1:]] + [str(pathlib.Path(__file__).resolve().parent)]
 import numpy as np
 
 def timeit(fn, reps: int, warmup: int = 1) -> list[float]:
@@ -140,7 +142,7 @@ def bench_beam(n: int, reps: int, beam: int) -> tuple[float, float] | None:
   """The matmul with BEAM=`beam` in a fresh process with an empty disk cache (the search runs, as on a first use; later
   uses read its choice from the cache): (GFLOPS of the searched kernel, seconds of the first call, search included)."""
   import json, subprocess, tempfile
-  code = (f"import sys, json; sys.path.insert(0, {str(pathlib.Path(__file__).resolve().parent)!r}); import cpu; "
+  code = (f"import sys, json; sys.path.append({str(pathlib.Path(__file__).resolve().parent)!r}); import cpu; "
           f"print('BEAMRESULT', json.dumps(cpu._beam_child({n}, {reps})))")
   with tempfile.TemporaryDirectory() as cache:
     env = {**os.environ, "BEAM": str(beam), "TINYCORE_CACHE": cache}
@@ -160,7 +162,6 @@ def _beam_child(n: int, reps: int) -> tuple[float, float]:
 def bench_convnet(steps: int, warmup: int) -> dict[str, float]:
   """bench/train.py's two-conv network (batch 64, 28x28, conv-bn-relu-pool twice, a linear layer): median ms per
   training step (forward, backward, Adam) for tinycore and, when installed, tinygrad and PyTorch."""
-  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
   import train
   cfg = argparse.Namespace(width=16, batch=64, vocab=64, dim=64, heads=4, layers=2, seq=32)
   data = train.batches("convnet2", cfg, warmup + steps)
