@@ -3,7 +3,9 @@ elementwise+reduce chain, small-op dispatch, first-call compile time, the matmul
 BEAM search, and a small convnet's training step."""
 from __future__ import annotations
 import argparse, os, pathlib, statistics, sys, time
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
+# run from a checkout without installing the core; the script's own folder goes last: bench/profile.py would shadow
+# the standard library's profile module, which cProfile imports
+sys.path[:] = [str(pathlib.Path(__file__).resolve().parents[1])] + [p for p in sys.path[1:]] + [str(pathlib.Path(__file__).resolve().parent)]
 import numpy as np
 
 def timeit(fn, reps: int, warmup: int = 1) -> list[float]:
@@ -23,6 +25,20 @@ def measure(fn, reps: int) -> list[float]:
 
 def best(ts: list[float]) -> float: return min(ts)
 def med(ts: list[float]) -> float: return statistics.median(ts)
+
+def cpu_model() -> str:
+  """The CPU's model name (figures from different CPUs are never comparable)."""
+  try:
+    with open("/proc/cpuinfo") as f: return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "unknown CPU")
+  except OSError:
+    import platform
+    return platform.processor() or platform.machine()
+
+def simd_features() -> list[str]:
+  """The host's SIMD features as LLVM reads them (what the CPU backend's renderer is described by)."""
+  import llvmlite.binding as llvm
+  feats = llvm.get_host_cpu_features()
+  return sorted(k for k, v in feats.items() if v and (k.startswith(("sse", "avx", "fma", "neon", "sve"))))
 
 # ***** the frameworks, each a dict of the few operations the workloads need *****
 
@@ -126,7 +142,7 @@ def bench_beam(n: int, reps: int, beam: int) -> tuple[float, float] | None:
   """The matmul with BEAM=`beam` in a fresh process with an empty disk cache (the search runs, as on a first use; later
   uses read its choice from the cache): (GFLOPS of the searched kernel, seconds of the first call, search included)."""
   import json, subprocess, tempfile
-  code = (f"import sys, json; sys.path.insert(0, {str(pathlib.Path(__file__).resolve().parent)!r}); import cpu; "
+  code = (f"import sys, json; sys.path.append({str(pathlib.Path(__file__).resolve().parent)!r}); import cpu; "
           f"print('BEAMRESULT', json.dumps(cpu._beam_child({n}, {reps})))")
   with tempfile.TemporaryDirectory() as cache:
     env = {**os.environ, "BEAM": str(beam), "TINYCORE_CACHE": cache}
@@ -146,7 +162,6 @@ def _beam_child(n: int, reps: int) -> tuple[float, float]:
 def bench_convnet(steps: int, warmup: int) -> dict[str, float]:
   """bench/train.py's two-conv network (batch 64, 28x28, conv-bn-relu-pool twice, a linear layer): median ms per
   training step (forward, backward, Adam) for tinycore and, when installed, tinygrad and PyTorch."""
-  sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
   import train
   cfg = argparse.Namespace(width=16, batch=64, vocab=64, dim=64, heads=4, layers=2, seq=32)
   data = train.batches("convnet2", cfg, warmup + steps)
@@ -179,8 +194,10 @@ def main():
   if args.quick: args.n, args.chain, args.reps, args.train_steps = 256, 1 << 20, 3, 0
   fws = [f for f in (tinycore_fw(), numpy_fw(), torch_fw(), tinygrad_fw()) if f is not None]
   from tinycore import Device
-  drv = Device["CPU"].driver
-  print(f"CPU backend: renderer {type(Device['CPU'].renderer).__name__}, {drv.threads} threads, vector width {Device['CPU'].renderer.vector_width}, "
+  drv, ren = Device["CPU"].driver, Device["CPU"].renderer
+  print(f"machine: {cpu_model()}, {os.cpu_count()} cores; SIMD features {' '.join(simd_features()) or 'none'}")
+  print(f"CPU backend: renderer {type(ren).__name__}, {drv.threads} threads, vector width {ren.vector_width}, "
+        f"{getattr(ren, 'vector_registers', '?')} vector registers, FMA {getattr(ren, 'fma', '?')}, "
         f"target {Device['CPU'].assembler.target.split(':')[0:3]}; comparing with {[f['name'] for f in fws[1:]]}")
   mm = bench_matmul(fws, args.n, args.reps)
   table(f"float32 matmul {args.n}x{args.n} (best of {args.reps})", mm, "GFLOPS", True)

@@ -274,8 +274,8 @@ def test_threads_on_and_off_give_identical_results(kind, width):
   every output bit is the same."""
   if kind == "C" and not HAS_CC: pytest.skip("CPU_RENDERER=C needs clang or gcc and neither is installed")
   drv = Device["CPU"].driver
-  a, b, c = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333)])
-  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0)]
+  a, b, c, d, e = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333), (64, 512), (512, 96)])
+  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e]   # d @ e: its sum in blocks
   for out in outs:
     items, _ = create_schedule([out.uop])
     for si in items[:-1]: engine.run_schedule([si])
@@ -311,14 +311,45 @@ def test_thread_split_shape_of_the_program():
 # ***** the opt passes: only when the renderer asks *****
 
 def test_matmul_is_register_tiled_with_vectors():
-  a, b = Tensor.empty(64, 64, device="CPU"), Tensor.empty(64, 64, device="CPU")
+  a, b = Tensor.empty(96, 96, device="CPU"), Tensor.empty(96, 96, device="CPU")
   items, _ = create_schedule([(a @ b).uop])
-  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8))
-  assert "<8 x float>" in spec.src and "fmul <8 x float>" in spec.src
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8, vector_registers=16, fma=False))
+  assert "<8 x float>" in spec.src and "fmul <8 x float>" in spec.src and "llvm.fma" not in spec.src
   assert sum(1 for u in spec.uops if u.op is Ops.DEFINE_ACC) >= 4, "several accumulators: a register tile"
-  assert spec.flops == 2 * 64**3, "estimated FLOPs count every vector lane"
+  assert "@llvm.fma.v8f32" in get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8, fma=True)).src
+  assert spec.flops == 2 * 96**3, "estimated FLOPs count every vector lane"
   pyspec = get_program(items[-1].ast, Device.renderer("PYTHON"))
   assert not any(u.dtype.count > 1 or u.op in (Ops.VECTORIZE, Ops.GEP) for u in pyspec.uops), "PYTHON must get plain scalar uops"
+
+# described CPUs (none of them need to be this one): (vector width, vector registers, FMA) -> (rows, vectors) of the tile
+@pytest.mark.parametrize("width,regs,fma,tile", [(4, 16, False, (6, 2)), (8, 16, True, (4, 3)), (16, 32, True, (6, 4)), (4, 32, True, (5, 5))],
+                         ids=["sse", "avx2-fma", "avx512", "neon"])
+def test_register_tile_follows_the_described_cpu(width, regs, fma, tile):
+  """The matmul's register tile is chosen from the renderer's description: m rows x n vectors of accumulators, the n
+  vectors of B and a broadcast of A (and a product without FMA) fit the vector registers, most multiply-adds per load."""
+  a, b = Tensor.empty(256, 64, device="CPU"), Tensor.empty(64, 256, device="CPU")
+  items, _ = create_schedule([(a @ b).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC]
+  assert len(accs) == tile[0] * tile[1] and all(u.dtype == dtypes.float32.vec(width) for u in accs), (len(accs), tile)
+  assert len(accs) + tile[1] + (1 if fma else 2) <= regs, "the tile fits the registers"
+  assert spec.src.count(f"call <{width} x float> @llvm.fma.v{width}f32(") == (len(accs) if fma else 0), "products accumulate fused only where the CPU has FMA"
+
+def test_long_matmul_sums_in_blocks_through_the_output():
+  """K = 1024: the sum runs in blocks of SUM_CHUNK outside the row tiles (a block of B stays in cache), the partial
+  kept in the output; with exact tiles only. Not where the output is also read, nor where something follows the sum."""
+  def blocks(out) -> int:
+    items, _ = create_schedule([out.uop])
+    spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True))
+    return sum(1 for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
+  a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 256, device="CPU")
+  assert blocks(a @ b) == 1 and blocks(a @ b + 1) == 0 and blocks(Tensor.empty(256, 200, device="CPU") @ Tensor.empty(200, 256, device="CPU")) == 0
+  an, bn = rng.standard_normal((96, 1024)).astype(np.float32), rng.standard_normal((1024, 80)).astype(np.float32)
+  np.testing.assert_allclose((cpu(an) @ cpu(bn)).numpy(), an @ bn, rtol=1e-4, atol=1e-3)
+  tn = rng.standard_normal((512, 512)).astype(np.float32)
+  t = cpu(tn)
+  t.assign(t @ t).realize()   # the kernel reads its output: partials kept there would be read back as input
+  np.testing.assert_allclose(t.numpy(), tn @ tn, rtol=1e-4, atol=1e-3)
 
 @pytest.mark.parametrize("m,k,n", [(1000, 24, 1000), (999, 9, 37), (19, 3, 17), (11, 5, 11)])
 def test_odd_sizes_are_tiled_with_an_overlapping_last_tile(renderer, m, k, n):

@@ -38,6 +38,8 @@ class Renderer:
   threads: int = 0                    # >0: CPU style, the outermost loop is split across this many threads
   upcast_max: int = 8                 # largest unroll/upcast the optimizer may use
   vector_width: int = 1               # native SIMD width in float32 lanes (1: no vector types)
+  vector_registers: int = 16          # SIMD registers the register tiles of CPU-style targets may fill
+  fma: bool = False                   # a fused multiply-add: reductions of products accumulate with one rounding per term
   max_buffers: int = 0                # 0: unlimited; else params per kernel (incl. output)
   index_bits: int = 64                # widest integer the target uses for addressing
   extra_matcher: PatternMatcher | None = None  # target-specific decompositions applied before linearizing
@@ -47,5 +49,5 @@ class Renderer:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
-    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "max_buffers")
+    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "fma", "max_buffers")
     return {k: getattr(self, k) for k in keys} | {"supported_dtypes": sorted(d.name for d in self.supported_dtypes)}

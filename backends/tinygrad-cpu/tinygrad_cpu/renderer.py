@@ -13,13 +13,23 @@ def cpu_threads() -> int:
   return max(1, getenv("CPU_THREADS", os.cpu_count() or 1))
 
 @functools.cache
+def host_features() -> dict[str, bool]:
+  import llvmlite.binding as llvm
+  return dict(llvm.get_host_cpu_features())
+
 def host_vector_width() -> int:
   """float32 lanes in the host's widest SIMD registers (read from the CPU, no device needed)."""
-  import llvmlite.binding as llvm
-  feats = llvm.get_host_cpu_features()
+  feats = host_features()
   if feats.get("avx512f"): return 16
   if feats.get("avx2") or feats.get("avx"): return 8
   return 4 if feats.get("sse2") or feats.get("neon") else 1
+
+def host_vector_registers() -> int:
+  """Architectural SIMD registers: 32 with AVX-512 (zmm0-31) or on AArch64 (v0-31), else 16 (x86-64's xmm/ymm0-15)."""
+  feats = host_features()
+  return 32 if feats.get("avx512f") or feats.get("neon") else 16
+
+def host_fma() -> bool: return bool(host_features().get("fma") or host_features().get("neon"))
 
 def kernel_signature(src: str) -> tuple[str, int, tuple[str, ...]]:
   """(function name, buffer count, var types) from the first line of a rendered kernel."""
@@ -68,23 +78,26 @@ def lconst(ty: str, v) -> str:
 
 class LLVMRenderer(Renderer):
   """LLVM IR for the host CPU. One function per kernel: void name(ptr data0.., iN var0.., i32 core_start, i32 core_end);
-  the body runs once per core id in [core_start, core_end) (the chunks of the split outer loop)."""
+  the body runs once per core id in [core_start, core_end) (the chunks of the split outer loop). The target is described
+  by the host's features (vector width, vector registers, FMA) unless given: a description renders on any machine."""
   device = "CPU"
   global_dims = 0
   supported_dtypes = frozenset(ALL_DTYPES)
   upcast_max = 8
   max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
-  def __init__(self, threads: int | None = None, vector_width: int | None = None):
+  def __init__(self, threads: int | None = None, vector_width: int | None = None, vector_registers: int | None = None, fma: bool | None = None):
     self.threads = cpu_threads() if threads is None else threads
     self.vector_width = host_vector_width() if vector_width is None else vector_width
+    self.vector_registers = host_vector_registers() if vector_registers is None else vector_registers
+    self.fma = host_fma() if fma is None else fma
   def render(self, name: str, uops: list[UOp]) -> str:
     _check_uops(self.device, uops)
-    return _LLVMKernel(_fname(name), uops).text()
+    return _LLVMKernel(_fname(name), uops, self.fma).text()
 
 class _LLVMKernel:
   """One kernel being rendered: value names per UOp, the instruction lines, allocas, declarations, helper functions."""
-  def __init__(self, name: str, uops: list[UOp]):
-    self.name, self.uops = name, uops
+  def __init__(self, name: str, uops: list[UOp], fma: bool = False):
+    self.name, self.uops, self.fma = name, uops, fma
     self.lines: list[str] = []
     self.allocas: list[str] = []
     self.decls: dict[str, str] = {}
@@ -263,6 +276,10 @@ class _LLVMKernel:
   # ***** ALU *****
   def alu(self, u: UOp) -> str:
     op, dt = u.op, u.dtype
+    if self.fma and op is Ops.ADD and u.src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.MUL and dt.scalar in (dtypes.float32, dtypes.float64):
+      # a term of a sum of products joins its accumulator with one rounding (a reduction's order and rounding are free,
+      # see docs/architecture.md); the same instruction in every tile and thread, so results stay bit-identical
+      return self.intr("fma", ltype(dt), self.val(u.src[1].src[0]), self.val(u.src[1].src[1]), self.val(u.src[0]))
     a = [self.val(s) for s in u.src]
     ty = ltype(dt)
     if op is Ops.WHERE: return self.ins(f"select {ltype(u.src[0].dtype)} {a[0]}, {ty} {a[1]}, {ty} {a[2]}")
