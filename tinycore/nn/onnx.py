@@ -31,7 +31,8 @@ def _np_to_tensor(arr: np.ndarray, dt: DType, device: str | None) -> Tensor:
   return Tensor(np.asarray(arr).astype(to_np_dtype(dt), order="C", copy=False), device=device, dtype=dt)
 
 class OnnxRunner:
-  """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}.
+  """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}; a sequence is a list
+  of them and an empty optional is None, on either side.
   A dimension the model names (dim_param, e.g. a batch size) takes any size; each new size is scheduled (and compiled) anew."""
   def __init__(self, model, device: str | None = None):
     raw, self.base_dir = _load_bytes(model)
@@ -62,31 +63,37 @@ class OnnxRunner:
     lo, hi = np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32).min, np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32).max
     return np.clip(arr, lo, hi)
 
-  def _input(self, info: SimpleNamespace, value) -> Tensor:
-    tt = info.type.tensor_type if info.type is not None else None
-    if tt is None: raise OnnxError(f"input {info.name!r} is not a tensor (sequences, maps and optionals are not supported)")
+  def _value(self, name: str, tp: SimpleNamespace | None, value) -> Any:
+    """An input value as its ONNX type asks: a Tensor, a sequence (a list of them) or an optional (None when empty)."""
+    if tp is not None and tp.optional_type is not None: return None if value is None else self._value(name, tp.optional_type.elem_type, value)
+    if tp is not None and tp.sequence_type is not None:
+      if not isinstance(value, (list, tuple)): raise OnnxError(f"input {name!r} is a sequence: pass a list of arrays, not {type(value).__name__}")
+      return [self._value(f"{name}[{i}]", tp.sequence_type.elem_type, v) for i, v in enumerate(value)]
+    tt = tp.tensor_type if tp is not None else None
+    if tt is None: raise OnnxError(f"input {name!r} is not a tensor, sequence or optional (maps and sparse tensors are not supported)")
+    if value is None: raise OnnxError(f"input {name!r} is a tensor, not an optional: None is not a value for it")
     if tt.elem_type not in ONNX_DTYPES:
-      raise OnnxError(f"input {info.name!r} has type {ONNX_TYPE_NAMES.get(tt.elem_type, tt.elem_type)}, which tinycore does not support")
+      raise OnnxError(f"input {name!r} has type {ONNX_TYPE_NAMES.get(tt.elem_type, tt.elem_type)}, which tinycore does not support")
     dt = self._dt(tt.elem_type)
     if not isinstance(value, Tensor) and dt != ONNX_DTYPES[tt.elem_type] and dtypes.is_int(dt):
       value = np.asarray(value)
       if value.size and (value.min() < dtypes.min(dt) or value.max() > dtypes.max(dt)):
-        raise OnnxError(f"input {info.name!r}: values outside {dt.name} on {self.device}, which has no 64-bit integers")
+        raise OnnxError(f"input {name!r}: values outside {dt.name} on {self.device}, which has no 64-bit integers")
     t = value if isinstance(value, Tensor) else _np_to_tensor(np.asarray(value), dt, self.device)
     if t.dtype != dt: t = t.cast(dt)
     if tt.shape is None: return t
-    if len(tt.shape.dim) != t.ndim: raise OnnxError(f"input {info.name!r} needs {len(tt.shape.dim)} dims, got shape {t.shape}")
+    if len(tt.shape.dim) != t.ndim: raise OnnxError(f"input {name!r} needs {len(tt.shape.dim)} dims, got shape {t.shape}")
     for i, (d, n) in enumerate(zip(tt.shape.dim, t.shape)):
-      if d.dim_value and d.dim_value != n: raise OnnxError(f"input {info.name!r} dim {i} must be {d.dim_value}, got shape {t.shape}")
+      if d.dim_value and d.dim_value != n: raise OnnxError(f"input {name!r} dim {i} must be {d.dim_value}, got shape {t.shape}")
     return t
 
-  def __call__(self, inputs: dict[str, Any]) -> dict[str, Tensor]:
+  def __call__(self, inputs: dict[str, Any]) -> dict[str, Any]:
     names = {i.name for i in self.inputs}
     if missing := names - set(inputs): raise OnnxError(f"missing inputs {sorted(missing)}; the model takes {sorted(names)}")
     if extra := set(inputs) - names - set(self.initializers): raise OnnxError(f"unknown inputs {sorted(extra)}; the model takes {sorted(names)}")
     env: dict[str, Any] = dict(self.initializers)
     for i in self.graph.input:
-      if i.name in inputs: env[i.name] = self._input(i, inputs[i.name])
+      if i.name in inputs: env[i.name] = self._value(i.name, i.type, inputs[i.name])
     outs = self._run(self.graph, env, {})
     return dict(zip(self.output_names, outs))
 
@@ -106,7 +113,7 @@ class OnnxRunner:
       except OnnxError: raise
       except (NotImplementedError, ValueError, TypeError, KeyError, IndexError, AssertionError, ZeroDivisionError) as e:
         raise OnnxError(f"{where}: {type(e).__name__}: {e}") from e
-      for name, v in zip(n.output, outs if isinstance(outs, (tuple, list)) else (outs,)):
+      for name, v in zip(n.output, outs if isinstance(outs, tuple) else (outs,)):  # a list is one sequence value
         if name: env[name] = v
     return [env[o.name] for o in graph.output]
 
@@ -117,14 +124,14 @@ class OnnxRunner:
     if field == "s": return v.decode("utf-8", "replace")
     if field == "t": return self._tensor(v)
     if field == "tensors": return [self._tensor(t) for t in v]
-    if field in ("sparse_tensor", "tp"): raise NotImplementedError(f"attribute {a.name!r}: sparse tensors and type protos are not supported")
+    if field == "sparse_tensor": raise NotImplementedError(f"attribute {a.name!r}: sparse tensors are not supported")
     return v
 
   def _node(self, n: SimpleNamespace, env: dict[str, Any], ctx: Ctx):
     for i in n.input:
       if i and i not in env: raise OnnxError(f"node {n.name!r} (op {n.op_type}): input {i!r} is not produced by any earlier node or input")
     ins = [env[i] if i else None for i in n.input]
-    while ins and ins[-1] is None: ins.pop()
+    while ins and not n.input[len(ins) - 1]: ins.pop()  # inputs left out at the end take their defaults (an empty optional stays)
     attrs = {a.name: self._attr(a) for a in n.attribute}
     if n.op_type == "Constant": return self._constant(attrs, ctx)
     fn = OPS.get(n.op_type)

@@ -625,6 +625,45 @@ def _loop(c, M=None, cond=None, *carried, body, n_out=1):
   n_scan = n_out - len(carried)
   return tuple(vals) + tuple(Tensor.stack(*[s[j] for s in scans]) for j in range(n_scan))
 
+# ***** sequences (Python lists of Tensors) and optionals (a value, or None when empty) *****
+
+def _seq_pos(c, seq: list, pos, extra: int = 0) -> int:
+  p = c.scalar(pos)
+  if not -len(seq) <= p < len(seq) + extra: raise IndexError(f"position {p} is outside a sequence of {len(seq)} tensors")
+  return p + len(seq) if p < 0 else p
+def _seq_insert(c, seq, x, pos=None):
+  out = list(seq)
+  out.insert(len(seq) if pos is None else _seq_pos(c, seq, pos, 1), x)
+  return out
+def _seq_erase(c, seq, pos=None):
+  out = list(seq)
+  del out[-1 if pos is None else _seq_pos(c, seq, pos)]
+  return out
+def _concat_from_seq(c, seq, axis, new_axis=0):
+  if new_axis: return Tensor.stack(*seq, dim=normalize_axis(axis, seq[0].ndim + 1))
+  return _concat(c, *seq, axis=axis)
+def _split_to_seq(c, x, split=None, axis=0, keepdims=1):
+  a = normalize_axis(axis, x.ndim)
+  if split is None:
+    parts = x.split(1, a)
+    return [p.squeeze(a) for p in parts] if not keepdims else list(parts)
+  sizes = c.py(split)
+  return list(x.split(sizes if isinstance(sizes, list) else int(sizes), a))
+def _seq_map(c, *xs, body, n_out=1):
+  n = next(len(x) for x in xs if isinstance(x, list))
+  outs = [c.run_graph(body, [x[i] if isinstance(x, list) else x for x in xs]) for i in range(n)]
+  return tuple([o[j] for o in outs] for j in range(n_out))
+def _optional_get(c, x=None):
+  if x is None: raise ValueError("OptionalGetElement of an empty optional")
+  return x
+
+SEQUENCE_OPS: dict[str, Callable] = {
+  "SequenceEmpty": lambda c, dtype=1: [], "SequenceConstruct": lambda c, *xs: list(xs), "SequenceInsert": _seq_insert,
+  "SequenceAt": lambda c, seq, pos: seq[_seq_pos(c, seq, pos)], "SequenceErase": _seq_erase,
+  "SequenceLength": lambda c, seq: Tensor(len(seq), dtype=c.long, device=c.device), "ConcatFromSequence": _concat_from_seq,
+  "SplitToSequence": _split_to_seq, "SequenceMap": _seq_map, "Optional": lambda c, x=None, type=None: x,  # noqa: A002
+  "OptionalHasElement": lambda c, x=None: Tensor(x is not None, dtype=dtypes.bool, device=c.device), "OptionalGetElement": _optional_get,
+}
 
 # ***** losses, attention and newer opsets *****
 
@@ -746,17 +785,17 @@ def _max_unpool(c, x, idx, output_shape=None, kernel_shape=None, pads=None, stri
   nd = len(kernel_shape)
   s_ = strides or [1] * nd
   pp = pads or [0] * (2 * nd)
-  out = c.ints(output_shape) if output_shape is not None else \
-    list(x.shape[:2]) + [(i - 1) * s - pp[j] - pp[j + nd] + k for j, (i, s, k) in enumerate(zip(x.shape[2:], s_, kernel_shape))]
-  n_out = prod(out)
-  flat = (idx.reshape(-1, 1) == Tensor.arange(n_out, device=x.device).cast(idx.dtype).reshape(1, -1))
-  return flat.where(x.reshape(-1, 1), 0).sum(0, dtype=x.dtype).reshape(out)
+  out = list(x.shape[:2]) + [(i - 1) * s - pp[j] - pp[j + nd] + k for j, (i, s, k) in enumerate(zip(x.shape[2:], s_, kernel_shape))]
+  flat = (idx.reshape(-1, 1) == Tensor.arange(prod(out), device=x.device).cast(idx.dtype).reshape(1, -1))
+  y = flat.where(x.reshape(-1, 1), 0).sum(0, dtype=x.dtype).reshape(out)
+  # a larger output_shape keeps the indices of the default shape: the extra rows and columns are zeros at the end
+  return y.pad(tuple((0, n - o) for n, o in zip(c.ints(output_shape), out))) if output_shape is not None else y
 
 def _bitcast(c, x, to): return x.bitcast(_dt(to))
 
 # ONNX op -> its Tensor program: f(ctx, *inputs, **attributes). An attribute the function does not name is an error.
 OPS: dict[str, Callable] = {
-  "Identity": lambda c, x: x, "Abs": lambda c, x: x.abs(), "Neg": lambda c, x: x.neg(), "Sign": lambda c, x: _same(x, x.sign()),
+  "Identity": lambda c, x=None: x, "Abs": lambda c, x: x.abs(), "Neg": lambda c, x: x.neg(), "Sign": lambda c, x: _same(x, x.sign()),
   "Exp": lambda c, x: x.exp(), "Log": lambda c, x: x.log(), "Sqrt": lambda c, x: x.sqrt(), "Reciprocal": lambda c, x: x.reciprocal(),
   "Floor": lambda c, x: x.floor(), "Ceil": lambda c, x: x.ceil(), "Round": _round, "Erf": lambda c, x: x.erf(),
   "Sin": lambda c, x: x.sin(), "Cos": lambda c, x: x.cos(), "Tan": lambda c, x: x.tan(), "Asin": lambda c, x: x.asin(),
@@ -802,7 +841,7 @@ OPS: dict[str, Callable] = {
   "RotaryEmbedding": _rotary, "HannWindow": _window("hann"), "HammingWindow": _window("hamming"), "BlackmanWindow": _window("blackman"),
   "CenterCropPad": _center_crop_pad, "DynamicQuantizeLinear": _dynamic_quantize, "CumProd": _cumprod, "ReverseSequence": _reverse_sequence,
   "MaxUnpool": _max_unpool, "BitCast": _bitcast, "SwiGLU": lambda c, a, b, alpha=1.0: a * (a * alpha).sigmoid() * b,
-  "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop,
+  "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop, **SEQUENCE_OPS,
 }
 
 def _fold(xs: list[Tensor], fn) -> Tensor:
