@@ -41,7 +41,6 @@ CASES = {c.name: c for c in node_cases.collect_testcases(None)}
 # The one exclusion list: tests outside what tinycore can represent (skipped, each with its reason).
 EXCLUDED = {
   r"string|regex_full_match|strnorm|tfidf|label_encoder": "strings: tinycore has no string dtype",
-  r"(?i)float8|e4m3|e5m2|float4|int4|int2|e8m0": "8-bit floats and 2/4-bit ints: tinycore has no such dtype",
   r"bernoulli|training_dropout_(default|mask|$)|training_dropout$": "random sampling: the expected values come from numpy's generator",
   r"image_decoder": "image codecs (JPEG, PNG, ...) are out of scope",
   r"ai_onnx_ml|adagrad|adam|momentum|^test_flexattention(?!.*expanded)": "ops of other domains (ai.onnx.ml, ai.onnx.preview[.training])",

@@ -8,7 +8,7 @@ from tinycore.dtype import dtypes, DType, to_np_dtype
 from tinycore.tensor import Tensor
 from tinycore.runtime.device import Device
 from tinycore.nn.onnx_proto import parse, tensor_to_numpy, ONNX_TYPE_NAMES
-from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, INPUT_NAMES, ATTR_RENAMES
+from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, SMALL, INPUT_NAMES, ATTR_RENAMES, to_small
 
 NEWEST_OPSET = 28  # the newest ai.onnx opset this importer knows (onnx 1.23); 7 is the oldest it promises
 # AttributeProto.AttributeType -> the field holding the value
@@ -46,7 +46,9 @@ class OnnxRunner:
     self.opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), NEWEST_OPSET)
     if self.opset > NEWEST_OPSET: raise OnnxError(f"the model needs ai.onnx opset {self.opset}; this importer knows opsets 7 to {NEWEST_OPSET}")
     self.graph = self.model.graph
+    self.small: dict[int, tuple[Tensor, int]] = {}  # tensors standing in for 8/4/2-bit types (Ctx.small_type): initializers, then per call
     self.initializers = {t.name: self._tensor(t) for t in self.graph.initializer}
+    self.small_initializers = dict(self.small)
     self.inputs = [i for i in self.graph.input if i.name not in self.initializers]
     self.output_names = [o.name for o in self.graph.output]
 
@@ -54,7 +56,9 @@ class OnnxRunner:
     if t.data_type not in ONNX_DTYPES:
       raise OnnxError(f"tensor {t.name!r} has type {ONNX_TYPE_NAMES.get(t.data_type, t.data_type)}, which tinycore does not support")
     arr = tensor_to_numpy(t, self.base_dir)
-    return _np_to_tensor(self._fit(arr, t.name), self._dt(t.data_type), self.device).realize()
+    out = _np_to_tensor(self._fit(arr, t.name), self._dt(t.data_type), self.device).realize()
+    if t.data_type in SMALL: self.small[id(out)] = (out, t.data_type)
+    return out
 
   def _dt(self, onnx_type: int) -> DType: return self.narrow.get(ONNX_DTYPES[onnx_type], ONNX_DTYPES[onnx_type])
   def _fit(self, arr: np.ndarray, name: str) -> np.ndarray:
@@ -79,7 +83,10 @@ class OnnxRunner:
       value = np.asarray(value)
       if value.size and (value.min() < dtypes.min(dt) or value.max() > dtypes.max(dt)):
         raise OnnxError(f"input {name!r}: values outside {dt.name} on {self.device}, which has no 64-bit integers")
-    t = value if isinstance(value, Tensor) else _np_to_tensor(np.asarray(value), dt, self.device)
+    if tt.elem_type in SMALL:  # any values are rounded onto the type's grid (exact values stay as they are)
+      t = to_small(value if isinstance(value, Tensor) else Tensor(np.asarray(value).astype(np.float32), device=self.device), tt.elem_type)
+      self.small[id(t)] = (t, tt.elem_type)
+    else: t = value if isinstance(value, Tensor) else _np_to_tensor(np.asarray(value), dt, self.device)
     if t.dtype != dt: t = t.cast(dt)
     if tt.shape is None: return t
     if len(tt.shape.dim) != t.ndim: raise OnnxError(f"input {name!r} needs {len(tt.shape.dim)} dims, got shape {t.shape}")
@@ -92,6 +99,7 @@ class OnnxRunner:
     if missing := names - set(inputs): raise OnnxError(f"missing inputs {sorted(missing)}; the model takes {sorted(names)}")
     if extra := set(inputs) - names - set(self.initializers): raise OnnxError(f"unknown inputs {sorted(extra)}; the model takes {sorted(names)}")
     env: dict[str, Any] = dict(self.initializers)
+    self.small = dict(self.small_initializers)
     for i in self.graph.input:
       if i.name in inputs: env[i.name] = self._value(i.name, i.type, inputs[i.name])
     outs = self._run(self.graph, env, {})
@@ -105,7 +113,7 @@ class OnnxRunner:
       inner = dict(env)
       inner.update({i.name: a for i, a in zip(g.input, args)})
       return self._run(g, inner, static)
-    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow)
+    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow, self.small)
     for n in graph.node:
       where = f"node {n.name or n.output[0]!r} (op {n.op_type}, opset {self.opset})"
       if n.domain not in ("", "ai.onnx"): raise OnnxError(f"{where}: domain {n.domain!r} is not supported, only the default ai.onnx ops")

@@ -10,12 +10,29 @@ from tinycore.tensor import Tensor
 ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16, 6: dtypes.int32,
                                  7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16, 11: dtypes.float64, 12: dtypes.uint32,
                                  13: dtypes.uint64, 16: dtypes.bfloat16}
+# The 8-, 4- and 2-bit types have no tinycore dtype: their values are exact in a stand-in (float32, uint8, int8), and a cast to
+# one rounds onto its grid. Floats: (mantissa bits, smallest normal exponent, largest finite, what overflow gives without
+# saturation, FNUZ: no negative zero); FLOAT4E2M1 has no inf or NaN and always saturates. Ints: (bits, signed), wrapping like a C cast.
+SMALL_FLOATS = {17: (3, -6, 448.0, "nan", False), 18: (3, -7, 240.0, "nan", True), 19: (2, -14, 57344.0, "inf", False),
+                20: (2, -15, 57344.0, "nan", True), 23: (1, 0, 6.0, "max", False)}
+SMALL_INTS = {21: (4, False), 22: (4, True), 25: (2, False), 26: (2, True)}
+E8M0 = 24  # a power of two 2**(e-127) (no sign, no zero), NaN at e = 255
+SMALL = {**{t: dtypes.float32 for t in (*SMALL_FLOATS, E8M0)}, **{t: dtypes.int8 if sg else dtypes.uint8 for t, (_, sg) in SMALL_INTS.items()}}
+ONNX_DTYPES.update(SMALL)
 
 class Ctx:
   """What an op may ask of the runner: the opset it runs under, the Python value of a (small, shape-like) input, subgraphs,
   and the dtype standing in for each ONNX type (int64 is int32 on a backend without 64-bit ints)."""
-  def __init__(self, opset: int, device: str | None, static: dict[int, tuple[Tensor, list]], run_graph: Callable, narrow: dict[DType, DType]):
-    self.opset, self.device, self.static, self.run_graph, self.narrow = opset, device, static, run_graph, narrow
+  def __init__(self, opset: int, device: str | None, static: dict[int, tuple[Tensor, list]], run_graph: Callable, narrow: dict[DType, DType],
+               small: dict[int, tuple[Tensor, int]]):
+    self.opset, self.device, self.static, self.run_graph, self.narrow, self.small = opset, device, static, run_graph, narrow, small
+  def small_type(self, t: Tensor | None) -> int | None:
+    """The ONNX type of a tensor standing in for an 8/4/2-bit type (None for any other)."""
+    known = self.small.get(id(t))
+    return known[1] if known is not None and known[0] is t else None
+  def mark(self, t: Tensor, onnx_type: int) -> Tensor:
+    if onnx_type in SMALL: self.small[id(t)] = (t, onnx_type)
+    return t
   def dt(self, to: int | DType) -> DType:
     d = _dt(to) if isinstance(to, int) else to
     return self.narrow.get(d, d)
@@ -65,7 +82,32 @@ def _clip(c, x, mn=None, mx=None, min=None, max=None):  # noqa: A002  (opset < 1
   if lo is not None: x = x.maximum(Tensor(lo, dtype=x.dtype, device=x.device))
   if hi is not None: x = x.minimum(Tensor(hi, dtype=x.dtype, device=x.device))
   return x
-def _cast(c, x, to, saturate=1, round_mode="up"): return x.cast(c.dt(to))
+def to_small(x: Tensor, to: int, saturate=1, round_mode="up") -> Tensor:
+  """x rounded onto the grid of an 8/4/2-bit ONNX type, in that type's stand-in dtype (the ONNX Cast rules)."""
+  if to in SMALL_INTS:
+    bits, signed = SMALL_INTS[to]
+    v = (x.trunc() if dtypes.is_float(x.dtype) else x).cast(dtypes.int32) & ((1 << bits) - 1)
+    return ((v ^ (1 << (bits - 1))) - (1 << (bits - 1)) if signed else v).cast(SMALL[to])
+  f = x.cast(dtypes.float32)
+  b = f.bitcast(dtypes.uint32)
+  e = (b >> 23) & 0xFF
+  if to == E8M0:  # the float's exponent, rounded by its mantissa as round_mode says
+    if round_mode not in ("up", "nearest", "down"): raise NotImplementedError(f"Cast to FLOAT8E8M0: round_mode {round_mode!r}")
+    if round_mode != "down":
+      up = (b & 0x7FFFFF).ne(0) if round_mode == "up" else (b & 0x400000).ne(0) & ((b & 0x200000).ne(0) | (b & 0x1FFFFF).ne(0) | (e > 0))
+      e = e + (up & e.ne(255) & (e.ne(254) if saturate else True)).cast(dtypes.uint32)
+    return e.eq(255).where(math.nan, e.eq(0).where(0x400000, e << 23).bitcast(dtypes.float32))
+  m, emin, mx, over, fnuz = SMALL_FLOATS[to]
+  step = (((e.cast(dtypes.int32) - 127).maximum(emin) - m + 127) << 23).bitcast(dtypes.float32)  # the grid's spacing at |f|
+  r = _round(None, f.abs() / step) * step  # ties to even; an exact power-of-two scale, so only the rounding rounds
+  r = (r > mx).where(mx if saturate or over == "max" else math.inf if over == "inf" else math.nan, r)
+  neg = (b >> 31).eq(1) & (r.ne(0) if fnuz else True)
+  return f.isnan().where(-0.0 if over == "max" else math.nan, neg.where(-r, r))  # FLOAT4E2M1 has no NaN: the reference gives -0
+def _cast(c, x, to, saturate=1, round_mode="up"):
+  return c.mark(to_small(x, to, saturate, round_mode), to) if to in SMALL else x.cast(c.dt(to))
+def _cast_like(c, x, like, saturate=1, round_mode="up"):
+  to = c.small_type(like)
+  return _cast(c, x, to, saturate, round_mode) if to is not None else x.cast(like.dtype)
 def _isinf(c, x, detect_negative=1, detect_positive=1): return x.isinf(bool(detect_positive), bool(detect_negative))
 def _shrink(c, x, bias=0.0, lambd=0.5): return _same(x, (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)))
 def _bitshift(c, x, y, direction):
@@ -514,10 +556,16 @@ def _dequantize(c, x, scale, zero_point=None, axis=1, block_size=0, output_dtype
 def _quantize(c, x, scale, zero_point=None, axis=1, block_size=0, output_dtype=0, saturate=1, precision=0):
   if block_size: raise NotImplementedError("QuantizeLinear: blocked quantization (block_size) is not supported")
   shape = (-1,) + (1,) * (x.ndim - normalize_axis(axis, x.ndim) - 1) if scale.ndim == 1 and x.ndim > 0 else scale.shape
+  small = c.small_type(zero_point) if zero_point is not None else output_dtype if output_dtype in SMALL else None
   dt = zero_point.dtype if zero_point is not None else _dt(output_dtype) if output_dtype else dtypes.uint8
-  y = _round(c, x.cast(dtypes.float32) / scale.cast(dtypes.float32).reshape(shape))
+  y = x.cast(dtypes.float32) / scale.cast(dtypes.float32).reshape(shape)
+  if small in SMALL_FLOATS or small == E8M0:  # float targets round once, after the zero point (which is 0 for them)
+    return c.mark(to_small(y + zero_point.cast(dtypes.float32).reshape(shape) if zero_point is not None else y, small, saturate), small)
+  y = _round(c, y)
   if zero_point is not None: y = y + zero_point.cast(dtypes.float32).reshape(shape)
-  return y.clip(dtype_min(dt), dtype_max(dt)).cast(dt)
+  lo, hi = ((-(1 << (SMALL_INTS[small][0] - 1)), (1 << (SMALL_INTS[small][0] - 1)) - 1) if SMALL_INTS[small][1] else (0, (1 << SMALL_INTS[small][0]) - 1)) \
+    if small in SMALL_INTS else (dtype_min(dt), dtype_max(dt))
+  return c.mark(y.clip(lo, hi).cast(dt), small)
 
 def _matmul_integer(c, a, b, a_zp=None, b_zp=None):
   a32, b32 = a.cast(dtypes.int32), b.cast(dtypes.int32)
@@ -817,7 +865,7 @@ OPS: dict[str, Callable] = {
   "GreaterOrEqual": lambda c, a, b: a >= b, "LessOrEqual": lambda c, a, b: a <= b, "Where": lambda c, m, a, b: m.where(a, b),
   "Max": _variadic(lambda xs: _fold(xs, lambda a, b: a.maximum(b))), "Min": _variadic(lambda xs: _fold(xs, lambda a, b: a.minimum(b))),
   "Sum": _variadic(lambda xs: _fold(xs, lambda a, b: a + b)), "Mean": _variadic(lambda xs: _fold(xs, lambda a, b: a + b) / len(xs)),
-  "Clip": _clip, "Cast": _cast, "CastLike": lambda c, x, like, saturate=1, round_mode="up": x.cast(like.dtype),
+  "Clip": _clip, "Cast": _cast, "CastLike": _cast_like,
   "ReduceSum": _reduce("sum"), "ReduceMean": _reduce("mean"), "ReduceMax": _reduce("max"), "ReduceMin": _reduce("min"),
   "ReduceProd": _reduce("prod"), "ReduceL1": _reduce("l1"), "ReduceL2": _reduce("l2"), "ReduceSumSquare": _reduce("sumsq"),
   "ReduceLogSum": _reduce("logsum"), "ReduceLogSumExp": _reduce("logsumexp"), "ArgMax": _arg(True), "ArgMin": _arg(False),
