@@ -48,7 +48,7 @@ EXCLUDED = {
 # Known failures (strict xfail, so a fix shows up as XPASS and must be moved out of here).
 KNOWN_FAILURES = {
   r"affine_grid(?!.*expanded)|gridsample|deform_conv|col2im|test_det_|test_dft|test_stft|melweightmatrix|nonmaxsuppression|roialign|"
-  r"tensorscatter|test_unique|linear_attention|causal_conv_with_state(?!.*expanded)|test_scan": "op not implemented yet",
+  r"test_unique": "op not implemented yet",
   r"antialias|blocked": "attribute not implemented yet (Resize antialias, blocked quantization)",
   r"attention_.*bf16|attention_4d_(causal_)?fp16|attention_4d_gqa_with_past_and_present_fp16|celu_bfloat16|causal_conv_with_state_silu_fp16_expanded":
     "half precision: rounds differently from the reference",
@@ -70,10 +70,14 @@ def _param(n: str):
   if why := reason(KNOWN_FAILURES, n): return pytest.param(n, marks=pytest.mark.xfail(reason=why, strict=True))
   return n
 
-@pytest.mark.xfail(strict=True, reason="issue 22 asks for < 10%; sequences/optionals and the 8-bit float types still count (275 of 1884)")
-def test_exclusions_stay_under_a_tenth_of_the_suite():
+def test_exclusions_stay_under_a_tenth_of_the_suite():  # issue 22's acceptance
   n = sum(reason(EXCLUDED, c) is not None for c in CASES)
   assert n < 0.1 * len(CASES), f"{n} of {len(CASES)} node tests excluded"
+
+def test_known_failures_stay_under_a_twentieth_of_the_rest():  # issue 22: >= 95% of the non-excluded tests pass (strict xfails keep this true)
+  kept = [c for c in CASES if reason(EXCLUDED, c) is None]
+  n = sum(reason(KNOWN_FAILURES, c) is not None for c in kept)
+  assert n <= 0.05 * len(kept), f"{n} of {len(kept)} non-excluded node tests are known failures"
 
 @pytest.mark.parametrize("name", [_param(n) for n in SELECTED])
 def test_node(name):

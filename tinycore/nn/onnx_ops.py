@@ -30,6 +30,7 @@ class Ctx:
     """The ONNX type of a tensor standing in for an 8/4/2-bit type (None for any other)."""
     known = self.small.get(id(t))
     return known[1] if known is not None and known[0] is t else None
+  def at_opset(self, opset: int) -> Ctx: return Ctx(opset, self.device, self.static, self.run_graph, self.narrow, self.small)
   def mark(self, t: Tensor, onnx_type: int) -> Tensor:
     if onnx_type in SMALL: self.small[id(t)] = (t, onnx_type)
     return t
@@ -673,6 +674,36 @@ def _loop(c, M=None, cond=None, *carried, body, n_out=1):
   n_scan = n_out - len(carried)
   return tuple(vals) + tuple(Tensor.stack(*[s[j] for s in scans]) for j in range(n_scan))
 
+def _scan_steps(c, state: list, xs: list, body, axes: list[int], dirs: list[int], out_axes: list[int], out_dirs: list[int], n_scan: int):
+  """Run body once per slice of the scan inputs, threading the state; the per-step outputs stacked along their axes."""
+  steps = []
+  for t in range(xs[0].shape[axes[0]] if xs else 0):
+    res = c.run_graph(body, state + [x[(slice(None),) * a + (x.shape[a] - 1 - t if d else t,)] for x, a, d in zip(xs, axes, dirs)])
+    state = res[:len(state)]
+    steps.append(res[len(state):])
+  scans = []
+  for j in range(n_scan):
+    seq = [s[j] for s in (steps[::-1] if out_dirs[j] else steps)]
+    scans.append(Tensor.stack(*seq, dim=normalize_axis(out_axes[j], seq[0].ndim + 1)))
+  return state, scans
+
+def _scan(c, *ins, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
+          scan_output_directions=None, directions=None, n_out=1):
+  if c.opset < 9:  # opset 8: a leading (optional) sequence_lens and a batch dim on every input, scanned along dim 1
+    seq_lens, ins = ins[0], list(ins[1:])
+    n_state = len(ins) - num_scan_inputs
+    if seq_lens is not None and any(v != ins[n_state].shape[1] for v in c.ints(seq_lens)):
+      raise NotImplementedError("Scan: sequence_lens shorter than the sequence are not supported")
+    per_batch = [_scan(c.at_opset(9), *[x[b] for x in ins], body=body, num_scan_inputs=num_scan_inputs, scan_input_directions=directions,
+                       n_out=n_out) for b in range(ins[0].shape[0])]
+    return tuple(Tensor.stack(*[r[j] for r in per_batch]) for j in range(n_out))
+  n_state = len(ins) - num_scan_inputs
+  xs = list(ins[n_state:])
+  n_scan = n_out - n_state
+  state, scans = _scan_steps(c, list(ins[:n_state]), xs, body, [normalize_axis(a, x.ndim) for a, x in zip(scan_input_axes or [0] * len(xs), xs)],
+                             scan_input_directions or [0] * len(xs), scan_output_axes or [0] * n_scan, scan_output_directions or [0] * n_scan, n_scan)
+  return tuple(state + scans)
+
 # ***** sequences (Python lists of Tensors) and optionals (a value, or None when empty) *****
 
 def _seq_pos(c, seq: list, pos, extra: int = 0) -> int:
@@ -841,6 +872,52 @@ def _max_unpool(c, x, idx, output_shape=None, kernel_shape=None, pads=None, stri
 
 def _bitcast(c, x, to): return x.bitcast(_dt(to))
 
+def _causal_conv(c, x, w, b=None, past_state=None, activation="none", n_out=1):
+  """A depthwise 1-D convolution over [past_state, x] (zeros when there is none); the last k-1 steps are the next state."""
+  if activation not in ("none", "silu", "swish"): raise NotImplementedError(f"CausalConvWithState: activation {activation!r}")
+  k = w.shape[2]
+  past = past_state if past_state is not None else Tensor.zeros(x.shape[0], x.shape[1], k - 1, dtype=x.dtype, device=x.device)
+  full = past.cat(x, dim=2) if k > 1 else x
+  y = full.float().conv2d(w.float(), b.float() if b is not None else None, groups=x.shape[1]).cast(x.dtype)  # half: rounded once
+  if activation != "none": y = (y.float() * y.float().sigmoid()).cast(x.dtype)
+  return y, full[:, :, full.shape[2] - (k - 1):]
+
+def _tensor_scatter(c, past, update, write_indices=None, axis=-2, mode="linear"):
+  """Write update into the cache along axis at each batch row's write index (wrapping around in circular mode)."""
+  a = normalize_axis(axis, past.ndim)
+  B, T, S = past.shape[0], past.shape[a], update.shape[a]
+  start = write_indices.cast(dtypes.int32).reshape(B, 1) if write_indices is not None else Tensor.zeros(B, 1, dtype=dtypes.int32, device=past.device)
+  pos = start + Tensor.arange(S, device=past.device).reshape(1, S)
+  if mode == "circular": pos = pos % T
+  elif mode != "linear": raise NotImplementedError(f"TensorScatter: mode {mode!r}")
+  hot = (pos.reshape(B, 1, S) == Tensor.arange(T, device=past.device).reshape(1, T, 1)).reshape(B, *[1] * (a - 1), T, S, *[1] * (past.ndim - a - 1))
+  return hot.any(a + 1).where(hot.where(update.unsqueeze(a), 0).sum(a + 1, dtype=past.dtype), past)
+
+def _linear_attention(c, q, k, v, past_state=None, decay=None, beta=None, chunk_size=None, kv_num_heads=None, q_num_heads=None, scale=None,
+                      update_rule="gated_delta", n_out=1):
+  """Recurrent linear attention: a (d_k, d_v) state per head, decayed (gated), corrected toward v (delta), read by each query."""
+  gating, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+  if update_rule not in ("linear", "gated", "delta", "gated_delta"): raise NotImplementedError(f"LinearAttention: update_rule {update_rule!r}")
+  if (decay is not None) != gating or (beta is not None) != delta: raise ValueError(f"LinearAttention: update_rule {update_rule!r} and the given decay/beta disagree")
+  B, T = q.shape[:2]
+  def heads(x, h): return x.reshape(B, T, h, -1).permute(0, 2, 1, 3).float()
+  q4, k4, v4 = heads(q, q_num_heads), heads(k, kv_num_heads), heads(v, kv_num_heads)
+  dk, dv, group = q4.shape[3], v4.shape[3], q_num_heads // kv_num_heads
+  g4 = heads(decay, kv_num_heads) if decay is not None else None  # (B, H, T, 1) or (B, H, T, d_k)
+  b4 = beta.reshape(B, T, beta.shape[-1], 1).permute(0, 2, 1, 3).float() if beta is not None else None
+  state = past_state.float() if past_state is not None else Tensor.zeros(B, kv_num_heads, dk, dv, device=q.device)
+  sc = scale if scale else 1 / math.sqrt(dk)
+  outs = []
+  for t in range(T):
+    kt, vt = k4[:, :, t], v4[:, :, t]
+    if g4 is not None: state = state * g4[:, :, t].exp().unsqueeze(-1)
+    if b4 is not None: vt = b4[:, :, t] * (vt - (state * kt.unsqueeze(-1)).sum(2))
+    state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+    read = state.repeat_interleave(group, 1) if group > 1 else state
+    outs.append((q4[:, :, t].unsqueeze(-1) * read).sum(2) * sc)
+  y = Tensor.stack(*outs, dim=2).permute(0, 2, 1, 3).reshape(B, T, q_num_heads * dv).cast(q.dtype)
+  return y, state.cast(past_state.dtype if past_state is not None else q.dtype)
+
 # ONNX op -> its Tensor program: f(ctx, *inputs, **attributes). An attribute the function does not name is an error.
 OPS: dict[str, Callable] = {
   "Identity": lambda c, x=None: x, "Abs": lambda c, x: x.abs(), "Neg": lambda c, x: x.neg(), "Sign": lambda c, x: _same(x, x.sign()),
@@ -889,7 +966,8 @@ OPS: dict[str, Callable] = {
   "RotaryEmbedding": _rotary, "HannWindow": _window("hann"), "HammingWindow": _window("hamming"), "BlackmanWindow": _window("blackman"),
   "CenterCropPad": _center_crop_pad, "DynamicQuantizeLinear": _dynamic_quantize, "CumProd": _cumprod, "ReverseSequence": _reverse_sequence,
   "MaxUnpool": _max_unpool, "BitCast": _bitcast, "SwiGLU": lambda c, a, b, alpha=1.0: a * (a * alpha).sigmoid() * b,
-  "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop, **SEQUENCE_OPS,
+  "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop, "Scan": _scan, **SEQUENCE_OPS,
+  "CausalConvWithState": _causal_conv, "TensorScatter": _tensor_scatter, "LinearAttention": _linear_attention,
 }
 
 def _fold(xs: list[Tensor], fn) -> Tensor:
