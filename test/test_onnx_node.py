@@ -47,8 +47,7 @@ EXCLUDED = {
 }
 # Known failures (strict xfail, so a fix shows up as XPASS and must be moved out of here).
 KNOWN_FAILURES = {
-  r"affine_grid(?!.*expanded)|gridsample|deform_conv|col2im|test_det_|test_dft|test_stft|melweightmatrix|nonmaxsuppression|roialign|"
-  r"test_unique": "op not implemented yet",
+  r"affine_grid(?!.*expanded)|gridsample|deform_conv|col2im|test_dft|test_stft|melweightmatrix|nonmaxsuppression|roialign|"
   r"antialias|blocked": "attribute not implemented yet (Resize antialias, blocked quantization)",
   r"attention_.*bf16|attention_4d_(causal_)?fp16|attention_4d_gqa_with_past_and_present_fp16|celu_bfloat16|causal_conv_with_state_silu_fp16_expanded":
     "half precision: rounds differently from the reference",

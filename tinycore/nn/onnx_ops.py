@@ -872,6 +872,48 @@ def _max_unpool(c, x, idx, output_shape=None, kernel_shape=None, pads=None, stri
 
 def _bitcast(c, x, to): return x.bitcast(_dt(to))
 
+def _det(c, x):
+  """Determinants by Gaussian elimination with partial pivoting, unrolled over the (static) size; a zero pivot gives 0."""
+  n, batch = x.shape[-1], x.shape[:-2]
+  a = x.reshape(-1, n, n)
+  B = a.shape[0]
+  rows = Tensor.arange(n, device=x.device).reshape(1, n)
+  det = Tensor.ones(B, dtype=x.dtype, device=x.device)
+  for k in range(n):
+    p = a[:, k:, k].abs().argmax(-1).reshape(B, 1).cast(rows.dtype) + k  # the pivot row, swapped into row k
+    src = (rows == k).where(p, (rows == p).where(k, rows))
+    a = a.gather(1, src.reshape(B, n, 1).expand(B, n, n))
+    piv = a[:, k, k]
+    det = det * (p.reshape(B) != k).where(-piv, piv)
+    f = ((rows.reshape(1, n) > k) & (piv.reshape(B, 1) != 0)).where(a[:, :, k] / piv.reshape(B, 1), 0)
+    a = a - f.reshape(B, n, 1) * a[:, k:k + 1, :]
+  return det.reshape(batch)
+
+def _unique(c, x, axis=None, sorted=1, n_out=1):  # noqa: A002
+  """Unique values (or slices along axis) with first indices, inverse indices and counts; realizes how many there are."""
+  a = normalize_axis(axis, x.ndim) if axis is not None else None
+  X = x.reshape(-1, 1) if a is None else x.permute(a, *[i for i in range(x.ndim) if i != a]).reshape(x.shape[a], -1)
+  n = X.shape[0]
+  xi, xj = X.reshape(n, 1, -1), X.reshape(1, n, -1)
+  same = (xi == xj).all(-1)  # (n, n)
+  idx = Tensor.arange(n, device=x.device)
+  first = ~(same & (idx.reshape(1, n) < idx.reshape(n, 1))).any(1)  # no equal slice before it
+  if sorted:  # rank = how many distinct slices are lexicographically smaller
+    ne = xi != xj
+    lead = ne.cast(dtypes.int32).cumsum(-1) - ne.cast(dtypes.int32) == 0  # all earlier positions equal
+    less = ((xj < xi) & lead).any(-1)  # slice j < slice i
+  else:  # rank = how many first occurrences come before this slice's first occurrence
+    fi = same.cast(dtypes.int32).argmax(1).reshape(n, 1)
+    less = idx.reshape(1, n) < fi
+  rank = (less & first.reshape(1, n)).sum(1, dtype=dtypes.int32)
+  k = int(first.sum().item())
+  hot = (rank.reshape(n, 1) == Tensor.arange(k, device=x.device).reshape(1, k).cast(dtypes.int32))  # (n, k)
+  pick = hot & first.reshape(n, 1)
+  Y = pick.reshape(n, k, 1).where(X.reshape(n, 1, -1), 0).sum(0, dtype=x.dtype)
+  Y = Y.reshape(k) if a is None else Y.reshape(k, *[s for i, s in enumerate(x.shape) if i != a]).permute(*range(1, a + 1), 0, *range(a + 1, x.ndim))
+  indices = pick.where(idx.reshape(n, 1), 0).sum(0).cast(c.long)
+  return (Y, indices, rank.cast(c.long), hot.sum(0).cast(c.long))[:n_out] if n_out > 1 else Y
+
 def _causal_conv(c, x, w, b=None, past_state=None, activation="none", n_out=1):
   """A depthwise 1-D convolution over [past_state, x] (zeros when there is none); the last k-1 steps are the next state."""
   if activation not in ("none", "silu", "swish"): raise NotImplementedError(f"CausalConvWithState: activation {activation!r}")
@@ -967,7 +1009,7 @@ OPS: dict[str, Callable] = {
   "CenterCropPad": _center_crop_pad, "DynamicQuantizeLinear": _dynamic_quantize, "CumProd": _cumprod, "ReverseSequence": _reverse_sequence,
   "MaxUnpool": _max_unpool, "BitCast": _bitcast, "SwiGLU": lambda c, a, b, alpha=1.0: a * (a * alpha).sigmoid() * b,
   "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop, "Scan": _scan, **SEQUENCE_OPS,
-  "CausalConvWithState": _causal_conv, "TensorScatter": _tensor_scatter, "LinearAttention": _linear_attention,
+  "CausalConvWithState": _causal_conv, "Det": _det, "Unique": _unique, "TensorScatter": _tensor_scatter, "LinearAttention": _linear_attention,
 }
 
 def _fold(xs: list[Tensor], fn) -> Tensor:
