@@ -6,6 +6,7 @@ from typing import Any
 import numpy as np
 from tinycore.dtype import dtypes, DType, to_np_dtype
 from tinycore.tensor import Tensor
+from tinycore.jit import TinyJit
 from tinycore.runtime.device import Device
 from tinycore.nn.onnx_proto import parse, tensor_to_numpy, ONNX_TYPE_NAMES
 from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, SMALL, INPUT_NAMES, ATTR_RENAMES, to_small
@@ -34,7 +35,7 @@ class OnnxRunner:
   """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}; a sequence is a list
   of them and an empty optional is None, on either side.
   A dimension the model names (dim_param, e.g. a batch size) takes any size; each new size is scheduled (and compiled) anew."""
-  def __init__(self, model, device: str | None = None):
+  def __init__(self, model, device: str | None = None, jit: bool = True):
     raw, self.base_dir = _load_bytes(model)
     try: self.model = parse("Model", raw)
     except (ValueError, UnicodeDecodeError) as e: raise OnnxError(f"not an ONNX model: {e}") from e
@@ -46,11 +47,16 @@ class OnnxRunner:
     self.opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), NEWEST_OPSET)
     if self.opset > NEWEST_OPSET: raise OnnxError(f"the model needs ai.onnx opset {self.opset}; this importer knows opsets 7 to {NEWEST_OPSET}")
     self.graph = self.model.graph
+    self.static: dict[int, tuple[Tensor, list]] = {}  # build-time values of shape-like tensors (Ctx.know), initializers' kept
     self.small: dict[int, tuple[Tensor, int]] = {}  # tensors standing in for 8/4/2-bit types (Ctx.small_type): initializers, then per call
     self.initializers = {t.name: self._tensor(t) for t in self.graph.initializer}
     self.small_initializers = dict(self.small)
+    for t in self.initializers.values():  # small integer initializers are shape arguments: known while building, never read back
+      if dtypes.is_int(t.dtype) and t.ndim <= 1 and t.numel() <= 64: self.static[id(t)] = (t, t.tolist())
     self.inputs = [i for i in self.graph.input if i.name not in self.initializers]
     self.output_names = [o.name for o in self.graph.output]
+    # repeated calls replay the captured kernels (TinyJit, one per input signature) unless building reads input data
+    self.jit, self.jits, self.data_uops, self.reads_data = jit, {}, set(), False
 
   def _tensor(self, t: SimpleNamespace) -> Tensor:
     if t.data_type not in ONNX_DTYPES:
@@ -98,12 +104,27 @@ class OnnxRunner:
     names = {i.name for i in self.inputs}
     if missing := names - set(inputs): raise OnnxError(f"missing inputs {sorted(missing)}; the model takes {sorted(names)}")
     if extra := set(inputs) - names - set(self.initializers): raise OnnxError(f"unknown inputs {sorted(extra)}; the model takes {sorted(names)}")
-    env: dict[str, Any] = dict(self.initializers)
     self.small = dict(self.small_initializers)
-    for i in self.graph.input:
-      if i.name in inputs: env[i.name] = self._value(i.name, i.type, inputs[i.name])
-    outs = self._run(self.graph, env, {})
-    return dict(zip(self.output_names, outs))
+    feeds = {i.name: self._value(i.name, i.type, inputs[i.name]) for i in self.graph.input if i.name in inputs}
+    if not self.jit or self.reads_data or not all(isinstance(v, Tensor) for v in feeds.values()): return self._build(feeds)
+    key = tuple((k, v.shape, v.dtype) for k, v in feeds.items())
+    outs = self.jits.setdefault(key, TinyJit(self._jitted))(*feeds.values(), names=tuple(feeds))
+    if self.reads_data: self.jits.clear()  # this build read input data: its kernels are right for this call only
+    # the jit's output buffers are overwritten by its next replay: each call returns its own copies
+    return {k: v.clone().realize() if isinstance(v, Tensor) else v for k, v in outs.items()}
+
+  def _jitted(self, *tensors: Tensor, names: tuple[str, ...]) -> dict[str, Any]:
+    """The graph over fresh copies of its outputs (an output that is an input must be recomputed at each replay)."""
+    return {k: v.clone() if isinstance(v, Tensor) else v for k, v in self._build(dict(zip(names, tensors))).items()}
+
+  def _build(self, feeds: dict[str, Any]) -> dict[str, Any]:
+    self.data_uops = {v.uop for v in feeds.values() if isinstance(v, Tensor)}
+    env: dict[str, Any] = {**self.initializers, **feeds}
+    return dict(zip(self.output_names, self._run(self.graph, env, dict(self.static))))
+
+  def _read(self, t: Tensor) -> None:
+    """Building reads t's values (a shape from data, a loop condition, a count): from the inputs' data, the jit is off."""
+    if not self.reads_data and not self.data_uops.isdisjoint(t.uop.toposort()): self.reads_data = True
 
   def _run(self, graph: SimpleNamespace, env: dict[str, Any], static: dict[int, tuple[Tensor, list]]) -> list:
     """Run one graph's nodes in order over `env` (name -> Tensor; outer scopes included) and return its outputs."""
@@ -113,7 +134,7 @@ class OnnxRunner:
       inner = dict(env)
       inner.update({i.name: a for i, a in zip(g.input, args)})
       return self._run(g, inner, static)
-    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow, self.small)
+    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow, self.small, self._read)
     for n in graph.node:
       where = f"node {n.name or n.output[0]!r} (op {n.op_type}, opset {self.opset})"
       if n.domain not in ("", "ai.onnx"): raise OnnxError(f"{where}: domain {n.domain!r} is not supported, only the default ai.onnx ops")

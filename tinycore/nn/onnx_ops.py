@@ -24,13 +24,13 @@ class Ctx:
   """What an op may ask of the runner: the opset it runs under, the Python value of a (small, shape-like) input, subgraphs,
   and the dtype standing in for each ONNX type (int64 is int32 on a backend without 64-bit ints)."""
   def __init__(self, opset: int, device: str | None, static: dict[int, tuple[Tensor, list]], run_graph: Callable, narrow: dict[DType, DType],
-               small: dict[int, tuple[Tensor, int]]):
-    self.opset, self.device, self.static, self.run_graph, self.narrow, self.small = opset, device, static, run_graph, narrow, small
+               small: dict[int, tuple[Tensor, int]], read: Callable[[Tensor], None]):
+    self.opset, self.device, self.static, self.run_graph, self.narrow, self.small, self.read = opset, device, static, run_graph, narrow, small, read
   def small_type(self, t: Tensor | None) -> int | None:
     """The ONNX type of a tensor standing in for an 8/4/2-bit type (None for any other)."""
     known = self.small.get(id(t))
     return known[1] if known is not None and known[0] is t else None
-  def at_opset(self, opset: int) -> Ctx: return Ctx(opset, self.device, self.static, self.run_graph, self.narrow, self.small)
+  def at_opset(self, opset: int) -> Ctx: return Ctx(opset, self.device, self.static, self.run_graph, self.narrow, self.small, self.read)
   def mark(self, t: Tensor, onnx_type: int) -> Tensor:
     if onnx_type in SMALL: self.small[id(t)] = (t, onnx_type)
     return t
@@ -43,7 +43,9 @@ class Ctx:
     """A small tensor's values as Python numbers (shape arguments): from the build-time value when known, else read back."""
     if t is None: return default
     known = self.static.get(id(t))
-    return known[1] if known is not None and known[0] is t else t.tolist()
+    if known is not None and known[0] is t: return known[1]
+    self.read(t)  # the runner learns that building this graph reads a tensor's values
+    return t.tolist()
   def know(self, t: Tensor, value: list) -> None:
     """Remember t's value, known while building (a shape); the entry holds t, so its id is never reused for another tensor."""
     self.static[id(t)] = (t, value)
@@ -305,7 +307,9 @@ def _space_to_depth(c, x, blocksize, mode="DCR"):
   y = x.reshape(n, ch, h // b, b, w // b, b)
   y = y.permute(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.permute(0, 1, 3, 5, 2, 4)
   return y.reshape(n, ch * b * b, h // b, w // b)
-def _nonzero(c, x): return x.nonzero().transpose().cast(c.long)
+def _nonzero(c, x):
+  c.read(x)  # the count decides the shape
+  return x.nonzero().transpose().cast(c.long)
 def _compress(c, x, cond, axis=None):
   keep = [i for i, v in enumerate(c.ints(cond)) if v]
   if axis is None: return x.reshape(-1)[Tensor(keep, dtype=dtypes.int32, device=c.device)] if keep else x.reshape(-1)[:0]
@@ -906,6 +910,7 @@ def _unique(c, x, axis=None, sorted=1, n_out=1):  # noqa: A002
     fi = same.cast(dtypes.int32).argmax(1).reshape(n, 1)
     less = idx.reshape(1, n) < fi
   rank = (less & first.reshape(1, n)).sum(1, dtype=dtypes.int32)
+  c.read(x)
   k = int(first.sum().item())
   hot = (rank.reshape(n, 1) == Tensor.arange(k, device=x.device).reshape(1, k).cast(dtypes.int32))  # (n, k)
   pick = hot & first.reshape(n, 1)
