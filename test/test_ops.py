@@ -103,6 +103,13 @@ def test_binary_broadcasting(name, shapes):
   grad = name not in ("floordiv", "mod", "fmod")  # piecewise constant quotient: finite differences jump across it
   check(f, f_np, a, b, grad=grad, atol=1e-5, rtol=1e-4)
 
+def test_clone_copies_every_dtype():
+  for a in (np.array([True, False, True]), np.arange(5, dtype=np.int8), np.linspace(-1, 1, 4, dtype=np.float32)):
+    t = Tensor(a).realize()
+    c = t.clone()
+    assert c.dtype == t.dtype
+    np.testing.assert_equal(c.numpy(), a)
+
 def test_float_remainders_are_exact_for_large_quotients():
   # a - trunc(a/b)*b loses the remainder once a/b passes the mantissa; fmod and % take the exact MOD op
   a, b = np.float32([1e20, -3e9, 7.5, -7.5, 5.0]), np.float32([3.0, 7.0, -2.0, 2.0, 0.0])

@@ -228,7 +228,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     self.uop = self.shard(devices, axis).uop
     return self
   def clone(self, device: str | None = None) -> Tensor:
-    ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if is_plain_view(self.uop) else self.uop,), unique_id()), requires_grad=self.requires_grad)
+    # a plain buffer is copied through an add (cast back: bool + 0 is an int, which the bool CONTIGUOUS would misread)
+    ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).cast(self.dtype).uop if is_plain_view(self.uop) else self.uop,), unique_id()),
+                 requires_grad=self.requires_grad)
     return ret if device is None else ret.to(device)
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
