@@ -20,6 +20,7 @@ def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__)
   ap.add_argument("--device", default=None, help="tinycore device (default: the default device)")
   ap.add_argument("--reps", type=int, default=10)
+  ap.add_argument("--no-jit", action="store_true", help="rebuild and schedule the graph at every call (the runner without TinyJit)")
   args = ap.parse_args()
   import onnxruntime as ort
   from test_onnx_models import _models, _export
@@ -29,7 +30,7 @@ def main() -> None:
     raw = _export(model, inputs, dynamo=False)
     sess = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
     feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), inputs)}
-    runner = OnnxRunner(raw, device=args.device)
+    runner = OnnxRunner(raw, device=args.device, jit=not args.no_jit)
     def tc():
       for v in runner(feeds).values(): v.numpy()
     try: t_tc = best_of(tc, args.reps)

@@ -103,6 +103,20 @@ def test_binary_broadcasting(name, shapes):
   grad = name not in ("floordiv", "mod", "fmod")  # piecewise constant quotient: finite differences jump across it
   check(f, f_np, a, b, grad=grad, atol=1e-5, rtol=1e-4)
 
+def test_clone_copies_every_dtype():
+  for a in (np.array([True, False, True]), np.arange(5, dtype=np.int8), np.linspace(-1, 1, 4, dtype=np.float32)):
+    t = Tensor(a).realize()
+    c = t.clone()
+    assert c.dtype == t.dtype
+    np.testing.assert_equal(c.numpy(), a)
+
+def test_float_remainders_are_exact_for_large_quotients():
+  # a - trunc(a/b)*b loses the remainder once a/b passes the mantissa; fmod and % take the exact MOD op
+  a, b = np.float32([1e20, -3e9, 7.5, -7.5, 5.0]), np.float32([3.0, 7.0, -2.0, 2.0, 0.0])
+  with np.errstate(invalid="ignore"):
+    np.testing.assert_array_equal(Tensor(a).fmod(Tensor(b)).numpy(), np.fmod(a, b))
+    np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy(), np.mod(a, b))
+
 @pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 0, 3), (1, 3))], ids=str)
 def test_binary_same_shape_trailing_and_empty(shapes):
   for f, f_np in (BINARY["mul"], BINARY["div"], BINARY["maximum"]):
@@ -384,7 +398,9 @@ def test_getitem_bool_tensor_masks():
   np.testing.assert_array_equal(Tensor(A)[Tensor(m[..., 0])].numpy(), A[m[..., 0]])
   np.testing.assert_array_equal(Tensor(A)[:, Tensor(m[0, :, :, 0])].numpy(), A[:, m[0, :, :, 0]])
   np.testing.assert_array_equal(Tensor(A).masked_select(Tensor(A > 100)).numpy(), A[A > 100])
-  np.testing.assert_array_equal((Tensor(A) > 100).nonzero().numpy(), np.argwhere(A > 100))
+  nz = (Tensor(A) > 100).nonzero()
+  assert nz.dtype == dtypes.int64  # as tinygrad and PyTorch (the CPU backend has 64-bit ints)
+  np.testing.assert_array_equal(nz.numpy(), np.argwhere(A > 100))
 
 def test_getitem_int_tensor_gradient_accumulates_repeats():
   x = Tensor(np.arange(5, dtype=np.float32), requires_grad=True)
@@ -540,7 +556,7 @@ def test_qr_matches_numpy(shape):
 EINSUM = [("ij,jk->ik", [(3, 4), (4, 5)]), ("ij,jk", [(3, 4), (4, 5)]), ("ii->i", [(4, 4)]), ("ii", [(4, 4)]), ("ij->ji", [(3, 4)]),
           ("bij,jk->bik", [(2, 3, 4), (4, 5)]), ("...ij,jk->...ik", [(2, 3, 4), (4, 5)]), ("i,i", [(4,), (4,)]), ("i,j->ij", [(3,), (4,)]),
           ("bij,bij->b", [(2, 3, 4), (2, 3, 4)]), ("...j,...j->...", [(2, 3, 4), (3, 4)]), ("ijk->", [(2, 3, 4)]), ("i...->...", [(2, 3, 4)]),
-          ("ab,bc,cd->ad", [(3, 4), (4, 5), (5, 2)]), ("ij,kj->ikj", [(1, 3), (2, 3)])]
+          ("ab,bc,cd->ad", [(3, 4), (4, 5), (5, 2)]), ("ij,kj->ikj", [(1, 3), (2, 3)]), ("->", [()]), (",i->i", [(), (3,)])]
 
 @pytest.mark.parametrize("formula,shapes", EINSUM, ids=[e[0] for e in EINSUM])
 def test_einsum(formula, shapes):

@@ -71,7 +71,9 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.DETACH), lambda ctx: (None,)),
   (UPat(Ops.COPY, name="ret"), lambda ctx, ret: (UOp(Ops.COPY, ctx.dtype, (ctx,), ret.src[0].device),)),
   (UPat(Ops.BITCAST), lambda ctx: (None,)),
-  (UPat((Ops.AND, Ops.OR, Ops.XOR, Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR)), lambda ctx: (None, None)),
+  # float fmod(a, b) = a - trunc(a/b) * b, the quotient piecewise constant; an integer remainder has no gradient
+  (UPat(Ops.MOD, name="ret"), lambda ctx, ret: (ctx, -ctx * (ret.src[0] / ret.src[1]).alu(Ops.TRUNC)) if dtypes.is_float(ret.dtype) else (None, None)),
+  (UPat((Ops.AND, Ops.OR, Ops.XOR, Ops.IDIV, Ops.SHL, Ops.SHR)), lambda ctx: (None, None)),
 ])
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:

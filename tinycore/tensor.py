@@ -228,7 +228,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     self.uop = self.shard(devices, axis).uop
     return self
   def clone(self, device: str | None = None) -> Tensor:
-    ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).uop if is_plain_view(self.uop) else self.uop,), unique_id()), requires_grad=self.requires_grad)
+    # a plain buffer is copied through an add (cast back: bool + 0 is an int, which the bool CONTIGUOUS would misread)
+    ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).cast(self.dtype).uop if is_plain_view(self.uop) else self.uop,), unique_id()),
+                 requires_grad=self.requires_grad)
     return ret if device is None else ret.to(device)
   def requires_grad_(self, requires_grad: bool = True) -> Tensor:
     self.requires_grad = requires_grad
@@ -548,10 +550,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     (uop.exec_alu) and `//` by 0 (so a == (a // b) * b + a % b holds except there); a float x of 0 gives NaN."""
     a, b = self._broadcasted(x, reverse)
     if a.dtype in (dtypes.float16, dtypes.bfloat16): return a.float().mod(b.float()).cast(a.dtype)  # a half quotient loses the remainder
-    if dtypes.is_int(a.dtype):  # C's truncated remainder (0 for b == 0), moved onto b's side when the signs differ
-      r = _bin(Ops.MOD, a, b)
-      return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
-    return a - a.div(b, rounding_mode="floor") * b
+    r = a.fmod(b)  # C's truncated remainder (0 for an integer b == 0), moved onto b's side when the signs differ
+    return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
   def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
   def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
   def neg(self) -> Tensor: return self._unary(Ops.NEG) if self.dtype != dtypes.bool else self.logical_not()
@@ -828,9 +828,11 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     neg = other.bitcast({1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[other.dtype.itemsize]) < 0 if dtypes.is_float(other.dtype) else other < 0
     return neg.where(-mag, mag)
   def fmod(self, x) -> Tensor:
-    """C fmod: the remainder of truncating division, with the sign of self."""
+    """C fmod: the remainder of truncating division, with the sign of self; exact for floats (the MOD op, not a - trunc(a/b)*b,
+    which loses the remainder once the quotient passes the mantissa). A float x of 0 gives NaN, an integer x of 0 gives 0."""
     a, b = self._broadcasted(x)
-    return _bin(Ops.MOD, a, b) if dtypes.is_int(a.dtype) else a - (a / b).trunc() * b
+    if a.dtype in (dtypes.float16, dtypes.bfloat16): return a.float().fmod(b.float()).cast(a.dtype)
+    return _bin(Ops.MOD, a, b)
   def logaddexp(self, other) -> Tensor:
     """log(exp(a) + exp(b)) without overflow."""
     a, b = self._float()._broadcasted(other)

@@ -293,9 +293,12 @@ class IndexingMixin:
     return self._broadcast_to(shape)[mask.cast(dtypes.bool)._broadcast_to(shape)]
 
   def nonzero(self: Tensor) -> Tensor:
-    """(count, ndim) int32 coordinates of the nonzero elements (realizes self: the count depends on the data)."""
-    Tensor = type(self)
-    return Tensor(np.argwhere(self.numpy()).astype(np.int32).reshape(-1, self.ndim), device=self.device)
+    """(count, ndim) coordinates of the nonzero elements, int64 as in tinygrad and PyTorch (int32 on a backend without 64-bit
+    ints); realizes self: the count depends on the data."""
+    from tinycore.runtime.device import Device
+    Tensor, dev = type(self), self.device if isinstance(self.device, str) else self.device[0]
+    idx_dt = dtypes.int64 if dtypes.int64 in Device.renderer(dev).supported_dtypes else dtypes.int32
+    return Tensor(np.argwhere(self.numpy()).reshape(-1, self.ndim), device=self.device, dtype=idx_dt)
 
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last dim."""
@@ -436,14 +439,14 @@ class IndexingMixin:
         if n != 1:
           if sizes.get(c, n) != n: raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
           sizes[c] = n
-      t = t.permute(*[s.index(c) for c in letters if c in s]).reshape(*[t.shape[s.index(c)] if c in s else 1 for c in letters])
+      t = t.permute([s.index(c) for c in letters if c in s]).reshape([t.shape[s.index(c)] if c in s else 1 for c in letters])
       aligned.append(t)
     prod_t = aligned[0]
     for t in aligned[1:]: prod_t = prod_t * t
     summed = tuple(i for i, c in enumerate(letters) if c not in rhs)
     out = prod_t.sum(summed, dtype=dtype) if summed else (prod_t.cast(dtype) if dtype is not None else prod_t)
     kept = [c for c in letters if c in rhs]
-    return out.permute(*[kept.index(c) for c in rhs]) if kept else out
+    return out.permute([kept.index(c) for c in rhs])
 
   def rearrange(self: Tensor, formula: str, **sizes) -> Tensor:
     """einops-style reshaping: 'b (h w) c -> b h w c', with '...' and size-1 literals; `sizes` resolve split groups."""

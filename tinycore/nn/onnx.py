@@ -6,9 +6,10 @@ from typing import Any
 import numpy as np
 from tinycore.dtype import dtypes, DType, to_np_dtype
 from tinycore.tensor import Tensor
+from tinycore.jit import TinyJit
 from tinycore.runtime.device import Device
 from tinycore.nn.onnx_proto import parse, tensor_to_numpy, ONNX_TYPE_NAMES
-from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, INPUT_NAMES, ATTR_RENAMES
+from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, SMALL, INPUT_NAMES, ATTR_RENAMES, to_small
 
 NEWEST_OPSET = 28  # the newest ai.onnx opset this importer knows (onnx 1.23); 7 is the oldest it promises
 # AttributeProto.AttributeType -> the field holding the value
@@ -31,9 +32,10 @@ def _np_to_tensor(arr: np.ndarray, dt: DType, device: str | None) -> Tensor:
   return Tensor(np.asarray(arr).astype(to_np_dtype(dt), order="C", copy=False), device=device, dtype=dt)
 
 class OnnxRunner:
-  """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}.
+  """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}; a sequence is a list
+  of them and an empty optional is None, on either side.
   A dimension the model names (dim_param, e.g. a batch size) takes any size; each new size is scheduled (and compiled) anew."""
-  def __init__(self, model, device: str | None = None):
+  def __init__(self, model, device: str | None = None, jit: bool = True):
     raw, self.base_dir = _load_bytes(model)
     try: self.model = parse("Model", raw)
     except (ValueError, UnicodeDecodeError) as e: raise OnnxError(f"not an ONNX model: {e}") from e
@@ -45,15 +47,24 @@ class OnnxRunner:
     self.opset = next((o.version for o in self.model.opset_import if o.domain in ("", "ai.onnx")), NEWEST_OPSET)
     if self.opset > NEWEST_OPSET: raise OnnxError(f"the model needs ai.onnx opset {self.opset}; this importer knows opsets 7 to {NEWEST_OPSET}")
     self.graph = self.model.graph
+    self.static: dict[int, tuple[Tensor, list]] = {}  # build-time values of shape-like tensors (Ctx.know), initializers' kept
+    self.small: dict[int, tuple[Tensor, int]] = {}  # tensors standing in for 8/4/2-bit types (Ctx.small_type): initializers, then per call
     self.initializers = {t.name: self._tensor(t) for t in self.graph.initializer}
+    self.small_initializers = dict(self.small)
+    for t in self.initializers.values():  # small integer initializers are shape arguments: known while building, never read back
+      if dtypes.is_int(t.dtype) and t.ndim <= 1 and t.numel() <= 64: self.static[id(t)] = (t, t.tolist())
     self.inputs = [i for i in self.graph.input if i.name not in self.initializers]
     self.output_names = [o.name for o in self.graph.output]
+    # repeated calls replay the captured kernels (TinyJit, one per input signature) unless building reads input data
+    self.jit, self.jits, self.data_uops, self.reads_data = jit, {}, set(), False
 
   def _tensor(self, t: SimpleNamespace) -> Tensor:
     if t.data_type not in ONNX_DTYPES:
       raise OnnxError(f"tensor {t.name!r} has type {ONNX_TYPE_NAMES.get(t.data_type, t.data_type)}, which tinycore does not support")
     arr = tensor_to_numpy(t, self.base_dir)
-    return _np_to_tensor(self._fit(arr, t.name), self._dt(t.data_type), self.device).realize()
+    out = _np_to_tensor(self._fit(arr, t.name), self._dt(t.data_type), self.device).realize()
+    if t.data_type in SMALL: self.small[id(out)] = (out, t.data_type)
+    return out
 
   def _dt(self, onnx_type: int) -> DType: return self.narrow.get(ONNX_DTYPES[onnx_type], ONNX_DTYPES[onnx_type])
   def _fit(self, arr: np.ndarray, name: str) -> np.ndarray:
@@ -62,33 +73,58 @@ class OnnxRunner:
     lo, hi = np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32).min, np.iinfo(np.int32 if arr.dtype.kind == "i" else np.uint32).max
     return np.clip(arr, lo, hi)
 
-  def _input(self, info: SimpleNamespace, value) -> Tensor:
-    tt = info.type.tensor_type if info.type is not None else None
-    if tt is None: raise OnnxError(f"input {info.name!r} is not a tensor (sequences, maps and optionals are not supported)")
+  def _value(self, name: str, tp: SimpleNamespace | None, value) -> Any:
+    """An input value as its ONNX type asks: a Tensor, a sequence (a list of them) or an optional (None when empty)."""
+    if tp is not None and tp.optional_type is not None: return None if value is None else self._value(name, tp.optional_type.elem_type, value)
+    if tp is not None and tp.sequence_type is not None:
+      if not isinstance(value, (list, tuple)): raise OnnxError(f"input {name!r} is a sequence: pass a list of arrays, not {type(value).__name__}")
+      return [self._value(f"{name}[{i}]", tp.sequence_type.elem_type, v) for i, v in enumerate(value)]
+    tt = tp.tensor_type if tp is not None else None
+    if tt is None: raise OnnxError(f"input {name!r} is not a tensor, sequence or optional (maps and sparse tensors are not supported)")
+    if value is None: raise OnnxError(f"input {name!r} is a tensor, not an optional: None is not a value for it")
     if tt.elem_type not in ONNX_DTYPES:
-      raise OnnxError(f"input {info.name!r} has type {ONNX_TYPE_NAMES.get(tt.elem_type, tt.elem_type)}, which tinycore does not support")
+      raise OnnxError(f"input {name!r} has type {ONNX_TYPE_NAMES.get(tt.elem_type, tt.elem_type)}, which tinycore does not support")
     dt = self._dt(tt.elem_type)
     if not isinstance(value, Tensor) and dt != ONNX_DTYPES[tt.elem_type] and dtypes.is_int(dt):
       value = np.asarray(value)
       if value.size and (value.min() < dtypes.min(dt) or value.max() > dtypes.max(dt)):
-        raise OnnxError(f"input {info.name!r}: values outside {dt.name} on {self.device}, which has no 64-bit integers")
-    t = value if isinstance(value, Tensor) else _np_to_tensor(np.asarray(value), dt, self.device)
+        raise OnnxError(f"input {name!r}: values outside {dt.name} on {self.device}, which has no 64-bit integers")
+    if tt.elem_type in SMALL:  # any values are rounded onto the type's grid (exact values stay as they are)
+      t = to_small(value if isinstance(value, Tensor) else Tensor(np.asarray(value).astype(np.float32), device=self.device), tt.elem_type)
+      self.small[id(t)] = (t, tt.elem_type)
+    else: t = value if isinstance(value, Tensor) else _np_to_tensor(np.asarray(value), dt, self.device)
     if t.dtype != dt: t = t.cast(dt)
     if tt.shape is None: return t
-    if len(tt.shape.dim) != t.ndim: raise OnnxError(f"input {info.name!r} needs {len(tt.shape.dim)} dims, got shape {t.shape}")
+    if len(tt.shape.dim) != t.ndim: raise OnnxError(f"input {name!r} needs {len(tt.shape.dim)} dims, got shape {t.shape}")
     for i, (d, n) in enumerate(zip(tt.shape.dim, t.shape)):
-      if d.dim_value and d.dim_value != n: raise OnnxError(f"input {info.name!r} dim {i} must be {d.dim_value}, got shape {t.shape}")
+      if d.dim_value and d.dim_value != n: raise OnnxError(f"input {name!r} dim {i} must be {d.dim_value}, got shape {t.shape}")
     return t
 
-  def __call__(self, inputs: dict[str, Any]) -> dict[str, Tensor]:
+  def __call__(self, inputs: dict[str, Any]) -> dict[str, Any]:
     names = {i.name for i in self.inputs}
     if missing := names - set(inputs): raise OnnxError(f"missing inputs {sorted(missing)}; the model takes {sorted(names)}")
     if extra := set(inputs) - names - set(self.initializers): raise OnnxError(f"unknown inputs {sorted(extra)}; the model takes {sorted(names)}")
-    env: dict[str, Any] = dict(self.initializers)
-    for i in self.graph.input:
-      if i.name in inputs: env[i.name] = self._input(i, inputs[i.name])
-    outs = self._run(self.graph, env, {})
-    return dict(zip(self.output_names, outs))
+    self.small = dict(self.small_initializers)
+    feeds = {i.name: self._value(i.name, i.type, inputs[i.name]) for i in self.graph.input if i.name in inputs}
+    if not self.jit or self.reads_data or not all(isinstance(v, Tensor) for v in feeds.values()): return self._build(feeds)
+    key = tuple((k, v.shape, v.dtype) for k, v in feeds.items())
+    outs = self.jits.setdefault(key, TinyJit(self._jitted))(*feeds.values(), names=tuple(feeds))
+    if self.reads_data: self.jits.clear()  # this build read input data: its kernels are right for this call only
+    # the jit's output buffers are overwritten by its next replay: each call returns its own copies
+    return {k: v.clone().realize() if isinstance(v, Tensor) else v for k, v in outs.items()}
+
+  def _jitted(self, *tensors: Tensor, names: tuple[str, ...]) -> dict[str, Any]:
+    """The graph over fresh copies of its outputs (an output that is an input must be recomputed at each replay)."""
+    return {k: v.clone() if isinstance(v, Tensor) else v for k, v in self._build(dict(zip(names, tensors))).items()}
+
+  def _build(self, feeds: dict[str, Any]) -> dict[str, Any]:
+    self.data_uops = {v.uop for v in feeds.values() if isinstance(v, Tensor)}
+    env: dict[str, Any] = {**self.initializers, **feeds}
+    return dict(zip(self.output_names, self._run(self.graph, env, dict(self.static))))
+
+  def _read(self, t: Tensor) -> None:
+    """Building reads t's values (a shape from data, a loop condition, a count): from the inputs' data, the jit is off."""
+    if not self.reads_data and not self.data_uops.isdisjoint(t.uop.toposort()): self.reads_data = True
 
   def _run(self, graph: SimpleNamespace, env: dict[str, Any], static: dict[int, tuple[Tensor, list]]) -> list:
     """Run one graph's nodes in order over `env` (name -> Tensor; outer scopes included) and return its outputs."""
@@ -98,7 +134,7 @@ class OnnxRunner:
       inner = dict(env)
       inner.update({i.name: a for i, a in zip(g.input, args)})
       return self._run(g, inner, static)
-    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow)
+    ctx = Ctx(self.opset, self.device, static, run_graph, self.narrow, self.small, self._read)
     for n in graph.node:
       where = f"node {n.name or n.output[0]!r} (op {n.op_type}, opset {self.opset})"
       if n.domain not in ("", "ai.onnx"): raise OnnxError(f"{where}: domain {n.domain!r} is not supported, only the default ai.onnx ops")
@@ -106,7 +142,7 @@ class OnnxRunner:
       except OnnxError: raise
       except (NotImplementedError, ValueError, TypeError, KeyError, IndexError, AssertionError, ZeroDivisionError) as e:
         raise OnnxError(f"{where}: {type(e).__name__}: {e}") from e
-      for name, v in zip(n.output, outs if isinstance(outs, (tuple, list)) else (outs,)):
+      for name, v in zip(n.output, outs if isinstance(outs, tuple) else (outs,)):  # a list is one sequence value
         if name: env[name] = v
     return [env[o.name] for o in graph.output]
 
@@ -117,14 +153,14 @@ class OnnxRunner:
     if field == "s": return v.decode("utf-8", "replace")
     if field == "t": return self._tensor(v)
     if field == "tensors": return [self._tensor(t) for t in v]
-    if field in ("sparse_tensor", "tp"): raise NotImplementedError(f"attribute {a.name!r}: sparse tensors and type protos are not supported")
+    if field == "sparse_tensor": raise NotImplementedError(f"attribute {a.name!r}: sparse tensors are not supported")
     return v
 
   def _node(self, n: SimpleNamespace, env: dict[str, Any], ctx: Ctx):
     for i in n.input:
       if i and i not in env: raise OnnxError(f"node {n.name!r} (op {n.op_type}): input {i!r} is not produced by any earlier node or input")
     ins = [env[i] if i else None for i in n.input]
-    while ins and ins[-1] is None: ins.pop()
+    while ins and not n.input[len(ins) - 1]: ins.pop()  # inputs left out at the end take their defaults (an empty optional stays)
     attrs = {a.name: self._attr(a) for a in n.attribute}
     if n.op_type == "Constant": return self._constant(attrs, ctx)
     fn = OPS.get(n.op_type)

@@ -10,12 +10,30 @@ from tinycore.tensor import Tensor
 ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16, 6: dtypes.int32,
                                  7: dtypes.int64, 9: dtypes.bool, 10: dtypes.float16, 11: dtypes.float64, 12: dtypes.uint32,
                                  13: dtypes.uint64, 16: dtypes.bfloat16}
+# The 8-, 4- and 2-bit types have no tinycore dtype: their values are exact in a stand-in (float32, uint8, int8), and a cast to
+# one rounds onto its grid. Floats: (mantissa bits, smallest normal exponent, largest finite, what overflow gives without
+# saturation, FNUZ: no negative zero); FLOAT4E2M1 has no inf or NaN and always saturates. Ints: (bits, signed), wrapping like a C cast.
+SMALL_FLOATS = {17: (3, -6, 448.0, "nan", False), 18: (3, -7, 240.0, "nan", True), 19: (2, -14, 57344.0, "inf", False),
+                20: (2, -15, 57344.0, "nan", True), 23: (1, 0, 6.0, "max", False)}
+SMALL_INTS = {21: (4, False), 22: (4, True), 25: (2, False), 26: (2, True)}
+E8M0 = 24  # a power of two 2**(e-127) (no sign, no zero), NaN at e = 255
+SMALL = {**{t: dtypes.float32 for t in (*SMALL_FLOATS, E8M0)}, **{t: dtypes.int8 if sg else dtypes.uint8 for t, (_, sg) in SMALL_INTS.items()}}
+ONNX_DTYPES.update(SMALL)
 
 class Ctx:
   """What an op may ask of the runner: the opset it runs under, the Python value of a (small, shape-like) input, subgraphs,
   and the dtype standing in for each ONNX type (int64 is int32 on a backend without 64-bit ints)."""
-  def __init__(self, opset: int, device: str | None, static: dict[int, tuple[Tensor, list]], run_graph: Callable, narrow: dict[DType, DType]):
-    self.opset, self.device, self.static, self.run_graph, self.narrow = opset, device, static, run_graph, narrow
+  def __init__(self, opset: int, device: str | None, static: dict[int, tuple[Tensor, list]], run_graph: Callable, narrow: dict[DType, DType],
+               small: dict[int, tuple[Tensor, int]], read: Callable[[Tensor], None]):
+    self.opset, self.device, self.static, self.run_graph, self.narrow, self.small, self.read = opset, device, static, run_graph, narrow, small, read
+  def small_type(self, t: Tensor | None) -> int | None:
+    """The ONNX type of a tensor standing in for an 8/4/2-bit type (None for any other)."""
+    known = self.small.get(id(t))
+    return known[1] if known is not None and known[0] is t else None
+  def at_opset(self, opset: int) -> Ctx: return Ctx(opset, self.device, self.static, self.run_graph, self.narrow, self.small, self.read)
+  def mark(self, t: Tensor, onnx_type: int) -> Tensor:
+    if onnx_type in SMALL: self.small[id(t)] = (t, onnx_type)
+    return t
   def dt(self, to: int | DType) -> DType:
     d = _dt(to) if isinstance(to, int) else to
     return self.narrow.get(d, d)
@@ -25,7 +43,9 @@ class Ctx:
     """A small tensor's values as Python numbers (shape arguments): from the build-time value when known, else read back."""
     if t is None: return default
     known = self.static.get(id(t))
-    return known[1] if known is not None and known[0] is t else t.tolist()
+    if known is not None and known[0] is t: return known[1]
+    self.read(t)  # the runner learns that building this graph reads a tensor's values
+    return t.tolist()
   def know(self, t: Tensor, value: list) -> None:
     """Remember t's value, known while building (a shape); the entry holds t, so its id is never reused for another tensor."""
     self.static[id(t)] = (t, value)
@@ -65,7 +85,32 @@ def _clip(c, x, mn=None, mx=None, min=None, max=None):  # noqa: A002  (opset < 1
   if lo is not None: x = x.maximum(Tensor(lo, dtype=x.dtype, device=x.device))
   if hi is not None: x = x.minimum(Tensor(hi, dtype=x.dtype, device=x.device))
   return x
-def _cast(c, x, to, saturate=1, round_mode="up"): return x.cast(c.dt(to))
+def to_small(x: Tensor, to: int, saturate=1, round_mode="up") -> Tensor:
+  """x rounded onto the grid of an 8/4/2-bit ONNX type, in that type's stand-in dtype (the ONNX Cast rules)."""
+  if to in SMALL_INTS:
+    bits, signed = SMALL_INTS[to]
+    v = (x.trunc() if dtypes.is_float(x.dtype) else x).cast(dtypes.int32) & ((1 << bits) - 1)
+    return ((v ^ (1 << (bits - 1))) - (1 << (bits - 1)) if signed else v).cast(SMALL[to])
+  f = x.cast(dtypes.float32)
+  b = f.bitcast(dtypes.uint32)
+  e = (b >> 23) & 0xFF
+  if to == E8M0:  # the float's exponent, rounded by its mantissa as round_mode says
+    if round_mode not in ("up", "nearest", "down"): raise NotImplementedError(f"Cast to FLOAT8E8M0: round_mode {round_mode!r}")
+    if round_mode != "down":
+      up = (b & 0x7FFFFF).ne(0) if round_mode == "up" else (b & 0x400000).ne(0) & ((b & 0x200000).ne(0) | (b & 0x1FFFFF).ne(0) | (e > 0))
+      e = e + (up & e.ne(255) & (e.ne(254) if saturate else True)).cast(dtypes.uint32)
+    return e.eq(255).where(math.nan, e.eq(0).where(0x400000, e << 23).bitcast(dtypes.float32))
+  m, emin, mx, over, fnuz = SMALL_FLOATS[to]
+  step = (((e.cast(dtypes.int32) - 127).maximum(emin) - m + 127) << 23).bitcast(dtypes.float32)  # the grid's spacing at |f|
+  r = _round(None, f.abs() / step) * step  # ties to even; an exact power-of-two scale, so only the rounding rounds
+  r = (r > mx).where(mx if saturate or over == "max" else math.inf if over == "inf" else math.nan, r)
+  neg = (b >> 31).eq(1) & (r.ne(0) if fnuz else True)
+  return f.isnan().where(-0.0 if over == "max" else math.nan, neg.where(-r, r))  # FLOAT4E2M1 has no NaN: the reference gives -0
+def _cast(c, x, to, saturate=1, round_mode="up"):
+  return c.mark(to_small(x, to, saturate, round_mode), to) if to in SMALL else x.cast(c.dt(to))
+def _cast_like(c, x, like, saturate=1, round_mode="up"):
+  to = c.small_type(like)
+  return _cast(c, x, to, saturate, round_mode) if to is not None else x.cast(like.dtype)
 def _isinf(c, x, detect_negative=1, detect_positive=1): return x.isinf(bool(detect_positive), bool(detect_negative))
 def _shrink(c, x, bias=0.0, lambd=0.5): return _same(x, (x < -lambd).where(x + bias, (x > lambd).where(x - bias, 0)))
 def _bitshift(c, x, y, direction):
@@ -262,7 +307,9 @@ def _space_to_depth(c, x, blocksize, mode="DCR"):
   y = x.reshape(n, ch, h // b, b, w // b, b)
   y = y.permute(0, 3, 5, 1, 2, 4) if mode == "DCR" else y.permute(0, 1, 3, 5, 2, 4)
   return y.reshape(n, ch * b * b, h // b, w // b)
-def _nonzero(c, x): return x.nonzero().transpose().cast(c.long)
+def _nonzero(c, x):
+  c.read(x)  # the count decides the shape
+  return x.nonzero().transpose().cast(c.long)
 def _compress(c, x, cond, axis=None):
   keep = [i for i, v in enumerate(c.ints(cond)) if v]
   if axis is None: return x.reshape(-1)[Tensor(keep, dtype=dtypes.int32, device=c.device)] if keep else x.reshape(-1)[:0]
@@ -514,10 +561,16 @@ def _dequantize(c, x, scale, zero_point=None, axis=1, block_size=0, output_dtype
 def _quantize(c, x, scale, zero_point=None, axis=1, block_size=0, output_dtype=0, saturate=1, precision=0):
   if block_size: raise NotImplementedError("QuantizeLinear: blocked quantization (block_size) is not supported")
   shape = (-1,) + (1,) * (x.ndim - normalize_axis(axis, x.ndim) - 1) if scale.ndim == 1 and x.ndim > 0 else scale.shape
+  small = c.small_type(zero_point) if zero_point is not None else output_dtype if output_dtype in SMALL else None
   dt = zero_point.dtype if zero_point is not None else _dt(output_dtype) if output_dtype else dtypes.uint8
-  y = _round(c, x.cast(dtypes.float32) / scale.cast(dtypes.float32).reshape(shape))
+  y = x.cast(dtypes.float32) / scale.cast(dtypes.float32).reshape(shape)
+  if small in SMALL_FLOATS or small == E8M0:  # float targets round once, after the zero point (which is 0 for them)
+    return c.mark(to_small(y + zero_point.cast(dtypes.float32).reshape(shape) if zero_point is not None else y, small, saturate), small)
+  y = _round(c, y)
   if zero_point is not None: y = y + zero_point.cast(dtypes.float32).reshape(shape)
-  return y.clip(dtype_min(dt), dtype_max(dt)).cast(dt)
+  lo, hi = ((-(1 << (SMALL_INTS[small][0] - 1)), (1 << (SMALL_INTS[small][0] - 1)) - 1) if SMALL_INTS[small][1] else (0, (1 << SMALL_INTS[small][0]) - 1)) \
+    if small in SMALL_INTS else (dtype_min(dt), dtype_max(dt))
+  return c.mark(y.clip(lo, hi).cast(dt), small)
 
 def _matmul_integer(c, a, b, a_zp=None, b_zp=None):
   a32, b32 = a.cast(dtypes.int32), b.cast(dtypes.int32)
@@ -625,6 +678,75 @@ def _loop(c, M=None, cond=None, *carried, body, n_out=1):
   n_scan = n_out - len(carried)
   return tuple(vals) + tuple(Tensor.stack(*[s[j] for s in scans]) for j in range(n_scan))
 
+def _scan_steps(c, state: list, xs: list, body, axes: list[int], dirs: list[int], out_axes: list[int], out_dirs: list[int], n_scan: int):
+  """Run body once per slice of the scan inputs, threading the state; the per-step outputs stacked along their axes."""
+  steps = []
+  for t in range(xs[0].shape[axes[0]] if xs else 0):
+    res = c.run_graph(body, state + [x[(slice(None),) * a + (x.shape[a] - 1 - t if d else t,)] for x, a, d in zip(xs, axes, dirs)])
+    state = res[:len(state)]
+    steps.append(res[len(state):])
+  scans = []
+  for j in range(n_scan):
+    seq = [s[j] for s in (steps[::-1] if out_dirs[j] else steps)]
+    scans.append(Tensor.stack(*seq, dim=normalize_axis(out_axes[j], seq[0].ndim + 1)))
+  return state, scans
+
+def _scan(c, *ins, body, num_scan_inputs, scan_input_axes=None, scan_input_directions=None, scan_output_axes=None,
+          scan_output_directions=None, directions=None, n_out=1):
+  if c.opset < 9:  # opset 8: a leading (optional) sequence_lens and a batch dim on every input, scanned along dim 1
+    seq_lens, ins = ins[0], list(ins[1:])
+    n_state = len(ins) - num_scan_inputs
+    if seq_lens is not None and any(v != ins[n_state].shape[1] for v in c.ints(seq_lens)):
+      raise NotImplementedError("Scan: sequence_lens shorter than the sequence are not supported")
+    per_batch = [_scan(c.at_opset(9), *[x[b] for x in ins], body=body, num_scan_inputs=num_scan_inputs, scan_input_directions=directions,
+                       n_out=n_out) for b in range(ins[0].shape[0])]
+    return tuple(Tensor.stack(*[r[j] for r in per_batch]) for j in range(n_out))
+  n_state = len(ins) - num_scan_inputs
+  xs = list(ins[n_state:])
+  n_scan = n_out - n_state
+  state, scans = _scan_steps(c, list(ins[:n_state]), xs, body, [normalize_axis(a, x.ndim) for a, x in zip(scan_input_axes or [0] * len(xs), xs)],
+                             scan_input_directions or [0] * len(xs), scan_output_axes or [0] * n_scan, scan_output_directions or [0] * n_scan, n_scan)
+  return tuple(state + scans)
+
+# ***** sequences (Python lists of Tensors) and optionals (a value, or None when empty) *****
+
+def _seq_pos(c, seq: list, pos, extra: int = 0) -> int:
+  p = c.scalar(pos)
+  if not -len(seq) <= p < len(seq) + extra: raise IndexError(f"position {p} is outside a sequence of {len(seq)} tensors")
+  return p + len(seq) if p < 0 else p
+def _seq_insert(c, seq, x, pos=None):
+  out = list(seq)
+  out.insert(len(seq) if pos is None else _seq_pos(c, seq, pos, 1), x)
+  return out
+def _seq_erase(c, seq, pos=None):
+  out = list(seq)
+  del out[-1 if pos is None else _seq_pos(c, seq, pos)]
+  return out
+def _concat_from_seq(c, seq, axis, new_axis=0):
+  if new_axis: return Tensor.stack(*seq, dim=normalize_axis(axis, seq[0].ndim + 1))
+  return _concat(c, *seq, axis=axis)
+def _split_to_seq(c, x, split=None, axis=0, keepdims=1):
+  a = normalize_axis(axis, x.ndim)
+  if split is None:
+    parts = x.split(1, a)
+    return [p.squeeze(a) for p in parts] if not keepdims else list(parts)
+  sizes = c.py(split)
+  return list(x.split(sizes if isinstance(sizes, list) else int(sizes), a))
+def _seq_map(c, *xs, body, n_out=1):
+  n = next(len(x) for x in xs if isinstance(x, list))
+  outs = [c.run_graph(body, [x[i] if isinstance(x, list) else x for x in xs]) for i in range(n)]
+  return tuple([o[j] for o in outs] for j in range(n_out))
+def _optional_get(c, x=None):
+  if x is None: raise ValueError("OptionalGetElement of an empty optional")
+  return x
+
+SEQUENCE_OPS: dict[str, Callable] = {
+  "SequenceEmpty": lambda c, dtype=1: [], "SequenceConstruct": lambda c, *xs: list(xs), "SequenceInsert": _seq_insert,
+  "SequenceAt": lambda c, seq, pos: seq[_seq_pos(c, seq, pos)], "SequenceErase": _seq_erase,
+  "SequenceLength": lambda c, seq: Tensor(len(seq), dtype=c.long, device=c.device), "ConcatFromSequence": _concat_from_seq,
+  "SplitToSequence": _split_to_seq, "SequenceMap": _seq_map, "Optional": lambda c, x=None, type=None: x,  # noqa: A002
+  "OptionalHasElement": lambda c, x=None: Tensor(x is not None, dtype=dtypes.bool, device=c.device), "OptionalGetElement": _optional_get,
+}
 
 # ***** losses, attention and newer opsets *****
 
@@ -746,17 +868,106 @@ def _max_unpool(c, x, idx, output_shape=None, kernel_shape=None, pads=None, stri
   nd = len(kernel_shape)
   s_ = strides or [1] * nd
   pp = pads or [0] * (2 * nd)
-  out = c.ints(output_shape) if output_shape is not None else \
-    list(x.shape[:2]) + [(i - 1) * s - pp[j] - pp[j + nd] + k for j, (i, s, k) in enumerate(zip(x.shape[2:], s_, kernel_shape))]
-  n_out = prod(out)
-  flat = (idx.reshape(-1, 1) == Tensor.arange(n_out, device=x.device).cast(idx.dtype).reshape(1, -1))
-  return flat.where(x.reshape(-1, 1), 0).sum(0, dtype=x.dtype).reshape(out)
+  out = list(x.shape[:2]) + [(i - 1) * s - pp[j] - pp[j + nd] + k for j, (i, s, k) in enumerate(zip(x.shape[2:], s_, kernel_shape))]
+  flat = (idx.reshape(-1, 1) == Tensor.arange(prod(out), device=x.device).cast(idx.dtype).reshape(1, -1))
+  y = flat.where(x.reshape(-1, 1), 0).sum(0, dtype=x.dtype).reshape(out)
+  # a larger output_shape keeps the indices of the default shape: the extra rows and columns are zeros at the end
+  return y.pad(tuple((0, n - o) for n, o in zip(c.ints(output_shape), out))) if output_shape is not None else y
 
 def _bitcast(c, x, to): return x.bitcast(_dt(to))
 
+def _det(c, x):
+  """Determinants by Gaussian elimination with partial pivoting, unrolled over the (static) size; a zero pivot gives 0."""
+  n, batch = x.shape[-1], x.shape[:-2]
+  a = x.reshape(-1, n, n)
+  B = a.shape[0]
+  rows = Tensor.arange(n, device=x.device).reshape(1, n)
+  det = Tensor.ones(B, dtype=x.dtype, device=x.device)
+  for k in range(n):
+    p = a[:, k:, k].abs().argmax(-1).reshape(B, 1).cast(rows.dtype) + k  # the pivot row, swapped into row k
+    src = (rows == k).where(p, (rows == p).where(k, rows))
+    a = a.gather(1, src.reshape(B, n, 1).expand(B, n, n))
+    piv = a[:, k, k]
+    det = det * (p.reshape(B) != k).where(-piv, piv)
+    f = ((rows.reshape(1, n) > k) & (piv.reshape(B, 1) != 0)).where(a[:, :, k] / piv.reshape(B, 1), 0)
+    a = a - f.reshape(B, n, 1) * a[:, k:k + 1, :]
+  return det.reshape(batch)
+
+def _unique(c, x, axis=None, sorted=1, n_out=1):  # noqa: A002
+  """Unique values (or slices along axis) with first indices, inverse indices and counts; realizes how many there are."""
+  a = normalize_axis(axis, x.ndim) if axis is not None else None
+  X = x.reshape(-1, 1) if a is None else x.permute(a, *[i for i in range(x.ndim) if i != a]).reshape(x.shape[a], -1)
+  n = X.shape[0]
+  xi, xj = X.reshape(n, 1, -1), X.reshape(1, n, -1)
+  same = (xi == xj).all(-1)  # (n, n)
+  idx = Tensor.arange(n, device=x.device)
+  first = ~(same & (idx.reshape(1, n) < idx.reshape(n, 1))).any(1)  # no equal slice before it
+  if sorted:  # rank = how many distinct slices are lexicographically smaller
+    ne = xi != xj
+    lead = ne.cast(dtypes.int32).cumsum(-1) - ne.cast(dtypes.int32) == 0  # all earlier positions equal
+    less = ((xj < xi) & lead).any(-1)  # slice j < slice i
+  else:  # rank = how many first occurrences come before this slice's first occurrence
+    fi = same.cast(dtypes.int32).argmax(1).reshape(n, 1)
+    less = idx.reshape(1, n) < fi
+  rank = (less & first.reshape(1, n)).sum(1, dtype=dtypes.int32)
+  c.read(x)
+  k = int(first.sum().item())
+  hot = (rank.reshape(n, 1) == Tensor.arange(k, device=x.device).reshape(1, k).cast(dtypes.int32))  # (n, k)
+  pick = hot & first.reshape(n, 1)
+  Y = pick.reshape(n, k, 1).where(X.reshape(n, 1, -1), 0).sum(0, dtype=x.dtype)
+  Y = Y.reshape(k) if a is None else Y.reshape(k, *[s for i, s in enumerate(x.shape) if i != a]).permute(*range(1, a + 1), 0, *range(a + 1, x.ndim))
+  indices = pick.where(idx.reshape(n, 1), 0).sum(0).cast(c.long)
+  return (Y, indices, rank.cast(c.long), hot.sum(0).cast(c.long))[:n_out] if n_out > 1 else Y
+
+def _causal_conv(c, x, w, b=None, past_state=None, activation="none", n_out=1):
+  """A depthwise 1-D convolution over [past_state, x] (zeros when there is none); the last k-1 steps are the next state."""
+  if activation not in ("none", "silu", "swish"): raise NotImplementedError(f"CausalConvWithState: activation {activation!r}")
+  k = w.shape[2]
+  past = past_state if past_state is not None else Tensor.zeros(x.shape[0], x.shape[1], k - 1, dtype=x.dtype, device=x.device)
+  full = past.cat(x, dim=2) if k > 1 else x
+  y = full.float().conv2d(w.float(), b.float() if b is not None else None, groups=x.shape[1]).cast(x.dtype)  # half: rounded once
+  if activation != "none": y = (y.float() * y.float().sigmoid()).cast(x.dtype)
+  return y, full[:, :, full.shape[2] - (k - 1):]
+
+def _tensor_scatter(c, past, update, write_indices=None, axis=-2, mode="linear"):
+  """Write update into the cache along axis at each batch row's write index (wrapping around in circular mode)."""
+  a = normalize_axis(axis, past.ndim)
+  B, T, S = past.shape[0], past.shape[a], update.shape[a]
+  start = write_indices.cast(dtypes.int32).reshape(B, 1) if write_indices is not None else Tensor.zeros(B, 1, dtype=dtypes.int32, device=past.device)
+  pos = start + Tensor.arange(S, device=past.device).reshape(1, S)
+  if mode == "circular": pos = pos % T
+  elif mode != "linear": raise NotImplementedError(f"TensorScatter: mode {mode!r}")
+  hot = (pos.reshape(B, 1, S) == Tensor.arange(T, device=past.device).reshape(1, T, 1)).reshape(B, *[1] * (a - 1), T, S, *[1] * (past.ndim - a - 1))
+  return hot.any(a + 1).where(hot.where(update.unsqueeze(a), 0).sum(a + 1, dtype=past.dtype), past)
+
+def _linear_attention(c, q, k, v, past_state=None, decay=None, beta=None, chunk_size=None, kv_num_heads=None, q_num_heads=None, scale=None,
+                      update_rule="gated_delta", n_out=1):
+  """Recurrent linear attention: a (d_k, d_v) state per head, decayed (gated), corrected toward v (delta), read by each query."""
+  gating, delta = update_rule in ("gated", "gated_delta"), update_rule in ("delta", "gated_delta")
+  if update_rule not in ("linear", "gated", "delta", "gated_delta"): raise NotImplementedError(f"LinearAttention: update_rule {update_rule!r}")
+  if (decay is not None) != gating or (beta is not None) != delta: raise ValueError(f"LinearAttention: update_rule {update_rule!r} and the given decay/beta disagree")
+  B, T = q.shape[:2]
+  def heads(x, h): return x.reshape(B, T, h, -1).permute(0, 2, 1, 3).float()
+  q4, k4, v4 = heads(q, q_num_heads), heads(k, kv_num_heads), heads(v, kv_num_heads)
+  dk, dv, group = q4.shape[3], v4.shape[3], q_num_heads // kv_num_heads
+  g4 = heads(decay, kv_num_heads) if decay is not None else None  # (B, H, T, 1) or (B, H, T, d_k)
+  b4 = beta.reshape(B, T, beta.shape[-1], 1).permute(0, 2, 1, 3).float() if beta is not None else None
+  state = past_state.float() if past_state is not None else Tensor.zeros(B, kv_num_heads, dk, dv, device=q.device)
+  sc = scale if scale else 1 / math.sqrt(dk)
+  outs = []
+  for t in range(T):
+    kt, vt = k4[:, :, t], v4[:, :, t]
+    if g4 is not None: state = state * g4[:, :, t].exp().unsqueeze(-1)
+    if b4 is not None: vt = b4[:, :, t] * (vt - (state * kt.unsqueeze(-1)).sum(2))
+    state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+    read = state.repeat_interleave(group, 1) if group > 1 else state
+    outs.append((q4[:, :, t].unsqueeze(-1) * read).sum(2) * sc)
+  y = Tensor.stack(*outs, dim=2).permute(0, 2, 1, 3).reshape(B, T, q_num_heads * dv).cast(q.dtype)
+  return y, state.cast(past_state.dtype if past_state is not None else q.dtype)
+
 # ONNX op -> its Tensor program: f(ctx, *inputs, **attributes). An attribute the function does not name is an error.
 OPS: dict[str, Callable] = {
-  "Identity": lambda c, x: x, "Abs": lambda c, x: x.abs(), "Neg": lambda c, x: x.neg(), "Sign": lambda c, x: _same(x, x.sign()),
+  "Identity": lambda c, x=None: x, "Abs": lambda c, x: x.abs(), "Neg": lambda c, x: x.neg(), "Sign": lambda c, x: _same(x, x.sign()),
   "Exp": lambda c, x: x.exp(), "Log": lambda c, x: x.log(), "Sqrt": lambda c, x: x.sqrt(), "Reciprocal": lambda c, x: x.reciprocal(),
   "Floor": lambda c, x: x.floor(), "Ceil": lambda c, x: x.ceil(), "Round": _round, "Erf": lambda c, x: x.erf(),
   "Sin": lambda c, x: x.sin(), "Cos": lambda c, x: x.cos(), "Tan": lambda c, x: x.tan(), "Asin": lambda c, x: x.asin(),
@@ -778,7 +989,7 @@ OPS: dict[str, Callable] = {
   "GreaterOrEqual": lambda c, a, b: a >= b, "LessOrEqual": lambda c, a, b: a <= b, "Where": lambda c, m, a, b: m.where(a, b),
   "Max": _variadic(lambda xs: _fold(xs, lambda a, b: a.maximum(b))), "Min": _variadic(lambda xs: _fold(xs, lambda a, b: a.minimum(b))),
   "Sum": _variadic(lambda xs: _fold(xs, lambda a, b: a + b)), "Mean": _variadic(lambda xs: _fold(xs, lambda a, b: a + b) / len(xs)),
-  "Clip": _clip, "Cast": _cast, "CastLike": lambda c, x, like, saturate=1, round_mode="up": x.cast(like.dtype),
+  "Clip": _clip, "Cast": _cast, "CastLike": _cast_like,
   "ReduceSum": _reduce("sum"), "ReduceMean": _reduce("mean"), "ReduceMax": _reduce("max"), "ReduceMin": _reduce("min"),
   "ReduceProd": _reduce("prod"), "ReduceL1": _reduce("l1"), "ReduceL2": _reduce("l2"), "ReduceSumSquare": _reduce("sumsq"),
   "ReduceLogSum": _reduce("logsum"), "ReduceLogSumExp": _reduce("logsumexp"), "ArgMax": _arg(True), "ArgMin": _arg(False),
@@ -802,7 +1013,8 @@ OPS: dict[str, Callable] = {
   "RotaryEmbedding": _rotary, "HannWindow": _window("hann"), "HammingWindow": _window("hamming"), "BlackmanWindow": _window("blackman"),
   "CenterCropPad": _center_crop_pad, "DynamicQuantizeLinear": _dynamic_quantize, "CumProd": _cumprod, "ReverseSequence": _reverse_sequence,
   "MaxUnpool": _max_unpool, "BitCast": _bitcast, "SwiGLU": lambda c, a, b, alpha=1.0: a * (a * alpha).sigmoid() * b,
-  "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop,
+  "RNN": _recurrent("RNN"), "GRU": _recurrent("GRU"), "LSTM": _recurrent("LSTM"), "If": _if, "Loop": _loop, "Scan": _scan, **SEQUENCE_OPS,
+  "CausalConvWithState": _causal_conv, "Det": _det, "Unique": _unique, "TensorScatter": _tensor_scatter, "LinearAttention": _linear_attention,
 }
 
 def _fold(xs: list[Tensor], fn) -> Tensor:

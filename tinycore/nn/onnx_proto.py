@@ -108,12 +108,36 @@ ONNX_TYPE_NAMES = {0: "UNDEFINED", 1: "FLOAT", 2: "UINT8", 3: "INT8", 4: "UINT16
                    16: "BFLOAT16", 17: "FLOAT8E4M3FN", 18: "FLOAT8E4M3FNUZ", 19: "FLOAT8E5M2", 20: "FLOAT8E5M2FNUZ", 21: "UINT4",
                    22: "INT4", 23: "FLOAT4E2M1", 24: "FLOAT8E8M0", 25: "UINT2", 26: "INT2"}
 
+# the 8-, 4- and 2-bit types: codes packed per byte (low bits first) -> values. Floats: (exponent bits, mantissa bits, bias, NaN codes:
+# "fn" all ones, "fnuz" the negative zero, "ieee" a full exponent (all-zero mantissa: inf), None: none)
+PACKED = {17: 1, 18: 1, 19: 1, 20: 1, 24: 1, 21: 2, 22: 2, 23: 2, 25: 4, 26: 4}  # values per byte
+SMALL_FLOAT_CODES = {17: (4, 3, 7, "fn"), 18: (4, 3, 8, "fnuz"), 19: (5, 2, 15, "ieee"), 20: (5, 2, 16, "fnuz"), 23: (2, 1, 1, None)}
+
+def _decode_small(codes: np.ndarray, data_type: int) -> np.ndarray:
+  """Codes of a small type as exact values: float32 for the floats, int8/uint8 for the ints."""
+  if data_type in (21, 25): return codes.astype(np.uint8)
+  if data_type in (22, 26):
+    bits = 8 // PACKED[data_type]
+    return ((codes.astype(np.int16) ^ (1 << (bits - 1))) - (1 << (bits - 1))).astype(np.int8)
+  c = codes.astype(np.int64)
+  if data_type == 24: return np.where(c == 255, np.nan, np.ldexp(1.0, c - 127)).astype(np.float32)  # E8M0: a power of two
+  eb, mb, bias, nan = SMALL_FLOAT_CODES[data_type]
+  e, m, neg = (c >> mb) & ((1 << eb) - 1), c & ((1 << mb) - 1), (c >> (eb + mb)) & 1
+  v = np.where(e == 0, np.ldexp(m.astype(np.float64), 1 - bias - mb), np.ldexp(1.0 + m / (1 << mb), e - bias))
+  v = np.where(neg == 1, -v, v)
+  top = e == (1 << eb) - 1
+  if nan == "fn": v = np.where(top & (m == (1 << mb) - 1), np.nan, v)
+  if nan == "fnuz": v = np.where(c == 1 << (eb + mb), np.nan, v)
+  if nan == "ieee": v = np.where(top, np.where(m == 0, np.where(neg == 1, -np.inf, np.inf), np.nan), v)
+  return v.astype(np.float32)
+
 def tensor_to_numpy(t: SimpleNamespace, base_dir: str | None) -> np.ndarray:
-  """A TensorProto's values as a numpy array (bfloat16 as float32: its bits widened), from raw, typed or external data."""
+  """A TensorProto's values as a numpy array (bfloat16 as float32: its bits widened; the 8/4/2-bit types as their exact values
+  in float32, int8 or uint8), from raw, typed or external data."""
   name, dims = t.name or "<unnamed>", tuple(t.dims)
-  if t.data_type not in ONNX_NP:
+  if t.data_type not in ONNX_NP and t.data_type not in PACKED:
     raise NotImplementedError(f"ONNX tensor {name!r}: data type {ONNX_TYPE_NAMES.get(t.data_type, t.data_type)} is not supported by tinycore")
-  npdt = np.dtype(ONNX_NP[t.data_type] or np.uint16)  # bfloat16 travels as its uint16 bits
+  npdt = np.dtype(np.uint8 if t.data_type in PACKED else ONNX_NP[t.data_type] or np.uint16)  # bfloat16 travels as its uint16 bits
   raw = t.raw_data
   if t.data_location == 1:
     ext = {e.key: e.value for e in t.external_data}
@@ -133,5 +157,11 @@ def tensor_to_numpy(t: SimpleNamespace, base_dir: str | None) -> np.ndarray:
   else: arr = np.array(t.int32_data, np.int64).astype(npdt)
   if t.data_type == 10 and arr.dtype == np.uint16: arr = arr.view(np.float16)
   if t.data_type == 16: arr = (arr.astype(np.uint32) << 16).view(np.float32)
+  if t.data_type in PACKED:
+    per, n = PACKED[t.data_type], int(np.prod(dims))
+    bits = 8 // per
+    codes = np.stack([(arr >> (bits * i)) & ((1 << bits) - 1) for i in range(per)], -1).reshape(-1)
+    if codes.size < n: raise ValueError(f"ONNX tensor {name!r}: {codes.size} values for dims {dims}")
+    arr = _decode_small(codes[:n], t.data_type)
   if arr.size != int(np.prod(dims)): raise ValueError(f"ONNX tensor {name!r}: {arr.size} values for dims {dims}")
   return arr.reshape(dims)
