@@ -117,6 +117,14 @@ def test_float_remainders_are_exact_for_large_quotients():
     np.testing.assert_array_equal(Tensor(a).fmod(Tensor(b)).numpy(), np.fmod(a, b))
     np.testing.assert_array_equal((Tensor(a) % Tensor(b)).numpy(), np.mod(a, b))
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_float_mod_signs_follow_python(dt):
+  """% takes the divisor's sign, zeros included (-0.0 % 2 is 0.0, 0.0 % -2 is -0.0), and infinities as Python does."""
+  a, b = dt([-7, 7, -7.5, -0.0, 0.0, 4, -4, -3, 3]), dt([2, -2, 2, 2, -2, 2, -2, np.inf, -np.inf])
+  got, want = (Tensor(a) % Tensor(b)).numpy(), np.mod(a, b)
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
 @pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 0, 3), (1, 3))], ids=str)
 def test_binary_same_shape_trailing_and_empty(shapes):
   for f, f_np in (BINARY["mul"], BINARY["div"], BINARY["maximum"]):

@@ -551,7 +551,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     a, b = self._broadcasted(x, reverse)
     if a.dtype in (dtypes.float16, dtypes.bfloat16): return a.float().mod(b.float()).cast(a.dtype)  # a half quotient loses the remainder
     r = a.fmod(b)  # C's truncated remainder (0 for an integer b == 0), moved onto b's side when the signs differ
-    return (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
+    out = (r.ne(0) & ((r < 0) ^ (b < 0))).where(r + b, r)
+    if not dtypes.is_float(a.dtype): return out
+    return r.eq(0).where((b < 0).where(-0.0, 0.0).cast(a.dtype), out)  # a zero remainder takes b's sign too: -0.0 % 2 is 0.0
   def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
   def __rfloordiv__(self, x): return self.div(x, True, rounding_mode="floor")
   def neg(self) -> Tensor: return self._unary(Ops.NEG) if self.dtype != dtypes.bool else self.logical_not()
