@@ -101,6 +101,42 @@ def test_conv_and_batchnorm():
     return out, b.running_mean.numpy(), b.running_var.numpy()
   for want, got in zip(run(None), run(D4)): np.testing.assert_allclose(got, want, atol=1e-5)
 
+def test_unsynced_batchnorm_uses_each_devices_statistics():
+  """UnsyncedBatchNorm over D4 with the batch sharded == the same layer on one device (statistics per quarter batch),
+  its running statistics are each slice's own, and its forward pass all-reduces nothing."""
+  x = data(8, 3, 4, 4) + np.arange(8, dtype=np.float32).reshape(8, 1, 1, 1)   # slices with different means
+  def run(devices):
+    bn = nn.UnsyncedBatchNorm(3, num_devices=4)
+    t = Tensor(x)
+    if devices:
+      bn.weight.shard_(devices); bn.bias.shard_(devices)
+      bn.running_mean.shard_(devices, 0); bn.running_var.shard_(devices, 0)
+      t = t.shard(devices, 0)
+    with Tensor.train():
+      out = bn(t)
+      items = out.schedule()
+    return out.numpy(), bn.running_mean.numpy(), bn.running_var.numpy(), items
+  want, got = run(None), run(D4)
+  for w, g in zip(want[:3], got[:3]): np.testing.assert_allclose(g, w, atol=1e-5)
+  xs = x.reshape(4, 2, 3, 4, 4)
+  np.testing.assert_allclose(got[1], 0.1 * xs.mean((1, 3, 4)), atol=1e-5)
+  np.testing.assert_allclose(got[2], 0.9 + 0.1 * xs.var((1, 3, 4), ddof=1), atol=1e-4)
+  np.testing.assert_allclose(got[0].reshape(4, 2, 3, 16).mean((1, 3)), 0, atol=1e-5)   # each slice normalised on its own
+  assert not any(si.ast.op is Ops.ALLREDUCE for si in got[3])
+  with pytest.raises(ValueError, match="multiple of 4"): nn.UnsyncedBatchNorm(3, num_devices=4)(Tensor(data(6, 3, 2, 2)))
+
+@pytest.mark.parametrize("ax", [None, 0, 1])
+def test_gradient_through_lazy_shard(ax):
+  """shard() and to() of a tensor that requires grad pass the gradient back to it (and to the sharded tensor itself)."""
+  a, w = data(8, 4), data(4, 4)
+  def grads(devices):
+    x, wt = Tensor(a, requires_grad=True), Tensor(w, requires_grad=True)
+    xs, ws = (x.shard(devices, ax), wt.to(devices)) if devices else (x, wt)
+    ((xs @ ws).tanh() * xs).sum().backward()
+    assert x.grad.device == "CPU" and wt.grad.device == "CPU"
+    return x.grad.numpy(), wt.grad.numpy(), xs.grad.numpy()
+  for g, want in zip(grads(D4), grads(None)): np.testing.assert_allclose(g, want, atol=1e-5)
+
 def test_gather_embedding_and_setitem():
   table, idx = data(10, 6), np.array([[1, 3, 9, 0], [2, 2, 5, 7]], np.int32)
   check(lambda w, i: w[i], table, idx, axes=(None, 0), devices=D2)
