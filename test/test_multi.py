@@ -6,8 +6,9 @@ from tinycore import Tensor, nn, dtypes, TinyJit
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters
 from tinycore.uop import Ops
-from tinycore.multi import multi_pm, allreduce, MultiBuffer, fold, STRATEGIES, pick_strategy
+from tinycore.multi import multi_pm, allreduce, MultiBuffer, fold, STRATEGIES, pick_strategy, device_groups
 from tinycore.runtime.device import Device
+from tinycore.schedule import buffers
 
 D2, D4 = ("CPU:0", "CPU:1"), ("CPU:0", "CPU:1", "CPU:2", "CPU:3")
 PY2 = ("PYTHON:0", "PYTHON:1")
@@ -18,10 +19,10 @@ def canon(devices): return tuple(Device.canonicalize(d) for d in devices)
 def data(*shape): return rng.standard_normal(shape).astype(np.float32)
 
 def check(fn, *arrays, devices=D4, axes=(0,), atol=1e-5, dev1="CPU"):
-  """fn on tensors sharded over `devices` (one axis per array, None: replicated) == fn on one device."""
+  """fn on tensors sharded over `devices` (one axis per array, None: replicated; a grid: a tuple per array) == fn on one device."""
   want = fn(*[Tensor(a, device=dev1) for a in arrays]).numpy()
   got = fn(*[Tensor(a, device=dev1).shard(devices, ax) for a, ax in zip(arrays, axes)])
-  assert got.device == canon(devices) or not isinstance(got.device, tuple)
+  assert got.device == canon(devices if isinstance(devices[0], str) else sum(devices, ())) or not isinstance(got.device, tuple)
   np.testing.assert_allclose(got.numpy(), want, atol=atol, rtol=1e-5)
 
 def test_shard_roundtrip_and_device_tuple():
@@ -79,12 +80,69 @@ def test_matmul_every_shard_axis(ax, bx):
   check(lambda x, w: x @ w, data(8, 12), data(12, 4), axes=(ax, bx))
 
 def test_matmul_rows_by_columns_and_batched_rows_by_k():
-  """x sharded by rows times w sharded by columns (w is gathered), and a batched x by rows times w sharded along K
-  (x's K is sliced per device, the products are all-reduced). (A true 2-axis grid sharding is not implemented.)"""
+  """x sharded by rows times w sharded by columns (w is gathered: on a line of devices the result has one shard axis;
+  see the grid tests for blocks), and a batched x by rows times w sharded along K (x's K is sliced per device, the
+  products are all-reduced)."""
   a, w = data(8, 12), data(12, 4)
   np.testing.assert_allclose((Tensor(a).shard(D4, 0) @ Tensor(w).shard(D4, 1)).numpy(), a @ w, atol=1e-5)
   x2 = Tensor(a.reshape(2, 4, 12)).shard(D2, 0)
   np.testing.assert_allclose((x2.reshape(8, 12) @ Tensor(w).shard(D2, 0)).numpy(), a @ w, atol=1e-5)
+
+GRID = (("CPU:0", "CPU:1"), ("CPU:2", "CPU:3"))   # 2x2: device (i, j) is CPU:(2i+j)
+GRID_AXES = [(0, 1), (1, 0), (0, None), (None, 1), (None, 0), (1, None), (None, None)]
+
+@pytest.mark.parametrize("ax", GRID_AXES)
+def test_grid_shard_roundtrip(ax):
+  a = data(8, 12)
+  t = Tensor(a).shard(GRID, ax)
+  assert t.device == canon(D4) and t.shape == (8, 12)
+  if ax != (None, None): assert t.uop.src[0].shape == tuple(s // 2 ** ax.count(i) for i, s in enumerate(a.shape))
+  np.testing.assert_equal(t.numpy(), a)
+  u = Tensor(a)
+  u.shard_(GRID, ax)
+  np.testing.assert_equal((u + 0).numpy(), a)
+
+def test_grid_shard_blocks_and_errors():
+  """Device (i, j) of the grid holds block (i, j)."""
+  a = np.arange(8 * 12, dtype=np.float32).reshape(8, 12)
+  t = Tensor(a).shard(GRID, (0, 1)).contiguous().realize()
+  for i, b in enumerate(buffers[t.uop.src[0].base].bufs):
+    np.testing.assert_equal(b.numpy().reshape(4, 6), a[(i // 2) * 4:(i // 2) * 4 + 4, (i % 2) * 6:(i % 2) * 6 + 6])
+  with pytest.raises(ValueError, match="one axis .* per grid dimension"): Tensor(a).shard(GRID, 0)
+  with pytest.raises(ValueError, match="two grid dimensions"): Tensor(a).shard(GRID, (1, 1))
+  with pytest.raises(ValueError, match="does not split evenly"): Tensor(data(6, 3)).shard(GRID, (0, 1))
+  with pytest.raises(ValueError, match="rows of equal shape"): Tensor(a).shard((("CPU:0", "CPU:1"), ("CPU:2",)), (0, 1))
+
+@pytest.mark.parametrize("ax", GRID_AXES)
+@pytest.mark.parametrize("bx", GRID_AXES)
+def test_grid_matmul_every_layout(ax, bx):
+  check(lambda x, w: x @ w, data(8, 12), data(12, 4), devices=GRID, axes=(ax, bx), atol=2e-5)
+
+def test_grid_matmul_blocks_need_no_transfer():
+  """x split by rows along the grid's first dimension times w split by columns along its second: each device computes
+  its block of the product from its own data, nothing is gathered or all-reduced; K split along the second dimension
+  all-reduces among the two devices of each grid row only."""
+  a, w = data(8, 12), data(12, 4)
+  out = Tensor(a).shard(GRID, (0, None)) @ Tensor(w).shard(GRID, (None, 1))
+  from tinycore.rewrite import graph_rewrite
+  assert graph_rewrite(out.uop.sink(), multi_pm).src[0].arg == ((0, 2), (1, 2))   # blocks (rows, columns)
+  assert [si.ast.op for si in out.schedule()] == [Ops.COPY, Ops.COPY, Ops.SINK]
+  np.testing.assert_allclose(out.numpy(), a @ w, atol=1e-5)
+  out = Tensor(a).shard(GRID, (0, 1)) @ Tensor(w).shard(GRID, (None, 0))
+  reduces = [si.ast.arg for si in out.schedule() if si.ast.op is Ops.ALLREDUCE]
+  assert reduces == [(Ops.ADD, (2, 2), (1,))] and device_groups((2, 2), (1,)) == [[0, 1], [2, 3]]
+  np.testing.assert_allclose(out.numpy(), a @ w, atol=1e-5)
+
+@pytest.mark.parametrize("ax", [(0, 1), (None, 1), (1, 0)])
+def test_grid_ops(ax):
+  a = data(4, 8, 6)
+  check(lambda x: (x * 2 + 1).relu().sum((0, 2)), a, devices=GRID, axes=(ax,))
+  check(lambda x: x.max(1).softmax(-1), a, devices=GRID, axes=(ax,))
+  check(lambda x: x.permute(2, 0, 1).reshape(6, 32) + 1, a, devices=GRID, axes=(ax,))
+  check(lambda x: x.reshape(4, 4, 2, 6)[:, 1:3].flip(3), a, devices=GRID, axes=(ax,))
+  check(lambda x, y: x * y, a, a, devices=GRID, axes=(ax, (1, 2)))
+  check(lambda x: x.to("CPU:1") * 3, a, devices=GRID, axes=(ax,))
+  with pytest.raises(ValueError, match="grid of 2x2 devices"): Tensor(a).shard(GRID, ax).to(D2).realize()
 
 def test_conv_and_batchnorm():
   x, w = data(4, 3, 8, 8), data(8, 3, 3, 3)
@@ -165,6 +223,14 @@ def test_rand_and_dropout_match_one_device():
     Tensor.manual_seed(3); d4 = Tensor(a).shard(D4, 0).dropout(0.5).numpy()
   np.testing.assert_equal(d4, d1)
 
+# on a grid: data parallel along its first dimension, tensor parallel along its second (l1's outputs and l2's inputs split)
+GRID_PARAMS = [(None, 0), (None, 0), (None, 1), (None, None)]   # l1.weight, l1.bias, l2.weight, l2.bias
+
+def _shard_model(params, x, y, devices):
+  on_grid = not isinstance(devices[0], str)
+  for p, ax in zip(params, GRID_PARAMS if on_grid else [None] * len(params)): p.shard_(devices, ax)
+  return x.shard(devices, (0, None) if on_grid else 0), y.shard(devices, (0, None) if on_grid else 0)
+
 def _train(devices, opt_cls, steps=3, jit=False):
   Tensor.manual_seed(0)
   r = np.random.default_rng(1)
@@ -172,9 +238,7 @@ def _train(devices, opt_cls, steps=3, jit=False):
   l1, l2 = nn.Linear(5, 8), nn.Linear(8, 3)
   params = get_parameters([l1, l2])
   x, y = Tensor(X), Tensor(Y)
-  if devices:
-    for p in params: p.shard_(devices)
-    x, y = x.shard(devices, 0), y.shard(devices, 0)
+  if devices: x, y = _shard_model(params, x, y, devices)
   opt = opt_cls(params, lr=0.05)
   def step(x, y):
     opt.zero_grad()
@@ -190,7 +254,7 @@ def _train(devices, opt_cls, steps=3, jit=False):
 @pytest.mark.parametrize("opt_cls", [optim.SGD, optim.Adam])
 def test_training_step_matches_one_device(opt_cls):
   want, wl = _train(None, opt_cls)
-  for devices in (D2, D4):
+  for devices in (D2, D4, GRID):
     got, gl = _train(devices, opt_cls)
     np.testing.assert_allclose(gl, wl, rtol=1e-5)
     for g, w in zip(got, want): np.testing.assert_allclose(g, w, atol=1e-5)
@@ -251,9 +315,8 @@ def _step_graph_size(devices) -> int:
   Tensor.manual_seed(0)
   l1, l2 = nn.Linear(16, 32), nn.Linear(32, 4)
   params = get_parameters([l1, l2])
-  for p in params: p.shard_(devices)
+  x, y = _shard_model(params, Tensor(data(16, 16)), Tensor(rng.integers(0, 4, 16)), devices)
   opt = optim.Adam(params, lr=0.01)
-  x, y = Tensor(data(16, 16)).shard(devices, 0), Tensor(rng.integers(0, 4, 16)).shard(devices, 0)
   opt.zero_grad()
   l2(l1(x).relu()).sparse_categorical_crossentropy(y).backward()
   outs = opt.schedule_step()
@@ -264,3 +327,4 @@ def test_graph_does_not_grow_with_devices():
   eight = tuple(f"CPU:{i}" for i in range(8))
   two = _step_graph_size(D2)
   assert two == _step_graph_size(eight)   # the tensor-level graph, and the per-shard graph the scheduler makes of it
+  assert _step_graph_size(GRID) == _step_graph_size((eight[:4], eight[4:]))   # a 2x2 and a 2x4 grid

@@ -11,7 +11,7 @@ from tinycore.runtime.runner import CompiledRunner
 from tinycore.codegen import get_program as codegen_program, kernel_name
 from tinycore import search, trace
 from tinycore.schedule import ScheduleItem
-from tinycore.multi import MultiBuffer, DEVICE_NUM, allreduce
+from tinycore.multi import MultiBuffer, DEVICE_NUM, allreduce, device_groups
 
 _runners: dict[tuple[str, UOp], CompiledRunner] = {}   # (device instance, kernel AST) -> loaded on that instance
 _programs: dict[tuple[object, UOp], ProgramSpec] = {}   # (renderer, kernel AST) -> rendered once for every instance of a backend
@@ -110,7 +110,9 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       st = time.perf_counter()
       if si.ast.op is Ops.COPY: how = copy(dest, src)
       elif si.ast.op is Ops.ALLGATHER: how = "allgather"; allgather(dest, src)
-      else: how = "allreduce"; allreduce(dest, src, si.ast.arg)
+      else:
+        op, grid, dims = si.ast.arg
+        how = "allreduce"; allreduce(dest, src, op, groups=device_groups(grid, dims))
       if prof is not None: prof.launch(_name(dest.device), "copies", f"{how} {_name(src.device)} -> {_name(dest.device)}", st, None, [src], [dest], bytes=src.nbytes)
       GlobalCounters.global_mem += src.nbytes
       if DEBUG >= 2: print(f"{colored('*** '+how, 'yellow')} {src.nbytes:10d} bytes {_name(src.device)} -> {_name(dest.device)} {(time.perf_counter()-st)*1e6:9.1f} us")
