@@ -7,7 +7,8 @@ from tinycore import Tensor, TinyJit, dtypes, nn
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters
 from tinycore.uop import Ops
-from tinycore.multi import MultiBuffer, STRATEGIES, allreduce
+from tinycore.engine import allreduce
+from tinycore.multi import MultiBuffer, STRATEGIES
 
 def best_of(fn, reps: int) -> float:
   fn()  # warm: compile, capture

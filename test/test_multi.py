@@ -1,12 +1,14 @@
 """Sharded tensors on CPU:0..3 and PYTHON: every op compared with the same program on one device."""
-import os
+import functools, os
 import numpy as np
 import pytest
 from tinycore import Tensor, nn, dtypes, TinyJit
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters
 from tinycore.uop import Ops
-from tinycore.multi import multi_pm, allreduce, MultiBuffer, fold, STRATEGIES, pick_strategy, device_groups
+from tinycore.engine import allreduce
+from tinycore.multi import multi_pm, MultiBuffer, STRATEGIES, pick_strategy, device_groups, allreduce_plan, allreduce_on_host
+from tinycore.uop import f32_to_bf16
 from tinycore.runtime.device import Device
 from tinycore.schedule import buffers
 
@@ -281,16 +283,26 @@ def test_half_precision_allreduce_in_float32():
   np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3)
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_allreduce_strategies_bit_identical(strategy):
-  """Every strategy folds each chunk in the same fixed order: the same bits as fold, for every dtype."""
-  for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float16, np.float16), (dtypes.int32, np.int32)):
-    shards = [(rng.standard_normal(1000) * 1000).astype(npdt) for _ in range(4)]
-    src, dest = MultiBuffer(D4, 1000, dt), MultiBuffer(D4, 1000, dt)
-    for b, s in zip(src.bufs, shards): b.copyin(memoryview(s).cast("B"))
-    assert allreduce(dest, src, Ops.ADD, strategy) == strategy
-    want = ((shards[0].astype(np.float32) + shards[1]) + shards[2] + shards[3]).astype(npdt) if npdt == np.float16 else \
-           (shards[0] + shards[1]) + shards[2] + shards[3]
-    for b in dest.bufs: np.testing.assert_array_equal(b.numpy(), want)
+@pytest.mark.parametrize("devices", [D4, ("PYTHON:0", "PYTHON:1", "PYTHON:2")], ids=["CPU", "PYTHON"])
+def test_allreduce_strategies_bit_identical(strategy, devices):
+  """Every strategy folds each chunk in the same fixed order, as kernels on the devices: the same bits as the host's
+  numpy fold, for every dtype and op (half and bfloat16 accumulated in float32, NaN propagated by max)."""
+  n = len(devices)
+  for dt, npdt in ((dtypes.float32, np.float32), (dtypes.float16, np.float16), (dtypes.bfloat16, np.float32), (dtypes.int32, np.int32)):
+    shards = [(rng.standard_normal(1001) * 1000).astype(npdt) for _ in range(n)]
+    shards[1][5] = np.nan if dtypes.is_float(dt) else shards[1][5]
+    src = MultiBuffer(devices, 1001, dt)
+    for b, x in zip(src.bufs, shards): b.copyin(memoryview(f32_to_bf16(x) if dt == dtypes.bfloat16 else x).cast("B"))
+    for op in (Ops.ADD, Ops.MAX):
+      dest, host = MultiBuffer(devices, 1001, dt), MultiBuffer(devices, 1001, dt)
+      assert allreduce(dest, src, op, strategy) == f"{strategy} on devices"
+      allreduce_on_host(host.bufs, src.bufs, op, allreduce_plan(n, 1001, strategy))
+      want = host.bufs[0].as_bytes()
+      assert all(b.as_bytes() == want for b in dest.bufs + host.bufs)
+      if dt in (dtypes.float32, dtypes.int32) and op is Ops.ADD:
+        np.testing.assert_array_equal(host.bufs[0].numpy(), functools.reduce(np.add, shards))
+      if dt == dtypes.float16 and op is Ops.ADD:
+        np.testing.assert_array_equal(host.bufs[0].numpy(), functools.reduce(np.add, [x.astype(np.float32) for x in shards]).astype(np.float16))
 
 def test_allreduce_env_var_forces_strategy(monkeypatch):
   monkeypatch.setenv("ALLREDUCE", "ring")

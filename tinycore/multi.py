@@ -199,7 +199,39 @@ def pick_strategy(nbytes: int, n: int) -> str:
     return forced
   return "naive" if n <= 2 or nbytes < (1 << 18) else "ring" if nbytes >= (1 << 22) else "all2all"
 
-def acc_np_dtype(dt) -> np.dtype: return np.dtype(np.float32) if dt in (dtypes.float16, dtypes.bfloat16) else np.dtype(to_np_dtype(dt))
+Plan = list[tuple[int, int, list[tuple[int, list[int]]]]]
+
+def allreduce_plan(n: int, m: int, strategy: str) -> Plan:
+  """A strategy as data: for each chunk [lo, hi) of the buffer, its hops (device that folds, the shards it adds to the
+  partial from the hop before). naive: one chunk, every shard folded on device 0. all2all: chunk c folded on device c.
+  ring: each chunk's partial starts on device 0 and passes device to device, each adding its own piece. Every hop
+  folds in device order, so every element is the left fold ((s0 op s1) op s2) ..., whatever the strategy. The result
+  is then sent to every device."""
+  if strategy == "naive" or n == 1: return [(0, m, [(0, list(range(n)))])]
+  b = chunk_bounds(m, n)
+  if strategy == "all2all": return [(b[c], b[c + 1], [(c, list(range(n)))]) for c in range(n)]
+  return [(b[c], b[c + 1], [(1, [0, 1])] + [(j, [j]) for j in range(2, n)]) for c in range(n)]
+
+def device_groups(grid: tuple[int, ...], dims: tuple[int, ...]) -> list[list[int]]:
+  """The devices of a grid that an all-reduce over grid dimensions `dims` combines: those equal in every other
+  coordinate, each group in device order (the order of the fold)."""
+  groups: dict[tuple, list[int]] = {}
+  for i in range(prod(grid)):
+    coord = [(i // prod(grid[g+1:])) % n for g, n in enumerate(grid)]
+    groups.setdefault(tuple(c for g, c in enumerate(coord) if g not in dims), []).append(i)
+  return list(groups.values())
+
+def acc_dtype(dt): return dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+
+def acc_np_dtype(dt) -> np.dtype: return np.dtype(to_np_dtype(acc_dtype(dt)))
+
+def fold_ast(in_dtypes: list, out_dtype, op: Ops, size: int) -> UOp:
+  """The kernel of one hop on a device: out = ((in1 op in2) op in3) ... in the accumulation dtype, rounded once to out's."""
+  acc = acc_dtype(out_dtype)   # out is the partial's accumulation dtype, or the shards' own
+  ins = [UOp(Ops.DEFINE_GLOBAL, dt.ptr(size), (), i + 1).cast(acc) for i, dt in enumerate(in_dtypes)]
+  value = ins[0]
+  for x in ins[1:]: value = value.alu(op, x)
+  return UOp(Ops.SINK, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out_dtype.ptr(size), (), 0).store(value.cast(out_dtype)),))
 
 def _host_memory(b: Buffer) -> np.ndarray | None:
   """The buffer's memory itself, where the device's memory is host memory (the CPU): no copy."""
@@ -234,41 +266,10 @@ def fold(parts: list[np.ndarray], op: Ops) -> np.ndarray:
   for p in parts[1:]: _NP_OP[op](acc, p, out=acc)
   return acc
 
-def device_groups(grid: tuple[int, ...], dims: tuple[int, ...]) -> list[list[int]]:
-  """The devices of a grid that an all-reduce over grid dimensions `dims` combines: those equal in every other
-  coordinate, each group in device order (the order of the fold)."""
-  groups: dict[tuple, list[int]] = {}
-  for i in range(prod(grid)):
-    coord = [(i // prod(grid[g+1:])) % n for g, n in enumerate(grid)]
-    groups.setdefault(tuple(c for g, c in enumerate(coord) if g not in dims), []).append(i)
-  return list(groups.values())
-
-def allreduce(dest: MultiBuffer, src: MultiBuffer, op: Ops, strategy: str | None = None, groups: list[list[int]] | None = None) -> str:
-  """dest's every shard = the reduction of src's shards (of its group's: `groups` partitions the devices, default one
-  group of all). The adds run in host memory (numpy, exact IEEE arithmetic: the same bits a device add gives); the
-  strategies differ in the transfers. naive: every shard read whole, the result written whole to each device. ring: the
-  buffer cut into n chunks, each chunk's partial passed from device to device (reduce-scatter, in device order), then
-  each finished chunk sent to every device (all-gather). all2all: each chunk's owner reads that chunk from every device
-  at once, folds it and sends it to all."""
-  for group in groups or [list(range(len(src.bufs)))]:
-    strategy = _allreduce_group([dest.bufs[i] for i in group], [src.bufs[i] for i in group], op, strategy)
-  return strategy
-
-def _allreduce_group(dests: list[Buffer], srcs: list[Buffer], op: Ops, strategy: str | None) -> str:
-  n, m = len(srcs), srcs[0].size
-  strategy = strategy or pick_strategy(srcs[0].nbytes, n)
-  if strategy == "naive":
-    out = fold([to_host(b) for b in srcs], op)
-    for b in dests: from_host(b, out)
-    return strategy
-  bounds, f, done = chunk_bounds(m, n), _NP_OP[op], []
-  for c in range(n):
-    lo, hi = bounds[c], bounds[c + 1]
-    if strategy == "ring":
-      acc = to_host(srcs[0], lo, hi)
-      for b in srcs[1:]: f(acc, to_host(b, lo, hi), out=acc)  # the partial moves on to the next device, which adds its chunk
-    else: acc = fold([to_host(b, lo, hi) for b in srcs], op)
-    done.append((lo, acc))
-  for b in dests:
-    for lo, acc in done: from_host(b, acc, lo)
-  return strategy
+def allreduce_on_host(dests: list[Buffer], srcs: list[Buffer], op: Ops, plan: Plan) -> None:
+  """A plan run in host memory (numpy, exact IEEE arithmetic: the bits a device kernel gives), for a backend that
+  cannot run the hops' kernels (the dtype, or the chunks' views, unsupported)."""
+  for lo, hi, hops in plan:
+    acc = None
+    for _, shards in hops: acc = fold(([] if acc is None else [acc]) + [to_host(srcs[i], lo, hi) for i in shards], op)
+    for b in dests: from_host(b, acc, lo)
