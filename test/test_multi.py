@@ -261,6 +261,22 @@ def test_training_step_matches_one_device(opt_cls):
     np.testing.assert_allclose(gl, wl, rtol=1e-5)
     for g, w in zip(got, want): np.testing.assert_allclose(g, w, atol=1e-5)
 
+def test_sharded_step_replays_from_the_schedule_cache():
+  """An un-jitted sharded training step (copies, all-reduces) is scheduled once per graph shape, then replayed from the
+  schedule cache with its own buffers: the same parameters as without the cache."""
+  from tinycore import schedule_cache
+  want, wl = _train(D4, optim.Adam, steps=5)
+  before = dict(schedule_cache.stats)
+  got, gl = _train(D4, optim.Adam, steps=5)
+  assert schedule_cache.stats["hits"] - before["hits"] >= 6 and schedule_cache.stats["uncacheable"] == before["uncacheable"]
+  np.testing.assert_equal(gl, wl)
+  for g, w in zip(got, want): np.testing.assert_equal(g, w)
+  old, schedule_cache.SCHEDULE_CACHE_SIZE = schedule_cache.SCHEDULE_CACHE_SIZE, 0
+  try: uncached, ul = _train(D4, optim.Adam, steps=5)
+  finally: schedule_cache.SCHEDULE_CACHE_SIZE = old
+  np.testing.assert_equal(ul, wl)
+  for g, w in zip(uncached, want): np.testing.assert_equal(g, w)
+
 def test_tinyjit_replay_sharded():
   want, wl = _train(None, optim.SGD, steps=4)
   got, gl = _train(D2, optim.SGD, steps=4, jit=True)
