@@ -1,11 +1,12 @@
-"""Sharded tensors: the rules that turn ops on MULTI nodes into per-shard work, MultiBuffer, and the all-reduce itself.
+"""Sharded tensors: the rules that turn ops on MULTI nodes into per-shard work, MultiBuffer, and the all-reduce's plans.
 
-A tensor on a tuple of devices is, at the tensor level, one global tensor. Its leaves are MULTI(shard graph, axis): the
-shard graph has the shape of one shard (axis None: the whole tensor, replicated) and the tuple as its device. A node on
-a tuple of devices that is not under a MULTI (a constant, an arange) is the same whole tensor on every device.
-`multi_pm` pushes MULTI up through every op, so the scheduled graph is per-shard work whose size does not depend on the
-number of devices: one kernel, launched once per device. Where a device's shard differs (taking its slice of a replicated
-tensor), the kernel reads the variable `_device_num`, which the engine sets per launch."""
+A tensor on a tuple of devices is, at the tensor level, one global tensor. Its leaves are MULTI(shard graph, layout): the
+shard graph has the shape of one shard (layout None: the whole tensor, replicated; an axis; or a grid's layout, below)
+and the tuple as its device. A node on a tuple of devices that is not under a MULTI (a constant, an arange) is the
+same whole tensor on every device. `multi_pm` pushes MULTI up through every op, so the scheduled graph is per-shard
+work whose size does not depend on the number of devices: one kernel, launched once per device. Where a device's shard
+differs (taking its slice of a replicated tensor), the kernel reads the variable `_device_num`, which the engine sets
+per launch."""
 from __future__ import annotations
 import os
 import numpy as np
