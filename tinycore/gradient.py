@@ -70,11 +70,19 @@ pm_gradient = PatternMatcher([
   (UPat((Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD)), lambda ctx: (ctx,)),
   (UPat(Ops.DETACH), lambda ctx: (None,)),
   (UPat(Ops.COPY, name="ret"), lambda ctx, ret: (UOp(Ops.COPY, ctx.dtype, (ctx,), ret.src[0].device),)),
+  (UPat(Ops.MULTI, name="ret"), lambda ctx, ret: (UOp(Ops.COPY, ctx.dtype, (ctx,), _sources(ret)[0].device),)),
   (UPat(Ops.BITCAST), lambda ctx: (None,)),
   # float fmod(a, b) = a - trunc(a/b) * b, the quotient piecewise constant; an integer remainder has no gradient
   (UPat(Ops.MOD, name="ret"), lambda ctx, ret: (ctx, -ctx * (ret.src[0] / ret.src[1]).alu(Ops.TRUNC)) if dtypes.is_float(ret.dtype) else (None, None)),
   (UPat((Ops.AND, Ops.OR, Ops.XOR, Ops.IDIV, Ops.SHL, Ops.SHR)), lambda ctx: (None, None)),
 ])
+
+def _sources(u: UOp) -> tuple[UOp, ...]:
+  """What u's rule differentiates with respect to: its sources, except for a lazy shard, MULTI([SHRINK](COPY(x, devices))):
+  at the tensor level that is one copy of x (the nodes between are per-shard work), so x gets the gradient, copied back."""
+  if u.op is not Ops.MULTI: return u.src
+  s = u.src[0].src[0] if u.src[0].op is Ops.SHRINK else u.src[0]
+  return (s.src[0],) if s.op is Ops.COPY and isinstance(s.src[0].device, str) else ()
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Reverse-mode sweep from root: gradients of every node on a path to a target (missing: no path)."""
@@ -85,11 +93,12 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   grads: dict[UOp, UOp] = {root: root_grad}
   for u in reversed(order):
     if u not in grads or u in targets and not u.src or u.op is Ops.BUFFER: continue
-    if not any(s in on_path for s in u.src): continue
+    srcs = _sources(u)
+    if not any(s in on_path for s in srcs): continue
     g = grads[u]
     got = pm_gradient.rewrite(u, ctx=g)
     if got is None: raise NotImplementedError(f"no gradient rule for {u.op}")
-    for s, sg in zip(u.src, got):
+    for s, sg in zip(srcs, got):
       if sg is None or s not in on_path: continue
       grads[s] = sg if s not in grads else grads[s] + sg
   # a target with no elements has a gradient of no elements, whether or not a path reaches it (ops on empty tensors may

@@ -1,11 +1,12 @@
-"""Sharded tensors: the rules that turn ops on MULTI nodes into per-shard work, MultiBuffer, and the all-reduce itself.
+"""Sharded tensors: the rules that turn ops on MULTI nodes into per-shard work, MultiBuffer, and the all-reduce's plans.
 
-A tensor on a tuple of devices is, at the tensor level, one global tensor. Its leaves are MULTI(shard graph, axis): the
-shard graph has the shape of one shard (axis None: the whole tensor, replicated) and the tuple as its device. A node on
-a tuple of devices that is not under a MULTI (a constant, an arange) is the same whole tensor on every device.
-`multi_pm` pushes MULTI up through every op, so the scheduled graph is per-shard work whose size does not depend on the
-number of devices: one kernel, launched once per device. Where a device's shard differs (taking its slice of a replicated
-tensor), the kernel reads the variable `_device_num`, which the engine sets per launch."""
+A tensor on a tuple of devices is, at the tensor level, one global tensor. Its leaves are MULTI(shard graph, layout): the
+shard graph has the shape of one shard (layout None: the whole tensor, replicated; an axis; or a grid's layout, below)
+and the tuple as its device. A node on a tuple of devices that is not under a MULTI (a constant, an arange) is the
+same whole tensor on every device. `multi_pm` pushes MULTI up through every op, so the scheduled graph is per-shard
+work whose size does not depend on the number of devices: one kernel, launched once per device. Where a device's shard
+differs (taking its slice of a replicated tensor), the kernel reads the variable `_device_num`, which the engine sets
+per launch."""
 from __future__ import annotations
 import os
 import numpy as np
@@ -40,80 +41,134 @@ def make_buffer(device: str | tuple[str, ...], size: int, dtype, options=None) -
   return MultiBuffer(device, size, dtype, options) if isinstance(device, tuple) else Buffer(device, size, dtype, options)
 
 # ***** from global ops to per-shard ops *****
+# A MULTI's arg says how the tensor is laid out on its devices: None (replicated), an axis (split over every device), or
+# for a grid of devices ((axis or None, devices along it), ...), one pair per grid dimension, row-major: device i sits at
+# coordinate (i // (product of the later sizes)) % size along each. The rules work on the grid form, a "layout".
 
-def split(x: UOp, axis: int | None) -> UOp:
-  """The whole tensor on every device (a replicated shard graph) -> each device's slice of it along axis."""
-  if axis is None: return x
-  n, size = len(x.device), x.shape[axis]
-  if not isinstance(size, int) or size % n:
-    raise ValueError(f"cannot shard dimension {axis} of shape {x.shape} over {n} devices: {size} does not split evenly; "
-                     f"pad it to a multiple of {n} or shard another axis")
-  dn, k = device_num(n), size // n
-  return x.shrink(tuple((dn * k, dn * k + k) if i == axis else (0, s) for i, s in enumerate(x.shape)))
+Layout = tuple[tuple[int | None, int], ...]
 
-def gather(x: UOp, axis: int | None, dest) -> UOp:
-  """A shard graph sharded along axis -> the whole tensor on every device of dest (a tuple) or on one device."""
-  if axis is None: return x if dest == x.device else UOp(Ops.COPY, x.dtype, (x,), dest)
-  order = (axis,) + tuple(i for i in range(len(x.shape)) if i != axis)
-  whole = UOp(Ops.ALLGATHER, x.dtype, (x.permute(order),), dest)
-  return whole.permute(tuple(sorted(range(len(order)), key=lambda i: order[i])))
+def layout_of(arg, n: int) -> Layout: return arg if isinstance(arg, tuple) else ((arg, n),)
 
-def shard_of(s: UOp, axis: int | None) -> UOp:
-  """The shard graph of tensor-level source s, sharded along axis."""
-  if s.op is not Ops.MULTI: return split(s, axis)   # not under a MULTI: the whole tensor on every device
-  return s.src[0] if s.arg == axis else split(gather(s.src[0], s.arg, s.device), axis)
+def layout_arg(layout: Layout):
+  """The MULTI arg of a layout: None when nothing is split, the axis on a one-dimensional grid."""
+  if all(a is None for a, _ in layout): return None
+  return layout[0][0] if len(layout) == 1 else layout
 
-def _multi(x: UOp, axis: int | None) -> UOp: return UOp(Ops.MULTI, x.dtype, (x,), axis)
+def _multi(x: UOp, layout: Layout) -> UOp: return UOp(Ops.MULTI, x.dtype, (x,), layout_arg(layout))
+
+def _layout(m: UOp) -> Layout: return layout_of(m.arg, len(m.device))
+
+def _sizes(layout: Layout) -> tuple[int, ...]: return tuple(n for _, n in layout)
+
+def split(x: UOp, arg, dims: set[int] | None = None) -> UOp:
+  """The whole tensor on every device (a replicated shard graph) -> each device's slice of it for the layout `arg`
+  (only along the grid dimensions `dims`, where x is already each device's slice along the others)."""
+  layout = layout_of(arg, len(x.device))
+  dn, ranges = device_num(len(x.device)), [(0, s) for s in x.shape]
+  for g, (axis, n) in enumerate(layout):
+    if axis is None or dims is not None and g not in dims: continue
+    size, stride = x.shape[axis], prod(_sizes(layout)[g+1:])
+    if not isinstance(size, int) or size % n:
+      raise ValueError(f"cannot shard dimension {axis} of shape {x.shape} over {n} devices: {size} does not split evenly; "
+                       f"pad it to a multiple of {n} or shard another axis")
+    c, k = dn if stride == 1 else dn // stride, size // n
+    if n * stride != len(x.device): c = c % n   # this device's coordinate along grid dimension g
+    ranges[axis] = (c * k, c * k + k)
+  return x.shrink(tuple(ranges)) if any(r != (0, s) for r, s in zip(ranges, x.shape)) else x
+
+def gather(x: UOp, arg, dest) -> UOp:
+  """A shard graph laid out by `arg` -> the whole tensor on every device of dest (a tuple) or on one device: every
+  shard is gathered (device order, along a new first axis), then the grid's axes are moved next to the axes they split."""
+  layout = layout_of(arg, len(x.device))
+  if all(a is None for a, _ in layout): return x if dest == x.device else UOp(Ops.COPY, x.dtype, (x,), dest)
+  k = len(layout)
+  y = UOp(Ops.ALLGATHER, x.dtype, (x.reshape((1,) + x.shape),), dest).reshape(_sizes(layout) + x.shape)
+  y = y.shrink(tuple((0, 1) if g < k and layout[g][0] is None else (0, s) for g, s in enumerate(y.shape)))  # copies: one
+  order = [g for g in range(k) if layout[g][0] is None]
+  for i in range(len(x.shape)): order += [g for g in range(k) if layout[g][0] == i] + [k + i]
+  whole = tuple(s * prod(n for a, n in layout if a == i) for i, s in enumerate(x.shape))
+  return y.permute(tuple(order)).reshape(whole)
+
+def shard_of(s: UOp, layout: Layout) -> UOp:
+  """The shard graph of tensor-level source s for a layout: its own where it matches, further split where s is
+  replicated along grid dimensions the layout splits, else gathered and split again."""
+  if s.op is not Ops.MULTI: return split(s, layout)   # not under a MULTI: the whole tensor on every device
+  mine = _layout(s)
+  if mine == layout: return s.src[0]
+  if _sizes(mine) == _sizes(layout) and all(a is None or a == b for (a, _), (b, _) in zip(mine, layout)):
+    return split(s.src[0], layout, {g for g, ((a, _), (b, _)) in enumerate(zip(mine, layout)) if a is None and b is not None})
+  return split(gather(s.src[0], mine, s.device), layout)
+
+def _common_layout(srcs: tuple[UOp, ...], n: int) -> Layout:
+  """The layout an op on these sources computes in: the first split source's, with the grid dimensions it replicates
+  taken from later sources on the same grid (x split by rows times w split by columns: blocks of rows by columns)."""
+  split_ones = [_layout(s) for s in srcs if s.op is Ops.MULTI and s.arg is not None]
+  if not split_ones: return ((None, n),)
+  out = list(split_ones[0])
+  for other in split_ones[1:]:
+    if _sizes(other) != _sizes(split_ones[0]): continue
+    for g, (a, size) in enumerate(other):
+      if out[g][0] is None and a is not None and all(a != b for b, _ in out): out[g] = (a, size)
+  return tuple(out)
 
 def _elementwise(root: UOp) -> UOp | None:
   if not any(s.op is Ops.MULTI for s in root.src): return None
-  axis = next((s.arg for s in root.src if s.op is Ops.MULTI and s.arg is not None), None)
-  return _multi(root.replace(src=tuple(shard_of(s, axis) for s in root.src)), axis)
+  layout = _common_layout(root.src, len(root.device))
+  return _multi(root.replace(src=tuple(shard_of(s, layout) for s in root.src)), layout)
 
 def _assign(root: UOp, target: UOp) -> UOp | None:
   if target.op is not Ops.MULTI and root.src[1].op is not Ops.MULTI: return None
-  axis = target.arg if target.op is Ops.MULTI else None   # the buffer keeps its layout
-  return _multi(root.replace(src=(shard_of(target, axis), shard_of(root.src[1], axis))), axis)
+  layout = _layout(target) if target.op is Ops.MULTI else ((None, len(root.device)),)   # the buffer keeps its layout
+  return _multi(root.replace(src=(shard_of(target, layout), shard_of(root.src[1], layout))), layout)
 
 def _reduce(root: UOp, m: UOp) -> UOp:
-  (x, axis), (op, axes) = (m.src[0], m.arg), root.arg
+  (x, layout), (op, axes) = (m.src[0], _layout(m)), root.arg
   partial = x.r(op, axes)
-  if axis is None or axis not in axes: return _multi(partial, axis)
-  return _multi(UOp(Ops.ALLREDUCE, partial.dtype, (partial,), op), None)
+  dims = tuple(g for g, (a, _) in enumerate(layout) if a is not None and a in axes)
+  if not dims: return _multi(partial, layout)
+  # the partial sums of the devices that differ only along the split grid dimensions are all-reduced among them
+  reduced = UOp(Ops.ALLREDUCE, partial.dtype, (partial,), (op, _sizes(layout), dims))
+  return _multi(reduced, tuple((None, n) if g in dims else (a, n) for g, (a, n) in enumerate(layout)))
 
 def _whole(root: UOp, m: UOp) -> UOp:
-  """A movement that mixes the shard axis with data of other shards: gather first, then move the whole tensor."""
-  return _multi(root.replace(src=(gather(m.src[0], m.arg, m.device),)), None)
+  """A movement that mixes a split axis with data of other shards: gather first, then move the whole tensor."""
+  return _multi(root.replace(src=(gather(m.src[0], m.arg, m.device),)), ((None, len(m.device)),))
 
 def _reshape(root: UOp, m: UOp) -> UOp:
-  x, axis, new = m.src[0], m.arg, root.arg
-  if axis is None: return _multi(x.reshape(new), None)
-  n, lead = len(m.device), prod(m.shape[:axis])
-  # the new axis whose leading dims hold the same elements as the old shard axis's: each shard is then a contiguous
-  # block of it, as long as that axis splits evenly
-  b = next((i for i in range(len(new)) if prod(new[:i]) == lead and isinstance(new[i], int) and new[i] % n == 0), None)
-  if b is None or not all(isinstance(s, int) for s in new + m.shape): return _whole(root, m)
-  return _multi(x.reshape(tuple(s // n if i == b else s for i, s in enumerate(new))), b)
+  x, layout, new = m.src[0], _layout(m), root.arg
+  if not all(isinstance(s, int) for s in new + m.shape): return _whole(root, m)
+  # each split axis goes to the new axis whose leading dims hold the same elements as the old axis's: each shard is then
+  # a contiguous block of it, as long as that axis splits evenly
+  out, shard = [], list(new)
+  for a, n in layout:
+    b = None if a is None else next((i for i in range(len(new)) if prod(new[:i]) == prod(m.shape[:a]) and new[i] % n == 0), None)
+    if a is not None and (b is None or any(b == c for c, _ in out)): return _whole(root, m)
+    if b is not None: shard[b] //= n
+    out.append((b, n))
+  return _multi(x.reshape(tuple(shard)), tuple(out))
 
 def _permute(root: UOp, m: UOp) -> UOp:
-  return _multi(m.src[0].permute(root.arg), None if m.arg is None else root.arg.index(m.arg))
+  return _multi(m.src[0].permute(root.arg), tuple((None if a is None else root.arg.index(a), n) for a, n in _layout(m)))
 
 def _expand(root: UOp, m: UOp) -> UOp:
-  x, axis = m.src[0], m.arg
-  return _multi(x.expand(tuple(x.shape[i] if i == axis else s for i, s in enumerate(root.arg))), axis)
+  x, axes = m.src[0], {a for a, _ in _layout(m)}
+  return _multi(x.expand(tuple(x.shape[i] if i in axes else s for i, s in enumerate(root.arg))), _layout(m))
 
 def _pad_shrink_flip(root: UOp, m: UOp) -> UOp:
-  x, axis = m.src[0], m.arg
-  if axis is not None:
-    full = {Ops.PAD: (0, 0), Ops.SHRINK: (0, m.shape[axis]), Ops.FLIP: False}[root.op]
-    if root.arg[axis] != full: return _whole(root, m)
-  arg = tuple((0, x.shape[i]) if i == axis and root.op is Ops.SHRINK else a for i, a in enumerate(root.arg))
-  return _multi(root.replace(src=(x,), arg=arg), axis)
+  x, axes = m.src[0], {a for a, _ in _layout(m)} - {None}
+  full = {Ops.PAD: lambda i: (0, 0), Ops.SHRINK: lambda i: (0, m.shape[i]), Ops.FLIP: lambda i: False}[root.op]
+  if any(root.arg[i] != full(i) for i in axes): return _whole(root, m)
+  arg = tuple((0, x.shape[i]) if i in axes and root.op is Ops.SHRINK else a for i, a in enumerate(root.arg))
+  return _multi(root.replace(src=(x,), arg=arg), _layout(m))
 
 def _copy(root: UOp, m: UOp) -> UOp:
-  x, axis, dest = m.src[0], m.arg, root.arg
-  if not isinstance(dest, tuple): return gather(x, axis, dest)
-  return _multi(split(gather(x, axis, dest), axis), axis)
+  x, layout, dest = m.src[0], _layout(m), root.arg
+  if not isinstance(dest, tuple): return gather(x, layout, dest)
+  if len(layout) > 1 and len(dest) != len(m.device):
+    raise ValueError(f"a tensor on a grid of {'x'.join(map(str, _sizes(layout)))} devices cannot be copied to {len(dest)} devices; "
+                     "copy it to one device first, then shard it")
+  if len(layout) == 1: layout = ((layout[0][0], len(dest)),)
+  return _multi(split(gather(x, m.arg, dest), layout), layout)
 
 multi_pm = PatternMatcher([
   (UPat(tuple(GroupOp.Elementwise) + (Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD), name="root"), _elementwise),
@@ -145,7 +200,39 @@ def pick_strategy(nbytes: int, n: int) -> str:
     return forced
   return "naive" if n <= 2 or nbytes < (1 << 18) else "ring" if nbytes >= (1 << 22) else "all2all"
 
-def acc_np_dtype(dt) -> np.dtype: return np.dtype(np.float32) if dt in (dtypes.float16, dtypes.bfloat16) else np.dtype(to_np_dtype(dt))
+Plan = list[tuple[int, int, list[tuple[int, list[int]]]]]
+
+def allreduce_plan(n: int, m: int, strategy: str) -> Plan:
+  """A strategy as data: for each chunk [lo, hi) of the buffer, its hops (device that folds, the shards it adds to the
+  partial from the hop before). naive: one chunk, every shard folded on device 0. all2all: chunk c folded on device c.
+  ring: each chunk's partial starts on device 0 and passes device to device, each adding its own piece. Every hop
+  folds in device order, so every element is the left fold ((s0 op s1) op s2) ..., whatever the strategy. The result
+  is then sent to every device."""
+  if strategy == "naive" or n == 1: return [(0, m, [(0, list(range(n)))])]
+  b = chunk_bounds(m, n)
+  if strategy == "all2all": return [(b[c], b[c + 1], [(c, list(range(n)))]) for c in range(n)]
+  return [(b[c], b[c + 1], [(1, [0, 1])] + [(j, [j]) for j in range(2, n)]) for c in range(n)]
+
+def device_groups(grid: tuple[int, ...], dims: tuple[int, ...]) -> list[list[int]]:
+  """The devices of a grid that an all-reduce over grid dimensions `dims` combines: those equal in every other
+  coordinate, each group in device order (the order of the fold)."""
+  groups: dict[tuple, list[int]] = {}
+  for i in range(prod(grid)):
+    coord = [(i // prod(grid[g+1:])) % n for g, n in enumerate(grid)]
+    groups.setdefault(tuple(c for g, c in enumerate(coord) if g not in dims), []).append(i)
+  return list(groups.values())
+
+def acc_dtype(dt): return dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+
+def acc_np_dtype(dt) -> np.dtype: return np.dtype(to_np_dtype(acc_dtype(dt)))
+
+def fold_ast(in_dtypes: list, out_dtype, op: Ops, size: int) -> UOp:
+  """The kernel of one hop on a device: out = ((in1 op in2) op in3) ... in the accumulation dtype, rounded once to out's."""
+  acc = acc_dtype(out_dtype)   # out is the partial's accumulation dtype, or the shards' own
+  ins = [UOp(Ops.DEFINE_GLOBAL, dt.ptr(size), (), i + 1).cast(acc) for i, dt in enumerate(in_dtypes)]
+  value = ins[0]
+  for x in ins[1:]: value = value.alu(op, x)
+  return UOp(Ops.SINK, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, out_dtype.ptr(size), (), 0).store(value.cast(out_dtype)),))
 
 def _host_memory(b: Buffer) -> np.ndarray | None:
   """The buffer's memory itself, where the device's memory is host memory (the CPU): no copy."""
@@ -180,26 +267,10 @@ def fold(parts: list[np.ndarray], op: Ops) -> np.ndarray:
   for p in parts[1:]: _NP_OP[op](acc, p, out=acc)
   return acc
 
-def allreduce(dest: MultiBuffer, src: MultiBuffer, op: Ops, strategy: str | None = None) -> str:
-  """dest's every shard = the reduction of src's shards. The adds run in host memory (numpy, exact IEEE arithmetic: the
-  same bits a device add gives); the strategies differ in the transfers. naive: every shard read whole, the result
-  written whole to each device. ring: the buffer cut into n chunks, each chunk's partial passed from device to device
-  (reduce-scatter, in device order), then each finished chunk sent to every device (all-gather). all2all: each chunk's
-  owner reads that chunk from every device at once, folds it and sends it to all."""
-  n, m = len(src.bufs), src.size
-  strategy = strategy or pick_strategy(src.nbytes, n)
-  if strategy == "naive":
-    out = fold([to_host(b) for b in src.bufs], op)
-    for b in dest.bufs: from_host(b, out)
-    return strategy
-  bounds, f, done = chunk_bounds(m, n), _NP_OP[op], []
-  for c in range(n):
-    lo, hi = bounds[c], bounds[c + 1]
-    if strategy == "ring":
-      acc = to_host(src.bufs[0], lo, hi)
-      for b in src.bufs[1:]: f(acc, to_host(b, lo, hi), out=acc)  # the partial moves on to the next device, which adds its chunk
-    else: acc = fold([to_host(b, lo, hi) for b in src.bufs], op)
-    done.append((lo, acc))
-  for b in dest.bufs:
-    for lo, acc in done: from_host(b, acc, lo)
-  return strategy
+def allreduce_on_host(dests: list[Buffer], srcs: list[Buffer], op: Ops, plan: Plan) -> None:
+  """A plan run in host memory (numpy, exact IEEE arithmetic: the bits a device kernel gives), for a backend that
+  cannot run the hops' kernels (the dtype, or the chunks' views, unsupported)."""
+  for lo, hi, hops in plan:
+    acc = None
+    for _, shards in hops: acc = fold(([] if acc is None else [acc]) + [to_host(srcs[i], lo, hi) for i in shards], op)
+    for b in dests: from_host(b, acc, lo)

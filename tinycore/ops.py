@@ -9,7 +9,7 @@ class Ops(Enum):
   IOTA = auto()  # the tensor [0, 1, ..., n-1]: lowered straight to the loop index, O(n) without host data
   CONTIGUOUS = auto(); CONTIGUOUS_BACKWARD = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto()
   # sharded tensors (tinycore/multi.py): MULTI holds one shard's graph on a tuple of devices (arg: the shard axis or None);
-  # ALLREDUCE (arg: the reduce op) and ALLGATHER (arg: the destination) move data between the shards, scheduled like COPY
+  # ALLREDUCE (arg: (reduce op, grid sizes, grid dims reduced over)) and ALLGATHER (arg: the destination) move data between the shards, scheduled like COPY
   MULTI = auto(); ALLREDUCE = auto(); ALLGATHER = auto()
   # movement (tensor-level, resolved into index math by codegen)
   RESHAPE = auto(); EXPAND = auto(); PERMUTE = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()

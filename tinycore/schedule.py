@@ -227,7 +227,9 @@ def _kernels(order: list[UOp], realize: set[UOp]) -> tuple[list[_Kernel], dict[U
     if x.op in TRANSFERS:
       src = x.src[0]
       if src in out_buf: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], out_buf[src]]), {src}, set()))
-      else: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), set(), {_plain_buffer(src)}))
+      else:  # a view of a buffer, or of an assign to one in this schedule: then it reads the assigned value, after the assign
+        assigns = {u for u in src.toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.ASSIGN and u in realize}
+        kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), assigns, set() if assigns else {_plain_buffer(src)}))
     else: kernels.append(_kernel(x, realize, out_buf))
   return kernels, out_buf
 

@@ -5,8 +5,10 @@ The key is the graph with its buffers as positional placeholders (numbered by fi
 BUFFER node, so aliasing is part of the key), the unique ids of ASSIGN/CONTIGUOUS nodes renumbered the same way, and
 bound variables keyed by the variable, not the value (the values go to the kernels' var_vals at replay). The template
 holds only kernel ASTs (which reference numbered parameters, never buffers), slot numbers and shapes: no buffer and no
-graph node is kept alive by it. Anything the template cannot describe exactly (COPY items, buffer views, symbolic
-result shapes, assigns that already ran) is scheduled the ordinary way, every time."""
+graph node is kept alive by it (a transfer item keeps its op, dtype and arg only). Sharded graphs are cached like any
+other: their devices are part of the key, and the rewrite to per-shard work depends on the graph alone. Anything the
+template cannot describe exactly (buffer views, symbolic result shapes, assigns that already ran) is scheduled the
+ordinary way, every time."""
 from __future__ import annotations
 import math
 from collections import OrderedDict
@@ -73,7 +75,8 @@ def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nb
   slots = dict(slot)
   t_items = []
   for si in items:
-    if si.ast.op is not Ops.SINK: return None   # a COPY item's ast is the graph itself
+    # a transfer's ast is its graph node: the template keeps only what running it reads (op, dtype, arg), no buffer
+    ast = si.ast if si.ast.op is Ops.SINK else UOp(si.ast.op, si.ast.dtype, (), si.ast.arg)
     s_bufs = []
     for b in si.bufs:
       if (s := slots.get(id(b))) is None:
@@ -87,21 +90,23 @@ def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nb
         if binds[name] != val: return None
         vv.append((name, None))
       else: vv.append((name, val))   # a value fixed by the key (a bound variable inside a shape)
-    t_items.append((si.ast, tuple(s_bufs), tuple(vv)))
+    t_items.append((ast, tuple(s_bufs), tuple(vv)))
   t_becomes = []
   made: dict[UOp, int] = {}
   for x, v in becomes.items():
-    if (p := ids.get(x)) is None: return None
-    shape = None
+    # a node of a rewritten graph (per-shard work, split reductions) is held by no tensor: only the graph's own matter
+    if (p := ids.get(x)) is None: continue
+    shape, layout = None, None
+    if v.op is Ops.MULTI: layout, v = (v.arg,), v.src[0]   # a sharded result: the view of its MultiBuffer, laid out by arg
     if v.op is Ops.RESHAPE:
       shape, v = v.arg, v.src[0]
       if not all(isinstance(s, int) for s in shape): return None
-    if (q := ids.get(v)) is not None: t_becomes.append((p, "node", q, shape))
+    if (q := ids.get(v)) is not None: t_becomes.append((p, "node", q, shape, layout))
     elif v.op is Ops.BUFFER and (b := _sched.buffers.get(v)) is not None and (s := slots.get(id(b))) is not None:
-      if v in made: t_becomes.append((p, "same", made[v], shape))
+      if v in made: t_becomes.append((p, "same", made[v], shape, layout))
       else:
         made[v] = len(t_becomes)
-        t_becomes.append((p, "buf", (s, v.dtype, v.arg, v.src[0].arg), shape))
+        t_becomes.append((p, "buf", (s, v.dtype, v.arg, v.src[0].arg), shape, layout))
     else: return None
   return _Template(tuple(new), tuple(t_items), tuple(t_becomes))
 
@@ -111,7 +116,7 @@ def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str,
   items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv}) for ast, s_bufs, vv in t.items]
   becomes: dict[UOp, UOp] = {}
   made: list[UOp | None] = []
-  for p, kind, ref, shape in t.becomes:
+  for p, kind, ref, shape, layout in t.becomes:
     if kind == "node": v = nodes[ref]
     elif kind == "same": v = made[ref]
     else:
@@ -119,7 +124,8 @@ def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str,
       v = UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device), UOp(Ops.UNIQUE, arg=_sched.unique_id())), size)
       _sched.buffers[v] = allb[s]
     made.append(v)
-    becomes[nodes[p]] = v if shape is None else UOp(Ops.RESHAPE, v.dtype, (v,), shape)
+    if shape is not None: v = UOp(Ops.RESHAPE, v.dtype, (v,), shape)
+    becomes[nodes[p]] = v if layout is None else UOp(Ops.MULTI, v.dtype, (v,), layout[0])
   return items, becomes
 
 def create_schedule_cached(outs: list[UOp], create_schedule=None):

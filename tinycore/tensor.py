@@ -11,7 +11,7 @@ from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
-from tinycore.multi import split
+from tinycore.multi import split, layout_arg
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
@@ -28,6 +28,13 @@ def _canon_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
   out = tuple(Device.canonicalize(d) for d in device)
   if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
   return out
+
+def _device_grid(devices: tuple | list) -> tuple[list, tuple[int, ...]]:
+  """A tuple of devices, or a grid of them as nested tuples -> (the devices in row-major order, the grid's sizes)."""
+  if not devices or not isinstance(devices[0], (tuple, list)): return list(devices), (len(devices),)
+  rows = [_device_grid(r) for r in devices]
+  if any(g != rows[0][1] for _, g in rows): raise ValueError(f"a grid of devices needs rows of equal shape, got {devices}")
+  return [d for r, _ in rows for d in r], (len(rows),) + rows[0][1]
 
 def _replicate(u: UOp, devices: tuple[str, ...]) -> UOp:
   """A single-device tensor copied whole to every device of a tuple."""
@@ -213,15 +220,23 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def to_(self, device: str | tuple | None) -> Tensor:
     self.uop = self.to(device).realize().uop
     return self
-  def shard(self, devices: tuple | list, axis: int | None = None) -> Tensor:
+  def shard(self, devices: tuple | list, axis: int | tuple | None = None) -> Tensor:
     """This tensor split along `axis` over a tuple of devices, shard i on devices[i] (axis None: the whole tensor on each).
-    The result is one tensor whose device is the tuple: every op works on it, and reductions over the shard axis
-    all-reduce between the devices."""
-    devices = _canon_device(tuple(devices))
+    Over a grid of devices (a nested tuple, rows of equal length), `axis` names the tensor axis each grid dimension
+    splits (None: replicated along it): `x.shard(((d0, d1), (d2, d3)), axis=(0, 1))` gives device (i, j) block (i, j).
+    The result is one tensor whose device is the flat tuple: every op works on it, and reductions over a split axis
+    all-reduce between the devices that split it."""
+    flat, grid = _device_grid(devices)
+    devices = _canon_device(flat)
     if isinstance(self.device, tuple): raise ValueError(f"shard: this tensor is already on {self.device}; .to() one device first")
-    if axis is None: return self.to(devices)
-    axis = normalize_axis(axis, self.ndim)
-    ret = Tensor(UOp(Ops.MULTI, self.dtype, (split(UOp(Ops.COPY, self.dtype, (self.uop,), devices), axis),), axis))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    if len(axes) != len(grid): raise ValueError(f"shard over a grid of {'x'.join(map(str, grid))} devices needs one axis (or None) per grid dimension, got axis={axis}")
+    axes = tuple(None if a is None else normalize_axis(a, self.ndim) for a in axes)
+    if len(set(a for a in axes if a is not None)) < len([a for a in axes if a is not None]):
+      raise ValueError(f"shard: axis={axis} splits one tensor axis along two grid dimensions; split each axis along at most one")
+    layout = layout_arg(tuple(zip(axes, grid)))
+    if layout is None: return self.to(devices)
+    ret = Tensor(UOp(Ops.MULTI, self.dtype, (split(UOp(Ops.COPY, self.dtype, (self.uop,), devices), layout),), layout))
     ret.requires_grad = self.requires_grad
     return ret
   def shard_(self, devices: tuple | list, axis: int | None = None) -> Tensor:

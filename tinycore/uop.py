@@ -280,7 +280,9 @@ def _shape(u: UOp) -> tuple[Any, ...] | None:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
   if op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE) or op.name.startswith(("DEFINE", "END")) or op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE): return None
   if op is Ops.COPY: return u.src[0].shape
-  if op is Ops.MULTI: return tuple(s * len(u.device) if i == u.arg else s for i, s in enumerate(u.src[0].shape))
+  if op is Ops.MULTI:  # arg: the axis split over every device, or ((axis or None, devices along it), ...) for a grid
+    grid = u.arg if isinstance(u.arg, tuple) else ((u.arg, len(u.device)),)
+    return tuple(s * prod(n for a, n in grid if a == i) for i, s in enumerate(u.src[0].shape))
   if op is Ops.ALLGATHER: return (u.src[0].shape[0] * len(u.src[0].device),) + u.src[0].shape[1:]
   if op is Ops.ASSIGN: return u.src[0].shape
   for s in u.src:

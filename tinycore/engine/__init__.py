@@ -11,7 +11,7 @@ from tinycore.runtime.runner import CompiledRunner
 from tinycore.codegen import get_program as codegen_program, kernel_name
 from tinycore import search, trace
 from tinycore.schedule import ScheduleItem
-from tinycore.multi import MultiBuffer, DEVICE_NUM, allreduce
+from tinycore.multi import MultiBuffer, DEVICE_NUM, device_groups, pick_strategy, allreduce_plan, allreduce_on_host, acc_dtype, fold_ast, Plan
 
 _runners: dict[tuple[str, UOp], CompiledRunner] = {}   # (device instance, kernel AST) -> loaded on that instance
 _programs: dict[tuple[object, UOp], ProgramSpec] = {}   # (renderer, kernel AST) -> rendered once for every instance of a backend
@@ -76,6 +76,43 @@ def allgather(dest: Buffer | MultiBuffer, src: MultiBuffer) -> None:
       for i, s in enumerate(src.bufs): copy(d.view(s.size, s.dtype, i * s.nbytes), s)
     else: d.copyin(b"".join(s.as_bytes() for s in src.bufs))  # no views on this device: assembled in host memory
 
+def _part(b: Buffer, lo: int, hi: int) -> Buffer: return b if (lo, hi) == (0, b.size) else b.view(hi - lo, b.dtype, lo * b.dtype.itemsize)
+
+def _on(device: str, b: Buffer) -> Buffer:
+  """b, or a copy of it on `device`."""
+  if b.device == device: return b
+  copy(out := Buffer(device, b.size, b.dtype), b)
+  return out
+
+def _runs_plan(srcs: list[Buffer], plan: Plan) -> bool:
+  """Can these devices run the plan's hops as kernels: the dtypes, and views for a plan in chunks?"""
+  need = {srcs[0].dtype, acc_dtype(srcs[0].dtype)}
+  return all(need <= Device.renderer(b.device).supported_dtypes and (len(plan) == 1 or b.allocator.supports_offset) for b in srcs)
+
+def allreduce_on_devices(dests: list[Buffer], srcs: list[Buffer], op: Ops, plan: Plan) -> None:
+  """A plan run as kernels: each hop copies its inputs to the device that folds (the backend's transfer where it has
+  one) and launches the fold there; the chunk's result is then copied to every device. Bit for bit the host's fold."""
+  for lo, hi, hops in plan:
+    partial = None
+    for k, (d, shards) in enumerate(hops):
+      device = srcs[d].device
+      ins = ([] if partial is None else [_on(device, partial)]) + [_on(device, _part(srcs[i], lo, hi)) for i in shards]
+      partial = Buffer(device, hi - lo, srcs[0].dtype if k == len(hops) - 1 else acc_dtype(srcs[0].dtype))
+      get_runner(device, fold_ast([b.dtype for b in ins], partial.dtype, op, hi - lo))([partial, *ins], {})
+    for b in dests: copy(_part(b, lo, hi), partial)
+
+def allreduce(dest: MultiBuffer, src: MultiBuffer, op: Ops, strategy: str | None = None, groups: list[list[int]] | None = None) -> str:
+  """dest's every shard = the reduction of src's shards (of its group's: `groups` partitions the devices, default one
+  group of all), by a strategy of multi.py (the same bits whichever), as kernels on the devices where the backend can
+  run them, else in host memory. Says which strategy and where: "ring on devices", "naive on host"."""
+  for group in groups or [list(range(len(src.bufs)))]:
+    dests, srcs = [dest.bufs[i] for i in group], [src.bufs[i] for i in group]
+    how = strategy or pick_strategy(src.nbytes, len(srcs))
+    plan = allreduce_plan(len(srcs), src.size, how)
+    where = "devices" if _runs_plan(srcs, plan) else "host"
+    (allreduce_on_devices if where == "devices" else allreduce_on_host)(dests, srcs, op, plan)
+  return f"{how} on {where}"
+
 def _size(x, var_vals: dict[str, int]) -> int: return x if isinstance(x, int) else sym_eval(x, var_vals)
 
 _pool: ThreadPoolExecutor | None = None
@@ -110,7 +147,9 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       st = time.perf_counter()
       if si.ast.op is Ops.COPY: how = copy(dest, src)
       elif si.ast.op is Ops.ALLGATHER: how = "allgather"; allgather(dest, src)
-      else: how = "allreduce"; allreduce(dest, src, si.ast.arg)
+      else:
+        op, grid, dims = si.ast.arg
+        how = "allreduce " + allreduce(dest, src, op, groups=device_groups(grid, dims))
       if prof is not None: prof.launch(_name(dest.device), "copies", f"{how} {_name(src.device)} -> {_name(dest.device)}", st, None, [src], [dest], bytes=src.nbytes)
       GlobalCounters.global_mem += src.nbytes
       if DEBUG >= 2: print(f"{colored('*** '+how, 'yellow')} {src.nbytes:10d} bytes {_name(src.device)} -> {_name(dest.device)} {(time.perf_counter()-st)*1e6:9.1f} us")

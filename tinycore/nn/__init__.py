@@ -68,25 +68,47 @@ class BatchNorm:
     self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int32, requires_grad=False)  # int64 in PyTorch; not every backend has it
     if track_running_stats: self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
 
-  def calc_stats(self, x: Tensor) -> tuple[Tensor, Tensor]:
-    """(mean, biased variance) over every axis but 1: the batch's in training, the running ones in eval."""
+  def calc_stats(self, x: Tensor, keep: tuple[int, ...] = (1,)) -> tuple[Tensor, Tensor]:
+    """(mean, biased variance) over every axis but `keep`: the batch's in training, the running ones in eval."""
     if self.track_running_stats and not Tensor.training: return self.running_mean, self.running_var
-    axes = tuple(a for a in range(x.ndim) if a != 1)
+    axes = tuple(a for a in range(x.ndim) if a not in keep)
     mean = x.mean(axis=axes)
-    y = x - mean.detach().reshape(1, -1, *[1] * (x.ndim - 2))  # d(var)/d(mean) is zero, so the detach is exact and cheaper
+    y = x - mean.detach().reshape(tuple(s if a in keep else 1 for a, s in enumerate(x.shape)))  # d(var)/d(mean) is zero: exact
     return mean, (y * y).mean(axis=axes)
 
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2: raise ValueError(f"BatchNorm needs input of shape (N, C, ...), got {x.shape}")
-    mean, var = self.calc_stats(x)
+    return self._normalize(x, (1,))
+
+  def _normalize(self, x: Tensor, keep: tuple[int, ...]) -> Tensor:
+    """x normalised with statistics over every axis but `keep` (the channel axis, and the device axis of UnsyncedBatchNorm)."""
+    mean, var = self.calc_stats(x, keep)
     if self.track_running_stats and Tensor.training:
-      n = x.numel() / x.shape[1]
+      n = x.numel() / prod(x.shape[a] for a in keep)
       if n <= 1: raise ValueError(f"BatchNorm in training needs more than one value per channel, got input {x.shape}")
       self.running_mean.assign((1 - self.momentum) * self.running_mean + self.momentum * mean.detach())
       self.running_var.assign((1 - self.momentum) * self.running_var + self.momentum * n / (n - 1) * var.detach())
       self.num_batches_tracked.assign(self.num_batches_tracked + 1)
-    return x.batchnorm(self.weight, self.bias, mean, (var + self.eps).rsqrt())
+    weight, bias = (None if p is None else p.expand(mean.shape) for p in (self.weight, self.bias))
+    return x.batchnorm(weight, bias, mean, (var + self.eps).rsqrt(), axis=keep)
 BatchNorm2d = BatchNorm3d = BatchNorm
+
+class UnsyncedBatchNorm(BatchNorm):
+  """BatchNorm with statistics per device (tinygrad's UnsyncedBatchNorm): the batch is num_devices equal slices, each
+  normalised with its own statistics, and running_mean/running_var are [num_devices, sz], row i the slice i's. With the
+  batch sharded over num_devices devices (and the running statistics sharded along axis 0) each device uses only its
+  own data: no all-reduce in the forward pass. On one device it computes the same thing."""
+  def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1,
+               num_devices: int = 1):
+    super().__init__(sz, eps, affine, track_running_stats, momentum)
+    self.num_devices = num_devices
+    if track_running_stats:
+      self.running_mean, self.running_var = Tensor.zeros(num_devices, sz, requires_grad=False), Tensor.ones(num_devices, sz, requires_grad=False)
+
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[0] % self.num_devices:
+      raise ValueError(f"UnsyncedBatchNorm over {self.num_devices} devices needs input (N, C, ...) with N a multiple of {self.num_devices}, got {x.shape}")
+    return self._normalize(x.reshape(self.num_devices, -1, *x.shape[1:]), (0, 2)).reshape(x.shape)
 
 class LayerNorm:
   """Normalises over the trailing dims `normalized_shape`, then scales by weight and shifts by bias."""
