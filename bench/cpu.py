@@ -3,9 +3,7 @@ elementwise+reduce chain, small-op dispatch, first-call compile time, the matmul
 BEAM search, and a small convnet's training step."""
 from __future__ import annotations
 import argparse, os, pathlib, statistics, sys, time
-# run from a checkout without installing the core; the script's own folder goes last: bench/profile.py would shadow
-# the standard library's profile module, which cProfile imports
-sys.path[:] = [str(pathlib.Path(__file__).resolve().parents[1])] + [p for p in sys.path[1:]] + [str(pathlib.Path(__file__).resolve().parent)]
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
 import numpy as np
 
 def timeit(fn, reps: int, warmup: int = 1) -> list[float]:

@@ -1,8 +1,6 @@
 """Time per inference of PyTorch-exported ONNX models: tinycore's OnnxRunner side by side with onnxruntime, as ratios."""
 from __future__ import annotations
 import argparse, pathlib, sys, time
-HERE = pathlib.Path(__file__).resolve().parent
-sys.path = [p for p in sys.path if pathlib.Path(p or ".").resolve() != HERE]  # this file's name must not hide the onnx package
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "test"))  # the models the tests export
 import numpy as np
