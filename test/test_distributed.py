@@ -69,6 +69,7 @@ def test_failed_rank_ends_the_others(tmp_path, mode, messages):
   _need_mpi()
   p, seconds = _run(mode, tmp_path / "x.npz", timeout_env="5", limit=90)
   text = p.stdout + p.stderr
+  assert text.strip(), f"mpiexec exited {p.returncode} without a word: the ranks did not start (another MPI job on this machine?)"
   assert p.returncode != 0 and any(m in text for m in messages), text
   assert seconds < 60
 
