@@ -41,6 +41,12 @@ def _staged(t: Tensor, shape: tuple) -> Tensor:
   else: buffers[u].copyin(src.as_bytes() + bytes(buffers[u].nbytes - src.nbytes))
   return Tensor(u)
 
+def _front(u: UOp) -> UOp | None:
+  """The BUFFER that a realized tensor of symbolic shape fills from its start (RESHAPE(SHRINK(BUFFER))), else None."""
+  if u.op is Ops.RESHAPE: u = u.src[0]
+  if u.op is Ops.SHRINK and len(u.arg) == 1 and u.arg[0][0] == 0: u = u.src[0]
+  return u if u.op is Ops.BUFFER else None
+
 def _np_to_tensor(arr: np.ndarray, dt: DType, device: str | None) -> Tensor:
   if dt == dtypes.bfloat16: return Tensor(np.asarray(arr, np.float32, order="C"), device=device).cast(dt)
   return Tensor(np.asarray(arr).astype(to_np_dtype(dt), order="C", copy=False), device=device, dtype=dt)
@@ -176,9 +182,10 @@ class OnnxRunner:
     def fixed(v):
       if isinstance(v, list): return [fixed(x) for x in v]
       if not isinstance(v, Tensor) or all(isinstance(d, int) for d in v.shape): return v
-      shape, u = v._concrete_shape(), v.uop
-      if not (u.op is Ops.RESHAPE and u.src[0].op is Ops.SHRINK and u.src[0].src[0].op is Ops.BUFFER): u = v.contiguous().realize().uop
-      buf = buffers[u.src[0].src[0]]  # realized in a symbolic shape: the first prod(shape) elements of a buffer sized for the maximum
+      shape = v._concrete_shape()
+      # realized in a symbolic shape, a tensor is the first prod(shape) elements of a buffer sized for the maximum
+      if (front := _front(v.uop)) is None: front = _front(v.contiguous().realize().uop)
+      buf = buffers[front]
       if not buf.allocator.supports_offset: return Tensor(v.numpy(), device=v.device, dtype=v.dtype)
       return Tensor(new_buffer_uop(buf.device, prod(shape), v.dtype, buf.view(prod(shape), v.dtype, 0)).reshape(shape))
     return {k: fixed(v) for k, v in outs.items()}
