@@ -87,3 +87,45 @@ def test_a_graph_that_reads_input_data_is_rebuilt_every_call():
   for s in ([2, 3], [3, 2], [6, 1], [1, 6]):  # same input shapes, but the output shape comes from s's values
     np.testing.assert_equal(run({"x": np.arange(6, dtype=np.float32), "s": np.array(s)})["y"].numpy(), np.arange(6).reshape(s))
   assert run.reads_data and not run.jits
+
+def _shape_math_model() -> bytes:
+  """y = Reshape(x, [Shape(x)[0], -1]) * 2 and r = Range(0, Shape(x)[0], 1): shape arithmetic on a named dimension."""
+  i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+  nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+           helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]), helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+           helper.make_node("Reshape", ["x", "shape"], ["flat"]), helper.make_node("Mul", ["flat", "two"], ["y"]),
+           helper.make_node("Range", ["zero", "n", "one"], ["r"])]
+  g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 2, 3])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_tensor_value_info("r", TensorProto.INT64, None)],
+                        [i64("zero", 0), i64("one", 1), i64("axes", [0]), i64("minus1", [-1]), numpy_helper.from_array(np.array(2, np.float32), "two")])
+  return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+def test_named_dimension_compiles_once_through_shape_arithmetic():
+  from tinycore import engine
+  run = OnnxRunner(_shape_math_model())
+  compiled = []
+  for b in (1, 3, 7, 2):
+    x = np.arange(b * 6, dtype=np.float32).reshape(b, 2, 3)
+    before = len(engine._runners)
+    out = run({"x": x})
+    assert out["y"].shape == (b, 6) and out["r"].shape == (b,)  # this call's sizes, as plain ints
+    np.testing.assert_equal(out["y"].numpy(), x.reshape(b, 6) * 2)
+    np.testing.assert_equal(out["r"].numpy(), np.arange(b))
+    compiled.append(len(engine._runners) - before)
+  assert compiled[0] > 0 and compiled[1:] == [0, 0, 0], compiled
+  assert run.symbolic and not run.reads_data and len(run.jits) == 1
+
+def test_named_dimension_above_max_dim_is_an_error(monkeypatch):
+  run = OnnxRunner(_shape_math_model(), max_dim=4)
+  np.testing.assert_equal(run({"x": np.ones((4, 2, 3), np.float32)})["r"].numpy(), np.arange(4))
+  with pytest.raises(OnnxError, match=r"'batch'\) is 5, above max_dim=4.*ONNX_MAX_DIM"): run({"x": np.ones((5, 2, 3), np.float32)})
+  monkeypatch.setenv("ONNX_MAX_DIM", "6")
+  assert OnnxRunner(_shape_math_model()).max_dim == 6
+
+def test_named_dimension_that_cannot_stay_symbolic_falls_back():
+  # the weight fixes the "batch" to 2: no Variable can broadcast against it, so each size is built on its own (with a warning)
+  run = OnnxRunner(_model().SerializeToString())
+  with pytest.warns(UserWarning, match="named dimensions \\(batch\\) cannot stay symbolic"): y = run({"x": X})["y"]
+  np.testing.assert_equal(y.numpy(), X + np.arange(6).reshape(2, 3))
+  assert not run.symbolic
+  with pytest.raises(OnnxError, match="op Add"): run({"x": np.ones((4, 3), np.float32)})  # the model's own error, at a fixed size

@@ -137,3 +137,40 @@ def test_matches_onnxruntime(name, dynamo, device, exported):
     assert g.shape == ref.shape, f"{k}: shape {g.shape} != {ref.shape}"
     if ref.dtype.kind in "biu": np.testing.assert_array_equal(g, ref, err_msg=k)
     else: np.testing.assert_allclose(g, ref, rtol=1e-3, atol=1e-4, err_msg=k)
+
+def _export_dynamic(model, args, dynamo: bool) -> bytes:
+  """Exported with dimension 0 of every input named "batch" (a dim_param)."""
+  model.eval()
+  torch.backends.mha.set_fastpath_enabled(False)
+  names = [f"in{i}" for i in range(len(args))]
+  with torch.no_grad():
+    if dynamo:
+      dims = tuple({0: torch.export.Dim("batch", min=1, max=64)} for _ in args)
+      return torch.onnx.export(model, args, dynamo=True, input_names=names, dynamic_shapes=dims, verbose=False).model_proto.SerializeToString()
+    f = io.BytesIO()
+    torch.onnx.export(model, args, f, dynamo=False, input_names=names, opset_version=17, dynamic_axes={n: {0: "batch"} for n in names})
+  return f.getvalue()
+
+@pytest.mark.parametrize("device", ["CPU", "WEBGPU"])
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("name", ["convnet", "transformer"])
+def test_named_batch_dimension_compiles_once(name, dynamo, device):
+  # batch 1 compiles; batch 3 (the jit's capture) and 7 (a replay) run the very same kernels, with results of their own size
+  if device not in _devices(): pytest.skip(f"{device} is not available here")
+  from tinycore import engine
+  model, args = _models()[name]
+  raw = _export_dynamic(model, args, dynamo)
+  sess = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
+  run, rng = OnnxRunner(raw, device=device), np.random.default_rng(0)
+  compiled = []
+  for b in (1, 3, 7):
+    feeds = {i.name: (rng.integers(0, 50, (b, *a.shape[1:])) if a.dtype == torch.int64 else rng.standard_normal((b, *a.shape[1:])))
+             .astype(a.numpy().dtype) for i, a in zip(sess.get_inputs(), args)}
+    before = len(engine._runners)
+    got = [v.numpy() for v in run(feeds).values()]
+    compiled.append(len(engine._runners) - before)
+    for g, ref in zip(got, sess.run(None, feeds), strict=True):
+      assert g.shape == ref.shape
+      np.testing.assert_allclose(g, ref, rtol=1e-3, atol=1e-4)
+  assert compiled[0] > 0 and compiled[1:] == [0, 0], f"kernels compiled per call: {compiled}"
+  assert run.symbolic and not run.reads_data and len(run.jits) == 1

@@ -6,7 +6,7 @@ import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
-from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval
+from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
@@ -889,9 +889,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
     if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
-      known = prod(s for s in shape if s != -1)
-      if known == 0 or self.numel() % known: raise ValueError(f"cannot reshape {self.shape} to {shape}")
-      shape = tuple(self.numel() // known if s == -1 else s for s in shape)
+      # a symbolic dim kept as it is cancels out of the division (the simplifier does not divide by a Variable)
+      have, want = list(self.shape), [s for s in shape if s != -1]
+      for s in [s for s in want if isinstance(s, UOp) and s in have]: have.remove(s); want.remove(s)
+      total, known = prod(have), prod(want)
+      rem = ssimplify(total % known) if known != 0 else 1
+      if known == 0 or not isinstance(rem, int) or rem: raise ValueError(f"cannot reshape {self.shape} to {shape}")
+      shape = tuple(ssimplify(total // known) if s == -1 else s for s in shape)
     return Tensor(self.uop.reshape(shape)) if shape != self.shape else self
   def view(self, *shape) -> Tensor: return self.reshape(*shape)
   def expand(self, shape, *args) -> Tensor:

@@ -1,15 +1,19 @@
 """Run ONNX models: OnnxRunner reads the protobuf itself and builds each node from Tensor methods; `python -m tinycore.nn.onnx`."""
 from __future__ import annotations
-import argparse, inspect, io, os, sys, time
+import argparse, inspect, io, os, sys, time, warnings
 from types import SimpleNamespace
 from typing import Any
 import numpy as np
 from tinycore.dtype import dtypes, DType, to_np_dtype
-from tinycore.tensor import Tensor
-from tinycore.jit import TinyJit
+from tinycore.tensor import Tensor, _plain
+from tinycore.schedule import buffers, new_buffer_uop, max_size
+from tinycore.helpers import prod
+from tinycore import engine
+from tinycore.jit import TinyJit, _uops_in
+from tinycore.uop import UOp, Ops, Variable, ssimplify
 from tinycore.runtime.device import Device
 from tinycore.nn.onnx_proto import parse, tensor_to_numpy, ONNX_TYPE_NAMES
-from tinycore.nn.onnx_ops import OPS, Ctx, ONNX_DTYPES, SMALL, INPUT_NAMES, ATTR_RENAMES, to_small
+from tinycore.nn.onnx_ops import OPS, KNOWN_OPS, Ctx, ONNX_DTYPES, SMALL, INPUT_NAMES, ATTR_RENAMES, to_small
 
 NEWEST_OPSET = 28  # the newest ai.onnx opset this importer knows (onnx 1.23); 7 is the oldest it promises
 # AttributeProto.AttributeType -> the field holding the value
@@ -27,6 +31,22 @@ def _load_bytes(model) -> tuple[bytes, str | None]:
     return model.read(), os.path.dirname(os.path.abspath(name)) if isinstance(name, str) else None
   raise TypeError(f"OnnxRunner takes a path, bytes or a file object, not {type(model).__name__}")
 
+def _staged(t: Tensor, shape: tuple) -> Tensor:
+  """t's elements at the front of a fresh buffer sized for `shape`'s maximum: a kernel is keyed by its buffers' sizes, so
+  every size then reads the same kernels."""
+  if not _plain(t.uop): t = t.contiguous()
+  src = t.realize()._buffer()
+  u = new_buffer_uop(src.device, max_size(shape), t.dtype)
+  if buffers[u].allocator.supports_offset: engine.copy(buffers[u].view(src.size, src.dtype, 0), src)
+  else: buffers[u].copyin(src.as_bytes() + bytes(buffers[u].nbytes - src.nbytes))
+  return Tensor(u)
+
+def _front(u: UOp) -> UOp | None:
+  """The BUFFER that a realized tensor of symbolic shape fills from its start (RESHAPE(SHRINK(BUFFER))), else None."""
+  if u.op is Ops.RESHAPE: u = u.src[0]
+  if u.op is Ops.SHRINK and len(u.arg) == 1 and u.arg[0][0] == 0: u = u.src[0]
+  return u if u.op is Ops.BUFFER else None
+
 def _np_to_tensor(arr: np.ndarray, dt: DType, device: str | None) -> Tensor:
   if dt == dtypes.bfloat16: return Tensor(np.asarray(arr, np.float32, order="C"), device=device).cast(dt)
   return Tensor(np.asarray(arr).astype(to_np_dtype(dt), order="C", copy=False), device=device, dtype=dt)
@@ -34,8 +54,11 @@ def _np_to_tensor(arr: np.ndarray, dt: DType, device: str | None) -> Tensor:
 class OnnxRunner:
   """An ONNX model as a Tensor program. `runner({name: array or Tensor})` returns {output name: Tensor}; a sequence is a list
   of them and an empty optional is None, on either side.
-  A dimension the model names (dim_param, e.g. a batch size) takes any size; each new size is scheduled (and compiled) anew."""
-  def __init__(self, model, device: str | None = None, jit: bool = True):
+  A dimension the model names (dim_param, e.g. a batch size) is a Variable bound to each call's size, from 1 to `max_dim`
+  (default: the ONNX_MAX_DIM environment variable, else 64): every size runs the same compiled kernels, and each
+  intermediate buffer is sized for the maximum. A model whose shape arithmetic cannot stay symbolic falls back, with a
+  warning, to building and compiling each size anew."""
+  def __init__(self, model, device: str | None = None, jit: bool = True, max_dim: int | None = None):
     raw, self.base_dir = _load_bytes(model)
     try: self.model = parse("Model", raw)
     except (ValueError, UnicodeDecodeError) as e: raise OnnxError(f"not an ONNX model: {e}") from e
@@ -57,6 +80,10 @@ class OnnxRunner:
     self.output_names = [o.name for o in self.graph.output]
     # repeated calls replay the captured kernels (TinyJit, one per input signature) unless building reads input data
     self.jit, self.jits, self.data_uops, self.reads_data = jit, {}, set(), False
+    self.max_dim = max_dim if max_dim is not None else int(os.environ.get("ONNX_MAX_DIM", 64))
+    if self.max_dim < 1: raise ValueError(f"max_dim (ONNX_MAX_DIM) must be at least 1, got {self.max_dim}")
+    self.variables: dict[str, UOp] = {}  # dim_param -> its Variable; cleared when the model falls back to fixed sizes
+    self.symbolic = True
 
   def _tensor(self, t: SimpleNamespace) -> Tensor:
     if t.data_type not in ONNX_DTYPES:
@@ -106,16 +133,66 @@ class OnnxRunner:
     if extra := set(inputs) - names - set(self.initializers): raise OnnxError(f"unknown inputs {sorted(extra)}; the model takes {sorted(names)}")
     self.small = dict(self.small_initializers)
     feeds = {i.name: self._value(i.name, i.type, inputs[i.name]) for i in self.graph.input if i.name in inputs}
-    if not self.jit or self.reads_data or not all(isinstance(v, Tensor) for v in feeds.values()): return self._build(feeds)
-    key = tuple((k, v.shape, v.dtype) for k, v in feeds.items())
-    outs = self.jits.setdefault(key, TinyJit(self._jitted))(*feeds.values(), names=tuple(feeds))
+    shapes = self._named(feeds) if self.symbolic else {}
+    if not shapes: return self._outputs(self._call(feeds, {}))
+    try: return self._outputs(self._call(feeds, shapes))
+    except Exception as e:  # noqa: BLE001  (the same call with fixed sizes raises the model's real error, if it has one)
+      outs = self._outputs(self._call(feeds, {}))
+      where = f"{type(e).__name__}: {e}".splitlines()[0]
+      warnings.warn(f"OnnxRunner: this model's named dimensions ({', '.join(self.variables)}) cannot stay symbolic ({where}); "
+                    "each size is built and compiled anew")
+      self.symbolic, self.variables, self.reads_data = False, {}, False
+      self.jits = {k: j for k, j in self.jits.items() if all(isinstance(d, int) for _, shape, _ in k for d in shape)}
+      return outs
+
+  def _named(self, feeds: dict[str, Any]) -> dict[str, tuple]:
+    """The shape of each input with a named dimension (dim_param), that dimension a Variable bound to its size."""
+    sizes: dict[str, int] = {}
+    out = {}
+    for i in self.inputs:
+      t, tt = feeds.get(i.name), i.type.tensor_type if i.type is not None else None
+      if not isinstance(t, Tensor) or t.numel() == 0 or tt is None or tt.shape is None: continue
+      dims = []
+      for ax, (d, n) in enumerate(zip(tt.shape.dim, t.shape)):
+        if not d.dim_param or sizes.setdefault(d.dim_param, n) != n: dims.append(n)  # one name given two sizes: two dimensions
+        elif n > self.max_dim:
+          raise OnnxError(f"input {i.name!r} dim {ax} ({d.dim_param!r}) is {n}, above max_dim={self.max_dim}, the largest size named "
+                          "dimensions are compiled for: pass OnnxRunner(..., max_dim=N) or set ONNX_MAX_DIM")
+        else: dims.append(self.variables.setdefault(d.dim_param, Variable(d.dim_param, 1, self.max_dim)).bind(n))
+      if not all(isinstance(d, int) for d in dims): out[i.name] = tuple(dims)
+    return out
+
+  def _call(self, feeds: dict[str, Any], shapes: dict[str, tuple]) -> dict[str, Any]:
+    """Build (or replay) the graph; an input in `shapes` runs in that symbolic shape from a buffer sized for its maximum."""
+    args = {k: _staged(v, shapes[k]) if k in shapes else v for k, v in feeds.items()}
+    self.views = shapes
+    if not self.jit or self.reads_data or not all(isinstance(v, Tensor) for v in feeds.values()): return self._build(self._view(args))
+    key = tuple((k, tuple(d.unbind_all()[0] if isinstance(d, UOp) else d for d in shapes.get(k, v.shape)), v.dtype) for k, v in feeds.items())
+    binds = list({d: None for s in shapes.values() for d in s if isinstance(d, UOp)})  # replays learn the sizes from these
+    outs = self.jits.setdefault(key, TinyJit(self._jitted))(*args.values(), *binds, names=tuple(args))
     if self.reads_data: self.jits.clear()  # this build read input data: its kernels are right for this call only
     # the jit's output buffers are overwritten by its next replay: each call returns its own copies
     return {k: v.clone().realize() if isinstance(v, Tensor) else v for k, v in outs.items()}
 
-  def _jitted(self, *tensors: Tensor, names: tuple[str, ...]) -> dict[str, Any]:
+  def _view(self, args: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.shrink(((0, ssimplify(prod(s))),)).reshape(s) if (s := self.views.get(k)) else v for k, v in args.items()}
+
+  def _outputs(self, outs: dict[str, Any]) -> dict[str, Any]:
+    """Outputs of a symbolic shape as plain tensors of this call's shape, so reading them compiles nothing per size."""
+    def fixed(v):
+      if isinstance(v, list): return [fixed(x) for x in v]
+      if not isinstance(v, Tensor) or all(isinstance(d, int) for d in v.shape): return v
+      shape = v._concrete_shape()
+      # realized in a symbolic shape, a tensor is the first prod(shape) elements of a buffer sized for the maximum
+      if (front := _front(v.uop)) is None: front = _front(v.contiguous().realize().uop)
+      buf = buffers[front]
+      if not buf.allocator.supports_offset: return Tensor(v.numpy(), device=v.device, dtype=v.dtype)
+      return Tensor(new_buffer_uop(buf.device, prod(shape), v.dtype, buf.view(prod(shape), v.dtype, 0)).reshape(shape))
+    return {k: fixed(v) for k, v in outs.items()}
+
+  def _jitted(self, *args: Any, names: tuple[str, ...]) -> dict[str, Any]:
     """The graph over fresh copies of its outputs (an output that is an input must be recomputed at each replay)."""
-    return {k: v.clone() if isinstance(v, Tensor) else v for k, v in self._build(dict(zip(names, tensors))).items()}
+    return {k: v.clone() if isinstance(v, Tensor) else v for k, v in self._build(self._view(dict(zip(names, args)))).items()}
 
   def _build(self, feeds: dict[str, Any]) -> dict[str, Any]:
     self.data_uops = {v.uop for v in feeds.values() if isinstance(v, Tensor)}
@@ -123,8 +200,11 @@ class OnnxRunner:
     return dict(zip(self.output_names, self._run(self.graph, env, dict(self.static))))
 
   def _read(self, t: Tensor) -> None:
-    """Building reads t's values (a shape from data, a loop condition, a count): from the inputs' data, the jit is off."""
-    if not self.reads_data and not self.data_uops.isdisjoint(t.uop.toposort()): self.reads_data = True
+    """Building reads t's values (a shape from data, a loop condition, a count): from the inputs' data or a symbolic size
+    (whose value is this call's), the graph is right for this call only and the jit is off."""
+    if self.reads_data: return
+    nodes = t.uop.toposort()
+    if not self.data_uops.isdisjoint(nodes) or any(u.op is Ops.BIND or _uops_in(u.arg) for u in nodes): self.reads_data = True
 
   def _run(self, graph: SimpleNamespace, env: dict[str, Any], static: dict[int, tuple[Tensor, list]]) -> list:
     """Run one graph's nodes in order over `env` (name -> Tensor; outer scopes included) and return its outputs."""
@@ -171,8 +251,15 @@ class OnnxRunner:
     if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
       if bad := [k for k in attrs if k not in params]:
         raise NotImplementedError(f"attribute(s) {bad} are not supported (supported: {[k for k in params if k not in ('c', 'n_out')]})")
-    if INPUT_NAMES.get(n.op_type) and len(ins) > 1: return fn(ctx, ins[0], **dict(zip(INPUT_NAMES[n.op_type], ins[1:])), **attrs)
-    return fn(ctx, *ins, **attrs)
+    args, kw = (ins[:1], {**dict(zip(INPUT_NAMES[n.op_type], ins[1:])), **attrs}) if INPUT_NAMES.get(n.op_type) and len(ins) > 1 else (ins, attrs)
+    out = fn(ctx, *args, **kw)
+    if n.op_type in KNOWN_OPS and isinstance(out, Tensor) and dtypes.is_int(out.dtype) and out.ndim <= 1 and \
+       all(ctx.known(t) is not None for t in ins if isinstance(t, Tensor)):  # shape arithmetic: its value is known too
+      obj = lambda v: np.array(ctx.known(v), dtype=object) if isinstance(v, Tensor) else v  # noqa: E731
+      try: value = KNOWN_OPS[n.op_type](ctx, *map(obj, args), **{k: obj(v) for k, v in kw.items()})
+      except (TypeError, ValueError, IndexError): value = None  # e.g. a symbolic size where a number is needed: not known
+      if value is not None and np.shape(value) == out.shape: ctx.know(out, np.asarray(value, dtype=object).tolist())
+    return out
 
   def _constant(self, attrs: dict, ctx: Ctx) -> Tensor:
     (key, v), = attrs.items()

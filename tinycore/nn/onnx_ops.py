@@ -2,9 +2,11 @@
 from __future__ import annotations
 import math
 from typing import Any, Callable
+import numpy as np
 from tinycore.dtype import dtypes, DType, dtype_min, dtype_max
 from tinycore.helpers import prod, normalize_axis
 from tinycore.tensor import Tensor
+from tinycore.uop import UOp, smin, smax, ssimplify
 
 # TensorProto.DataType -> tinycore dtype
 ONNX_DTYPES: dict[int, DType] = {1: dtypes.float32, 2: dtypes.uint8, 3: dtypes.int8, 4: dtypes.uint16, 5: dtypes.int16, 6: dtypes.int32,
@@ -42,10 +44,13 @@ class Ctx:
   def py(self, t: Tensor | None, default=None) -> Any:
     """A small tensor's values as Python numbers (shape arguments): from the build-time value when known, else read back."""
     if t is None: return default
-    known = self.static.get(id(t))
-    if known is not None and known[0] is t: return known[1]
+    if (known := self.known(t)) is not None: return known
     self.read(t)  # the runner learns that building this graph reads a tensor's values
     return t.tolist()
+  def known(self, t: Any) -> Any:
+    """t's build-time value (a list, a scalar), or None when it is not known."""
+    known = self.static.get(id(t))
+    return known[1] if known is not None and known[0] is t else None
   def know(self, t: Tensor, value: list) -> None:
     """Remember t's value, known while building (a shape); the entry holds t, so its id is never reused for another tensor."""
     self.static[id(t)] = (t, value)
@@ -188,12 +193,18 @@ def _slice(c, x, starts=None, ends=None, axes_in=None, steps_in=None, **attrs):
   ax = list(range(len(st))) if ax is None else [normalize_axis(a, x.ndim) for a in ax]
   sp = sp or [1] * len(st)
   idx: list[Any] = [slice(None)] * x.ndim
+  sym = not all(isinstance(v, int) for v in (*x.shape, *st, *en))
   for a, s, e, k in zip(ax, st, en, sp):
     n = x.shape[a]
-    s, e = s + n if s < 0 else s, e + n if e < 0 else e
+    s, e = s + n if isinstance(s, int) and s < 0 else s, e + n if isinstance(e, int) and e < 0 else e
+    if sym:  # a symbolic size (a named dimension) or bound: clamped by the Variables' ranges, a shrink serves every size
+      if k != 1: raise NotImplementedError(f"Slice with step {k} over a named (symbolic) dimension")
+      idx[a] = (ssimplify(smin(smax(s, 0), n)), ssimplify(smin(smax(e, s, 0), n)))
+      continue
     if k > 0: s, e = min(max(s, 0), n), min(max(e, 0), n)
     else: s, e = min(max(s, 0), n - 1), min(max(e, -1), n - 1)
     idx[a] = slice(s, e if e >= 0 else None, k)
+  if sym: return x.shrink(tuple(i if isinstance(i, tuple) else (0, n) for i, n in zip(idx, x.shape)))
   return x[tuple(idx)]
 def _expand(c, x, shape):
   s = c.ints(shape)
@@ -219,12 +230,19 @@ def _shape(c, x, start=0, end=None):
       Tensor.stack(*[Tensor(v, dtype=c.long, device=c.device) for v in vals]) if vals else Tensor.zeros(0, dtype=c.long, device=c.device)
   c.know(t, vals)
   return t
-def _size(c, x): return Tensor(prod(x.shape), dtype=c.long, device=c.device)
+def _size(c, x):
+  t = Tensor(prod(x.shape), dtype=c.long, device=c.device)
+  c.know(t, prod(x.shape))
+  return t
 def _const_of_shape(c, shape, value=None):
   v = value if value is not None else Tensor([0.0], dtype=dtypes.float32, device=c.device)
   return v.reshape(()).expand(c.ints(shape)).contiguous() if c.ints(shape) else v.reshape(())
 def _range(c, start, limit, delta):
   s, l, d = c.scalar(start), c.scalar(limit), c.scalar(delta)
+  if isinstance(s, UOp) or isinstance(l, UOp):  # a symbolic count: the first n of an arange as long as n can be
+    if not isinstance(d, int) or d == 0: raise NotImplementedError(f"Range over a named (symbolic) dimension with step {d}")
+    n = ssimplify(smax((l - s + d - 1) // d if d > 0 else (s - l - d - 1) // -d, 0))
+    return (Tensor.arange(n.vmax, device=c.device)[:n].cast(start.dtype) * d + s).cast(start.dtype)
   n = max(math.ceil((l - s) / d), 0)
   return (Tensor.arange(n, device=c.device).cast(start.dtype) * d + s).cast(start.dtype)
 def _gather(c, x, idx, axis=0):
@@ -1021,6 +1039,39 @@ def _fold(xs: list[Tensor], fn) -> Tensor:
   out = xs[0]
   for x in xs[1:]: out = fn(out, x)
   return out
+
+# ***** build-time values of shape arithmetic *****
+# Models compute shapes from Shape's output (Shape -> Gather -> Unsqueeze -> Concat -> Reshape). These ops also run on the
+# values known while building (numpy object arrays of ints and symbolic sizes), so a named dimension reaches Reshape, Expand
+# or ConstantOfShape as its Variable: reading the tensor back would bake this call's size into the graph.
+
+def _ilist(v, default=None) -> list | None: return default if v is None else [int(a) for a in np.atleast_1d(v)]
+def _trunc_div(a, b):  # ONNX integer Div truncates; a symbolic size (never negative) floors, which is the same for b > 0
+  if isinstance(a, int) and isinstance(b, int): return abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+  if not isinstance(b, int) or b <= 0: raise TypeError(f"a symbolic size divided by {b}")
+  return a // b
+def _k_slice(c, x, starts=None, ends=None, axes_in=None, steps_in=None, starts_attr=None, ends_attr=None, axes_attr=None):
+  st, en = _ilist(starts, starts_attr), _ilist(ends, ends_attr)
+  idx = [slice(None)] * x.ndim
+  for a, s, e, k in zip(_ilist(axes_in, axes_attr) or range(len(st)), st, en, _ilist(steps_in) or [1] * len(st)): idx[a] = slice(s, e, k)
+  return x[tuple(idx)]  # numpy's slice clamping is ONNX's
+def _k_unsqueeze(c, x, axes_in=None, axes=None):
+  ax = _ilist(axes_in, axes)
+  for a in _axes(ax, x.ndim + len(ax)): x = np.expand_dims(x, a)
+  return x
+def _k_reshape(c, x, shape, allowzero=0):
+  return x.reshape([x.shape[i] if v == 0 and not allowzero else v for i, v in enumerate(_ilist(shape))])
+def _elementwise(fn): return lambda c, *xs: np.frompyfunc(fn, len(xs), 1)(*xs)
+
+KNOWN_OPS: dict[str, Callable] = {
+  "Identity": lambda c, x: x, "Cast": lambda c, x, to, saturate=1, round_mode="up": x if c.dt(to) in (dtypes.int32, dtypes.int64) else None,
+  "Gather": lambda c, x, idx, axis=0: np.take(x, np.asarray(idx.tolist(), np.int64), axis),
+  "Concat": lambda c, *xs, axis: np.concatenate(xs, axis), "Slice": _k_slice, "Unsqueeze": _k_unsqueeze, "Reshape": _k_reshape,
+  "Squeeze": lambda c, x, axes_in=None, axes=None: np.squeeze(x, None if (ax := _ilist(axes_in, axes)) is None else tuple(ax)),
+  "Add": _elementwise(lambda a, b: a + b), "Sub": _elementwise(lambda a, b: a - b), "Mul": _elementwise(lambda a, b: a * b),
+  "Div": _elementwise(_trunc_div), "Neg": _elementwise(lambda a: -a),
+  "Mod": lambda c, a, b, fmod=0: None if fmod else _elementwise(lambda p, q: p % q)(c, a, b),  # integer Mod: Python's sign rule
+}
 
 # ops whose positional ONNX inputs and attributes share a name: the inputs are renamed so both can be passed
 INPUT_NAMES = {"Slice": ("starts", "ends", "axes_in", "steps_in")}
