@@ -795,8 +795,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return (self.eq(math.inf) & detect_positive) | (self.eq(-math.inf) & detect_negative)
   def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    """|self - other| <= atol + rtol*|other| elementwise; equal infinities are close, NaN only with equal_nan."""
-    close = (self == other) | ((self - other).abs() <= atol + rtol * (other.abs() if isinstance(other, Tensor) else abs(other)))
+    """|self - other| <= atol + rtol*|other| elementwise; an infinity is close only to itself, NaN only with equal_nan."""
+    both_finite = self.isfinite() & (other.isfinite() if isinstance(other, Tensor) else math.isfinite(other))
+    close = (self == other) | (both_finite & ((self - other).abs() <= atol + rtol * (other.abs() if isinstance(other, Tensor) else abs(other))))
     if equal_nan and dtypes.is_float(self.dtype): close = close | (self.isnan() & (other.isnan() if isinstance(other, Tensor) else math.isnan(other)))
     return close
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
