@@ -172,6 +172,7 @@ BINARY = [
   C("where_broadcast", [np.array([[True], [False]]), (2, 3), (3,)], lambda T, c, x, y: c.where(x, y), lambda T, c, x, y: T.where(c, x, y)),
   C("masked_fill", [(3, 4), np.array([True, False, True, False])], lambda T, x, m: x.masked_fill(m, 7.5) + x.masked_fill(m, -float("inf")).exp()),
   C("clip_forms", [(9,)], lambda T, x: x.clip(-0.5, 0.5) + x.clamp(-1, None) + x.clip(None, 0.25) * 2, low=-2, high=2),
+  C("clip_boundaries", [np.array([-1.0, -0.5, 0.0, 0.5, 1.0], np.float32)], lambda T, x: x.clip(-0.5, 0.5)),
   C("clip_tensor_bounds", [(6,), (6,), (6,)], lambda T, x, lo, hi: x.clip(lo, lo + hi.abs()), lambda T, x, lo, hi: x.clamp(lo, lo + hi.abs())),
   C("isclose_allclose", [np.array([1.0, 1.0, np.inf, np.nan, -np.inf, 0.0], np.float32), np.array([1.0 + 1e-6, 1.1, np.inf, np.nan, np.inf, 1e-9], np.float32)],
     lambda T, a, b: (a.isclose(b), a.isclose(b, equal_nan=True), a.isclose(b, rtol=0.2), a.allclose(a), a[:2].allclose(b[:2], rtol=0.2)),

@@ -573,9 +573,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if self.dtype == dtypes.bool: return self.logical_not()
     return self ^ (dtype_max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
   def clip(self, min_=None, max_=None) -> Tensor:
+    """Bounds by where, not maximum/minimum: a value on a bound passes its whole gradient through, as in PyTorch."""
     if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ or max_")
-    out = self if min_ is None else self.maximum(min_)
-    return out if max_ is None else out.minimum(max_)
+    out = self
+    if min_ is not None: out = (out < (lo := self._clamp_scalar(min_))).where(lo, out)
+    if max_ is not None: out = (out > (hi := self._clamp_scalar(max_))).where(hi, out)
+    return out
   clamp = clip
   def where(self, x, y) -> Tensor:
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
