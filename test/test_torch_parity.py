@@ -207,6 +207,8 @@ REDUCE = [
   C("logcumsumexp", [(3, 4)], lambda T, x: x.logcumsumexp(1) + x.logcumsumexp(), lambda T, x: x.logcumsumexp(1) + x.logcumsumexp(0), low=-20, high=20),
   C("cumsum_cumprod", [(3, 4)], lambda T, x: (x.cumsum(1), x.cumsum(), x.cumsum(-2), x.cumprod(1), x.cumprod(0)),
     lambda T, x: (x.cumsum(1), x.cumsum(0), x.cumsum(-2), x.cumprod(1), x.cumprod(0)), low=0.5, high=1.5),
+  C("cummax_cummin", [np.array([[1.0, 3.0, 2.0, 3.0, 0.0], [0.0, -1.0, 4.0, 4.0, 5.0]], np.float32)],
+    lambda T, x: (*x.cummax(1), *x.cummin(1), x.cummax(0)[0]), lambda T, x: (*x.cummax(1), *x.cummin(1), x.cummax(0)[0])),
   C("softmax_family", [(2, 3, 4)], lambda T, x: (x.softmax(), x.softmax(0), x.log_softmax(1), x.log_softmax(), x.softmin(-1)),
     lambda T, x: (x.softmax(-1), x.softmax(0), x.log_softmax(1), x.log_softmax(-1), F(T).softmin(x, -1)), low=-10, high=10),
   C("softmax_dtype", [(3, 4)], lambda T, x: x.half().softmax(1, dtype="float32" if T is Tensor else T.float32), low=-3, high=3),

@@ -1113,11 +1113,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     x = self.transpose(d, -1)
     x = x if largest else x._inverse()
     win = x._prefix_windows(dtype_min(x.dtype))
-    vals = win._reduce(Ops.MAX, -1, False)
-    hit = win == vals.unsqueeze(-1)
+    best = win._reduce(Ops.MAX, -1, False).unsqueeze(-1)
+    hit = win == best
     if dtypes.is_float(x.dtype): hit = hit | win.isnan()
     pos = _iota(n, self.device).reshape(*[1] * (x.ndim - 1), n)._prefix_windows(-1)
     idx = hit.where(pos, -1)._reduce(Ops.MAX, -1, False)
+    # the value read at idx: its gradient goes to that one element, as PyTorch's does, not shared among the ties
+    vals = (pos == idx.unsqueeze(-1)).where(win, 0).sum(-1, dtype=x.dtype)
     return (vals if largest else vals._inverse()).transpose(d, -1), idx.transpose(d, -1)
   def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]: return self._cum_extreme(axis, True)
   def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]: return self._cum_extreme(axis, False)
