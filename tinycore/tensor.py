@@ -972,7 +972,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if s: x = Tensor.cat(x.shrink(tuple((n - s, n) if i == d else None for i in range(x.ndim))), x.shrink(tuple((0, n - s) if i == d else None for i in range(x.ndim))), dim=d)
     return x
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-    if isinstance(self, (list, tuple)): return Tensor.cat(*self, *args, dim=dim)  # Tensor.cat([a, b]), torch's form
+    if isinstance(self, (list, tuple)): return Tensor.cat(*self, dim=_list_form_dim(args, dim))  # Tensor.cat([a, b], 1), torch's form
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim)
     for t in ts:
@@ -986,7 +986,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    if isinstance(self, (list, tuple)): return Tensor.stack(*self, *args, dim=dim)
+    if isinstance(self, (list, tuple)): return Tensor.stack(*self, dim=_list_form_dim(args, dim))
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim + 1)
     return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
@@ -1175,6 +1175,12 @@ def _int_pow(b: Tensor, e: Tensor) -> Tensor:
     base = base * base
   inv = (b == 1).where(1, (b == -1).where((e & 1).eq(1).where(-1, 1), 0)) if not dtypes.is_unsigned(b.dtype) else (b == 1).where(1, 0)
   return neg.where(inv.cast(b.dtype), out)
+
+def _list_form_dim(args: tuple, dim: int) -> int:
+  """torch.cat/stack(tensors, dim): after the list, the one positional argument is the dim."""
+  if not args: return dim
+  if len(args) == 1 and isinstance(args[0], int): return args[0]
+  raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
   return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
