@@ -356,6 +356,8 @@ NN = [
   C("interpolate_1d_nearest_exact", [(1, 2, 5)], lambda T, x: (x.interpolate((8,)), x.interpolate((3,), mode="nearest-exact")),
     lambda T, x: (F(T).interpolate(x, 8, mode="linear"), F(T).interpolate(x, 3, mode="nearest-exact"))),
   C("interpolate_int_image", [(1, 1, 3, 3)], lambda T, x: x.interpolate((6, 6), mode="nearest"), lambda T, x: F(T).interpolate(x, (6, 6), mode="nearest"), dtype=np.uint8, low=0, high=255),
+  C("normalize", [(3, 4), np.zeros((2, 4), np.float32)], lambda T, x, z: (x.normalize(), x.normalize(dim=0), x.normalize(p=1.0, dim=-1), z.normalize()),
+    lambda T, x, z: (F(T).normalize(x), F(T).normalize(x, dim=0), F(T).normalize(x, p=1.0, dim=-1), F(T).normalize(z))),
   C("layernorm", [(2, 3, 4)], lambda T, x: (x.layernorm(), x.layernorm((1, 2)), x.layernorm(eps=1e-3)),
     lambda T, x: (F(T).layer_norm(x, (4,)), F(T).layer_norm(x, (3, 4)), F(T).layer_norm(x, (4,), eps=1e-3))),
   C("batchnorm", [(2, 3, 4), (3,), (3,), (3,), (3,)], lambda T, x, w, b, m, v: (x.batchnorm(w, b, m, (v.abs() + 0.5).rsqrt()), x.batchnorm(None, None, m, (v.abs() + 0.5).rsqrt())),

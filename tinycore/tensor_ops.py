@@ -695,8 +695,10 @@ class NNOpsMixin:
 
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """self / max(||self||_p along dim, eps)."""
-    norm = self.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p) if p != 2.0 else self.square().sum(dim, keepdim=True).sqrt()
-    return self / norm.maximum(eps)
+    s = self.abs().pow(p).sum(dim, keepdim=True) if p != 2.0 else self.square().sum(dim, keepdim=True)
+    # an all-zero slice's norm is 0 without a path through the root, whose slope there is infinite (0 * inf is NaN)
+    nonzero = s > 0
+    return self / nonzero.where(nonzero.where(s, 1).pow(1.0 / p), 0).maximum(eps)
 
   def layernorm(self: Tensor, axis=-1, eps: float = 1e-5) -> Tensor:
     y = self - self.mean(axis, keepdim=True)
