@@ -148,6 +148,7 @@ BINARY = [
     lambda T, a, b: (a % b, a.mod(b), a.fmod(b)), ref=lambda T, a, b: (a % b, a.remainder(b), a.fmod(b)), grad=False),
   C("int_fmod_mod", [ints(7, -7, 7, -7), ints(3, 3, -3, -3)], lambda T, a, b: (a.fmod(b), a % b, a % 3, 7 % b)),
   C("pow_forms", [(6,), (6,)], lambda T, a, b: a.pow(b) + a ** 2 + a ** 0.5 + 2 ** b + a.pow(-1), low=0.3, high=2),
+  C("pow_zero_base", [np.array([0.0, 0.0, 0.0, 0.0, 2.0], np.float32), np.array([2.0, 0.0, 1.0, 0.5, 0.0], np.float32)], lambda T, a, b: a.pow(b)),
   C("pow_negative_base_int_exponent", [np.array([-2.0, -1.5, -3.0], np.float32)], lambda T, x: x ** 2 + x ** 3 + x.pow(-2)),
   C("pow_int_tensors", [ints(2, 3, -2, 0, 5), ints(3, 2, 3, 0, 1)], lambda T, a, b: (a ** b, a ** 2)),
   C("maximum_minimum", [(3, 4), (4,)], lambda T, a, b: a.maximum(b) + a.minimum(b) * 2 + a.maximum(0.5) + a.minimum(-1),

@@ -731,16 +731,20 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     b, e = base._broadcasted(exp)
     if dtypes.is_int(b.dtype): return _int_pow(b, e)
     if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # the chain below in float32
-    # |b|^e as exp2(e*log2|b|) on a base kept away from 0, so the gradient at b=0 is a clean 0 (or inf), never 0*inf
+    # |b|^e as exp2(e*log2|b|) on a base kept away from 0. At b == 0 the value is 0 (e > 0) or inf (e < 0) and the slope
+    # e*0^(e-1) is PyTorch's: 0 (e > 1), 1 (e == 1), inf (0 < e < 1), -inf (e < 0); b carries the slope 1, sqrt(b) the
+    # infinite ones, each fed b only where it is the answer, so no 0*inf reaches another element
     zero = b == 0
     r = (e * zero.where(1.0, b).abs().log2()).exp2()
-    r = zero.where((e > 0).where(0.0, (e < 0).where(r.const_like(math.inf), 1.0)), r)
+    root = (zero & (e < 1) & (e != 0)).where(b, 1.0).sqrt()
+    r = zero.where((e > 1).where(0.0, (e == 1).where(zero.where(b, 0.0), (e > 0).where(root, math.inf - root))), r)
     e_int = e.trunc() == e
     e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
     neg = b < 0
     r = (neg & e_odd).where(-r, r)
     r = (neg & e_int.logical_not()).where(math.nan, r)
-    return (e == 0).where(1.0, r)
+    # x^0 is 1 for every x; set only where the chain above is not (0, inf, NaN), so d/de = log|b| still flows elsewhere
+    return ((e == 0) & (zero | b.isfinite().logical_not())).where(1.0, r)
   def __pow__(self, x): return self.pow(x)
   def __rpow__(self, x): return self.pow(x, reverse=True)
 
