@@ -399,3 +399,88 @@ ALL = UNARY + BINARY + REDUCE + MOVE + INDEX + SETITEM + LINALG + NN + CREATE
 @pytest.mark.parametrize("case", ALL)
 def test_matches_torch(case, device, torch):
   run_case(case, torch, device)
+
+# ***** methods without a PyTorch counterpart: numpy *****
+NUMPY_CASES = [
+  ("shrink", lambda x: (x.shrink(((1, 3), None)), x.shrink((None, (0, 2))), x.shrink(((0, 0), (1, 4)))), lambda x: (x[1:3], x[:, :2], x[:0, 1:4])),
+  ("pad_to_shrink_to", lambda x: (x.pad_to(4, 6), x.pad_to((None, 5), value=1.5), x.shrink_to(2, None), x.shrink_to((1, 3))),
+   lambda x: (np.pad(x, ((0, 0), (0, 2))), np.pad(x, ((0, 0), (0, 1)), constant_values=1.5), x[:2], x[:1, :3])),
+  ("negative_step_slices", lambda x: (x[::-1], x[:, ::-2], x[2:0:-1, 3::-3]), lambda x: (x[::-1], x[:, ::-2], x[2:0:-1, 3::-3])),
+  ("rearrange", lambda x: (x.rearrange("a b -> b a"), x.rearrange("a (b c) -> a b c", c=2), x.rearrange("a b -> (a b)"), x.rearrange("... b -> b ...")),
+   lambda x: (x.T, x.reshape(4, 2, 2), x.reshape(-1), x.T)),
+  ("quick_gelu", lambda x: x.quick_gelu(), lambda x: x / (1 + np.exp(-1.702 * x))),
+  ("sequential", lambda x: x.sequential([lambda t: t * 2, lambda t: t + 1]), lambda x: x * 2 + 1),
+  ("qr", lambda x: (lambda q, r: (q @ r, q.T @ q, r.tril(-1)))(*x.qr()), lambda x: (x, np.eye(4), np.zeros((4, 4)))),
+  ("sizes", lambda x: (Tensor(x.numel()), Tensor(x.size(1)), Tensor(list(x.size())), Tensor(x.element_size()), Tensor(x.nbytes()), Tensor(x.ndim), Tensor(len(x))),
+   lambda x: (x.size, x.shape[1], list(x.shape), 4, x.nbytes, 2, len(x))),
+  ("item_tolist", lambda x: (Tensor(x[1, 2].item()), Tensor(x.tolist())), lambda x: (x[1, 2], x)),
+]
+
+@pytest.mark.parametrize("name,fn,ref", NUMPY_CASES, ids=[c[0] for c in NUMPY_CASES])
+def test_matches_numpy(name, fn, ref, device):
+  x = np.random.default_rng(0).uniform(-2, 2, (4, 4)).astype(np.float32)
+  for i, (got, want) in enumerate(zip(_outs(fn(Tensor(x))), _outs(ref(x)))):
+    np.testing.assert_allclose(got.numpy(), np.asarray(want, np.float32), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {i}")
+
+def test_random_creation_shapes_dtypes_ranges(device):
+  Tensor.manual_seed(3)
+  for t, dt, lo, hi in [(Tensor.rand(2, 3), dtypes.float32, 0, 1), (Tensor.rand((4,), dtype=dtypes.float16), dtypes.float16, 0, 1),
+                        (Tensor.uniform(50, low=-3, high=-1), dtypes.float32, -3, -1), (Tensor.randint(2, 50, low=5, high=9), dtypes.int32, 5, 8),
+                        (Tensor.randperm(6), dtypes.int32, 0, 5), (Tensor.scaled_uniform(3, 4), dtypes.float32, -0.5, 0.5),
+                        (Tensor.ones(3, 5).multinomial(4, replacement=True), dtypes.int32, 0, 4)]:
+    v = t.numpy()
+    assert t.dtype == dt and t.device == device and v.min() >= lo and v.max() <= hi, (t, v)
+  assert sorted(Tensor.randperm(6).tolist()) == list(range(6))
+  n = Tensor.normal(4000, mean=2.0, std=0.5).numpy()
+  assert abs(n.mean() - 2.0) < 0.05 and abs(n.std() - 0.5) < 0.05
+  assert Tensor.randn(2, 3).shape == (2, 3) and Tensor.rand_like(Tensor.ones(2, dtype=dtypes.float16)).dtype == dtypes.float16
+  for init in (Tensor.glorot_uniform, Tensor.kaiming_uniform, Tensor.kaiming_normal): assert init(8, 4).shape == (8, 4)
+  with Tensor.train():
+    d = Tensor.ones(2000).dropout(0.25).numpy()
+  assert np.all(np.isclose(d, 0) | np.isclose(d, 1 / 0.75)) and abs((d == 0).mean() - 0.25) < 0.05
+
+# ***** bad input: tinygrad's exception types (PyTorch's where they agree), each with a message *****
+def _x(*shape): return Tensor.ones(*shape)
+ERRORS = [
+  ("reduce_dim_out_of_range", lambda: _x(2, 3).sum(5), IndexError),
+  ("negative_dim_out_of_range", lambda: _x(2, 3).max(-3), IndexError),
+  ("flatten_dim_out_of_range", lambda: _x(2, 3).flatten(2), IndexError),
+  ("index_out_of_range", lambda: _x(2, 3)[2], IndexError),
+  ("too_many_indices", lambda: _x(2, 3)[0, 0, 0], IndexError),
+  ("two_ellipses", lambda: _x(2, 3)[..., ...], IndexError),
+  ("float_index_tensor", lambda: _x(2, 3)[Tensor([0.5])], IndexError),
+  ("reshape_size_mismatch", lambda: _x(2, 3).reshape(4, 2), ValueError),
+  ("reshape_two_minus_ones", lambda: _x(2, 3).reshape(-1, -1), (RuntimeError, ValueError)),
+  ("broadcast_mismatch", lambda: _x(3) + _x(4), ValueError),
+  ("expand_mismatch", lambda: _x(3).expand(4), ValueError),
+  ("matmul_mismatch", lambda: _x(2, 3) @ _x(4, 2), RuntimeError),
+  ("matmul_0d", lambda: _x() @ _x(3), RuntimeError),
+  ("diagonal_same_dims", lambda: _x(3, 3).diagonal(0, 1, 1), RuntimeError),
+  ("unfold_size_too_large", lambda: _x(2, 3).unfold(1, 4, 1), RuntimeError),
+  ("unfold_step_zero", lambda: _x(2, 3).unfold(1, 2, 0), RuntimeError),
+  ("meshgrid_bad_indexing", lambda: _x(2).meshgrid(_x(3), indexing="ab"), RuntimeError),
+  ("div_bad_rounding_mode", lambda: _x(2).div(_x(2), rounding_mode="round"), RuntimeError),
+  ("clip_without_bounds", lambda: _x(2).clip(), RuntimeError),
+  ("gelu_bad_approximate", lambda: _x(2).gelu(approximate="fast"), RuntimeError),
+  ("one_hot_float", lambda: _x(2).one_hot(3), RuntimeError),
+  ("gather_index_ndim", lambda: _x(2, 3).gather(0, Tensor([0, 1])), RuntimeError),
+  ("scatter_reduce_bad_reduce", lambda: _x(2, 3).scatter_reduce(0, Tensor([[0, 1, 0]]), _x(1, 3), "median"), RuntimeError),
+  ("topk_k_too_large", lambda: _x(2, 3).topk(4), ValueError),
+  ("pad_reflect_too_wide", lambda: _x(1, 3).pad((3, 0), mode="reflect"), ValueError),
+  ("pad_odd_flat_length", lambda: _x(1, 3).pad((1, 0, 1)), ValueError),
+  ("pad_unknown_mode", lambda: _x(1, 3).pad((1, 1), mode="wrap"), NotImplementedError),
+  ("dropout_p_out_of_range", lambda: _x(3).dropout(1.5), ValueError),
+  ("randint_low_not_below_high", lambda: Tensor.randint(3, low=4, high=4), ValueError),
+  ("linspace_negative_steps", lambda: Tensor.linspace(0, 1, -1), ValueError),
+  ("einsum_operand_count", lambda: Tensor.einsum("ij,jk->ik", _x(2, 2)), ValueError),
+  ("sdpa_mask_and_causal", lambda: _x(1, 2, 2).scaled_dot_product_attention(_x(1, 2, 2), _x(1, 2, 2), attn_mask=_x(2, 2), is_causal=True), RuntimeError),
+  ("backward_through_comparison", lambda: (Tensor([1.0, 2.0], requires_grad=True) > 0).sum().backward(), RuntimeError),
+  ("gradient_of_int_target", lambda: Tensor([1.0]).sum().gradient(Tensor([1])), RuntimeError),
+  ("truth_value", lambda: bool(_x(2)), TypeError),
+  ("len_of_0d", lambda: len(_x()), TypeError),
+]
+
+@pytest.mark.parametrize("name,fn,exc", ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_input_raises_tinygrads_exception_type(name, fn, exc):
+  with pytest.raises(exc) as info: fn()
+  assert len(str(info.value)) > 10, f"{name}: the message should say what is wrong: {info.value!r}"

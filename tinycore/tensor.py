@@ -543,7 +543,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if not dtypes.is_int(a.dtype): return _bin(Ops.FDIV, a, b).floor()
       q = _bin(Ops.IDIV, a, b)
       return q - ((q * b).ne(a) & ((a < 0) ^ (b < 0)) & b.ne(0)).cast(q.dtype)
-    raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    raise RuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
   def idiv(self, x, reverse=False) -> Tensor: return self.div(x, reverse, rounding_mode="trunc")
   def mod(self, x, reverse=False) -> Tensor:
     """Python's %: the remainder of floor division, with the sign of x. An integer x of 0 gives 0, like the kernel MOD
@@ -574,7 +574,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self ^ (dtype_max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
   def clip(self, min_=None, max_=None) -> Tensor:
     """Bounds by where, not maximum/minimum: a value on a bound passes its whole gradient through, as in PyTorch."""
-    if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ or max_")
+    if min_ is None and max_ is None: raise RuntimeError("clip needs at least one of min_ or max_")
     out = self
     if min_ is not None: out = (out < (lo := self._clamp_scalar(min_))).where(lo, out)
     if max_ is not None: out = (out > (hi := self._clamp_scalar(max_))).where(hi, out)
@@ -695,7 +695,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def gelu(self, approximate: str = "tanh") -> Tensor:
     """x * Phi(x): approximate='tanh' (tinygrad's default) or 'none' (the exact erf form)."""
     if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
-    if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
+    if approximate != "tanh": raise RuntimeError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
     # 0.5*(1 + tanh(u)) = sigmoid(2u): no 1 + (-1) cancellation for x < 0. The cubic sees x clipped to [-30, 30], where the
     # sigmoid has saturated in every dtype (exp(-1974) = 0 even in float64), so x**3 (x*x in the backward) cannot overflow.
     xc = self.clip(-30.0, 30.0)
@@ -911,7 +911,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"pad: flat padding {padding} must have an even length <= 2*ndim")
       flat = list(padding) + [0] * (2 * self.ndim - len(padding))
       pairs = [(flat[2*i], flat[2*i+1]) for i in range(self.ndim)][::-1]
-    if mode not in ("constant", "reflect", "replicate", "circular"): raise ValueError(f"pad mode {mode!r} is not one of constant, reflect, replicate, circular")
+    if mode not in ("constant", "reflect", "replicate", "circular"): raise NotImplementedError(f"pad mode {mode!r} is not one of constant, reflect, replicate, circular")
     x = self
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops
       x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
@@ -1130,9 +1130,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
 
   # ***** linear algebra *****
   def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
-    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"dot needs tensors with at least 1 dimension, got {self.shape} and {w.shape}")
+    if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot needs tensors with at least 1 dimension, got {self.shape} and {w.shape}")
     k_w = w.shape[-min(w.ndim, 2)]
-    if self.shape[-1] != k_w: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {k_w})")
+    if self.shape[-1] != k_w: raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {k_w})")
     x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
     wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
     a, b = x._broadcasted(wt)
