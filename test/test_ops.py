@@ -348,7 +348,7 @@ def test_pad_value_and_errors():
   assert np.isnan(Tensor(x).pad((1, 0), value=math.nan).numpy()[:, 0]).all()
   np.testing.assert_array_equal(Tensor([True, False]).pad((1, 1), value=True).numpy(), [True, True, False, True])
   with pytest.raises(ValueError, match="reflect"): Tensor(x).pad((3, 0), mode="reflect")
-  with pytest.raises(ValueError, match="mode"): Tensor(x).pad((1, 0), mode="wrap")
+  with pytest.raises(NotImplementedError, match="mode"): Tensor(x).pad((1, 0), mode="wrap")
 
 def test_movement_on_non_contiguous_views():
   x = uniform(4, 6)
@@ -512,7 +512,7 @@ def test_scatter_and_scatter_reduce():
   xi, si = rng.integers(-9, 9, (3, 5)), rng.integers(-9, 9, (3, 4))
   np.testing.assert_array_equal(Tensor(xi).scatter_reduce(1, Tensor(rep), Tensor(si), "mean").numpy(),
                                 np.floor(np_scatter(xi.astype(np.float64), 1, rep, si.astype(np.float64), "mean")))
-  with pytest.raises(ValueError, match="reduce"): Tensor(x).scatter_reduce(1, Tensor(rep), Tensor(src), "median")
+  with pytest.raises(RuntimeError, match="reduce"): Tensor(x).scatter_reduce(1, Tensor(rep), Tensor(src), "median")
 
 @pytest.mark.parametrize("descending", [False, True])
 def test_sort_argsort_topk(descending):
@@ -537,7 +537,7 @@ def test_one_hot():
   y = Tensor([0, 2, 1, 2])
   np.testing.assert_array_equal(y.one_hot(4).numpy(), np.eye(4, dtype=np.int32)[[0, 2, 1, 2]])
   assert y.one_hot().shape == (4, 3) and y.one_hot(3).dtype == dtypes.int32
-  with pytest.raises(TypeError, match="integer"): Tensor([1.0]).one_hot(2)
+  with pytest.raises(RuntimeError, match="integer"): Tensor([1.0]).one_hot(2)
 
 # ***** linear algebra and einsum *****
 
@@ -546,8 +546,8 @@ def test_matmul_shapes(sa, sb):
   check(lambda a, b: a @ b, np.matmul, uniform(*sa), uniform(*sb), atol=1e-5)
 
 def test_matmul_errors_and_linear():
-  with pytest.raises(ValueError, match=r"matmul shape mismatch: \(2, 3\) @ \(4, 5\)"): Tensor.ones(2, 3) @ Tensor.ones(4, 5)
-  with pytest.raises(ValueError, match="at least 1 dimension"): Tensor(1.0) @ Tensor.ones(2)
+  with pytest.raises(RuntimeError, match=r"matmul shape mismatch: \(2, 3\) @ \(4, 5\)"): Tensor.ones(2, 3) @ Tensor.ones(4, 5)
+  with pytest.raises(RuntimeError, match="at least 1 dimension"): Tensor(1.0) @ Tensor.ones(2)
   x, w, b = uniform(4, 3), uniform(3, 2), uniform(2)
   check(lambda x, w, b: x.linear(w, b), lambda x, w, b: x @ w + b, x, w, b)
   assert Tensor(x).linear(Tensor(w), dtype=dtypes.float16).dtype == dtypes.float16
@@ -762,7 +762,7 @@ def test_scaled_dot_product_attention():
   kv1 = uniform(2, 1, 5, 3)
   np.testing.assert_allclose(Tensor(q).scaled_dot_product_attention(Tensor(kv1), Tensor(kv1), enable_gqa=True).numpy(),
                              np_sdpa(q, np.repeat(kv1, 2, 1), np.repeat(kv1, 2, 1)), rtol=1e-4, atol=1e-5)
-  with pytest.raises(ValueError, match="not both"): Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), attn_mask=Tensor(bm), is_causal=True)
+  with pytest.raises(RuntimeError, match="not both"): Tensor(q).scaled_dot_product_attention(Tensor(k), Tensor(v), attn_mask=Tensor(bm), is_causal=True)
 
 def test_dropout():
   x = Tensor.ones(40, 50)

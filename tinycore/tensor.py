@@ -558,7 +558,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if not dtypes.is_int(a.dtype): return _bin(Ops.FDIV, a, b).floor()
       q = _bin(Ops.IDIV, a, b)
       return q - ((q * b).ne(a) & ((a < 0) ^ (b < 0)) & b.ne(0)).cast(q.dtype)
-    raise ValueError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    raise RuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
   def idiv(self, x, reverse=False) -> Tensor: return self.div(x, reverse, rounding_mode="trunc")
   def mod(self, x, reverse=False) -> Tensor:
     """Python's %: the remainder of floor division, with the sign of x. An integer x of 0 gives 0, like the kernel MOD
@@ -588,9 +588,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if self.dtype == dtypes.bool: return self.logical_not()
     return self ^ (dtype_max(self.dtype) if dtypes.is_unsigned(self.dtype) else -1)
   def clip(self, min_=None, max_=None) -> Tensor:
-    if min_ is None and max_ is None: raise ValueError("clip needs at least one of min_ or max_")
-    out = self if min_ is None else self.maximum(min_)
-    return out if max_ is None else out.minimum(max_)
+    """Bounds by where, not maximum/minimum: a value on a bound passes its whole gradient through, as in PyTorch."""
+    if min_ is None and max_ is None: raise RuntimeError("clip needs at least one of min_ or max_")
+    out = self
+    if min_ is not None: out = (out < (lo := self._clamp_scalar(min_))).where(lo, out)
+    if max_ is not None: out = (out > (hi := self._clamp_scalar(max_))).where(hi, out)
+    return out
   clamp = clip
   def where(self, x, y) -> Tensor:
     if not isinstance(x, Tensor) and not isinstance(y, Tensor):
@@ -707,7 +710,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def gelu(self, approximate: str = "tanh") -> Tensor:
     """x * Phi(x): approximate='tanh' (tinygrad's default) or 'none' (the exact erf form)."""
     if approximate == "none": return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
-    if approximate != "tanh": raise ValueError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
+    if approximate != "tanh": raise RuntimeError(f"gelu approximate must be 'tanh' or 'none', got {approximate!r}")
     # 0.5*(1 + tanh(u)) = sigmoid(2u): no 1 + (-1) cancellation for x < 0. The cubic sees x clipped to [-30, 30], where the
     # sigmoid has saturated in every dtype (exp(-1974) = 0 even in float64), so x**3 (x*x in the backward) cannot overflow.
     xc = self.clip(-30.0, 30.0)
@@ -743,16 +746,20 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     b, e = base._broadcasted(exp)
     if dtypes.is_int(b.dtype): return _int_pow(b, e)
     if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # the chain below in float32
-    # |b|^e as exp2(e*log2|b|) on a base kept away from 0, so the gradient at b=0 is a clean 0 (or inf), never 0*inf
+    # |b|^e as exp2(e*log2|b|) on a base kept away from 0. At b == 0 the value is 0 (e > 0) or inf (e < 0) and the slope
+    # e*0^(e-1) is PyTorch's: 0 (e > 1), 1 (e == 1), inf (0 < e < 1), -inf (e < 0); b carries the slope 1, sqrt(b) the
+    # infinite ones, each fed b only where it is the answer, so no 0*inf reaches another element
     zero = b == 0
     r = (e * zero.where(1.0, b).abs().log2()).exp2()
-    r = zero.where((e > 0).where(0.0, (e < 0).where(r.const_like(math.inf), 1.0)), r)
+    root = (zero & (e < 1) & (e != 0)).where(b, 1.0).sqrt()
+    r = zero.where((e > 1).where(0.0, (e == 1).where(zero.where(b, 0.0), (e > 0).where(root, math.inf - root))), r)
     e_int = e.trunc() == e
     e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
     neg = b < 0
     r = (neg & e_odd).where(-r, r)
     r = (neg & e_int.logical_not()).where(math.nan, r)
-    return (e == 0).where(1.0, r)
+    # x^0 is 1 for every x; set only where the chain above is not (0, inf, NaN), so d/de = log|b| still flows elsewhere
+    return ((e == 0) & (zero | b.isfinite().logical_not())).where(1.0, r)
   def __pow__(self, x): return self.pow(x)
   def __rpow__(self, x): return self.pow(x, reverse=True)
 
@@ -810,8 +817,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return (self.eq(math.inf) & detect_positive) | (self.eq(-math.inf) & detect_negative)
   def isfinite(self) -> Tensor: return (self.isinf() | self.isnan()).logical_not()
   def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
-    """|self - other| <= atol + rtol*|other| elementwise; equal infinities are close, NaN only with equal_nan."""
-    close = (self == other) | ((self - other).abs() <= atol + rtol * (other.abs() if isinstance(other, Tensor) else abs(other)))
+    """|self - other| <= atol + rtol*|other| elementwise; an infinity is close only to itself, NaN only with equal_nan."""
+    both_finite = self.isfinite() & (other.isfinite() if isinstance(other, Tensor) else math.isfinite(other))
+    close = (self == other) | (both_finite & ((self - other).abs() <= atol + rtol * (other.abs() if isinstance(other, Tensor) else abs(other))))
     if equal_nan and dtypes.is_float(self.dtype): close = close | (self.isnan() & (other.isnan() if isinstance(other, Tensor) else math.isnan(other)))
     return close
   def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
@@ -922,7 +930,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise ValueError(f"pad: flat padding {padding} must have an even length <= 2*ndim")
       flat = list(padding) + [0] * (2 * self.ndim - len(padding))
       pairs = [(flat[2*i], flat[2*i+1]) for i in range(self.ndim)][::-1]
-    if mode not in ("constant", "reflect", "replicate", "circular"): raise ValueError(f"pad mode {mode!r} is not one of constant, reflect, replicate, circular")
+    if mode not in ("constant", "reflect", "replicate", "circular"): raise NotImplementedError(f"pad mode {mode!r} is not one of constant, reflect, replicate, circular")
     x = self
     if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops
       x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
@@ -987,7 +995,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if s: x = Tensor.cat(x.shrink(tuple((n - s, n) if i == d else None for i in range(x.ndim))), x.shrink(tuple((0, n - s) if i == d else None for i in range(x.ndim))), dim=d)
     return x
   def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-    if isinstance(self, (list, tuple)): return Tensor.cat(*self, *args, dim=dim)  # Tensor.cat([a, b]), torch's form
+    if isinstance(self, (list, tuple)): return Tensor.cat(*self, dim=_list_form_dim(args, dim))  # Tensor.cat([a, b], 1), torch's form
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim)
     for t in ts:
@@ -1001,7 +1009,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-    if isinstance(self, (list, tuple)): return Tensor.stack(*self, *args, dim=dim)
+    if isinstance(self, (list, tuple)): return Tensor.stack(*self, dim=_list_form_dim(args, dim))
     ts = (self,) + args
     d = normalize_axis(dim, self.ndim + 1)
     return Tensor.cat(*[t.unsqueeze(d) for t in ts], dim=d)
@@ -1128,20 +1136,22 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     x = self.transpose(d, -1)
     x = x if largest else x._inverse()
     win = x._prefix_windows(dtype_min(x.dtype))
-    vals = win._reduce(Ops.MAX, -1, False)
-    hit = win == vals.unsqueeze(-1)
+    best = win._reduce(Ops.MAX, -1, False).unsqueeze(-1)
+    hit = win == best
     if dtypes.is_float(x.dtype): hit = hit | win.isnan()
     pos = _iota(n, self.device).reshape(*[1] * (x.ndim - 1), n)._prefix_windows(-1)
     idx = hit.where(pos, -1)._reduce(Ops.MAX, -1, False)
+    # the value read at idx: its gradient goes to that one element, as PyTorch's does, not shared among the ties
+    vals = (pos == idx.unsqueeze(-1)).where(win, 0).sum(-1, dtype=x.dtype)
     return (vals if largest else vals._inverse()).transpose(d, -1), idx.transpose(d, -1)
   def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]: return self._cum_extreme(axis, True)
   def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]: return self._cum_extreme(axis, False)
 
   # ***** linear algebra *****
   def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
-    if self.ndim == 0 or w.ndim == 0: raise ValueError(f"dot needs tensors with at least 1 dimension, got {self.shape} and {w.shape}")
+    if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot needs tensors with at least 1 dimension, got {self.shape} and {w.shape}")
     k_w = w.shape[-min(w.ndim, 2)]
-    if self.shape[-1] != k_w: raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {k_w})")
+    if self.shape[-1] != k_w: raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {k_w})")
     x = self.reshape(*self.shape[:-1], *[1] * min(self.ndim - 1, w.ndim - 1, 1), self.shape[-1])
     wt = w.reshape(*w.shape[:-2], *[1] * min(self.ndim - 1, w.ndim - 1, 1), *w.shape[-min(w.ndim, 2):]).transpose(-1, -min(w.ndim, 2))
     a, b = x._broadcasted(wt)
@@ -1188,6 +1198,12 @@ def _int_pow(b: Tensor, e: Tensor) -> Tensor:
     base = base * base
   inv = (b == 1).where(1, (b == -1).where((e & 1).eq(1).where(-1, 1), 0)) if not dtypes.is_unsigned(b.dtype) else (b == 1).where(1, 0)
   return neg.where(inv.cast(b.dtype), out)
+
+def _list_form_dim(args: tuple, dim: int) -> int:
+  """torch.cat/stack(tensors, dim): after the list, the one positional argument is the dim."""
+  if not args: return dim
+  if len(args) == 1 and isinstance(args[0], int): return args[0]
+  raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
   return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))

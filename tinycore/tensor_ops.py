@@ -214,7 +214,7 @@ class IndexingMixin:
     """out[i][j] = self[index[i][j]][j] (dim=0): torch.gather. index may be smaller than self off `dim`."""
     Tensor = type(self)
     d = normalize_axis(dim, self.ndim)
-    if index.ndim != self.ndim: raise ValueError(f"gather: index has {index.ndim} dims, self has {self.ndim}")
+    if index.ndim != self.ndim: raise RuntimeError(f"gather: index has {index.ndim} dims, self has {self.ndim}")
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
       raise ValueError(f"gather: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
     n = self.shape[d]
@@ -275,13 +275,13 @@ class IndexingMixin:
       red = hot.where(s, dtype_min(self.dtype) if reduce == "amax" else dtype_max(self.dtype))
       red = place(red.max(d, keepdim=True) if reduce == "amax" else red.min(d, keepdim=True))
       out = (red.maximum(self) if reduce == "amax" else red.minimum(self)) if include_self else red
-    else: raise ValueError(f"scatter_reduce reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
+    else: raise RuntimeError(f"scatter_reduce reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
     return hit.where(out, self)
 
   def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
     """An int tensor with a trailing dim of num_classes: 1 where the class is self's value (-1: max(self) + 1 classes)."""
     Tensor = type(self)
-    if not dtypes.is_int(self.dtype): raise TypeError(f"one_hot needs an integer tensor, got {self.dtype}")
+    if not dtypes.is_int(self.dtype): raise RuntimeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     # classes in self's own dtype when they fit: no promotion to a wider int (64-bit ints are missing on some backends)
     cls_dt = self.dtype if num_classes - 1 <= dtype_max(self.dtype) else dtypes.default_int
@@ -303,7 +303,7 @@ class IndexingMixin:
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last dim."""
     a, b = normalize_axis(dim1, self.ndim), normalize_axis(dim2, self.ndim)
-    if a == b: raise ValueError("diagonal: dim1 and dim2 must differ")
+    if a == b: raise RuntimeError("diagonal: dim1 and dim2 must differ")
     x = self.permute(*[d for d in range(self.ndim) if d not in (a, b)], a, b)
     x = x[..., max(-offset, 0):, max(offset, 0):]
     r, c = x.shape[-2:]
@@ -336,12 +336,12 @@ class IndexingMixin:
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """Windows of `size` every `step` along dim: that dim becomes the window count, the window is a new last dim."""
     d = normalize_axis(dim, self.ndim)
-    if size > self.shape[d]: raise ValueError(f"unfold: size {size} is larger than dimension {d} of size {self.shape[d]}")
-    if step <= 0: raise ValueError(f"unfold: step must be positive, got {step}")
+    if size > self.shape[d]: raise RuntimeError(f"unfold: size {size} is larger than dimension {d} of size {self.shape[d]}")
+    if step <= 0: raise RuntimeError(f"unfold: step must be positive, got {step}")
     return self.transpose(d, -1)._pool((size,), step).transpose(d, -2)
 
   def meshgrid(self: Tensor, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
-    if indexing not in ("ij", "xy"): raise ValueError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
+    if indexing not in ("ij", "xy"): raise RuntimeError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = (self,) + args
     shape = tuple(t.numel() for t in ts)
     if indexing == "xy" and len(ts) >= 2: shape = (shape[1], shape[0]) + shape[2:]
@@ -695,8 +695,10 @@ class NNOpsMixin:
 
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """self / max(||self||_p along dim, eps)."""
-    norm = self.abs().pow(p).sum(dim, keepdim=True).pow(1.0 / p) if p != 2.0 else self.square().sum(dim, keepdim=True).sqrt()
-    return self / norm.maximum(eps)
+    s = self.abs().pow(p).sum(dim, keepdim=True) if p != 2.0 else self.square().sum(dim, keepdim=True)
+    # an all-zero slice's norm is 0 without a path through the root, whose slope there is infinite (0 * inf is NaN)
+    nonzero = s > 0
+    return self / nonzero.where(nonzero.where(s, 1).pow(1.0 / p), 0).maximum(eps)
 
   def layernorm(self: Tensor, axis=-1, eps: float = 1e-5) -> Tensor:
     y = self - self.mean(axis, keepdim=True)
@@ -729,7 +731,7 @@ class NNOpsMixin:
       value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
     qk = self.matmul(key.transpose(-2, -1)) * (1.0 / math.sqrt(self.shape[-1]))
     if is_causal:
-      if attn_mask is not None: raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
+      if attn_mask is not None: raise RuntimeError("scaled_dot_product_attention: pass either attn_mask or is_causal, not both")
       attn_mask = Tensor.ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()
     if attn_mask is not None:
       qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask

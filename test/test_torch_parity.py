@@ -1,0 +1,486 @@
+"""The documented Tensor API (docs/tensor-api.md), method by method and argument form by argument form, forward and backward
+against PyTorch on the PYTHON and CPU devices; numpy where PyTorch has no counterpart; the error types for bad input."""
+import os
+from typing import Any, Callable, NamedTuple
+import numpy as np
+import pytest
+from tinycore import Tensor, dtypes
+from tinycore.device import Device
+
+DEVICES = ["PYTHON", "CPU"]
+
+@pytest.fixture(scope="module")
+def torch():
+  try: import torch
+  except ImportError:
+    if os.environ.get("CI"): pytest.fail("CI is set but PyTorch is missing: pip install torch==2.13.0 (the machine's local CPU wheel)")
+    pytest.skip("PyTorch is not installed (pip install torch==2.13.0)")
+  torch.set_num_threads(1)  # small shapes: threads only cost time on a shared 2-core machine
+  return torch
+
+@pytest.fixture(params=DEVICES)
+def device(request, monkeypatch):
+  monkeypatch.setattr(Device, "DEFAULT", request.param)  # every tensor a case makes, index tensors included, lands there
+  return request.param
+
+class Case(NamedTuple):
+  """fn(T, *xs) builds the output from the inputs, with T the Tensor class (tinycore) or the torch module (the reference);
+  ref replaces fn for PyTorch where its spelling differs. An input is a shape (uniform random in [low, high) of `dtype`,
+  differentiable when float) or a numpy array (float arrays differentiable, int and bool arrays constants)."""
+  name: str
+  inputs: list
+  fn: Callable
+  ref: Callable | None = None
+  low: float = -2.0
+  high: float = 2.0
+  grad: bool = True
+  dtype: Any = np.float32
+  const: tuple = ()  # inputs PyTorch does not differentiate (running statistics, class weights): constants on both sides
+
+def C(name, inputs, fn, ref=None, **kw): return pytest.param(Case(name, inputs, fn, ref, **kw), id=name)
+
+def _inputs(case: Case, seed: int) -> list[np.ndarray]:
+  rng = np.random.default_rng(seed)
+  def one(spec):
+    if isinstance(spec, np.ndarray): return spec
+    if np.issubdtype(case.dtype, np.integer): return rng.integers(int(case.low), int(case.high), spec).astype(case.dtype)
+    if case.dtype == np.bool_: return rng.integers(0, 2, spec).astype(np.bool_)
+    return rng.uniform(case.low, case.high, spec).astype(case.dtype)
+  return [one(s) for s in case.inputs]
+
+# tolerances per dtype (rtol, atol); integer and bool results are exact
+TOL = {dtypes.float16: (5e-3, 5e-3), dtypes.bfloat16: (2e-2, 2e-2), dtypes.float32: (1e-4, 1e-5), dtypes.float64: (1e-9, 1e-10)}
+GRAD_TOL = {dtypes.float16: (1e-2, 1e-2), dtypes.bfloat16: (5e-2, 5e-2), dtypes.float32: (1e-3, 1e-4), dtypes.float64: (1e-7, 1e-8)}
+
+def _outs(x) -> list: return list(x) if isinstance(x, (tuple, list)) else [x]
+
+def _dtype_name(x) -> str:
+  """The dtype as numpy names it; 64-bit ints read as 32-bit: tinygrad's default int is int32 where PyTorch's is int64
+  (index results, integer sums), the same rule at another width."""
+  if isinstance(x, Tensor): name = "bfloat16" if x.dtype == dtypes.bfloat16 else str(np.dtype(x.dtype.fmt))
+  else: name = str(x.dtype).removeprefix("torch.")
+  return {"int64": "int32", "uint64": "uint32"}.get(name, name)
+
+def _compare(name: str, got: Tensor, want, torch, tol) -> None:
+  assert got.shape == tuple(want.shape), f"{name}: shape {got.shape}, PyTorch {tuple(want.shape)}"
+  assert _dtype_name(got) == _dtype_name(want), f"{name}: dtype {got.dtype}, PyTorch {want.dtype}"
+  want_np = want.detach().float().numpy() if want.dtype == torch.bfloat16 else want.detach().numpy()
+  got_np = got.float().numpy() if got.dtype == dtypes.bfloat16 else got.numpy()
+  if got.dtype in tol: np.testing.assert_allclose(got_np, want_np, *tol[got.dtype], err_msg=name)
+  else: np.testing.assert_equal(got_np, want_np, err_msg=name)
+
+def run_case(case: Case, torch, device: str) -> None:
+  xs = _inputs(case, sum(map(ord, case.name)))
+  diff = [case.grad and np.issubdtype(x.dtype, np.floating) and i not in case.const for i, x in enumerate(xs)]
+  ts = [Tensor(x, requires_grad=d or None) for x, d in zip(xs, diff)]
+  rs = [torch.tensor(x, requires_grad=d) for x, d in zip(xs, diff)]
+  outs, wants = _outs(case.fn(Tensor, *ts)), _outs((case.ref or case.fn)(torch, *rs))
+  assert len(outs) == len(wants), f"{case.name}: {len(outs)} outputs, PyTorch {len(wants)}"
+  for i, (o, w) in enumerate(zip(outs, wants)):
+    assert o.device == device, f"{case.name}: output on {o.device}, not {device}"
+    _compare(f"{case.name} forward output {i}", o, w, torch, TOL)
+  if not any(diff): return
+  # backward: an uneven upstream gradient into every float output
+  pairs = [(o, w) for o, w in zip(outs, wants) if dtypes.is_float(o.dtype) and w.requires_grad]
+  assert pairs, f"{case.name}: no differentiable output"
+  ups = [np.random.default_rng(i).uniform(0.5, 1.5, w.shape).astype(np.float32) for i, (_, w) in enumerate(pairs)]
+  loss = sum((o.float() * Tensor(u)).sum() for (o, _), u in zip(pairs, ups))
+  want_loss = sum((w.float() * torch.tensor(u)).sum() for (_, w), u in zip(pairs, ups))
+  tsd, rsd = [t for t, d in zip(ts, diff) if d], [r for r, d in zip(rs, diff) if d]
+  grads = loss.gradient(*tsd, materialize_grads=True)
+  wgrads = torch.autograd.grad(want_loss, rsd, allow_unused=True)
+  for i, (g, wg, r) in enumerate(zip(grads, wgrads, rsd)):
+    _compare(f"{case.name} grad of input {i}", g, wg if wg is not None else torch.zeros_like(r), torch, GRAD_TOL)
+
+I32, B = np.int32, np.bool_
+def ints(*a): return np.array(a, dtype=np.int32)
+def F(T): return T.nn.functional if hasattr(T, "nn") else None
+
+# ***** elementwise: unary *****
+UNARY = [
+  C("abs", [(2, 3)], lambda T, x: x.abs()), C("neg", [(5,)], lambda T, x: x.neg() + -x),
+  C("acos", [(6,)], lambda T, x: x.acos(), low=-0.95, high=0.95), C("asin", [(6,)], lambda T, x: x.asin(), low=-0.95, high=0.95),
+  C("atan", [(6,)], lambda T, x: x.atan(), low=-5, high=5), C("atanh", [(6,)], lambda T, x: x.atanh(), low=-0.9, high=0.9),
+  C("acosh", [(6,)], lambda T, x: x.acosh(), low=1.1, high=4), C("asinh", [(6,)], lambda T, x: x.asinh(), low=-4, high=4),
+  C("sin_cos_tan", [(6,)], lambda T, x: x.sin() + x.cos() * 2 + x.tan() * 3, low=-1.3, high=1.3),
+  C("sinh_cosh_tanh", [(6,)], lambda T, x: x.sinh() + x.cosh() * 2 + x.tanh() * 3, low=-3, high=3),
+  C("exp_exp2", [(6,)], lambda T, x: x.exp() + x.exp2(), low=-4, high=4),
+  C("log_family", [(6,)], lambda T, x: x.log() + x.log2() + x.log10(), low=0.1, high=5),
+  C("sqrt_rsqrt_reciprocal", [(6,)], lambda T, x: x.sqrt() + x.rsqrt() + x.reciprocal(), low=0.2, high=4),
+  C("rounding", [np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.7, 0.3, 1.7], np.float32)],
+    lambda T, x: x.round() + x.floor() * 10 + x.ceil() * 100 + x.trunc() * 1000),
+  C("sign_square", [np.array([-2.0, -0.0, 0.0, 0.5, 3.0], np.float32)], lambda T, x: x.sign() + x.square()),
+  C("sigmoid_extreme", [np.array([-100.0, -20, -1, 0, 1, 20, 100], np.float32)], lambda T, x: x.sigmoid()),
+  C("relu_relu6", [(9,)], lambda T, x: x.relu() + x.relu6() * 2, lambda T, x: x.relu() + F(T).relu6(x) * 2, low=-8, high=8),
+  C("leaky_relu", [(9,)], lambda T, x: x.leaky_relu() + x.leaky_relu(0.2), lambda T, x: F(T).leaky_relu(x) + F(T).leaky_relu(x, 0.2)),
+  C("elu_celu_selu", [(9,)], lambda T, x: x.elu() + x.elu(0.5) + x.celu(0.7) + x.selu(),
+    lambda T, x: F(T).elu(x) + F(T).elu(x, 0.5) + F(T).celu(x, 0.7) + F(T).selu(x), low=-3, high=3),
+  C("gelu_tanh", [(9,)], lambda T, x: x.gelu(), lambda T, x: F(T).gelu(x, approximate="tanh"), low=-4, high=4),
+  C("gelu_none", [(9,)], lambda T, x: x.gelu(approximate="none"), lambda T, x: F(T).gelu(x), low=-4, high=4),
+  C("silu_swish_mish", [(9,)], lambda T, x: x.silu() + x.swish() * 2 + x.mish(), lambda T, x: F(T).silu(x) * 3 + F(T).mish(x), low=-4, high=4),
+  C("softplus_beta", [(9,)], lambda T, x: x.softplus() + x.softplus(2.0), lambda T, x: F(T).softplus(x) + F(T).softplus(x, 2.0), low=-4, high=4),
+  C("softsign_logsigmoid", [(9,)], lambda T, x: x.softsign() + x.logsigmoid(), lambda T, x: F(T).softsign(x) + F(T).logsigmoid(x), low=-4, high=4),
+  C("hard_activations", [(9,)], lambda T, x: x.hardswish() + x.hardsigmoid() + x.hardtanh() + x.hardtanh(-2, 3),
+    lambda T, x: F(T).hardswish(x) + F(T).hardsigmoid(x) + F(T).hardtanh(x) + F(T).hardtanh(x, -2, 3), low=-5, high=5),
+  C("erf", [(9,)], lambda T, x: x.erf(), low=-3, high=3),
+  C("isnan_isinf_isfinite", [np.array([1.0, np.inf, -np.inf, np.nan, 0.0], np.float32)],
+    lambda T, x: (x.isnan(), x.isinf(), x.isfinite()), grad=False),
+  C("logical_not", [(7,)], lambda T, x: x.logical_not(), dtype=B),
+  C("bitwise_not", [(7,)], lambda T, x: x.bitwise_not() + ~x, dtype=I32, low=-50, high=50),
+  C("half_unary", [(7,)], lambda T, x: x.exp() + x.sqrt() + x.sigmoid(), dtype=np.float16, low=0.1, high=3),
+  C("double_unary", [(7,)], lambda T, x: x.exp() + x.log() + x.tanh(), dtype=np.float64, low=0.1, high=3),
+  C("int_unary_to_float", [(7,)], lambda T, x: (x.sqrt(), x.exp(), x.sin(), x.abs(), x.neg()), dtype=I32, low=1, high=9),
+]
+
+# ***** elementwise: binary, broadcasting, scalars, promotion *****
+BINARY = [
+  C("add_sub_mul_div", [(3, 4), (3, 4)], lambda T, a, b: a + b + a - b * 2 + a * b + a / b, low=0.5, high=2),
+  C("broadcast_col_row", [(3, 1), (1, 4)], lambda T, a, b: a.add(b) + a.sub(b) * a.mul(b) - a.div(b), low=0.5, high=2),
+  C("broadcast_rank", [(2, 3, 4), (4,)], lambda T, a, b: a * b + b - a),
+  C("scalar_both_sides", [(5,)], lambda T, x: 2 - x + x * 3 - 1 / x + x / 4 + 2 ** x + x ** 2, low=0.5, high=2),
+  C("int_float_promotion", [ints(1, 2, 3), (3,)], lambda T, i, x: (i + x, i * 2, i / 2, i + 1.5, i * True, i - i)),
+  C("bool_int_promotion", [np.array([True, False, True]), ints(4, 5, 6)], lambda T, b, i: (b + i, b * 2, b & b, b | ~b), grad=False),
+  C("half_float_promotion", [(4,), (4,)], lambda T, a, b: a.half() + b, low=-1, high=1),
+  C("div_rounding_modes", [(8,), (8,)], lambda T, a, b: (a.div(b, rounding_mode="floor"), a.div(b, rounding_mode="trunc"), a // b), low=-5, high=5, grad=False),
+  C("int_div_modes", [ints(7, -7, 7, -7, 0), ints(2, 2, -2, -2, 3)],
+    lambda T, a, b: (a.div(b, rounding_mode="floor"), a.div(b, rounding_mode="trunc"), a // b, a / b, a % b)),
+  C("mod_float_signs", [np.array([5.5, -5.5, 5.5, -5.5, 0.0, 3.0], np.float32), np.array([2.0, 2.0, -2.0, -2.0, 2.0, -1.5], np.float32)],
+    lambda T, a, b: (a % b, a.mod(b), a.fmod(b)), ref=lambda T, a, b: (a % b, a.remainder(b), a.fmod(b)), grad=False),
+  C("int_fmod_mod", [ints(7, -7, 7, -7), ints(3, 3, -3, -3)], lambda T, a, b: (a.fmod(b), a % b, a % 3, 7 % b)),
+  C("pow_forms", [(6,), (6,)], lambda T, a, b: a.pow(b) + a ** 2 + a ** 0.5 + 2 ** b + a.pow(-1), low=0.3, high=2),
+  C("pow_zero_base", [np.array([0.0, 0.0, 0.0, 0.0, 2.0], np.float32), np.array([2.0, 0.0, 1.0, 0.5, 0.0], np.float32)], lambda T, a, b: a.pow(b)),
+  C("pow_negative_base_int_exponent", [np.array([-2.0, -1.5, -3.0], np.float32)], lambda T, x: x ** 2 + x ** 3 + x.pow(-2)),
+  C("pow_int_tensors", [ints(2, 3, -2, 0, 5), ints(3, 2, 3, 0, 1)], lambda T, a, b: (a ** b, a ** 2)),
+  C("maximum_minimum", [(3, 4), (4,)], lambda T, a, b: a.maximum(b) + a.minimum(b) * 2 + a.maximum(0.5) + a.minimum(-1),
+    lambda T, a, b: T.maximum(a, b) + T.minimum(a, b) * 2 + a.clamp(min=0.5) + a.clamp(max=-1)),
+  C("maximum_ties", [np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, 1.0, 4.0], np.float32)], lambda T, a, b: a.maximum(b) + a.minimum(b) * 3,
+    lambda T, a, b: T.maximum(a, b) + T.minimum(a, b) * 3),
+  C("maximum_int_with_float_scalar", [ints(1, 2, 3)], lambda T, i: (i.maximum(1.5), i.minimum(2.5)),
+    lambda T, i: (T.maximum(i, T.tensor(1.5)), T.minimum(i, T.tensor(2.5)))),
+  C("copysign", [(6,), np.array([1.0, -1.0, 0.0, -0.0, 2.0, -3.0], np.float32)], lambda T, a, b: a.copysign(b)),
+  C("lerp_scalar_and_tensor", [(5,), (5,), (5,)], lambda T, a, b, w: a.lerp(b, 0.25) + a.lerp(b, w), low=0, high=1),
+  C("logaddexp", [(5,), (5,)], lambda T, a, b: a.logaddexp(b), lambda T, a, b: T.logaddexp(a, b), low=-30, high=30),
+  C("comparisons", [(3, 4), (4,)], lambda T, a, b: (a < b, a > b, a <= b, a >= b, a == b, a != b, a.eq(b), a.ne(b), a < 0.5, 0.5 < a), grad=False),
+  C("comparisons_equal_values", [np.array([1.0, 2.0, np.nan], np.float32), np.array([1.0, 3.0, np.nan], np.float32)],
+    lambda T, a, b: (a <= b, a >= b, a == b, a != b), grad=False),
+  C("bitwise_ops", [(6,), (6,)], lambda T, a, b: (a & b, a | b, a ^ b, a.bitwise_and(b), a.bitwise_or(b), a.bitwise_xor(b), a & 3, 5 | a), dtype=I32, low=-20, high=20),
+  C("bool_logic", [(6,), (6,)], lambda T, a, b: (a & b, a | b, a ^ b, ~a), dtype=B),
+  C("shifts", [ints(1, 5, -8, 100, -1)], lambda T, x: (x << 2, x >> 1, x.lshift(3), x.rshift(2)),
+    lambda T, x: (x << 2, x >> 1, x.bitwise_left_shift(3), x.bitwise_right_shift(2))),
+  C("shifts_small_ints", [np.array([1, 5, -8, 100], np.int8), np.array([1, 5, 200, 255], np.uint8)], lambda T, x, u: (x << 1, x >> 2, u << 1, u >> 3)),
+  C("where_forms", [np.array([True, False, True, False]), (4,), (4,)], lambda T, c, x, y: (c.where(x, y), c.where(x, 0.5), c.where(1.0, y)),
+    lambda T, c, x, y: (T.where(c, x, y), T.where(c, x, 0.5), T.where(c, 1.0, y))),
+  C("where_broadcast", [np.array([[True], [False]]), (2, 3), (3,)], lambda T, c, x, y: c.where(x, y), lambda T, c, x, y: T.where(c, x, y)),
+  C("masked_fill", [(3, 4), np.array([True, False, True, False])], lambda T, x, m: x.masked_fill(m, 7.5) + x.masked_fill(m, -float("inf")).exp()),
+  C("clip_forms", [(9,)], lambda T, x: x.clip(-0.5, 0.5) + x.clamp(-1, None) + x.clip(None, 0.25) * 2, low=-2, high=2),
+  C("clip_boundaries", [np.array([-1.0, -0.5, 0.0, 0.5, 1.0], np.float32)], lambda T, x: x.clip(-0.5, 0.5)),
+  C("clip_tensor_bounds", [(6,), (6,), (6,)], lambda T, x, lo, hi: x.clip(lo, lo + hi.abs()), lambda T, x, lo, hi: x.clamp(lo, lo + hi.abs())),
+  C("isclose_allclose", [np.array([1.0, 1.0, np.inf, np.nan, -np.inf, 0.0], np.float32), np.array([1.0 + 1e-6, 1.1, np.inf, np.nan, np.inf, 1e-9], np.float32)],
+    lambda T, a, b: (a.isclose(b), a.isclose(b, equal_nan=True), a.isclose(b, rtol=0.2), a.allclose(a), a[:2].allclose(b[:2], rtol=0.2)),
+    lambda T, a, b: (a.isclose(b), a.isclose(b, equal_nan=True), a.isclose(b, rtol=0.2), T.tensor(a.allclose(a)), T.tensor(a[:2].allclose(b[:2], rtol=0.2))), grad=False),
+]
+
+# ***** reductions: every axis form *****
+REDUCE = [
+  C("sum_axis_forms", [(2, 3, 4)], lambda T, x: (x.sum(), x.sum(0), x.sum(-1), x.sum((0, 2)), x.sum((-1, -3)), x.sum(1, keepdim=True), x.sum((0, 1), keepdim=True), x.sum(())),
+    lambda T, x: (x.sum(), x.sum(0), x.sum(-1), x.sum((0, 2)), x.sum((-1, -3)), x.sum(1, keepdim=True), x.sum((0, 1), keepdim=True), x.clone())),
+  C("sum_dtype", [(3, 4)], lambda T, x: (x.sum(1, dtype="float16" if T is Tensor else T.float16), x.sum(dtype="float64" if T is Tensor else T.float64))),
+  C("int_sum_prod_dtype", [(3, 4)], lambda T, x: (x.sum(), x.sum(0), x.prod(1), x.sum(dtype=T.float32 if T is not Tensor else "float32")), dtype=I32, low=-3, high=4),
+  C("bool_sum", [(3, 4)], lambda T, x: (x.sum(), x.sum(1)), dtype=B),
+  C("half_sum_mean", [(3, 4)], lambda T, x: (x.sum(1), x.mean(0)), dtype=np.float16),
+  C("prod_forms", [(2, 3, 4)], lambda T, x: (x.prod(), x.prod(1), x.prod(-1, keepdim=True)),
+    lambda T, x: (x.prod(), x.prod(1), x.prod(-1, keepdim=True)), low=0.5, high=1.5),
+  C("prod_with_zero", [np.array([[0.0, 2.0, 3.0], [1.0, 0.0, 0.0]], np.float32)], lambda T, x: x.prod(1)),
+  C("max_min_axis_forms", [(2, 3, 4)], lambda T, x: (x.max(), x.max(1), x.min(-1), x.max((0, 2)), x.min(1, keepdim=True), x.max(axis=0, keepdim=True)),
+    lambda T, x: (x.amax(), x.amax(1), x.amin(-1), x.amax((0, 2)), x.amin(1, keepdim=True), x.amax(0, keepdim=True))),
+  C("max_ties_grad", [np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]], np.float32)], lambda T, x: (x.max(1), x.min()), lambda T, x: (x.amax(1), x.amin())),
+  C("mean_forms", [(2, 3, 4)], lambda T, x: (x.mean(), x.mean(1), x.mean((0, -1)), x.mean(-2, keepdim=True))),
+  C("int_mean", [(3, 4)], lambda T, x: (x.mean(), x.mean(1)), lambda T, x: (x.float().mean(), x.float().mean(1)), dtype=I32, low=0, high=9),
+  C("var_std_forms", [(3, 5)], lambda T, x: (x.var(), x.var(1), x.std(0, keepdim=True), x.var(1, correction=0), x.std(correction=0)),
+    lambda T, x: (x.var(), x.var(1), x.std(0, keepdim=True), x.var(1, correction=0), x.std(correction=0))),
+  C("var_mean_std_mean", [(3, 5)], lambda T, x: (*x.var_mean(1), *x.std_mean(0, correction=0)), lambda T, x: (*T.var_mean(x, 1), *T.std_mean(x, 0, correction=0))),
+  C("any_all", [(3, 4)], lambda T, x: (x.any(), x.all(), x.any(1), x.all(0, keepdim=True), x.any((0, 1))), lambda T, x: (x.any(), x.all(), x.any(1), x.all(0, keepdim=True), x.any((0, 1))), dtype=B),
+  C("argmax_argmin", [np.array([[1.0, 3.0, 3.0, 0.0], [5.0, -1.0, 5.0, -1.0]], np.float32)],
+    lambda T, x: (x.argmax(), x.argmax(1), x.argmin(0), x.argmin(-1, keepdim=True), x.argmax(1, keepdim=True)), grad=False),
+  C("logsumexp_forms", [(2, 3, 4)], lambda T, x: (x.logsumexp(), x.logsumexp(1), x.logsumexp((0, 2)), x.logsumexp(-1, keepdim=True)),
+    lambda T, x: (x.flatten().logsumexp(0), x.logsumexp(1), x.logsumexp((0, 2)), x.logsumexp(-1, keepdim=True)), low=-30, high=30),
+  C("logsumexp_inf", [np.array([[-np.inf, -np.inf], [0.0, -np.inf]], np.float32)], lambda T, x: x.logsumexp(1), grad=False),
+  C("logcumsumexp", [(3, 4)], lambda T, x: x.logcumsumexp(1) + x.logcumsumexp(), lambda T, x: x.logcumsumexp(1) + x.logcumsumexp(0), low=-20, high=20),
+  C("cumsum_cumprod", [(3, 4)], lambda T, x: (x.cumsum(1), x.cumsum(), x.cumsum(-2), x.cumprod(1), x.cumprod(0)),
+    lambda T, x: (x.cumsum(1), x.cumsum(0), x.cumsum(-2), x.cumprod(1), x.cumprod(0)), low=0.5, high=1.5),
+  C("cummax_cummin", [np.array([[1.0, 3.0, 2.0, 3.0, 0.0], [0.0, -1.0, 4.0, 4.0, 5.0]], np.float32)],
+    lambda T, x: (*x.cummax(1), *x.cummin(1), x.cummax(0)[0]), lambda T, x: (*x.cummax(1), *x.cummin(1), x.cummax(0)[0])),
+  C("softmax_family", [(2, 3, 4)], lambda T, x: (x.softmax(), x.softmax(0), x.log_softmax(1), x.log_softmax(), x.softmin(-1)),
+    lambda T, x: (x.softmax(-1), x.softmax(0), x.log_softmax(1), x.log_softmax(-1), F(T).softmin(x, -1)), low=-10, high=10),
+  C("softmax_dtype", [(3, 4)], lambda T, x: x.half().softmax(1, dtype="float32" if T is Tensor else T.float32), low=-3, high=3),
+  C("int_cumsum_and_max", [(3, 4)], lambda T, x: (x.cumsum(1), x.max(1), x.min(), x.sum(-1)), lambda T, x: (x.cumsum(1), x.amax(1), x.amin(), x.sum(-1)), dtype=I32, low=-9, high=9),
+]
+
+# ***** movement *****
+MOVE = [
+  C("reshape_forms", [(2, 3, 4)], lambda T, x: (x.reshape(6, 4), x.reshape((4, 6)), x.reshape(-1), x.reshape(2, -1), x.reshape([3, -1, 2]), x.view(24), x.view(4, 3, 2))),
+  C("reshape_none_keeps_dims", [(2, 3, 4)], lambda T, x: (x.reshape(None, -1), x.reshape((None, 4, 3))), lambda T, x: (x.reshape(2, -1), x.reshape(2, 4, 3))),
+  C("expand_forms", [(3, 1)], lambda T, x: (x.expand(3, 4), x.expand((2, 3, 4)), x.expand(-1, 5), x.expand(2, -1, -1))),
+  C("permute_forms", [(2, 3, 4)], lambda T, x: (x.permute(2, 0, 1), x.permute((1, 2, 0)), x.permute(-1, -3, -2), x.permute([0, 2, 1]))),
+  C("flip_forms", [(2, 3, 4)], lambda T, x: (x.flip(0), x.flip((0, 2)), x.flip(-1), x.flip([1])), lambda T, x: (x.flip(0), x.flip((0, 2)), x.flip(-1), x.flip([1]))),
+  C("transpose_T", [(2, 3, 4)], lambda T, x: (x.transpose(0, 2), x.transpose(-1, -2), x[0].T, x[0].transpose()), lambda T, x: (x.transpose(0, 2), x.transpose(-1, -2), x[0].T, x[0].t())),
+  C("flatten_unflatten", [(2, 3, 4)], lambda T, x: (x.flatten(), x.flatten(1), x.flatten(0, 1), x.flatten(-2, -1), x.unflatten(2, (2, 2)), x.unflatten(-1, (2, -1)))),
+  C("squeeze_unsqueeze", [(1, 3, 1, 2)], lambda T, x: (x.squeeze(), x.squeeze(0), x.squeeze(-2), x.squeeze(1), x.squeeze((0, 2)), x.unsqueeze(0), x.unsqueeze(-1), x.unsqueeze(2))),
+  C("repeat_forms", [(2, 3)], lambda T, x: (x.repeat(2, 1), x.repeat((1, 2)), x.repeat(2, 1, 3))),
+  C("repeat_interleave", [(2, 3)], lambda T, x: (x.repeat_interleave(2), x.repeat_interleave(3, 0), x.repeat_interleave(2, dim=-1))),
+  C("roll_forms", [(3, 4)], lambda T, x: (x.roll(1), x.roll(2, 1), x.roll(-1, 0), x.roll((1, -2), (0, 1)), x.roll(5, -1))),
+  C("cat_forms", [(2, 3), (1, 3), (2, 3)], lambda T, a, b, c: (T.cat([a, b, c]), T.cat((a, c), dim=-1), T.cat([a], 0), T.cat([a, c], 1), a.cat(c, dim=1) if T is Tensor else T.cat([a, c], 1))),
+  C("cat_mixed_dtypes", [(2, 2), ints(1, 2, 3, 4).reshape(2, 2)], lambda T, a, i: T.cat([a, i]), lambda T, a, i: T.cat([a, i.float()])),
+  C("stack_forms", [(2, 3), (2, 3)], lambda T, a, b: (T.stack([a, b]), T.stack([a, b], 1), T.stack((a, b), dim=1), T.stack([a, b], dim=-1), T.stack([a]), a.stack(b, dim=2) if T is Tensor else T.stack([a, b], 2))),
+  C("split_chunk", [(5, 4)], lambda T, x: (*x.split(2), *x.split([1, 4]), *x.split(3, dim=1), *x.chunk(2), *x.chunk(3, dim=-1))),
+  C("tril_triu", [(3, 4)], lambda T, x: (x.tril(), x.triu(), x.tril(1), x.triu(-1), x.tril(-2), x.triu(2))),
+  C("tril_batched", [(2, 3, 3)], lambda T, x: x.tril() + x.triu(1) * 2),
+  C("diagonal_forms", [(3, 4, 5)], lambda T, x: (x.diagonal(), x.diagonal(1), x.diagonal(-1, 1, 2), x.diagonal(0, -1, 0), x[0].diagonal(2))),
+  C("diag", [(4,)], lambda T, x: x.diag()),
+  C("unfold", [(3, 7)], lambda T, x: (x.unfold(1, 3, 2), x.unfold(0, 2, 1), x.unfold(-1, 7, 1))),
+  C("meshgrid", [(3,), (4,)], lambda T, a, b: (*a.meshgrid(b), *a.meshgrid(b, indexing="xy")),
+    lambda T, a, b: (*T.meshgrid(a, b, indexing="ij"), *T.meshgrid(a, b, indexing="xy"))),
+  C("contiguous_detach_clone", [(2, 3)], lambda T, x: (x.T.contiguous() * 2, x.detach() + x, x.clone() * 3)),
+  C("pad_constant_forms", [(2, 3, 4)], lambda T, x: x.pad((1, 2)) + 0, lambda T, x: F(T).pad(x, (1, 2))),
+  C("pad_flat_and_value", [(2, 3, 4)], lambda T, x: (x.pad((1, 2, 0, 1)), x.pad((1, 1, 2, 0), value=-3.5), x.pad((0, 0, 0, 0, 1, 1)), x.pad((-1, 1, 1, -2))),
+    lambda T, x: (F(T).pad(x, (1, 2, 0, 1)), F(T).pad(x, (1, 1, 2, 0), value=-3.5), F(T).pad(x, (0, 0, 0, 0, 1, 1)), F(T).pad(x, (-1, 1, 1, -2)))),
+  C("pad_grouped", [(2, 3, 4)], lambda T, x: (x.pad(((0, 1), None, (2, 0))), x.pad((None, (1, -1), (0, 0)), value=2.0)),
+    lambda T, x: (F(T).pad(x, (2, 0, 0, 0, 0, 1)), F(T).pad(x, (0, 0, 1, -1), value=2.0))),
+  C("pad_reflect", [(1, 2, 5)], lambda T, x: (x.pad((2, 1), mode="reflect"), x.pad((4, 0), mode="reflect"), x.pad((-1, 3), mode="reflect")),
+    lambda T, x: (F(T).pad(x, (2, 1), mode="reflect"), F(T).pad(x, (4, 0), mode="reflect"), F(T).pad(x, (0, 3), mode="reflect")[..., 1:])),
+  C("pad_reflect_2d", [(1, 1, 3, 4)], lambda T, x: x.pad((1, 2, 2, 1), mode="reflect"), lambda T, x: F(T).pad(x, (1, 2, 2, 1), mode="reflect")),
+  C("pad_replicate", [(1, 2, 4)], lambda T, x: (x.pad((3, 1), mode="replicate"), x.pad((-1, 2), mode="replicate")),
+    lambda T, x: (F(T).pad(x, (3, 1), mode="replicate"), F(T).pad(x, (0, 2), mode="replicate")[..., 1:])),
+  C("pad_replicate_2d", [(1, 1, 3, 3)], lambda T, x: x.pad((1, 2, 0, 3), mode="replicate"), lambda T, x: F(T).pad(x, (1, 2, 0, 3), mode="replicate")),
+  C("pad_circular", [(1, 2, 4)], lambda T, x: (x.pad((2, 3), mode="circular"), x.pad((4, 4), mode="circular"), x.pad((-1, 2), mode="circular")),
+    lambda T, x: (F(T).pad(x, (2, 3), mode="circular"), F(T).pad(x, (4, 4), mode="circular"), F(T).pad(x, (-1, 2), mode="circular"))),
+  C("pad_circular_2d", [(1, 1, 3, 3)], lambda T, x: x.pad((1, 2, 2, 0), mode="circular"), lambda T, x: F(T).pad(x, (1, 2, 2, 0), mode="circular")),
+  C("casts", [(5,)], lambda T, x: (x.float(), x.half(), x.double(), x.int(), x.long(), x.short(), x.bool(), x.bfloat16(), x.cast(dtypes.float16), x.cast("float64")),
+    lambda T, x: (x.float(), x.half(), x.double(), x.int(), x.long(), x.short(), x.bool(), x.bfloat16(), x.to(T.float16), x.to(T.float64)), low=-100, high=100),
+  C("cast_float_to_int_truncates", [np.array([-2.7, -0.5, 0.5, 2.7, 126.9], np.float32)], lambda T, x: (x.int(), x.cast(dtypes.int8), x.bool()),
+    lambda T, x: (x.int(), x.to(T.int8), x.bool()), grad=False),
+  C("bitcast", [np.array([1.0, -2.0, 0.0], np.float32)], lambda T, x: (x.bitcast(dtypes.int32).long(), x.bitcast(dtypes.uint32).long()),
+    lambda T, x: (x.view(T.int32).long(), x.view(T.int32).long() & 0xFFFFFFFF), grad=False),
+]
+
+# ***** indexing: every form, reading and writing *****
+IDX = ints(2, 0, 2, 1)
+INDEX = [
+  C("index_ints", [(3, 4, 5)], lambda T, x: (x[1], x[-1], x[1, 2], x[-1, -2, -3], x[0][1][2])),
+  C("index_slices", [(5, 6)], lambda T, x: (x[1:3], x[:, 2:], x[::2], x[1::3, ::2], x[-3:-1], x[:, -4:5:2], x[:100], x[4:2])),
+  C("index_none_ellipsis", [(2, 3, 4)], lambda T, x: (x[None], x[:, None], x[..., 1], x[0, ...], x[..., None], x[None, ..., None, 0], x[1, ..., 1:3], x[...])),
+  C("index_int_tensor", [(4, 5), IDX], lambda T, x, i: (x[i], x[:, i], x[i, i], x[i.reshape(2, 2)], x[i, 1:3], x[1, i])),
+  C("index_int_lists", [(4, 5)], lambda T, x: (x[[0, 2]], x[[-1, 0, 1]], x[:, [4, 0]], x[[0, 1], [2, 3]])),
+  C("index_separated_advanced", [(3, 4, 5), ints(0, 2), ints(1, 3)], lambda T, x, i, j: (x[i, :, j], x[i, 1:3, j], x[:, i][:, :, j])),
+  C("index_negative_int_tensor", [(4, 3), ints(-1, -4, 0)], lambda T, x, i: x[i]),
+  C("index_bool_mask", [(3, 4), np.array([True, False, True]), np.array([[True, False, True, True], [False, False, False, True], [True, True, False, False]])],
+    lambda T, x, m, m2: (x[m], x[:, m2[0]], x[m2], x[x > 0])),
+  C("index_repeated_int_tensor_grad", [(4,), ints(1, 1, 3, 1)], lambda T, x, i: x[i]),
+  C("gather_forms", [(3, 4), ints(0, 2, 1, 0, 2, 2, 0, 1).reshape(2, 4), ints(3, 0, 1, 1).reshape(2, 2)],
+    lambda T, x, i, j: (x.gather(0, i), x.gather(1, j), x.gather(-1, j), x.gather(0, i[:, :2]))),
+  C("scatter_src_and_value", [(3, 4), (2, 4), ints(0, 2, 1, 0, 2, 2, 0, 1).reshape(2, 4)],
+    lambda T, x, s, i: (x.scatter(0, i, s), x.scatter(1, i[:, :3] % 3, s), x.scatter(0, i, 2.5)), grad=False),
+  C("scatter_reduce_add_multiply", [(3, 4), ints(0, 2, 1, 0, 2, 2, 0, 1).reshape(2, 4)],
+    lambda T, x, i: (x.scatter(0, i, 2.0, reduce="add"), x.scatter(0, i, 3.0, reduce="multiply")), grad=False),
+  C("scatter_reduce_all", [(3, 4), (2, 4), ints(0, 2, 1, 0, 0, 2, 0, 1).reshape(2, 4)],
+    lambda T, x, s, i: tuple(x.scatter_reduce(0, i, s, r, include_self=inc) for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)),
+    low=0.5, high=2, grad=False),
+  C("scatter_reduce_sum_grad", [(3, 4), (2, 4), ints(0, 2, 1, 0, 0, 2, 0, 1).reshape(2, 4)],
+    lambda T, x, s, i: x.scatter_reduce(0, i, s, "sum") + x.scatter_reduce(1, i % 4, s, "sum", include_self=False)),
+  C("scatter_reduce_int", [ints(1, 2, 3, 4), ints(5, 6, 7), ints(0, 0, 3)], lambda T, x, s, i: (x.scatter_reduce(0, i, s, "mean"), x.scatter_reduce(0, i, s, "amax"))),
+  C("one_hot", [ints(0, 2, 1, 3)], lambda T, i: (i.one_hot(5), i.one_hot()), lambda T, i: (F(T).one_hot(i.long(), 5), F(T).one_hot(i.long()))),
+  C("masked_select", [(3, 4), np.array([[True, False, True, True], [False, False, False, True], [True, True, False, False]]), np.array([True, False, False, True])],
+    lambda T, x, m, m1: (x.masked_select(m), x.masked_select(m1))),
+  C("nonzero", [np.array([[0.0, 1.5, 0.0], [2.0, 0.0, -1.0]], np.float32)], lambda T, x: (x.nonzero(), x[0].nonzero()), grad=False),
+  C("sort_forms", [np.array([[3.0, 1.0, 2.0, 1.0], [0.0, -1.0, 5.0, 5.0]], np.float32)],
+    lambda T, x: (*x.sort(), *x.sort(0), *x.sort(descending=True), x.argsort(1), x.argsort(0, descending=True)),
+    lambda T, x: (*x.sort(stable=True), *x.sort(dim=0, stable=True), *x.sort(descending=True, stable=True), x.argsort(dim=1, stable=True), x.argsort(dim=0, descending=True, stable=True))),
+  C("topk", [np.array([[3.0, 1.0, 2.0, 7.0], [0.0, -1.0, 5.0, 4.0]], np.float32)],
+    lambda T, x: (*x.topk(2), *x.topk(1, dim=0), *x.topk(3, largest=False))),
+]
+
+def _setitem(idx, value=None):
+  """x[idx] = value (or the second input) on a copy: forward only, setitem is not differentiable in tinygrad."""
+  def f(T, x, *v):
+    y = x.clone() if T is not Tensor else x.contiguous().realize()
+    y[idx] = v[0] if v else value
+    return y
+  return f
+
+SETITEM = [
+  C("setitem_int_scalar", [(3, 4)], _setitem(1, 5.0), grad=False),
+  C("setitem_slice_step_tensor", [(4, 6), (2, 3)], _setitem((slice(1, 3), slice(None, None, 2))), grad=False),
+  C("setitem_broadcast_row", [(3, 4), (4,)], _setitem(slice(None)), grad=False),
+  C("setitem_ellipsis_none", [(2, 3, 4)], _setitem((Ellipsis, 1), -1.0), grad=False),
+  C("setitem_negative_index", [(3, 4), (3,)], _setitem((slice(None), -1)), grad=False),
+  C("setitem_bool_mask", [(3, 4)], lambda T, x: _setitem(x > 0, 0.0)(T, x), grad=False),
+  C("setitem_int_tensor", [(4, 3), ints(0, 3), (2, 3)], lambda T, x, i, v: _setitem(i)(T, x, v), grad=False),
+  C("setitem_int_int", [(3, 4)], _setitem(([0, 2], [1, 3]), 9.0), grad=False),
+  C("setitem_int_dtype", [(5,)], _setitem(slice(1, 4), 7), dtype=I32, low=0, high=9),
+]
+
+# ***** linear algebra, einsum *****
+LINALG = [
+  C("matmul_2d", [(3, 4), (4, 5)], lambda T, a, b: (a @ b, a.matmul(b), a.dot(b) if T is Tensor else a.mm(b))),
+  C("matmul_1d_operands", [(4,), (4, 3), (4,), (2, 4)], lambda T, v, m, w, n: (v @ m, n @ v, v @ w, v.dot(w) if T is Tensor else T.dot(v, w))),
+  C("matmul_batched_broadcast", [(2, 1, 3, 4), (5, 4, 2), (4,)], lambda T, a, b, v: (a @ b, a @ v, v @ b)),
+  C("matmul_int", [ints(1, 2, 3, 4, 5, 6).reshape(2, 3), ints(1, 0, -1, 2, 3, 1).reshape(3, 2)], lambda T, a, b: a @ b),
+  C("matmul_half", [(4, 8), (8, 3)], lambda T, a, b: a @ b, dtype=np.float16, low=-1, high=1),
+  C("linear", [(2, 3), (4, 3), (4,)], lambda T, x, w, b: (x.linear(w.T, b), x.linear(w.T)) if T is Tensor else (F(T).linear(x, w, b), F(T).linear(x, w))),
+  C("einsum_forms", [(2, 3), (3, 4), (3, 3), (2, 5, 3), (2, 3, 4)],
+    lambda T, a, b, s, c, d: (T.einsum("ij,jk->ik", a, b), T.einsum("ij,jk", a, b), T.einsum("ij->ji", a), T.einsum("ii->i", s), T.einsum("ii", s),
+                              T.einsum("i,j->ij", a[0], b[0]), T.einsum("bij,bjk->bik", c, d), T.einsum("...ij,...jk->...ik", c, d),
+                              T.einsum("b...,b->...", c, a[:, 0]), T.einsum("ij", a), T.einsum("ij->", a), T.einsum("i j , j k -> i k", a, b),
+                              T.einsum("ij,jk->ik", [a, b]))),
+  C("einsum_repeated_and_three_operands", [(3, 3, 2), (2, 4), (4,)], lambda T, a, b, c: (T.einsum("iij->j", a), T.einsum("iik,kl,l->i", a, b, c))),
+]
+
+# ***** nn ops *****
+NN = [
+  C("conv2d_forms", [(2, 4, 6, 6), (6, 2, 3, 3), (6,), (3, 4, 2, 3)],
+    lambda T, x, w, b, w2: (x.conv2d(w, b, groups=2), x.conv2d(w2, stride=2, padding=1), x.conv2d(w2, padding=(2, 1), dilation=2), x.conv2d(w2, stride=(1, 2), padding=(2, 1, 1, 0))),
+    lambda T, x, w, b, w2: (F(T).conv2d(x, w, b, groups=2), F(T).conv2d(x, w2, stride=2, padding=1), F(T).conv2d(x, w2, padding=(2, 1), dilation=2), F(T).conv2d(F(T).pad(x, (2, 1, 1, 0)), w2, stride=(1, 2))), low=-1, high=1),
+  C("conv2d_1d_and_3d", [(1, 2, 7), (3, 2, 3), (1, 1, 3, 4, 4), (2, 1, 2, 2, 2)], lambda T, x, w, y, v: (x.conv2d(w, padding=1), y.conv2d(v, stride=2)),
+    lambda T, x, w, y, v: (F(T).conv1d(x, w, padding=1), F(T).conv3d(y, v, stride=2)), low=-1, high=1),
+  C("conv_transpose2d", [(1, 2, 3, 3), (2, 3, 3, 3), (3,), (2, 2, 2, 2)],
+    lambda T, x, w, b, w2: (x.conv_transpose2d(w, b, stride=2, padding=1, output_padding=1), x.conv_transpose2d(w2, groups=2, dilation=2)),
+    lambda T, x, w, b, w2: (F(T).conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1), F(T).conv_transpose2d(x, w2, groups=2, dilation=2)), low=-1, high=1),
+  C("max_pool2d", [(1, 2, 5, 6)], lambda T, x: (x.max_pool2d(), x.max_pool2d(3, stride=2, padding=1), x.max_pool2d((2, 3), stride=1, dilation=(2, 1)), x.max_pool2d(2, ceil_mode=True)),
+    lambda T, x: (F(T).max_pool2d(x, 2), F(T).max_pool2d(x, 3, stride=2, padding=1), F(T).max_pool2d(x, (2, 3), stride=1, dilation=(2, 1)), F(T).max_pool2d(x, 2, ceil_mode=True))),
+  C("max_pool2d_indices_unpool", [(1, 1, 4, 4)], lambda T, x: (lambda v, i: (v, i, v.max_unpool2d(i, 2)))(*x.max_pool2d(2, return_indices=True)),
+    lambda T, x: (lambda v, i: (v, i, F(T).max_unpool2d(v, i, 2)))(*F(T).max_pool2d(x, 2, return_indices=True))),
+  C("avg_pool2d", [(1, 2, 5, 6)], lambda T, x: (x.avg_pool2d(), x.avg_pool2d(3, stride=2, padding=1), x.avg_pool2d(3, stride=2, padding=1, count_include_pad=False), x.avg_pool2d(2, ceil_mode=True)),
+    lambda T, x: (F(T).avg_pool2d(x, 2), F(T).avg_pool2d(x, 3, stride=2, padding=1), F(T).avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), F(T).avg_pool2d(x, 2, ceil_mode=True))),
+  C("interpolate_modes", [(1, 2, 3, 4)], lambda T, x: (x.interpolate((5, 6)), x.interpolate((6, 8), mode="nearest"), x.interpolate((5, 7), align_corners=True), x.interpolate((2, 3))),
+    lambda T, x: (F(T).interpolate(x, (5, 6), mode="bilinear"), F(T).interpolate(x, (6, 8), mode="nearest"), F(T).interpolate(x, (5, 7), mode="bilinear", align_corners=True),
+                  F(T).interpolate(x, (2, 3), mode="bilinear"))),
+  C("interpolate_1d_nearest_exact", [(1, 2, 5)], lambda T, x: (x.interpolate((8,)), x.interpolate((3,), mode="nearest-exact")),
+    lambda T, x: (F(T).interpolate(x, 8, mode="linear"), F(T).interpolate(x, 3, mode="nearest-exact"))),
+  C("interpolate_int_image", [(1, 1, 3, 3)], lambda T, x: x.interpolate((6, 6), mode="nearest"), lambda T, x: F(T).interpolate(x, (6, 6), mode="nearest"), dtype=np.uint8, low=0, high=255),
+  C("normalize", [(3, 4), np.zeros((2, 4), np.float32)], lambda T, x, z: (x.normalize(), x.normalize(dim=0), x.normalize(p=1.0, dim=-1), z.normalize()),
+    lambda T, x, z: (F(T).normalize(x), F(T).normalize(x, dim=0), F(T).normalize(x, p=1.0, dim=-1), F(T).normalize(z))),
+  C("layernorm", [(2, 3, 4)], lambda T, x: (x.layernorm(), x.layernorm((1, 2)), x.layernorm(eps=1e-3)),
+    lambda T, x: (F(T).layer_norm(x, (4,)), F(T).layer_norm(x, (3, 4)), F(T).layer_norm(x, (4,), eps=1e-3))),
+  C("batchnorm", [(2, 3, 4), (3,), (3,), (3,), (3,)], lambda T, x, w, b, m, v: (x.batchnorm(w, b, m, (v.abs() + 0.5).rsqrt()), x.batchnorm(None, None, m, (v.abs() + 0.5).rsqrt())),
+    lambda T, x, w, b, m, v: (F(T).batch_norm(x, m, v.abs() + 0.5, w, b, eps=0.0), F(T).batch_norm(x, m, v.abs() + 0.5, eps=0.0)), const=(3, 4)),
+  C("dropout_eval_and_zero", [(3, 4)], lambda T, x: (x.dropout(0.5), x.dropout(0.0)) if T is Tensor else (x * 1, x * 1)),
+  C("sdpa_forms", [(1, 2, 4, 3), (1, 2, 5, 3), (1, 2, 5, 3), np.tril(np.ones((4, 5), bool)), (4, 5)],
+    lambda T, q, k, v, m, f: (q.scaled_dot_product_attention(k, v), q.scaled_dot_product_attention(k, v, attn_mask=m), q.scaled_dot_product_attention(k, v, attn_mask=f),
+                              q.scaled_dot_product_attention(k[:, :, :4], v[:, :, :4], is_causal=True), q.scaled_dot_product_attention(k[:, :1], v[:, :1], enable_gqa=True)),
+    lambda T, q, k, v, m, f: (F(T).scaled_dot_product_attention(q, k, v), F(T).scaled_dot_product_attention(q, k, v, attn_mask=m), F(T).scaled_dot_product_attention(q, k, v, attn_mask=f),
+                              F(T).scaled_dot_product_attention(q, k[:, :, :4], v[:, :, :4], is_causal=True), F(T).scaled_dot_product_attention(q, k[:, :1], v[:, :1], enable_gqa=True)), low=-1, high=1),
+  C("cross_entropy_indices", [(4, 3), ints(0, 2, 1, 2)], lambda T, x, y: (x.cross_entropy(y), x.cross_entropy(y, reduction="sum"), x.cross_entropy(y, reduction="none"), x.cross_entropy(y, label_smoothing=0.1)),
+    lambda T, x, y: (F(T).cross_entropy(x, y.long()), F(T).cross_entropy(x, y.long(), reduction="sum"), F(T).cross_entropy(x, y.long(), reduction="none"), F(T).cross_entropy(x, y.long(), label_smoothing=0.1))),
+  C("cross_entropy_probabilities", [(4, 3), (4, 3)], lambda T, x, p: x.cross_entropy(p.softmax(1)) + x.cross_entropy(p.softmax(1), label_smoothing=0.2),
+    lambda T, x, p: F(T).cross_entropy(x, p.softmax(1)) + F(T).cross_entropy(x, p.softmax(1), label_smoothing=0.2)),
+  C("cross_entropy_spatial", [(2, 3, 2, 2), ints(0, 1, 2, 2, 1, 0, 0, 2).reshape(2, 2, 2)], lambda T, x, y: x.cross_entropy(y), lambda T, x, y: F(T).cross_entropy(x, y.long())),
+  C("nll_loss_forms", [(4, 3), ints(0, 2, 1, 2), (3,)], lambda T, x, y, w: (x.log_softmax(1).nll_loss(y), x.nll_loss(y, reduction="sum"), x.nll_loss(y, weight=w.abs()), x.nll_loss(y, ignore_index=2), x.nll_loss(y, reduction="none")),
+    lambda T, x, y, w: (F(T).nll_loss(x.log_softmax(1), y.long()), F(T).nll_loss(x, y.long(), reduction="sum"), F(T).nll_loss(x, y.long(), weight=w.abs()), F(T).nll_loss(x, y.long(), ignore_index=2), F(T).nll_loss(x, y.long(), reduction="none")), const=(2,)),
+  C("binary_crossentropy", [(5,), (5,), (5,)], lambda T, x, y, pw: (x.sigmoid().binary_crossentropy(y.sigmoid()), x.binary_crossentropy_logits(y.sigmoid()), x.binary_crossentropy_logits(y.sigmoid(), reduction="none", pos_weight=pw.abs()), x.sigmoid().binary_crossentropy(y.sigmoid(), reduction="sum")),
+    lambda T, x, y, pw: (F(T).binary_cross_entropy(x.sigmoid(), y.sigmoid()), F(T).binary_cross_entropy_with_logits(x, y.sigmoid()), F(T).binary_cross_entropy_with_logits(x, y.sigmoid(), reduction="none", pos_weight=pw.abs()), F(T).binary_cross_entropy(x.sigmoid(), y.sigmoid(), reduction="sum")), const=(2,)),
+  C("sparse_categorical_crossentropy", [(4, 3), ints(0, 2, 1, 1)], lambda T, x, y: (x.sparse_categorical_crossentropy(y), x.sparse_categorical_crossentropy(y, ignore_index=2),
+    x.sparse_categorical_crossentropy(y, label_smoothing=0.1), x.sparse_categorical_crossentropy(y, ignore_index=1, label_smoothing=0.2), x.sparse_categorical_crossentropy(y, reduction="sum")),
+    lambda T, x, y: (F(T).cross_entropy(x, y.long()), F(T).cross_entropy(x, y.long(), ignore_index=2), F(T).cross_entropy(x, y.long(), label_smoothing=0.1),
+                     F(T).cross_entropy(x, y.long(), ignore_index=1, label_smoothing=0.2), F(T).cross_entropy(x, y.long(), reduction="sum"))),
+]
+
+CREATE = [
+  C("arange_forms", [], lambda T: (T.arange(5), T.arange(2, 7), T.arange(1, 10, 3), T.arange(5, 0, -2), T.arange(0, 1, 0.25), T.arange(0.5, 3), T.arange(3, dtype=T.float32 if T is not Tensor else dtypes.float32), T.arange(0))),
+  C("linspace_eye", [], lambda T: (T.linspace(0, 1, 5), T.linspace(-2, 3, 4), T.linspace(2, 2, 1), T.eye(3), T.eye(2, 4))),
+  C("full_zeros_ones", [], lambda T: (T.full((2, 3), 1.5), T.full((2,), 3), T.full((2,), True), T.zeros(2, 3), T.zeros((3,)), T.ones(2, 1), T.ones((1, 2), dtype=T.int32 if T is not Tensor else dtypes.int32))),
+  C("likes", [(2, 3), ints(1, 2, 3)], lambda T, x, i: (x.zeros_like() if T is Tensor else T.zeros_like(x), i.ones_like() if T is Tensor else T.ones_like(i), x.full_like(2.5) if T is Tensor else T.full_like(x, 2.5),
+                                                      i.full_like(7) if T is Tensor else T.full_like(i, 7), x.ones_like(dtype=dtypes.int32) if T is Tensor else T.ones_like(x, dtype=T.int32)), grad=False),
+  C("tensor_from_python", [], lambda T: (Tensor([1, 2]), Tensor([1.5, 2]), Tensor([True, False]), Tensor([[1, 2], [3, 4]]), Tensor(3.5), Tensor(7)) if T is Tensor else
+    (T.tensor([1, 2]), T.tensor([1.5, 2]), T.tensor([True, False]), T.tensor([[1, 2], [3, 4]]), T.tensor(3.5), T.tensor(7))),
+]
+
+ALL = UNARY + BINARY + REDUCE + MOVE + INDEX + SETITEM + LINALG + NN + CREATE
+
+@pytest.mark.parametrize("case", ALL)
+def test_matches_torch(case, device, torch):
+  run_case(case, torch, device)
+
+# ***** methods without a PyTorch counterpart: numpy *****
+NUMPY_CASES = [
+  ("shrink", lambda x: (x.shrink(((1, 3), None)), x.shrink((None, (0, 2))), x.shrink(((0, 0), (1, 4)))), lambda x: (x[1:3], x[:, :2], x[:0, 1:4])),
+  ("pad_to_shrink_to", lambda x: (x.pad_to(4, 6), x.pad_to((None, 5), value=1.5), x.shrink_to(2, None), x.shrink_to((1, 3))),
+   lambda x: (np.pad(x, ((0, 0), (0, 2))), np.pad(x, ((0, 0), (0, 1)), constant_values=1.5), x[:2], x[:1, :3])),
+  ("negative_step_slices", lambda x: (x[::-1], x[:, ::-2], x[2:0:-1, 3::-3]), lambda x: (x[::-1], x[:, ::-2], x[2:0:-1, 3::-3])),
+  ("rearrange", lambda x: (x.rearrange("a b -> b a"), x.rearrange("a (b c) -> a b c", c=2), x.rearrange("a b -> (a b)"), x.rearrange("... b -> b ...")),
+   lambda x: (x.T, x.reshape(4, 2, 2), x.reshape(-1), x.T)),
+  ("quick_gelu", lambda x: x.quick_gelu(), lambda x: x / (1 + np.exp(-1.702 * x))),
+  ("sequential", lambda x: x.sequential([lambda t: t * 2, lambda t: t + 1]), lambda x: x * 2 + 1),
+  ("qr", lambda x: (lambda q, r: (q @ r, q.T @ q, r.tril(-1)))(*x.qr()), lambda x: (x, np.eye(4), np.zeros((4, 4)))),
+  ("sizes", lambda x: (Tensor(x.numel()), Tensor(x.size(1)), Tensor(list(x.size())), Tensor(x.element_size()), Tensor(x.nbytes()), Tensor(x.ndim), Tensor(len(x))),
+   lambda x: (x.size, x.shape[1], list(x.shape), 4, x.nbytes, 2, len(x))),
+  ("item_tolist", lambda x: (Tensor(x[1, 2].item()), Tensor(x.tolist())), lambda x: (x[1, 2], x)),
+]
+
+@pytest.mark.parametrize("name,fn,ref", NUMPY_CASES, ids=[c[0] for c in NUMPY_CASES])
+def test_matches_numpy(name, fn, ref, device):
+  x = np.random.default_rng(0).uniform(-2, 2, (4, 4)).astype(np.float32)
+  for i, (got, want) in enumerate(zip(_outs(fn(Tensor(x))), _outs(ref(x)))):
+    np.testing.assert_allclose(got.numpy(), np.asarray(want, np.float32), rtol=1e-4, atol=1e-5, err_msg=f"{name} output {i}")
+
+def test_random_creation_shapes_dtypes_ranges(device):
+  Tensor.manual_seed(3)
+  for t, dt, lo, hi in [(Tensor.rand(2, 3), dtypes.float32, 0, 1), (Tensor.rand((4,), dtype=dtypes.float16), dtypes.float16, 0, 1),
+                        (Tensor.uniform(50, low=-3, high=-1), dtypes.float32, -3, -1), (Tensor.randint(2, 50, low=5, high=9), dtypes.int32, 5, 8),
+                        (Tensor.randperm(6), dtypes.int32, 0, 5), (Tensor.scaled_uniform(3, 4), dtypes.float32, -0.5, 0.5),
+                        (Tensor.ones(3, 5).multinomial(4, replacement=True), dtypes.int32, 0, 4)]:
+    v = t.numpy()
+    assert t.dtype == dt and t.device == device and v.min() >= lo and v.max() <= hi, (t, v)
+  assert sorted(Tensor.randperm(6).tolist()) == list(range(6))
+  n = Tensor.normal(4000, mean=2.0, std=0.5).numpy()
+  assert abs(n.mean() - 2.0) < 0.05 and abs(n.std() - 0.5) < 0.05
+  assert Tensor.randn(2, 3).shape == (2, 3) and Tensor.rand_like(Tensor.ones(2, dtype=dtypes.float16)).dtype == dtypes.float16
+  for init in (Tensor.glorot_uniform, Tensor.kaiming_uniform, Tensor.kaiming_normal): assert init(8, 4).shape == (8, 4)
+  with Tensor.train():
+    d = Tensor.ones(2000).dropout(0.25).numpy()
+  assert np.all(np.isclose(d, 0) | np.isclose(d, 1 / 0.75)) and abs((d == 0).mean() - 0.25) < 0.05
+
+# ***** bad input: tinygrad's exception types (PyTorch's where they agree), each with a message *****
+def _x(*shape): return Tensor.ones(*shape)
+ERRORS = [
+  ("reduce_dim_out_of_range", lambda: _x(2, 3).sum(5), IndexError),
+  ("negative_dim_out_of_range", lambda: _x(2, 3).max(-3), IndexError),
+  ("flatten_dim_out_of_range", lambda: _x(2, 3).flatten(2), IndexError),
+  ("index_out_of_range", lambda: _x(2, 3)[2], IndexError),
+  ("too_many_indices", lambda: _x(2, 3)[0, 0, 0], IndexError),
+  ("two_ellipses", lambda: _x(2, 3)[..., ...], IndexError),
+  ("float_index_tensor", lambda: _x(2, 3)[Tensor([0.5])], IndexError),
+  ("reshape_size_mismatch", lambda: _x(2, 3).reshape(4, 2), ValueError),
+  ("reshape_two_minus_ones", lambda: _x(2, 3).reshape(-1, -1), (RuntimeError, ValueError)),
+  ("broadcast_mismatch", lambda: _x(3) + _x(4), ValueError),
+  ("expand_mismatch", lambda: _x(3).expand(4), ValueError),
+  ("matmul_mismatch", lambda: _x(2, 3) @ _x(4, 2), RuntimeError),
+  ("matmul_0d", lambda: _x() @ _x(3), RuntimeError),
+  ("diagonal_same_dims", lambda: _x(3, 3).diagonal(0, 1, 1), RuntimeError),
+  ("unfold_size_too_large", lambda: _x(2, 3).unfold(1, 4, 1), RuntimeError),
+  ("unfold_step_zero", lambda: _x(2, 3).unfold(1, 2, 0), RuntimeError),
+  ("meshgrid_bad_indexing", lambda: _x(2).meshgrid(_x(3), indexing="ab"), RuntimeError),
+  ("div_bad_rounding_mode", lambda: _x(2).div(_x(2), rounding_mode="round"), RuntimeError),
+  ("clip_without_bounds", lambda: _x(2).clip(), RuntimeError),
+  ("gelu_bad_approximate", lambda: _x(2).gelu(approximate="fast"), RuntimeError),
+  ("one_hot_float", lambda: _x(2).one_hot(3), RuntimeError),
+  ("gather_index_ndim", lambda: _x(2, 3).gather(0, Tensor([0, 1])), RuntimeError),
+  ("scatter_reduce_bad_reduce", lambda: _x(2, 3).scatter_reduce(0, Tensor([[0, 1, 0]]), _x(1, 3), "median"), RuntimeError),
+  ("topk_k_too_large", lambda: _x(2, 3).topk(4), ValueError),
+  ("pad_reflect_too_wide", lambda: _x(1, 3).pad((3, 0), mode="reflect"), ValueError),
+  ("pad_odd_flat_length", lambda: _x(1, 3).pad((1, 0, 1)), ValueError),
+  ("pad_unknown_mode", lambda: _x(1, 3).pad((1, 1), mode="wrap"), NotImplementedError),
+  ("dropout_p_out_of_range", lambda: _x(3).dropout(1.5), ValueError),
+  ("randint_low_not_below_high", lambda: Tensor.randint(3, low=4, high=4), ValueError),
+  ("linspace_negative_steps", lambda: Tensor.linspace(0, 1, -1), ValueError),
+  ("einsum_operand_count", lambda: Tensor.einsum("ij,jk->ik", _x(2, 2)), ValueError),
+  ("sdpa_mask_and_causal", lambda: _x(1, 2, 2).scaled_dot_product_attention(_x(1, 2, 2), _x(1, 2, 2), attn_mask=_x(2, 2), is_causal=True), RuntimeError),
+  ("backward_through_comparison", lambda: (Tensor([1.0, 2.0], requires_grad=True) > 0).sum().backward(), RuntimeError),
+  ("gradient_of_int_target", lambda: Tensor([1.0]).sum().gradient(Tensor([1])), RuntimeError),
+  ("truth_value", lambda: bool(_x(2)), TypeError),
+  ("len_of_0d", lambda: len(_x()), TypeError),
+]
+
+@pytest.mark.parametrize("name,fn,exc", ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_input_raises_tinygrads_exception_type(name, fn, exc):
+  with pytest.raises(exc) as info: fn()
+  assert len(str(info.value)) > 10, f"{name}: the message should say what is wrong: {info.value!r}"
