@@ -6,6 +6,7 @@ import numpy as np
 from tinycore.dtype import DType, dtypes, dtype_min, dtype_max
 from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv, TRAINING
 from tinycore.uop import UOp, resolve, ssimplify
+from tinycore.runtime.device import Device
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _broadcast_shape(*shapes: tuple) -> tuple:
@@ -295,7 +296,6 @@ class IndexingMixin:
   def nonzero(self: Tensor) -> Tensor:
     """(count, ndim) coordinates of the nonzero elements, int64 as in tinygrad and PyTorch (int32 on a backend without 64-bit
     ints); realizes self: the count depends on the data."""
-    from tinycore.runtime.device import Device
     Tensor, dev = type(self), self.device if isinstance(self.device, str) else self.device[0]
     idx_dt = dtypes.int64 if dtypes.int64 in Device.renderer(dev).supported_dtypes else dtypes.int32
     return Tensor(np.argwhere(self.numpy()).reshape(-1, self.ndim), device=self.device, dtype=idx_dt)
