@@ -63,5 +63,6 @@ if __name__ == "__main__":
   archs = sys.argv[2:] or ["sm_90", "sm_80"]
   count, problems = check_cache_dir(sys.argv[1], archs, ptxas)
   print(f"ptxas_check: {count} NV kernels assembled by ptxas for {', '.join(archs)}: {len(problems)} problems")
+  if count == 0: print(f"  no NV kernel in {sys.argv[1]}: the run must cache its kernels there (TINYCORE_CACHE, CACHELEVEL >= 1)")
   for p in problems[:20]: print("  " + p)
   sys.exit(1 if problems or count == 0 else 0)
