@@ -80,3 +80,22 @@ def test_a_failed_run_fails_the_command_after_every_run_is_made(dev, monkeypatch
   monkeypatch.setattr(dev, "conformance", lambda d, r: (made.append(d), (d != "CPU", "output", 0.0))[1])
   with pytest.raises(SystemExit, match="conformance failed: CPU"): dev.main(["test"])
   assert sorted(made) == ["CPU", "PYTHON"]
+
+def test_the_nv_emulator_run_fails_when_ptxas_refuses_a_kernel_after_it(monkeypatch, tmp_path):
+  """The NV emulator run keeps its kernels in a fresh cache and ptxas_check assembles them for sm_90 and sm_80 after the
+  suite: the run fails when that check fails, though the suite itself passed."""
+  mod = load_dev()
+  monkeypatch.setattr(mod, "NV_CACHE", tmp_path / "cache-nv")
+  emu = next(r for r in mod.RUNS["NV"](False, "no GPU") if not r.hardware)
+  assert emu.env["TINYCORE_CACHE"] == str(mod.NV_CACHE) and emu.after[1:] == ("-m", "tinygrad_nv.ptxas_check", mod.NV_CACHE, "sm_90", "sm_80")
+  (tmp_path / "cache-nv").mkdir()
+  (tmp_path / "cache-nv" / "stale").write_text("from an earlier run")
+  cmds = []
+  def fake(cmd, **kw):   # the suite passes, the check after it refuses
+    cmds.append((cmd, kw["env"].get("TINYCORE_CACHE"), (tmp_path / "cache-nv" / "stale").exists()))
+    return subprocess.CompletedProcess(cmd, 1 if "tinygrad_nv.ptxas_check" in cmd else 0)
+  monkeypatch.setattr(mod.subprocess, "run", fake)
+  ok, out, _ = mod.conformance("NV", emu)
+  assert not ok and "tinygrad_nv.ptxas_check" in out
+  assert [c[0][1:3] for c in cmds] == [["-m", "tinycore_conformance.cli"], ["-m", "tinygrad_nv.ptxas_check"]]
+  assert all(c[1] == str(mod.NV_CACHE) and not c[2] for c in cmds)   # one fresh cache for both

@@ -171,3 +171,26 @@ def test_two_packages_with_one_device_name_are_reported(probe, site):
   rows = {d["name"]: d for d in json.loads(run(site, "-m", "tinycore", "devices", "--json").stdout)["devices"]}
   assert "FAKEGOOD[fake-twin]" in rows and "Uninstall one" in rows["FAKEGOOD[fake-twin]"]["error"]
   assert rows["FAKEGOOD"]["module"].endswith("fake_good/__init__.py")
+
+NO_HARDWARE_PROGRAM = """
+from tinycore import Tensor
+from tinycore.runtime.errors import PluginError
+x = Tensor([[1.0, -2.0], [3.0, 4.0]], device="fakenohw")   # host data for a device that does not open: kept until realize
+out = (x.exp().contiguous() @ x).softmax()
+kernels = [si.ast for si in out.schedule() if si.ast.op.name == "SINK"]
+print("KERNELS", len(kernels), flush=True)
+try: out.numpy()
+except PluginError as e: print("ERROR", e)
+"""
+
+def test_debug4_shows_every_kernel_where_the_device_does_not_open(site):
+  """Renderers need no device: with DEBUG=4 every kernel of the realize is rendered and shown, then the program fails at
+  the device, saying why it does not open (the Tensor made from host data does not fail earlier, before any source)."""
+  out = run(site, "-c", NO_HARDWARE_PROGRAM, env={"DEBUG": "4"})
+  assert out.returncode == 0, out.stderr
+  lines = out.stdout.splitlines()
+  n = int(next(l for l in lines if l.startswith("KERNELS")).split()[1])
+  err = next(i for i, l in enumerate(lines) if l.startswith("ERROR"))
+  assert n >= 3 and "no /dev/fakegpu0" in lines[err] and "FAKENOHW" in lines[err]
+  shown = [l for l in lines[:err] if l.startswith("# ")]   # the PYTHON renderer's source opens with "# <kernel name>"
+  assert len(shown) == n, out.stdout

@@ -85,6 +85,14 @@ def test_mem_used_follows_buffers():
   del b
   assert GlobalCounters.mem_used == before
 
+def test_host_data_waits_for_a_device_that_opens_later(monkeypatch):
+  """A Tensor made from host data for a device that does not open yet keeps the data, and its buffer gets it when it is
+  first allocated: never an empty buffer read as if it held the data."""
+  monkeypatch.setattr(Device, "opens", lambda name: (False, "not now"))
+  t = Tensor([[1.5, -2.0], [3.0, 4.0]], device="PYTHON")
+  monkeypatch.undo()
+  assert (t + 1).numpy().tolist() == [[2.5, -1.0], [4.0, 5.0]] and t.numpy().tolist() == [[1.5, -2.0], [3.0, 4.0]]
+
 # ***** counters and DEBUG *****
 
 def test_global_counters_count_kernels_flops_and_bytes():

@@ -46,7 +46,11 @@ def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DTy
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
   if raw.size == 0: return UOp.const(dtype, 0, device).reshape((1,) * arr.ndim).expand(arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
-  if raw.size: buffers[u].copyin(memoryview(raw.reshape(-1)).cast("B"))
+  data = memoryview(raw.reshape(-1)).cast("B")
+  # a device that does not open here gets the data at its first allocation: the program still schedules and renders
+  # (DEBUG=4 shows every kernel's source without the hardware), then fails where it first needs the device, saying why
+  if Device.opens(device)[0]: buffers[u].copyin(data)
+  else: buffers[u].initial = bytes(data)
   return u.reshape(arr.shape)
 
 class _TensorMeta(type):

@@ -25,7 +25,8 @@ class Run(NamedTuple):
   missing: str | None = None       # why this machine cannot make the run (None: it can)
   hardware: bool = False           # needs hardware CI machines never have: skipped with the reason even in CI
   prefix: tuple = ()               # a command the run is wrapped in (REMOTE: a local server around it)
-  after: tuple = ()                # a command run after it, in the same environment (AMD: llvm-objdump its code objects)
+  after: tuple = ()                # a command run after it, in the same environment (AMD: llvm-objdump its code objects;
+                                   # NV: ptxas assembles its kernels for every arch CI checks)
 
 def c_compiler_missing() -> str | None:
   return None if any(shutil.which(n) for n in ("cc", "gcc", "clang")) else "none of cc, gcc, clang is installed"
@@ -44,6 +45,7 @@ def webgpu_runs(opens: bool, why: str) -> list[Run]:
           for b in wanted]
 
 AMD_CACHE = VENV / "cache-amd"   # the AMD emulator run's code objects (a fresh cache), which llvm-objdump then disassembles
+NV_CACHE = VENV / "cache-nv"     # the NV emulator run's kernels (a fresh cache), which ptxas then assembles for sm_80 too
 
 # the configurations the conformance suite runs a backend in, given whether it opens here as installed and why not;
 # a backend not named here runs once, as installed
@@ -51,7 +53,8 @@ RUNS: dict[str, Callable[[bool, str], list[Run]]] = {
   "CPU": lambda opens, why: [Run("CPU", missing=None if opens else why), Run("CPU with the C renderer", {"CPU_RENDERER": "C"}, c_compiler_missing())],
   "WEBGPU": webgpu_runs,
   "NV": lambda opens, why: [Run("NV on the GPU", missing=None if opens else why, hardware=True),
-                            Run("NV on the PTX emulator", {"NV_EMULATE": "1"})],
+                            Run("NV on the PTX emulator", {"NV_EMULATE": "1", "TINYCORE_CACHE": str(NV_CACHE)},
+                                after=(PY, "-m", "tinygrad_nv.ptxas_check", NV_CACHE, "sm_90", "sm_80"))],
   "AMD": lambda opens, why: [Run("AMD on the GPU", missing=None if opens else why, hardware=True),
                              Run("AMD on the RDNA3 emulator", {"AMD_EMULATE": "1", "TINYCORE_CACHE": str(AMD_CACHE)},
                                  after=(PY, "-m", "tinygrad_amd.llvm_check", AMD_CACHE))],

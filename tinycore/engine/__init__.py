@@ -139,6 +139,10 @@ def _launch_all(device: tuple[str, ...], ast: UOp, bufs: list, vv: dict[str, int
 
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
   if (prof := trace.profiling) is not None: run_st = time.perf_counter()
+  if DEBUG >= 4:   # every kernel's source first (renderers need no device): it shows even where the device then fails to open
+    for si in items:
+      if si.ast.op is not Ops.SINK or si.bufs[0].size == 0: continue
+      for d in (si.bufs[0].device,) if isinstance(si.bufs[0].device, str) else si.bufs[0].device: get_program(d, si.ast)
   for si in items:
     vv = {**var_vals, **si.var_vals} if var_vals else si.var_vals
     if capturing is not None: capturing.append(ScheduleItem(si.ast, list(si.bufs), dict(vv)))

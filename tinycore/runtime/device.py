@@ -70,6 +70,7 @@ class Buffer:
     if size < 0: raise ValueError(f"buffer size must be >= 0, got {size}")
     self.device, self.size, self.dtype, self.options, self.offset = device, size, dtype, options, offset
     self._base, self._buf = base, None
+    self.initial: bytes | None = None   # contents waiting on the host for the first allocation (see tensor.py's _np_to_buffer_uop)
     if base is not None:
       if base._base is not None: raise ValueError("a view must be made of a base buffer")
       if offset + size * dtype.itemsize > base.nbytes: raise ValueError(f"view [{offset}, +{size*dtype.itemsize}) is outside the base buffer of {base.nbytes} bytes")
@@ -93,6 +94,9 @@ class Buffer:
         GlobalCounters.mem_used += self.nbytes
         GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
         if trace.profiling is not None: trace.profiling.memory(self.device, self.allocator.live_bytes)
+        if self.initial is not None:
+          data, self.initial = self.initial, None
+          self.allocator._copyin(self._buf, memoryview(data))
     return self
   allocate = ensure_allocated
   def view(self, size: int, dtype: DType, offset: int) -> Buffer:

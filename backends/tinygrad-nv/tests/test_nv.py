@@ -1,6 +1,6 @@
 """tinygrad-nv: ptxas accepts every kernel of the reference workloads for sm_90 and sm_80, the emulator's PTX semantics, launches."""
 from __future__ import annotations
-import itertools, os, re
+import itertools, os, re, subprocess, sys
 import numpy as np
 import pytest
 
@@ -15,6 +15,7 @@ from tinycore.runtime.errors import CompileError, DeviceError
 from tinygrad_nv.renderer import PTXRenderer
 from tinygrad_nv.assembler import find_ptxas, run_ptxas, pack, unpack, PTXAssembler
 from tinygrad_nv.driver import launches
+from tinygrad_nv.ptxas_check import check_cache_dir, retarget
 from tinygrad_nv.emulator import EmulatedKernel, EmulatedMemory, EmulatorError
 
 PTXAS = find_ptxas()
@@ -87,6 +88,62 @@ def test_ptxas_accepts_decompositions(arch):
     assert "sin.approx" not in p.src and not re.search(r"\brem\.f", p.src), f"{op} {dt} was not decomposed"
     _, log = run_ptxas(p.src, arch, PTXAS, "-v")
     assert not any(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)), f"{op} {dt} spills on {arch}:\n{log}"
+
+def test_rendering_for_another_arch_changes_only_the_target():
+  """ptxas_check assembles a run's cached sm_90 kernels for sm_80 by retargeting their PTX: that must be exactly what
+  the renderer makes for sm_80 (an arch-dependent instruction choice in the renderer fails this, and needs re-rendering)."""
+  for make in WORKLOADS.values():
+    tensors = make()
+    for p90, p80 in zip(programs(*tensors), programs(*tensors, arch="sm_80"), strict=True): assert retarget(p90.src, "sm_80") == p80.src
+
+def cache_entry(blob: bytes) -> None:
+  from tinycore.runtime.diskcache import diskcache_put, cache_key
+  diskcache_put("binaries", cache_key(blob), blob)
+
+@needs_ptxas
+def test_ptxas_check_names_every_kernel_ptxas_refuses(tmp_path, monkeypatch):
+  """The check after the emulator's conformance run: every cached kernel through ptxas for sm_90 and sm_80 (one ptxas run
+  per batch, a refused batch kernel by kernel), each refusal naming its kernel; exit status 1 from the command line."""
+  if PTXAS is None: pytest.fail("CI must check NV kernels with ptxas: install tinygrad-nv[ptxas] (NVIDIA's nvidia-cuda-nvcc-cu12 wheel)")
+  monkeypatch.setenv("TINYCORE_CACHE", str(tmp_path))
+  asm = PTXAssembler(PTXRenderer())
+  good = programs(*matmul(), *conv())
+  for p in good: cache_entry(asm.assemble(p.src))
+  assert check_cache_dir(str(tmp_path), ["sm_90", "sm_80"], PTXAS, batch=3) == (len(good), [])
+  # sm_90 accepts it (the run's own assembler did), sm_80 has no thread-block clusters
+  sm90_only = good[0].src.replace(f".entry {good[0].name}(", ".entry only_sm90(").replace("\tret;", "\tmov.u32 %r0, %cluster_ctarank;\n\tret;")
+  cache_entry(asm.assemble(sm90_only))
+  # cached without a cubin (a run without ptxas): checked for sm_90 here
+  cache_entry(pack("sm_90", good[1].src.replace(f".entry {good[1].name}(", ".entry bogus(").replace("\tret;", "\tbogus.instr %r0;\n\tret;").encode(), b""))
+  count, problems = check_cache_dir(str(tmp_path), ["sm_90", "sm_80"], PTXAS, batch=3)
+  assert count == len(good) + 2 and len(problems) == 3, problems
+  assert sorted(re.match(r"NV: ptxas rejected kernel (\w+) for (sm_\d+)", p).groups() for p in problems) == \
+    [("bogus", "sm_80"), ("bogus", "sm_90"), ("only_sm90", "sm_80")]
+  out = subprocess.run([sys.executable, "-m", "tinygrad_nv.ptxas_check", str(tmp_path)], capture_output=True, text=True)
+  assert out.returncode == 1 and f"{len(good) + 2} NV kernels" in out.stdout and "3 problems" in out.stdout, out.stdout + out.stderr
+
+def test_debug4_shows_the_ptx_of_every_kernel_without_a_gpu():
+  """Without a GPU (and without NV_EMULATE) a Tensor program on NV prints every kernel's PTX with DEBUG=4, then fails
+  saying what is missing."""
+  import ctypes
+  try: ctypes.CDLL("libcuda.so.1"); pytest.skip("this machine has libcuda.so.1")
+  except OSError: pass
+  code = """
+from tinycore import Tensor
+from tinycore.runtime.errors import PluginError
+x = Tensor([[1.0, 2.0], [3.0, 4.0]], device="NV")
+out = (x.exp().contiguous() @ x).relu().sum(axis=0)
+print("KERNELS", sum(si.ast.op.name == "SINK" for si in out.schedule()), flush=True)
+try: out.numpy()
+except PluginError as e: print("ERROR", e)
+"""
+  env = {k: v for k, v in os.environ.items() if k not in ("NV_EMULATE", "DEV")}
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**env, "DEBUG": "4"}, timeout=120)
+  assert out.returncode == 0, out.stderr
+  n = int(re.search(r"^KERNELS (\d+)$", out.stdout, re.M).group(1))
+  before, _, error = out.stdout.partition("\nERROR ")
+  assert n >= 2 and len(re.findall(r"^\.visible \.entry \w+\(", before, re.M)) == n, out.stdout
+  assert "libcuda.so.1" in error and "NV_EMULATE=1" in error
 
 @needs_ptxas
 def test_ptxas_error_names_kernel():
