@@ -6,7 +6,7 @@ from tinycore.dtype import DType, dtypes, truncate
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
 from tinycore.rewrite import PatternMatcher, UPat, graph_substitute
-from tinycore.symbolic import split_terms
+from tinycore.uop import split_terms
 from tinycore.runtime.errors import UnsupportedError
 
 # OpenCL C's names for each dtype, and the unsigned type of the same width (wrapping integer math is done unsigned:
