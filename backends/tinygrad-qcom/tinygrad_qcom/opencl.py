@@ -89,6 +89,11 @@ class DeviceInfo:
     self.max_read_images, self.max_write_images = (self.info_int(k, ctypes.c_uint32) for k in (CL_DEVICE_MAX_READ_IMAGE_ARGS, CL_DEVICE_MAX_WRITE_IMAGE_ARGS))
     self.base_align = self.info_int(CL_DEVICE_MEM_BASE_ADDR_ALIGN, ctypes.c_uint32) // 8   # bits -> bytes: sub-buffer offsets
     self.max_alloc = self.info_int(CL_DEVICE_MAX_MEM_ALLOC_SIZE, ctypes.c_uint64)
+    # pocl (the CPU stand-in CI runs) keeps every kernel it compiles in its own disk cache (POCL_CACHE_DIR): handing it the
+    # source is cheaper than a program binary (serializing one makes it compile a second, generic work-group function), and
+    # a built program it holds (~1 MB of LLVM IR) can be released to bound memory, since rebuilding it hits that cache
+    self.caches_kernels = platform.startswith("Portable Computing Language")
+    self.max_built = 256 if self.caches_kernels else 4096   # built programs a driver keeps (least recently launched go first)
   def info_str(self, key: int) -> str:
     size = ctypes.c_size_t()
     self.cl.check(self.cl.clGetDeviceInfo(self.device, key, 0, None, ctypes.byref(size)), "clGetDeviceInfo")
