@@ -36,7 +36,7 @@ def build(rt, name: str, src: str | None = None, binary: bytes | None = None):
     prog = cl.clCreateProgramWithBinary(rt.ctx, 1, ctypes.byref(ctypes.c_void_p(rt.device)), ctypes.byref(size), ctypes.byref(data), ctypes.byref(bst), ctypes.byref(st))
     if st.value != 0 or bst.value != 0: raise CompileError(f"QCOM: the OpenCL runtime refused the program binary of kernel {name} ({st.value}, {bst.value})")
   if st.value != 0: raise CompileError(f"QCOM: clCreateProgram for kernel {name} failed ({st.value})")
-  if cl.clBuildProgram(prog, 1, ctypes.byref(ctypes.c_void_p(rt.device)), b"", None, None) != 0:
+  if cl.clBuildProgram(prog, 1, ctypes.byref(ctypes.c_void_p(rt.device)), rt.build_options, None, None) != 0:
     size = ctypes.c_size_t()
     cl.clGetProgramBuildInfo(prog, rt.device, 0x1183, 0, None, ctypes.byref(size))
     log = ctypes.create_string_buffer(size.value + 1)
