@@ -93,8 +93,10 @@ class QCOMDriver(Driver):
                         "yet (tinygrad_qcom.kgsl has the context, memory, submission and wait ioctls); set QCOM_OPENCL=1 to run them "
                         "through the vendor's libOpenCL")
     self.rt = runtime()
-    self.built: OrderedDict[tuple[str, bytes], tuple[int, int]] = OrderedDict()   # (kind, payload) -> (cl_program, cl_kernel), launched last at the end
-    self.pending: list[tuple[Callable, int]] = []   # objects launches may still use (staging memory, evicted programs): released at synchronize
+    # (kind, payload) -> (cl_program, cl_kernel), the most recently launched last
+    self.built: OrderedDict[tuple[str, bytes], tuple[int, int]] = OrderedDict()
+    # objects queued launches may still use (staging memory, released programs): released at synchronize
+    self.pending: list[tuple[Callable, int]] = []
   def load(self, name: str, binary: bytes, spec=None) -> QCOMProgram:
     try: return QCOMProgram(self, name, binary)
     except (CompileError, DeviceError): raise
