@@ -1,5 +1,5 @@
 """Tests of the WEBGPU backend: WGSL rendering without a device, and kernels on a WebGPU adapter checked against numpy."""
-import functools, http.server, json, os, queue, shutil, subprocess, sys, threading
+import functools, http.server, json, os, queue, re, shutil, subprocess, sys, threading
 import numpy as np
 import pytest
 
@@ -66,7 +66,7 @@ def test_only_needed_helpers_are_emitted():
   plain = get_program(ast_of(P([1.0]) + 1), WGSLRenderer()).src
   assert "fn is_nan" not in plain and "fn ieee_" not in plain
   maxed = get_program(ast_of(P([1.0]).maximum(P([2.0]))), WGSLRenderer()).src
-  assert "fn ieee_max" in maxed and "fn is_nan" in maxed and "fn ieee_sin" not in maxed
+  assert "fn ieee_max" in maxed and "fn is_nan" in maxed and "fn ieee_exp2" not in maxed
 
 def test_constants_are_exact():
   src = get_program(ast_of(P([1.0]) * 0.1 + P([1.0]) * float("inf") - 2**31), WGSLRenderer()).src
@@ -74,7 +74,6 @@ def test_constants_are_exact():
 
 def test_non_finite_constants_are_not_const_expressions():
   """Tint (Chromium) refuses a const-expression that is inf or NaN: they come from a function call, helpers included."""
-  import re
   x = P([1.0, 0.0, -1.0])
   h, bf = x.cast(dtypes.float16), x.cast(dtypes.bfloat16)
   for t in (x * float("inf") - float("nan"), x.log2(), x.sin(), x.sqrt(), x.exp2(), x / x, x.maximum(x.flip(0)),
@@ -104,6 +103,15 @@ def test_unary_float(gpu, name, op, ref):
 def test_sin_of_large_arguments(gpu):
   x = np.array([10.0, -100.0, 1000.5, 12345.0, 3.14159265, -1e4], np.float32)
   np.testing.assert_allclose(T(x).sin().numpy(), np.sin(x.astype(np.float64)), atol=2e-5)
+
+def test_sin_of_huge_arguments(gpu):
+  """SIN reduces every finite argument exactly (the shared decomposition): WGSL's sin() and the old Cody-Waite helper gave
+  -1 for 1e30 and 3.4e38, and NaN inside tan on OpenGL."""
+  x = np.array([16777216.0, -16777215.0, 1.8693298e15, 8.511803e17, 1e30, -1e30, 4.670642e31, 3.4028235e38], np.float32)
+  want = np.sin(x.astype(np.float64))
+  got = T(x).sin().numpy()
+  assert np.all(np.abs(got - want) <= 4 * np.spacing(np.abs(want).astype(np.float32)) + 2.0**-22), (got, want)
+  assert re.search(r"\bsin\(", get_program(ast_of(P([1.0]).sin()), WGSLRenderer()).src) is None   # no WGSL sin()
 
 BINARY = [("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.divide), ("maximum", np.maximum),
           ("minimum", np.minimum), ("lt", np.less), ("gt", np.greater), ("eq", np.equal), ("ne", np.not_equal), ("le", np.less_equal)]
@@ -191,7 +199,7 @@ def test_the_subnormal_capability_is_what_the_device_does(gpu):
   half_of_smallest_normal = (T(np.array([2.0**-126], np.float32)) * 0.5).numpy()[0]
   flushes = flushes_subnormals(gpu.driver.gpu)
   assert half_of_smallest_normal == (0.0 if flushes else np.float32(2.0**-127))
-  assert gpu.spec.capabilities["denormals"] is (not flushes) and gpu.driver.description.endswith("flush to zero") is flushes
+  assert gpu.spec.capabilities["denormals"] is (not flushes) and ("f32 subnormals flush to zero" in gpu.driver.description) is flushes
 
 def test_an_unknown_backend_type_is_refused(gpu):
   r = subprocess.run([sys.executable, "-c", "from tinygrad_webgpu.driver import WebGPUDriver; WebGPUDriver(0)"],
@@ -292,6 +300,87 @@ def test_bool_buffers_round_trip_and_compute(gpu):
     np.testing.assert_array_equal((T(a) | T(b)).numpy(), a | b)
     np.testing.assert_array_equal((T(a) != T(b)).numpy(), a != b)
     np.testing.assert_array_equal(T(a).where(T(np.arange(n, dtype=np.float32)), -1.0).numpy(), np.where(a, np.arange(n), -1.0))
+
+def test_float32_ops_round_one_by_one_in_a_kernel(gpu):
+  """Shader compilers reassociate and contract float math they can see through; every float32 result is pinned, so each
+  op rounds as the definition says: (2^24 + 1) - 2^24 is 0, (2^24 + 1) - 1 is 2^24 - 1, a * b + c is not an fma."""
+  a, b = np.float32(2.0**24), np.float32(1.0)
+  assert ((T([a]) + T([b])) - T([a])).numpy().tolist() == [0.0]
+  assert ((T([a]) + 1.0) - 1.0).numpy().tolist() == [2.0**24 - 1]
+  m = np.float32(1 + 2.0**-23)
+  assert (T([m]) * T([m]) + T([-(1 + 2.0**-22)], np.float32)).numpy().tolist() == [0.0]   # fused: 2^-46
+  assert ((T([a]) + T([-0.25], np.float32)) < T([a])).numpy().tolist() == [False]   # not folded to -0.25 < 0
+  assert "pin((" in get_program(ast_of(P([1.0]) + P([2.0]) - P([1.0])), WGSLRenderer()).src
+
+def test_log2_and_exp2_of_subnormals(gpu):
+  """Mesa's log2 read a subnormal's exponent field alone (-127 for all of them) and its exp2 flushed subnormal results."""
+  if not gpu.spec.capabilities["denormals"]: pytest.skip(f"{gpu.driver.description}: no f32 subnormals")
+  sub = np.array([2.0**-149, 2.0**-140, 3 * 2.0**-135, 2.0**-127], np.float32)
+  np.testing.assert_allclose(T(sub).log2().numpy(), np.log2(sub.astype(np.float64)), rtol=4 * 2.0**-23)
+  x = np.array([-126.5, -130.25, -140.0, -149.0, -126.0], np.float32)
+  np.testing.assert_allclose(T(x).exp2().numpy(), np.exp2(x.astype(np.float64)), rtol=2.0**-20, atol=2.0**-149)
+
+def test_float_remainder_is_exact(gpu):
+  """MOD on floats is C's fmod, exact: WGSL's % gave 0 for 1 % 0.1 and -inf for 1 % 2^-149 on Mesa."""
+  from tinycore.uop import Ops
+  from tinycore.dtype import truncate
+  from tinycore_conformance.uops import run_op, definition
+  vals = [1.0, -1.0, 0.1, 3.0, -7.5, 1e4, 2.0**24 + 2, 3.4e38, -1e30, 2.0**-126, 0.0, -0.0, float("inf")]
+  if gpu.spec.capabilities["denormals"]: vals += [2.0**-149, -3 * 2.0**-140]
+  for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16):
+    held = sorted({truncate(dt, v) for v in vals})   # the values as dt holds them
+    rows = [(x, y) for x in held for y in held if abs(x) != float("inf") and y != 0]   # no NaN results: their bits may differ
+    cols = [list(c) for c in zip(*rows)]
+    assert run_op("WEBGPU", Ops.MOD, dt, *cols) == definition(Ops.MOD, dt, *cols), dt
+
+def test_bfloat16_mulacc_rounds_the_product_first(gpu):
+  """MULACC is unfused for every dtype: (1 + 2^-7)^2 rounds to 1 + 2^-6 in bfloat16 before the add, so adding -(1 + 2^-6)
+  gives 0 (fused in float32 it would be 2^-14)."""
+  from tinycore.uop import Ops
+  from tinycore_conformance.uops import run_op, definition
+  cols = [[1 + 2.0**-7], [1 + 2.0**-7], [-(1 + 2.0**-6)]]
+  assert run_op("WEBGPU", Ops.MULACC, dtypes.bfloat16, *cols) == definition(Ops.MULACC, dtypes.bfloat16, *cols) == bytes(2)
+
+def test_sin_keeps_the_sign_of_zero(gpu):
+  for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16):
+    got = T([-0.0, 0.0], np.float32).cast(dt).sin().cast(dtypes.float32).numpy()
+    assert got.tolist() == [0.0, 0.0] and np.signbit(got).tolist() == [True, False], dt
+
+def test_views_inside_a_binding_word_are_refused(gpu):
+  """A binding starts at a multiple of min-storage-buffer-offset-alignment and kernels index from its start: a uint8 or
+  half view a byte or two into a word read and wrote the wrong elements; it is refused, offsets at the alignment run."""
+  si = (T(np.ones(4, np.uint8)) + T(np.ones(4, np.uint8))).schedule()[-1]
+  from tinycore.engine import get_runner
+  runner = get_runner("WEBGPU", si.ast)
+  ins = [b.ensure_allocated()._buf for b in si.bufs[1:]]
+  align = gpu.driver.limits["min-storage-buffer-offset-alignment"]
+  base = Buffer("WEBGPU", align + 8, dtypes.uint8).ensure_allocated()
+  base.copyin(bytes(align + 8))
+  for off in (1, 2, 3, align - 1):
+    with pytest.raises(UnsupportedError, match=f"WEBGPU: kernel .* binds a view at byte offset {off}, not a multiple of"):
+      runner.program(base.view(4, dtypes.uint8, off).ensure_allocated()._buf, *ins, global_size=(4, 1, 1))
+  runner.program(base.view(4, dtypes.uint8, align).ensure_allocated()._buf, *ins, global_size=(4, 1, 1), wait=True)
+  assert bytes(base.as_bytes()) == bytes(align) + bytes([2, 2, 2, 2]) + bytes(4)
+
+def test_loop_passes_are_counted_per_kernel():
+  """Each entry into a loop costs its trips plus the pass that exits, nested loops once per trip of the loops around them."""
+  from tinygrad_webgpu.renderer import loop_passes
+  src = get_program(ast_of(P(np.ones((16, 8), np.float32)).sum()), WGSLRenderer()).src
+  trips = [int(t) for t in re.findall(r"ridx\d+ < (\d+)i", src)]
+  assert len(trips) == 2 and loop_passes(src) == (trips[0] + 1) + trips[0] * (trips[1] + 1)
+  assert loop_passes(get_program(ast_of(P([1.0]) + 1), WGSLRenderer()).src) == 0
+
+def test_kernels_past_the_adapters_loop_limit_are_refused(gpu):
+  """Mesa's software drivers end a shader's loops after 65535 passes in all: two sums of 32768 in one kernel gave 97282
+  for 98304. The driver probes the limit at open and refuses a kernel that could pass it; under it, kernels run."""
+  from tinygrad_webgpu.driver import loop_pass_limit
+  limit = loop_pass_limit(gpu.driver.gpu)
+  assert limit == gpu.driver.loop_pass_limit
+  if limit is None: pytest.skip(f"{gpu.driver.description} runs long loops to their end")
+  x = np.ones(32768, np.float32)
+  with pytest.raises(UnsupportedError, match=f"WEBGPU: kernel .* makes up to \\d+ loop passes per thread, .* after {limit} passes"):
+    (T(x).sum() + (T(x) * 2).sum()).numpy()
+  assert (T(x).sum() + (T(x[:16000]) * 2).sum()).numpy() == 32768 + 32000
 
 def test_bool_from_comparison_neighbours_do_not_clobber(gpu):
   x = np.arange(1001, dtype=np.float32)

@@ -107,6 +107,8 @@ def main(argv: list[str]) -> int:
     return 0
   # the core and backend tests, then the conformance suite once per installed backend and configuration
   run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
+  # ONNX's whole node-test suite (the default pytest run takes one test per op): a few minutes, so a step of its own
+  run(PY, "-m", "pytest", "-q", "test/test_onnx_node.py", cwd=ROOT, env={**os.environ, "ONNX_NODE_TESTS": "all"})
   todo: list[tuple[str, Run]] = []
   for dev, opens, why in installed_backends():
     for r in RUNS.get(dev, lambda opens, why: [Run(dev, missing=None if opens else why)])(opens, why):

@@ -26,6 +26,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   while any(len(g) > 1 for g in reduces_by_ranges.values()) and deps_pass(): pass
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
+  opened: set[UOp] = set()   # the loops open at this point of `out`
   n_acc = 0
 
   def emit(u: UOp) -> UOp:
@@ -49,11 +50,11 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
     nonlocal n_acc
     rngs = r.src[1:]
     group = [x for x in reduces_by_ranges[rngs] if x not in new]
-    inside = set(rngs)
-    # hoist everything the loop body needs that does not change inside the loop
+    # hoist everything the loop body needs, nested reductions' bodies included, that changes only with the loops open
+    # here: computed inside the loop it would not exist after it (a store's index shared with a nested body, say)
     for x in group:
-      for n in x.src[0].toposort(gate=lambda y: y.op is not Ops.REDUCE):
-        if not (deps[n] & inside) and n not in new: emit(n)
+      for n in x.src[0].toposort():
+        if n not in new and deps[n] <= opened: emit(n)
     accs = []
     for x in group:
       acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity_element(x.arg, x.dtype)),), n_acc)
@@ -61,11 +62,11 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
       accs.append(emit(acc))
     for rng in rngs:
       emit(rng.src[0])
-      out.append(rng); new[rng] = rng
+      out.append(rng); new[rng] = rng; opened.add(rng)
     for x, acc in zip(group, accs):
       upd = UOp(x.arg, x.dtype, (acc, emit(x.src[0])))
       out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
-    for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,)))
+    for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
     for x, acc in zip(group, accs): new[x] = acc
 
   # parameters and thread ids first, then everything loop-invariant, then the loops
@@ -77,7 +78,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   loops = sorted((u for u in order if u.op is Ops.RANGE and u.arg[1] != "reduce"), key=lambda u: u.arg[0])
   for rng in loops:
     emit(rng.src[0])
-    out.append(rng); new[rng] = rng
+    out.append(rng); new[rng] = rng; opened.add(rng)
   for st in sink.src: emit(st)
   for rng in reversed(loops): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,)))
   return out

@@ -1,13 +1,13 @@
 """tinygrad-nv: ptxas accepts every kernel of the reference workloads for sm_90 and sm_80, the emulator's PTX semantics, launches."""
 from __future__ import annotations
-import os, re
+import itertools, os, re
 import numpy as np
 import pytest
 
 if not os.environ.get("CI"): pytest.importorskip("tinygrad_nv", reason="tinygrad-nv is not installed (pip install -e backends/tinygrad-nv)")
 os.environ.setdefault("NV_EMULATE", "1")   # before tinycore reads its backends: these tests run kernels on the emulator
 from tinycore import Tensor, Device, nn, dtypes
-from tinycore.uop import Ops
+from tinycore.uop import UOp, Ops
 from tinycore.codegen import get_program
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters
@@ -74,6 +74,19 @@ def test_ptxas_accepts(workload, arch):
     if workload in ("matmul", "conv"):
       spills = [int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
       assert spills and not any(spills), f"kernel {p.name} spills registers on {arch}:\n{log}"
+
+@needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_ptxas_accepts_decompositions(arch):
+  """SIN and float MOD arrive decomposed into integer and IEEE float ops (tinycore/codegen/transcendental.py): ptxas takes
+  them in every float dtype without spilling, and no sin.approx (good to 2**-20.5 only) is left."""
+  if PTXAS is None: pytest.fail("CI must check NV kernels with ptxas: install tinygrad-nv[ptxas] (NVIDIA's nvidia-cuda-nvcc-cu12 wheel)")
+  for op, dt in itertools.product((Ops.SIN, Ops.MOD), (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)):
+    ins = tuple(UOp(Ops.DEFINE_GLOBAL, dt.ptr(64), (), i + 1) for i in range(1 if op is Ops.SIN else 2))
+    p = get_program(UOp(Ops.SINK, dtypes.void, (UOp(Ops.DEFINE_GLOBAL, dt.ptr(64), (), 0).store(UOp(op, dt, ins)),)), PTXRenderer(arch))
+    assert "sin.approx" not in p.src and not re.search(r"\brem\.f", p.src), f"{op} {dt} was not decomposed"
+    _, log = run_ptxas(p.src, arch, PTXAS, "-v")
+    assert not any(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)), f"{op} {dt} spills on {arch}:\n{log}"
 
 @needs_ptxas
 def test_ptxas_error_names_kernel():

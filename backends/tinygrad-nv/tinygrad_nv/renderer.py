@@ -1,11 +1,11 @@
 """NV renderer: linear UOps -> one PTX kernel (ISA 8.0, sm_90 by default, NV_ARCH to choose) with the core's exact semantics."""
 from __future__ import annotations
-import math, os, re, struct
+import os, re, struct
 from collections import defaultdict
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
-from tinycore.rewrite import PatternMatcher, UPat
+from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 from tinycore.runtime.errors import UnsupportedError
 
 PTX_VERSION = "8.0"
@@ -48,65 +48,6 @@ def render_const(x, dt: DType) -> str:
   if dt == dtypes.bool: return "1" if x else "0"
   return str(int(x))
 
-# ***** float64 transcendentals: PTX has none, so they are built from exact arithmetic before linearizing *****
-
-def _f64(x) -> UOp: return UOp.const(dtypes.float64, x)
-def _rint(x: UOp) -> UOp: return (x + (x < _f64(0.0)).where(_f64(-0.5), _f64(0.5))).alu(Ops.TRUNC)
-def _poly(x: UOp, coeffs: list[float]) -> UOp:
-  """coeffs[0] + coeffs[1]*x + ... by Horner."""
-  acc = _f64(coeffs[-1])
-  for c in reversed(coeffs[:-1]): acc = acc * x + _f64(c)
-  return acc
-def _pow2i(k: UOp) -> UOp:
-  """2**k for an integer-valued float64 k in [-1022, 1023], from its exponent bits."""
-  return ((k.cast(dtypes.int64) + 1023).alu(Ops.SHL, UOp.const(dtypes.int64, 52))).bitcast(dtypes.float64)
-
-def _exp2_f64(x: UOp) -> UOp:
-  inrange = (x < _f64(1024.0)) & (x < _f64(-1075.0)).logical_not()
-  xs = inrange.where(x, _f64(0.0))   # NaN stays (comparisons with it are false, so it is "in range")
-  xs = (x.ne(x)).where(x, xs)
-  k = _rint(xs)
-  t = (xs - k) * _f64(math.log(2))   # |t| <= ln2/2: e^t to 1e-17 by its Taylor series
-  p = _poly(t, [1 / math.factorial(i) for i in range(15)])
-  k1 = (k * _f64(0.5)).alu(Ops.TRUNC)
-  out = p * _pow2i(k1) * _pow2i(k - k1)   # two factors: 2**k alone leaves the normal range near the ends
-  return (x < _f64(-1075.0)).where(_f64(0.0), (x < _f64(1024.0)).logical_not().where(x.ne(x).where(x, _f64(math.inf)), out))
-
-def _log2_f64(x: UOp) -> UOp:
-  sub = x < _f64(2.0 ** -1022)
-  xs = sub.where(x * _f64(2.0 ** 54), x)
-  bits = xs.bitcast(dtypes.int64)
-  e = (bits.alu(Ops.SHR, UOp.const(dtypes.int64, 52)) & 0x7ff).cast(dtypes.float64) - sub.where(_f64(1023.0 + 54), _f64(1023.0))
-  m = ((bits & 0xfffffffffffff) | 0x3ff0000000000000).bitcast(dtypes.float64)   # in [1, 2)
-  big = _f64(math.sqrt(2)) < m
-  m, e = big.where(m * _f64(0.5), m), big.where(e + _f64(1.0), e)
-  s = (m - _f64(1.0)) / (m + _f64(1.0))   # |s| <= 0.172: log m = 2 atanh s
-  ln = _f64(2.0) * s * _poly(s * s, [1 / (2 * i + 1) for i in range(12)])
-  out = e + ln * _f64(1 / math.log(2))
-  special = (x < _f64(0.0)).where(_f64(math.nan), x.eq(_f64(0.0)).where(_f64(-math.inf), x.eq(_f64(math.inf)).where(x, out)))
-  return x.ne(x).where(x, special)
-
-# pi/2 in three parts, the first two with 33 significant bits: k * part is exact for |k| < 2**20 (|x| < 1.6e6)
-_PIO2 = [float.fromhex("0x1.921fb544p+0"), float.fromhex("0x1.0b4611a6p-34")]
-_PIO2.append(math.pi / 2 - _PIO2[0] - _PIO2[1])
-def _sin_f64(x: UOp) -> UOp:
-  finite = (x.ne(x) | x.eq(_f64(math.inf)) | x.eq(_f64(-math.inf))).logical_not()
-  xs = finite.where(x, _f64(0.0))
-  k = _rint(xs * _f64(2 / math.pi))
-  r = xs - k * _f64(_PIO2[0]) - k * _f64(_PIO2[1]) - k * _f64(_PIO2[2])   # |r| <= pi/4
-  r2 = r * r
-  s = r + r * r2 * _poly(r2, [(-1) ** (i + 1) / math.factorial(2 * i + 3) for i in range(10)])
-  c = _f64(1.0) + r2 * _poly(r2, [(-1) ** (i + 1) / math.factorial(2 * i + 2) for i in range(11)])
-  q = k.cast(dtypes.int64) & 3
-  out = q.eq(UOp.const(dtypes.int64, 0)).where(s, q.eq(UOp.const(dtypes.int64, 1)).where(c, q.eq(UOp.const(dtypes.int64, 2)).where(-s, -c)))
-  return finite.where(out, _f64(math.nan))
-
-f64_transcendentals = PatternMatcher([
-  (UPat(Ops.EXP2, dtype=dtypes.float64, name="x"), lambda x: _exp2_f64(x.src[0])),
-  (UPat(Ops.LOG2, dtype=dtypes.float64, name="x"), lambda x: _log2_f64(x.src[0])),
-  (UPat(Ops.SIN, dtype=dtypes.float64, name="x"), lambda x: _sin_f64(x.src[0])),
-])
-
 class PTXRenderer(Renderer):
   """The NVIDIA target: every dtype, a 3-d grid of thread blocks (y/z sliced by the driver past 65535), 64-bit addressing."""
   device = "NV"
@@ -117,7 +58,8 @@ class PTXRenderer(Renderer):
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   index_bits = 64
-  extra_matcher = f64_transcendentals
+  # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
   def __init__(self, arch: str | None = None):
     self.arch = arch or os.environ.get("NV_ARCH", "sm_90")
     if not re.fullmatch(r"sm_\d+a?", self.arch): raise ValueError(f"NV_ARCH={self.arch!r}: expected an NVIDIA arch like sm_80 or sm_90")
@@ -457,7 +399,8 @@ class _Kernel:
 
   def float_alu(self, op: Ops, t: DType, ty: str, s: list[str], out: str) -> str:
     """f32 (also for half and bfloat16, rounded after) and f64 arithmetic: IEEE rounding (.rn, never contracted into an fma,
-    never .ftz); the f32 transcendentals use .approx, whose documented error is far inside the float32 tolerance."""
+    never .ftz); EXP2 and LOG2 in f32 use .approx, whose documented error is inside the float32 tolerance (SIN, float MOD and
+    the f64 transcendentals arrive decomposed: transcendental.py)."""
     if op in (Ops.ADD, Ops.SUB, Ops.MUL): self.ins(f"{op.name.lower()}.rn.{ty} {out}, {s[0]}, {s[1]}")
     elif op is Ops.MULACC:   # a product rounded to the type, then the add: what the two ops would give
       self.ins(f"mul.rn.{ty} {out}, {s[0]}, {s[1]}")
@@ -474,15 +417,5 @@ class _Kernel:
       self.ins(f"setp.ge.or.{ty} {first}, {s[0]}, {s[1]}, {nan}")
       self.ins(f"selp.{ty} {out}, {s[0]}, {s[1]}, {first}")
     elif op in (Ops.EXP2, Ops.LOG2) and ty == "f32": self.ins(f"{'ex2' if op is Ops.EXP2 else 'lg2'}.approx.f32 {out}, {s[0]}")
-    elif op is Ops.SIN and ty == "f32":
-      # sin.approx is documented for |x| <= 100 pi: reduce by 2 pi first (three-part Cody-Waite, exact products for |k| < 2^12)
-      p1, p2 = 6.28125, float.fromhex("0x1.fb6p-10")
-      k = self.reg("f")
-      self.ins(f"mul.rn.f32 {k}, {s[0]}, {render_const(1 / (2 * math.pi), dtypes.float32)}")
-      self.ins(f"cvt.rni.f32.f32 {k}, {k}")
-      self.ins(f"fma.rn.f32 {out}, {k}, {render_const(-p1, dtypes.float32)}, {s[0]}")
-      self.ins(f"fma.rn.f32 {out}, {k}, {render_const(-p2, dtypes.float32)}, {out}")
-      self.ins(f"fma.rn.f32 {out}, {k}, {render_const(-(2 * math.pi - p1 - p2), dtypes.float32)}, {out}")
-      self.ins(f"sin.approx.f32 {out}, {out}")
     else: raise UnsupportedError(f"backend NV has no {op} on {t.name}")
     return out

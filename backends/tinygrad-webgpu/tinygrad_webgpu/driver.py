@@ -5,7 +5,7 @@ import numpy as np
 from tinycore.helpers import prod
 from tinycore.runtime.device import Driver
 from tinycore.runtime.errors import CompileError, DeviceError, PluginError, UnsupportedError
-from tinygrad_webgpu.renderer import dispatch_for, launch_shape
+from tinygrad_webgpu.renderer import dispatch_for, launch_shape, loop_passes
 from tinygrad_webgpu.allocator import check_alive
 
 # limits raised to what the adapter offers (the WebGPU defaults are lower); kernels and buffers are checked against them
@@ -34,16 +34,12 @@ def compile_error(name: str, src: str, err: Exception) -> CompileError:
   else: where = ""
   return CompileError(f"WEBGPU: kernel {name} failed to compile{where}\n{msg}")
 
-# WGSL lets a device flush f32 subnormals to zero (Vulkan, Metal and D3D drivers differ): halving the smallest normal
-# float32 on the device says which kind this one is
-SUBNORMAL_PROBE = """@group(0) @binding(0) var<storage, read_write> d: array<f32>;
-@compute @workgroup_size(1) fn probe() { d[1] = d[0] * 0.5f; }"""
-
-def flushes_subnormals(gpu) -> bool:
+def probe(gpu, src: str, data: np.ndarray) -> np.ndarray:
+  """Run `src`'s entry point `probe` on one thread over a buffer holding `data`; the buffer's contents after it."""
   import wgpu
-  buf = gpu.create_buffer_with_data(data=np.array([2.0**-126, 1.0], np.float32).tobytes(), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
-  pipeline = gpu.create_compute_pipeline(layout="auto", compute={"module": gpu.create_shader_module(code=SUBNORMAL_PROBE), "entry_point": "probe"})
-  group = gpu.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf, "offset": 0, "size": 8}}])
+  buf = gpu.create_buffer_with_data(data=data.tobytes(), usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC)
+  pipeline = gpu.create_compute_pipeline(layout="auto", compute={"module": gpu.create_shader_module(code=src), "entry_point": "probe"})
+  group = gpu.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[{"binding": 0, "resource": {"buffer": buf, "offset": 0, "size": buf.size}}])
   enc = gpu.create_command_encoder()
   cp = enc.begin_compute_pass()
   cp.set_pipeline(pipeline)
@@ -51,7 +47,24 @@ def flushes_subnormals(gpu) -> bool:
   cp.dispatch_workgroups(1)
   cp.end()
   gpu.queue.submit([enc.finish()])
-  return bool(np.frombuffer(gpu.queue.read_buffer(buf), np.float32)[1] != np.float32(2.0**-127))
+  return np.frombuffer(gpu.queue.read_buffer(buf), data.dtype)
+
+# WGSL lets a device flush f32 subnormals to zero (Vulkan, Metal and D3D drivers differ): halving the smallest normal
+# float32 on the device says which kind this one is
+SUBNORMAL_PROBE = """@group(0) @binding(0) var<storage, read_write> d: array<f32>;
+@compute @workgroup_size(1) fn probe() { d[1] = d[0] * 0.5f; }"""
+
+def flushes_subnormals(gpu) -> bool: return bool(probe(gpu, SUBNORMAL_PROBE, np.array([2.0**-126, 1.0], np.float32))[1] != np.float32(2.0**-127))
+
+# a loop of 2^20 trips (a bound read at run time: nothing to unroll) counts the trips it really made
+LOOP_PROBE = """@group(0) @binding(0) var<storage, read_write> d: array<u32>;
+@compute @workgroup_size(1) fn probe() { var n = 0u; for (var i = 0u; i < d[0]; i++) { n++; } d[1] = n; }"""
+
+def loop_pass_limit(gpu) -> int | None:
+  """How many loop passes a shader invocation makes before the device ends its loops (Mesa's software drivers: 65535),
+  None when a long loop runs to its end."""
+  trips = int(probe(gpu, LOOP_PROBE, np.array([1 << 20, 0], np.uint32))[1])
+  return None if trips == 1 << 20 else trips
 
 class WebGPUProgram:
   """One compute pipeline; calling it binds the buffers (and integer variables) and dispatches the flat thread grid."""
@@ -68,6 +81,10 @@ class WebGPUProgram:
       raise UnsupportedError(f"backend WEBGPU: kernel {name} has workgroup size {self.workgroup}, this adapter allows "
                              f"{tuple(lim[f'max-compute-workgroup-size-{d}'] for d in 'xyz')} and "
                              f"{lim['max-compute-invocations-per-workgroup']} invocations (max-compute-invocations-per-workgroup)")
+    if driver.loop_pass_limit is not None and (passes := loop_passes(src)) > driver.loop_pass_limit:
+      raise UnsupportedError(f"backend WEBGPU: kernel {name} makes up to {passes} loop passes per thread, but this adapter "
+                             f"({driver.description}) ends a shader's loops after {driver.loop_pass_limit} passes in all, "
+                             "which would cut the loops short: make the reduction smaller, or use another adapter")
     limit = driver.limits["max-storage-buffers-per-shader-stage"]
     if len(self.params) > limit:
       raise UnsupportedError(f"backend WEBGPU: kernel {name} binds {len(self.params)} storage buffers, this adapter allows {limit} "
@@ -99,8 +116,10 @@ class WebGPUProgram:
       lo, hi = b.word_range
       if hi == lo: lo, hi = 0, 4   # an empty view: nothing is read, but a binding of size 0 is invalid; every buffer has a word
       if hi > b.buf.size: raise DeviceError(f"WEBGPU: kernel {self.name} binds bytes [{lo}, {hi}) of a {b.buf.size}-byte buffer")
-      if lo % align: raise UnsupportedError(f"backend WEBGPU: kernel {self.name} binds a view at byte offset {b.offset}, "
-                                            f"not a multiple of min-storage-buffer-offset-alignment ({align})")
+      # a binding starts at a multiple of the alignment and kernels index from its start: a view anywhere else (a byte
+      # into a word of packed uint8s, say) would be read and written at the wrong elements
+      if b.offset % align: raise UnsupportedError(f"backend WEBGPU: kernel {self.name} binds a view at byte offset {b.offset}, "
+                                                  f"not a multiple of min-storage-buffer-offset-alignment ({align})")
       entries.append({"binding": p, "resource": {"buffer": b.buf, "offset": lo, "size": hi - lo}})
     if self.vars_binding is not None:
       data = np.zeros(math.ceil(len(vals) / 4) * 4, np.int32)
@@ -148,6 +167,8 @@ class WebGPUDriver(Driver):
     # a device that flushes subnormals says so: in its description, and in the capability the conformance suite reads
     if (flushes := flushes_subnormals(self.gpu)): self.description += ", f32 subnormals flush to zero"
     if (spec := Device.specs.get("WEBGPU")) is not None: spec.capabilities["denormals"] = not flushes
+    if (limit := loop_pass_limit(self.gpu)) is not None: self.description += f", loops stop after {limit} passes"
+    self.loop_pass_limit = limit
     import wgpu
     self.fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
   def load(self, name: str, binary: bytes, spec=None) -> WebGPUProgram:

@@ -4,6 +4,7 @@ import math, re, struct
 from tinycore.dtype import DType, PtrDType, dtypes, truncate
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
+from tinycore.codegen.transcendental import sin_rules, fmod_rules
 from tinycore.runtime.errors import UnsupportedError
 
 WORKGROUP_SIZE = 64          # threads per workgroup; the flat thread id is spread over up to 3 dispatch dims
@@ -28,6 +29,16 @@ def launch_shape(src: str) -> tuple[tuple[int, int, int], bool]:
   m = re.search(r"@workgroup_size\((\d+)(?:,\s*(\d+))?(?:,\s*(\d+))?\)", src)
   wg = tuple(int(g) if g else 1 for g in m.groups()) if m else (WORKGROUP_SIZE, 1, 1)
   return (wg[0], wg[1], wg[2]), GROUPS_GRID in src
+
+# Mesa's software drivers (lavapipe, llvmpipe) end every loop of a shader invocation once its loops have made 65535 passes
+# between them: a longer reduction would silently stop early. The kernel states its worst case; the driver compares it
+# with what its adapter allows (it probes that at open)
+LOOP_PASSES = "// loop passes per thread:"
+
+def loop_passes(src: str) -> int:
+  """The most loop passes one thread of a kernel this renderer wrote makes: each entry into a loop costs its trips plus
+  the pass that exits."""
+  return int(m.group(1)) if (m := re.search(rf"^{LOOP_PASSES} (\d+)$", src, re.M)) else 0
 
 def dispatch_for(src: str, global_size, most: int = MAX_WORKGROUPS_PER_DIM) -> tuple[int, int, int]:
   """The dispatchWorkgroups() arguments launching `src` over global_size (the driver and the browser export share this)."""
@@ -67,6 +78,11 @@ def wrap(expr: str, dt: DType) -> str:
 # f32_bits(): a user function call is not a const-expression, and Tint (Chromium) refuses a const-expression that is not
 # finite ("value nan cannot be represented as 'f32'"), where naga (wgpu-native) accepted bitcast<f32>(0x7fc00000u).
 HELPERS = """fn f32_bits(u: u32) -> f32 { return bitcast<f32>(u); }
+fn pin(x: f32) -> f32 {
+  // x exactly as computed: compilers reassociate and contract float math they can see through ((a + b) - a became b,
+  // a * b + c an fma), which rounds differently from the definition. An xor with a value they cannot know is 0 hides x.
+  return bitcast<f32>(bitcast<u32>(x) ^ runtime_zero);
+}
 fn is_nan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
 fn nan_f32() -> f32 { return f32_bits(0x7fc00000u); }
 fn ieee_max(a: f32, b: f32) -> f32 {
@@ -78,26 +94,17 @@ fn ieee_log2(x: f32) -> f32 {
   if (is_nan(x) || x < 0.0f) { return nan_f32(); }
   if (x == 0.0f) { return f32_bits(0xff800000u); }
   if (bitcast<u32>(x) == 0x7f800000u) { return x; }
+  // Mesa reads a subnormal's exponent field alone (log2 gave -127 for all of them): scale it into the normal range first
+  if (x < 0x1p-126f) { return pin(log2(pin(x * 8388608.0f))) - 23.0f; }
   return log2(x);
 }
 fn ieee_exp2(x: f32) -> f32 {
   if (is_nan(x)) { return x; }
   if (x >= 128.0f) { return f32_bits(0x7f800000u); }
   if (x < -150.0f) { return 0.0f; }
+  // a subnormal result (Mesa flushed them to 0): 2^(x + 24) is normal, and x + 24 is exact down there
+  if (x < -126.0f) { return pin(exp2(pin(x + 24.0f))) * 0x1p-24f; }
   return exp2(x);
-}
-fn ieee_sin(x: f32) -> f32 {
-  if ((bitcast<u32>(x) & 0x7fffffffu) >= 0x7f800000u) { return nan_f32(); }
-  // Cody-Waite reduction by pi/2 in three parts: WGSL only promises accuracy of sin() on [-pi, pi]
-  let k = round(x * 0.636619772f);
-  var r = fma(-k, 1.5703125f, x);
-  r = fma(-k, 4.83751297e-04f, r);
-  r = fma(-k, 7.54978995e-08f, r);
-  let q = k - 4.0f * floor(k * 0.25f);   // k mod 4, exact in f32: i32(k) is undefined in GLSL/SPIR-V past 2^31
-  if (q == 0.0f) { return sin(r); }
-  if (q == 1.0f) { return cos(r); }
-  if (q == 2.0f) { return -sin(r); }
-  return -cos(r);
 }
 fn ieee_div(a: f32, b: f32) -> f32 {
   // WGSL leaves x / 0 indeterminate and compilers fold divisions by constants without IEEE rules (lavapipe turned
@@ -111,15 +118,6 @@ fn ieee_div(a: f32, b: f32) -> f32 {
   let inf = ub == 0u || ua == 0x7f800000u;
   let zero = ua == 0u || ub == 0x7f800000u;
   return select(select(select(q, bitcast<f32>(sign), zero), f32_bits(sign | 0x7f800000u), inf), nan_f32(), nan);
-}
-fn ieee_fmod(a: f32, b: f32) -> f32 {
-  // C fmod: NaN for x % 0 and inf % y, x itself for finite x % inf
-  let ua = bitcast<u32>(a) & 0x7fffffffu;
-  let ub = bitcast<u32>(b) & 0x7fffffffu;
-  let plain = ua < 0x7f800000u && ub < 0x7f800000u && ub != 0u;
-  let m = select(0.0f, a, plain) % select(1.0f, b, plain);
-  let r = select(m, bitcast<f32>(bitcast<u32>(a) & 0x80000000u), m == 0.0f);   // a zero remainder has the sign of a
-  return select(select(nan_f32(), a, ub == 0x7f800000u && ua < 0x7f800000u), r, plain);
 }
 fn mul_zero(x: f32, zero_sign: u32) -> f32 {
   // x * (+-0.0) for a constant zero, which compilers fold to 0.0: NaN for infinite or NaN x, else a zero with the product's sign
@@ -221,6 +219,10 @@ fn imod_i32(a: i32, b: i32) -> i32 {
 fn idiv_u32(a: u32, b: u32) -> u32 { return select(a / select(b, 1u, b == 0u), 0u, b == 0u); }
 fn imod_u32(a: u32, b: u32) -> u32 { return select(a % select(b, 1u, b == 0u), 0u, b == 0u); }
 """
+
+# pin()'s zero: the kernel sets it from the dispatch's z size, which is at most 2 (dispatch_dims spreads fewer than 2^32
+# threads over dimensions of 65535 workgroups or more), but only known when the kernel runs
+RUNTIME_ZERO = "var<private> runtime_zero: u32;"
 HELPER_FNS = {m.group(1): m.group(0) for m in re.finditer(r"^fn (\w+)\(.*?^(?=fn |\Z)", HELPERS, re.S | re.M)}
 
 def helpers_for(body: str) -> list[str]:
@@ -268,6 +270,9 @@ class WGSLRenderer(Renderer):
   max_threads_per_group = 256         # WebGPU's guaranteed maxComputeInvocationsPerWorkgroup
   index_bits = 32
   upcast_max = 4
+  # WGSL's sin() is only promised on [-pi, pi] and its float % is inexact: both from the shared exact decompositions,
+  # whose float32 forms need only 32-bit integers
+  extra_matcher = sin_rules + fmod_rules
 
   def use_device_limits(self, limits: dict[str, int]) -> None:
     """Called by the driver when it opens a device: describe that device's granted limits (the lesser of what the adapter
@@ -294,6 +299,8 @@ class _Kernel:
     self.lines: list[str] = []
     self.depth = 1
     self.workgroup: tuple[int, int, int] | None = None   # set when the kernel has local ids
+    self.open_loops: list[int] = []   # the trips of the loops around the line being written, outermost first
+    self.loop_passes = 0
 
   def line(self, s: str) -> None: self.lines.append("  " * self.depth + s)
   def is_atomic(self, p: int) -> bool: return self.params_by_arg[p].dtype.base.scalar in PACKED and p in self.stored
@@ -357,11 +364,13 @@ class _Kernel:
     for u in self.uops:
       if u not in self.names and u.op is not Ops.CONST: self.emit(u)
     wg = self.workgroup
-    head = [f"// {self.name}", GROUPS_GRID if wg else "// grid: threads"]
+    head = [f"// {self.name}", GROUPS_GRID if wg else "// grid: threads"] + ([f"{LOOP_PASSES} {self.loop_passes}"] if self.loop_passes else [])
+    helpers = helpers_for("\n".join(self.lines))
+    if (pinned := any(h.startswith("fn pin(") for h in helpers)): decls.append(RUNTIME_ZERO)
     main = [f"@compute @workgroup_size({', '.join(map(str, wg)) if wg else WORKGROUP_SIZE})",
             f"fn {self.name}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, "
-            "@builtin(local_invocation_id) lid: vec3<u32>) {"]
-    return "\n".join(head + decls + helpers_for("\n".join(self.lines)) + main + self.lines + ["}", ""])
+            "@builtin(local_invocation_id) lid: vec3<u32>) {"] + (["  runtime_zero = nwg.z >> 2u;"] if pinned else [])
+    return "\n".join(head + decls + helpers + main + self.lines + ["}", ""])
 
   def emit(self, u: UOp) -> None:
     op = u.op
@@ -369,11 +378,15 @@ class _Kernel:
     if op is Ops.INDEX: self.names[u] = ""; return   # addresses are used by LOAD/STORE directly
     if op is Ops.RANGE:
       n = f"ridx{u.arg[0]}"
+      trips = max(0, int(u.src[0].vmax))   # a variable bound counts at its largest value
+      self.loop_passes += math.prod(self.open_loops) * (trips + 1)
+      self.open_loops.append(trips)
       self.line(f"for (var {n}: {wgsl_type(u.dtype)} = 0; {n} < {self.ref(u.src[0])}; {n}++) {{")
       self.names[u] = n
       self.depth += 1
       return
     if op is Ops.ENDRANGE:
+      self.open_loops.pop()
       self.depth -= 1
       self.line("}")
       self.names[u] = ""
@@ -398,6 +411,8 @@ class _Kernel:
       expr = self.alu(op, u.dtype, u.src)
       if op is not Ops.WHERE: expr = wrap(expr, u.dtype.scalar)
       if op not in EXACT_OPS and not expr.startswith(ROUNDED): expr = round_to(expr, u.dtype.scalar)
+      # float32 results are pinned (half and bfloat16 ones already pass through integer rounding code)
+      if u.dtype.scalar == dtypes.float32 and op not in EXACT_OPS: expr = f"pin({expr})"
       return self.bind(u, expr)
     raise UnsupportedError(f"backend WEBGPU cannot render {op} in kernel {self.name}")
 
@@ -467,7 +482,8 @@ class _Kernel:
     isf, isb = dtypes.is_float(t), t == dtypes.bool
     if op is Ops.WHERE: return f"select({s[2]}, {s[1]}, {s[0]})"
     if op is Ops.MULACC:   # the product is rounded to the type before the add (as two ops would be)
-      return f"({round_to(self.fmul(srcs[0], srcs[1]), t)} + {s[2]})" if isf else f"({s[0]} * {s[1]} + {s[2]})"
+      product = self.fmul(srcs[0], srcs[1])
+      return f"({round_to(product, t) if t in SMALL_FLOATS else f'pin({product})'} + {s[2]})" if isf else f"({s[0]} * {s[1]} + {s[2]})"
     if op in GroupOp.Comparison:
       if isb and op is Ops.CMPLT: return f"(!{s[0]} && {s[1]})"
       sym = {Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "=="}[op]
@@ -482,7 +498,7 @@ class _Kernel:
       raise UnsupportedError(f"backend WEBGPU has no {op} on bool")
     if t == dtypes.float16 and op in (Ops.FDIV, Ops.RECIP, Ops.SQRT):
       return f"f16_sqrt({s[0]})" if op is Ops.SQRT else f"f16_div({'1.0f' if op is Ops.RECIP else s[0]}, {s[-1]})"
-    if isf and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MOD): return self.float_binary(op, srcs)
+    if isf and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV): return self.float_binary(op, srcs)
     if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.XOR, Ops.OR, Ops.AND):
       sym = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}[op]
       return f"({s[0]} {sym} {s[1]})"
@@ -501,7 +517,7 @@ class _Kernel:
     if op is Ops.MAX: return f"ieee_max({s[0]}, {s[1]})" if isf else f"max({s[0]}, {s[1]})"
     if op is Ops.NEG: return f"(0u - {s[0]})" if wgsl_type(t) == "u32" else f"(-{s[0]})"
     if isf:
-      unary = {Ops.EXP2: "ieee_exp2", Ops.LOG2: "ieee_log2", Ops.SIN: "ieee_sin", Ops.SQRT: "ieee_sqrt", Ops.TRUNC: "trunc"}
+      unary = {Ops.EXP2: "ieee_exp2", Ops.LOG2: "ieee_log2", Ops.SQRT: "ieee_sqrt", Ops.TRUNC: "trunc"}
       if op in unary: return f"{unary[op]}({s[0]})"
       if op is Ops.RECIP: return f"ieee_div(1.0f, {s[0]})"
     if op is Ops.TRUNC: return s[0]
@@ -531,7 +547,5 @@ class _Kernel:
       if zero(b, True): return f"plus_zero({sa})"           # x - (-0) = x + 0
       if zero(a, False): return f"plus_zero(-{sb})"         # 0 - x: +0 for x = +-0, else -x
       return f"({sa} - {sb})"
-    if op is Ops.FDIV:
-      if b.op is Ops.CONST and math.isfinite(float(b.arg)) and float(b.arg) != 0.0 and a.op is not Ops.CONST: return f"({sa} / {sb})"
-      return f"ieee_div({sa}, {sb})"
-    return f"ieee_fmod({sa}, {sb})"
+    if b.op is Ops.CONST and math.isfinite(float(b.arg)) and float(b.arg) != 0.0 and a.op is not Ops.CONST: return f"({sa} / {sb})"
+    return f"ieee_div({sa}, {sb})"

@@ -1,0 +1,42 @@
+"""The linearizer's order: every value is defined in a loop scope that encloses each of its uses (a C or LLVM kernel would
+not compile otherwise), checked on the kernels of graphs that nest reductions."""
+import numpy as np
+from tinycore import Tensor, Device
+from tinycore.uop import Ops
+from tinycore.codegen import get_program
+
+def scoping_errors(uops) -> list[str]:
+  """Uses of a value outside the loop it was defined in."""
+  open_loops: list = []
+  scope: dict = {}
+  errors = []
+  for u in uops:
+    for s in u.src:
+      if s in scope and not set(scope[s]) <= set(open_loops): errors.append(f"{u.op.name} uses {s.op.name} outside the loop it was defined in")
+    if u.op is Ops.ENDRANGE: open_loops.remove(u.src[0])
+    else: scope[u] = tuple(open_loops)
+    if u.op is Ops.RANGE: open_loops.append(u)
+  return errors
+
+def kernels(t: Tensor) -> list:
+  ren = Device.renderer("PYTHON")
+  return [get_program(si.ast, ren).uops for si in t.schedule() if si.ast.op is Ops.SINK]
+
+def conv_pool_net(T):
+  x = T(2, 3, 16, 16).pad(((0, 0), (0, 0), (1, 1), (1, 1))).conv2d(T(8, 3, 3, 3), T(8)).relu().max_pool2d((2, 2), (2, 2), (1, 1), 0, False)
+  x = x.conv2d(T(16, 8, 3, 3), T(16), stride=(2, 2)).relu().avg_pool2d((2, 2), (2, 2), (1, 1), 0, True, count_include_pad=True).mean((2, 3), keepdim=True)
+  return (x.reshape(2, 16) @ T(10, 16).T + T(10)).softmax(-1)
+
+def test_an_index_shared_by_a_store_and_a_nested_reduction_is_defined_outside_the_loops():
+  """A store's index also used inside a nested reduction's body was emitted inside the outer reduction's loop: LLVM
+  refused the kernel ("Instruction does not dominate all uses") and C did not know the name."""
+  rng = np.random.default_rng(0)
+  arrays = []
+  def T(*s):
+    arrays.append(rng.standard_normal(s).astype(np.float32))
+    return Tensor(arrays[-1], device="PYTHON")
+  out = conv_pool_net(T)
+  for uops in kernels(out): assert not scoping_errors(uops), scoping_errors(uops)[:3]
+  it = iter(arrays)
+  got = conv_pool_net(lambda *s: Tensor(next(it))).numpy()   # the default device (CPU where installed) runs the same net
+  np.testing.assert_allclose(got, out.numpy(), rtol=1e-4, atol=1e-6)
