@@ -93,7 +93,7 @@ class DeviceInfo:
     # pocl (the CPU stand-in CI runs) keeps every kernel it compiles in its own disk cache (POCL_CACHE_DIR): handing it the
     # source is cheaper than a program binary (serializing one makes it compile a second, generic work-group function), and
     # a built program it holds (~1 MB of LLVM IR) can be released to bound memory, since rebuilding it hits that cache
-    self.caches_kernels = platform.startswith("Portable Computing Language")
+    self.caches_kernels = platform.startswith("Portable Computing Language") and os.environ.get("POCL_KERNEL_CACHE", "1") != "0"
     # the kernels are OpenCL C 1.2, the language clBuildProgram's spec defaults to; pocl 3 defaults to 3.0, whose header
     # declares every builtin again for the generic address space: naming 1.2 makes its frontend ~15% cheaper, results equal
     c_version = re.match(r"OpenCL C (\d+)\.(\d+)", self.info_str(CL_DEVICE_OPENCL_C_VERSION))
