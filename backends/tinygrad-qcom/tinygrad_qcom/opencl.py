@@ -94,8 +94,8 @@ class DeviceInfo:
     # source is cheaper than a program binary (serializing one makes it compile a second, generic work-group function), and
     # a built program it holds (~1 MB of LLVM IR) can be released to bound memory, since rebuilding it hits that cache
     self.caches_kernels = platform.startswith("Portable Computing Language") and os.environ.get("POCL_KERNEL_CACHE", "1") != "0"
-    # the kernels are OpenCL C 1.2, the language clBuildProgram's spec defaults to; pocl 3 defaults to 3.0, whose header
-    # declares every builtin again for the generic address space: naming 1.2 makes its frontend ~15% cheaper, results equal
+    # the kernels are OpenCL C 1.2, the language clBuildProgram's spec defaults to; pocl 3 defaults to 3.0, whose builtin
+    # declarations (2.0's atomics, pipes, device-side enqueue...) make its frontend ~15% slower for the same result
     c_version = re.match(r"OpenCL C (\d+)\.(\d+)", self.info_str(CL_DEVICE_OPENCL_C_VERSION))
     self.build_options = b"-cl-std=CL1.2" if c_version and (int(c_version[1]), int(c_version[2])) >= (1, 2) else b""
     self.max_built = 256 if self.caches_kernels else 4096   # built programs a driver keeps (least recently launched go first)
