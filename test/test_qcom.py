@@ -124,9 +124,51 @@ def test_half_rounds_like_numpy(qcom):
   x = np.array([1.0, 3.0, 1e-5, 65504.0, 0.1], np.float16)
   np.testing.assert_array_equal((Q(x) / Q(x[::-1].copy())).numpy(), x / x[::-1])
 
-def test_compile_errors_name_the_backend(qcom):
-  with pytest.raises(CompileError, match="QCOM.*kernel broken"): QCOMAssembler(qcom.renderer).assemble(
-    "// tinycore-qcom broken\n// writes\n// vars\n__kernel void broken() { nope; }\n")
+def test_compile_errors_name_the_backend(qcom, monkeypatch):
+  """A kernel the OpenCL compiler rejects is a CompileError naming QCOM and the kernel: from the assembler where it keeps the
+  program binary (a vendor runtime), from the driver's load where it hands over the source (pocl, which caches kernels itself)."""
+  bad = "// tinycore-qcom broken\n// writes\n// vars\n__kernel void broken() { nope; }\n"
+  monkeypatch.setattr(opencl.runtime(), "caches_kernels", False)
+  with pytest.raises(CompileError, match="QCOM.*kernel broken"): QCOMAssembler(qcom.renderer).assemble(bad)
+  monkeypatch.setattr(opencl.runtime(), "caches_kernels", True)
+  asm = QCOMAssembler(qcom.renderer)
+  assert asm.target == "opencl-c-source" and unpack(asm.assemble(bad))[:2] == ("source", bad)
+  with pytest.raises(CompileError, match="QCOM.*kernel broken"): qcom.driver.load("broken", asm.assemble(bad))
+
+def test_binary_path_runs_kernels(qcom, monkeypatch):
+  """The program binary a vendor runtime's assembler keeps loads and runs (pocl makes one too, though it is handed source)."""
+  monkeypatch.setattr(opencl.runtime(), "caches_kernels", False)
+  asm = QCOMAssembler(qcom.renderer)
+  spec = get_program(ast_of(P(np.arange(6)) * 3 + 1), qcom.renderer)
+  binary = asm.assemble(spec.src)
+  assert asm.target.endswith(":binary") and unpack(binary)[0] == "binary" and asm.assemble(spec.src) == binary
+  got = launch(qcom, spec, binary, np.arange(6, dtype=np.float32))
+  np.testing.assert_array_equal(got, np.arange(6, dtype=np.float32) * 3 + 1)
+
+def launch(qcom, spec, binary: bytes, x: np.ndarray, prg=None) -> np.ndarray:
+  """spec's kernel (out = f(x), both float32 like x) loaded from `binary` (or `prg`, already loaded) and run once."""
+  from tinycore.runtime.device import Buffer
+  prg = prg or qcom.driver.load(spec.name, binary, spec)
+  out, inp = Buffer("QCOM", x.size, dtypes.float32).ensure_allocated(), Buffer("QCOM", x.size, dtypes.float32).ensure_allocated()
+  inp.copyin(memoryview(x).cast("B"))
+  gs, ls = spec.launch_dims({})
+  prg(out._buf, inp._buf, global_size=gs, local_size=ls, wait=True)
+  return np.frombuffer(out.as_bytes(), np.float32)
+
+def test_built_programs_are_shared_and_bounded(qcom, monkeypatch):
+  """Loads of one source share one built program; past max_built built programs the least recently launched is released,
+  and launching its kernel again builds it again, with the same answer."""
+  monkeypatch.setattr(opencl.runtime(), "max_built", 2)
+  drv, x = qcom.driver, np.arange(5, dtype=np.float32)
+  specs = [get_program(ast_of(P(x) * k + 0.5), qcom.renderer) for k in (7, 8, 9)]
+  binaries = [qcom.assembler.assemble(s.src) for s in specs]
+  first, again = drv.load(specs[0].name, binaries[0], specs[0]), drv.load(specs[0].name, binaries[0], specs[0])
+  assert drv.kernel(first) == drv.kernel(again), "two loads of one source built it twice"
+  rest = [drv.load(s.name, b, s) for s, b in zip(specs[1:], binaries[1:])]
+  assert first.key not in drv.built and all(p.key in drv.built for p in rest) and len(drv.built) <= 2
+  np.testing.assert_array_equal(launch(qcom, specs[0], b"", x, first), x * 7 + 0.5)
+  assert first.key in drv.built and rest[0].key not in drv.built
+  np.testing.assert_array_equal(launch(qcom, specs[1], b"", x, rest[0]), x * 8 + 0.5)
 
 def test_in_place_assign_through_images(qcom, monkeypatch):
   """x.assign(f(x)) reads and writes one buffer as two parameters: staged images keep the reads from seeing the writes."""

@@ -36,7 +36,7 @@ def build(rt, name: str, src: str | None = None, binary: bytes | None = None):
     prog = cl.clCreateProgramWithBinary(rt.ctx, 1, ctypes.byref(ctypes.c_void_p(rt.device)), ctypes.byref(size), ctypes.byref(data), ctypes.byref(bst), ctypes.byref(st))
     if st.value != 0 or bst.value != 0: raise CompileError(f"QCOM: the OpenCL runtime refused the program binary of kernel {name} ({st.value}, {bst.value})")
   if st.value != 0: raise CompileError(f"QCOM: clCreateProgram for kernel {name} failed ({st.value})")
-  if cl.clBuildProgram(prog, 1, ctypes.byref(ctypes.c_void_p(rt.device)), b"", None, None) != 0:
+  if cl.clBuildProgram(prog, 1, ctypes.byref(ctypes.c_void_p(rt.device)), rt.build_options, None, None) != 0:
     size = ctypes.c_size_t()
     cl.clGetProgramBuildInfo(prog, rt.device, 0x1183, 0, None, ctypes.byref(size))
     log = ctypes.create_string_buffer(size.value + 1)
@@ -53,17 +53,19 @@ def program_binary(rt, prog) -> bytes:
   return out.raw
 
 class QCOMAssembler(Assembler):
-  """With an OpenCL runtime: the program binary its compiler builds (the disk cache keeps it, keyed by the device and driver
-  version); without one (a machine that only renders): the OpenCL C source, which the driver builds at load."""
+  """With a vendor OpenCL runtime: the program binary its compiler builds (the disk cache keeps it, keyed by the device and
+  driver version). With pocl, which caches compiled kernels itself, or without a runtime (a machine that only renders): the
+  OpenCL C source, which the driver builds at load."""
   def __init__(self, renderer=None):
     super().__init__(renderer)
     from tinygrad_qcom.opencl import runtime
     try: self.rt = runtime()
     except DeviceError: self.rt = None
-    self.target = f"{self.rt.target}:binary" if self.rt is not None else "opencl-c-source"
+    self.keeps_binary = self.rt is not None and not self.rt.caches_kernels
+    self.target = f"{self.rt.target}:binary" if self.keeps_binary else "opencl-c-source"
   def assemble(self, src: str) -> bytes:
     name = kernel_info(src).name
-    if self.rt is None: return pack("source", src, src.encode())
+    if not self.keeps_binary: return pack("source", src, src.encode())
     prog = build(self.rt, name, src)
     try: return pack("binary", src, program_binary(self.rt, prog))
     finally: self.rt.cl.clReleaseProgram(prog)

@@ -1,6 +1,6 @@
 """The OpenCL runtime through ctypes on libOpenCL.so.1 (no compiled extension): the first GPU-or-any device, its context and queue."""
 from __future__ import annotations
-import ctypes, ctypes.util, functools, os
+import ctypes, ctypes.util, functools, os, re
 from tinycore.runtime.errors import DeviceError
 
 # the constants used here, from Khronos' CL/cl.h
@@ -9,6 +9,7 @@ CL_DEVICE_MAX_WORK_GROUP_SIZE, CL_DEVICE_MAX_READ_IMAGE_ARGS, CL_DEVICE_MAX_WRIT
 CL_DEVICE_MAX_MEM_ALLOC_SIZE, CL_DEVICE_IMAGE2D_MAX_WIDTH, CL_DEVICE_IMAGE2D_MAX_HEIGHT = 0x1010, 0x1011, 0x1012
 CL_DEVICE_IMAGE_SUPPORT, CL_DEVICE_MEM_BASE_ADDR_ALIGN = 0x1016, 0x1019
 CL_DEVICE_NAME, CL_DRIVER_VERSION, CL_DEVICE_VERSION, CL_DEVICE_EXTENSIONS, CL_PLATFORM_NAME = 0x102B, 0x102D, 0x102F, 0x1030, 0x0902
+CL_DEVICE_OPENCL_C_VERSION = 0x103D
 CL_MEM_READ_WRITE, CL_MEM_WRITE_ONLY, CL_MEM_READ_ONLY = 1, 2, 4
 CL_R, CL_HALF_FLOAT, CL_FLOAT, CL_MEM_OBJECT_IMAGE2D = 0x10B0, 0x10DD, 0x10DE, 0x10F1
 CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_BINARIES, CL_PROGRAM_BUILD_LOG = 0x1165, 0x1166, 0x1183
@@ -89,6 +90,15 @@ class DeviceInfo:
     self.max_read_images, self.max_write_images = (self.info_int(k, ctypes.c_uint32) for k in (CL_DEVICE_MAX_READ_IMAGE_ARGS, CL_DEVICE_MAX_WRITE_IMAGE_ARGS))
     self.base_align = self.info_int(CL_DEVICE_MEM_BASE_ADDR_ALIGN, ctypes.c_uint32) // 8   # bits -> bytes: sub-buffer offsets
     self.max_alloc = self.info_int(CL_DEVICE_MAX_MEM_ALLOC_SIZE, ctypes.c_uint64)
+    # pocl (the CPU stand-in CI runs) keeps every kernel it compiles in its own disk cache (POCL_CACHE_DIR): handing it the
+    # source is cheaper than a program binary (serializing one makes it compile a second, generic work-group function), and
+    # a built program it holds (~1 MB of LLVM IR) can be released to bound memory, since rebuilding it hits that cache
+    self.caches_kernels = platform.startswith("Portable Computing Language") and os.environ.get("POCL_KERNEL_CACHE", "1") != "0"
+    # the kernels are OpenCL C 1.2, the language clBuildProgram's spec defaults to; pocl 3 defaults to 3.0, whose builtin
+    # declarations (2.0's atomics, pipes, device-side enqueue...) make its frontend ~15% slower for the same result
+    c_version = re.match(r"OpenCL C (\d+)\.(\d+)", self.info_str(CL_DEVICE_OPENCL_C_VERSION))
+    self.build_options = b"-cl-std=CL1.2" if c_version and (int(c_version[1]), int(c_version[2])) >= (1, 2) else b""
+    self.max_built = 256 if self.caches_kernels else 4096   # built programs a driver keeps (least recently launched go first)
   def info_str(self, key: int) -> str:
     size = ctypes.c_size_t()
     self.cl.check(self.cl.clGetDeviceInfo(self.device, key, 0, None, ctypes.byref(size)), "clGetDeviceInfo")
