@@ -113,10 +113,12 @@ def main(argv: list[str]) -> int:
   # ONNX's whole node-test suite (the default pytest run takes one test per op): a few minutes, so a step of its own
   run(PY, "-m", "pytest", "-q", "test/test_onnx_node.py", cwd=ROOT, env={**os.environ, "ONNX_NODE_TESTS": "all"})
   todo: list[tuple[str, Run]] = []
+  later: list[tuple[str, Run]] = []   # a backend's further runs go last: by then its first run has warmed shared caches
   for dev, opens, why in installed_backends():
-    for r in RUNS.get(dev, lambda opens, why: [Run(dev, missing=None if opens else why)])(opens, why):
+    for i, r in enumerate(RUNS.get(dev, lambda opens, why: [Run(dev, missing=None if opens else why)])(opens, why)):
       if r.missing: cannot_run(r)
-      else: todo.append((dev, r))
+      else: (later if i and any(d == dev for d, _ in todo) else todo).append((dev, r))
+  todo += later
   # the runs are independent single-threaded processes: as many at once as there are cores (TINYCORE_TEST_JOBS to choose)
   jobs = max(1, int(os.environ.get("TINYCORE_TEST_JOBS", os.cpu_count() or 1)))
   print(f"conformance: {len(todo)} runs, {jobs} at a time: " + ", ".join(r.what for _, r in todo), flush=True)
