@@ -30,9 +30,13 @@ def init() -> None:
   rank, world_size = _comm.Get_rank(), _comm.Get_size()
   previous = sys.excepthook
   def abort_job(kind, value, tb):  # an uncaught error in one rank ends every rank instead of leaving them waiting
-    previous(kind, value, tb)
+    # the one line that names the rank and the error goes first, in one write: mpiexec forwards output asynchronously
+    # and tears the job down on Abort, so whatever is written last is what may be lost
     sys.stderr.write(f"tinycore.distributed: rank {rank} of {world_size} failed ({kind.__name__}: {value}); aborting the job\n")
     sys.stderr.flush()
+    previous(kind, value, tb)
+    sys.stderr.flush()
+    time.sleep(0.5)  # let mpiexec pass the traceback on before Abort ends every process
     _comm.Abort(1)
   sys.excepthook = abort_job
 
