@@ -1,17 +1,25 @@
 """Data types, their promotion lattice, and conversions to numpy and Python values."""
 from __future__ import annotations
 import functools, math, struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 import numpy as np
 from tinycore.helpers import DEFAULT_FLOAT, DEFAULT_INT
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
   priority: int          # promotion order among scalars of the same kind
   itemsize: int          # bytes of one scalar
   name: str
   fmt: str | None        # struct format character, None where struct has none (bfloat16)
   count: int = 1         # vector width: >1 only inside kernels
+  # every UOp key holds a dtype, so hashing and comparing one is on the path of every node built: the hash is computed
+  # once, from int fields only (a str's hash differs between processes, and a pickled DType keeps its _hash)
+  def __post_init__(self): object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count, getattr(self, "size", 0))))
+  def __hash__(self): return self._hash
+  def __eq__(self, o):
+    if self is o: return True
+    if not isinstance(o, DType): return NotImplemented
+    return o.__class__ is self.__class__ and self._hash == o._hash and astuple_shallow(self) == astuple_shallow(o)
   def __repr__(self): return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
   def __lt__(self, o: DType): return (self.priority, self.itemsize, self.name, self.count) < (o.priority, o.itemsize, o.name, o.count)
   @property
@@ -23,12 +31,14 @@ class DType:
     return self if n == 1 else DType(self.priority, self.itemsize, self.name, None, n)
   def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, addrspace)
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
   base: DType = None  # type: ignore[assignment]
   size: int = -1
   addrspace: str = "global"  # "global", "local" (shared memory) or "reg" (accumulators)
   def __repr__(self): return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
+
+def astuple_shallow(dt: DType) -> tuple: return tuple(getattr(dt, f.name) for f in fields(dt))
 
 def _d(priority, itemsize, name, fmt): return DType(priority, itemsize, name, fmt)
 
@@ -59,11 +69,11 @@ class dtypes(metaclass=_DefaultDtypes):
   char, uchar, short, ushort, int, uint, long, ulong = int8, uint8, int16, uint16, int32, uint32, int64, uint64
 
   @staticmethod
-  def is_float(x: DType) -> bool: return x.scalar in FLOATS
+  def is_float(x: DType) -> bool: return x.scalar in _FLOAT_SET
   @staticmethod
-  def is_int(x: DType) -> bool: return x.scalar in INTS or x.scalar == dtypes.index
+  def is_int(x: DType) -> bool: return x.scalar in _INT_SET
   @staticmethod
-  def is_unsigned(x: DType) -> bool: return x.scalar in UINTS
+  def is_unsigned(x: DType) -> bool: return x.scalar in _UINT_SET
   @staticmethod
   def is_bool(x: DType) -> bool: return x.scalar == dtypes.bool
   @staticmethod
@@ -85,6 +95,8 @@ UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 INTS = SINTS + UINTS
 FLOATS = (dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 ALL_DTYPES = (dtypes.bool,) + INTS + FLOATS
+# membership by hash: a tuple's `in` calls __eq__ on every element before the match
+_FLOAT_SET, _INT_SET, _UINT_SET = frozenset(FLOATS), frozenset(INTS + (dtypes.index,)), frozenset(UINTS)
 DTYPES_BY_NAME = {d.name: d for d in ALL_DTYPES + (dtypes.void, dtypes.index)}
 DTYPES_BY_NAME_PUBLIC = {k: v for k, v in vars(dtypes).items() if isinstance(v, DType) and not k.startswith("default")}
 
@@ -161,6 +173,8 @@ def f32_to_bf16_bits(x: float) -> int:
   return ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
 def bf16_bits_to_f32(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xffff) << 16))[0]
 
+_ROUNDTRIP = {"f": struct.Struct("<f"), "e": struct.Struct("<e")}
+
 def truncate(dt: DType, x):
   """Convert a Python value to what `dt` holds exactly: the semantics constant folding must match."""
   dt = dt.scalar
@@ -174,5 +188,8 @@ def truncate(dt: DType, x):
     return x - (1 << (8*dt.itemsize)) if not dtypes.is_unsigned(dt) and x >= 1 << (8*dt.itemsize-1) else x
   x = float(x)
   if dt == dtypes.float64: return x
+  if (rt := _ROUNDTRIP.get(dt.fmt)) is not None:  # struct rounds to nearest even like numpy, without an errstate block
+    try: return rt.unpack(rt.pack(x))[0]
+    except OverflowError: pass  # past the dtype's largest finite value: numpy's conversion below gives inf
   if dt == dtypes.bfloat16: return bf16_bits_to_f32(f32_to_bf16_bits(float(np.float32(x))))
   with np.errstate(over="ignore"): return float(to_np_dtype(dt)(x))

@@ -81,6 +81,11 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       return wrapper
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    if data.__class__ is UOp and dtype is None and device is None and not requires_grad and data.dtype != dtypes.index:
+      # every Tensor method's result: a built node taken as it is (the checks below change nothing for it)
+      self.uop, self.requires_grad, self.grad = data, requires_grad, None
+      _all_tensors.add(self)
+      return
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file's bytes (tinygrad maps it from disk)
     if isinstance(data, UOp):
@@ -179,7 +184,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     items, becomes = create_schedule_cached(outs, create_schedule)
     run_schedule(items)
     mark_done(becomes)
-    for t in list(_all_tensors):  # re-point the tensors that held a realized node at its buffer
+    # re-point the tensors that held a realized node at its buffer: an asked node goes to its owner only (unless an
+    # assign), so every tensor alive is searched only when some other node (an assign, an inner contiguous) was realized
+    holders = list(_all_tensors) if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
+    for t in holders:
       if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
   def _buffer(self) -> Buffer:
     """The realized, contiguous buffer holding this tensor's data (a sharded tensor's gathered on its first device)."""
@@ -522,8 +530,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
         dt = x.dtype
         if isinstance(y, float) and not dtypes.is_float(x.dtype): dt = dtypes.default_float
         elif isinstance(y, int) and not isinstance(y, bool) and x.dtype == dtypes.bool: dt = dtypes.default_int
-        y = Tensor(UOp.const(dt, y, x.device))
         if dt != x.dtype: x = x.cast(dt)
+        y = Tensor(x.uop.const_like(y))  # already x's dtype, device and shape: nothing below changes either
+        return (y, x) if reverse else (x, y)
     if x.device != y.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device}; move one with .to()")
     if reverse: x, y = y, x
     if match_dtype and x.dtype != y.dtype:
