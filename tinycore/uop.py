@@ -45,7 +45,7 @@ class graph_property:
     return d[name]
 
 _node_refs: dict[tuple, weakref.ref] = {}
-_weakref = weakref.ref
+_weakref, _new_object = weakref.ref, object.__new__
 
 class UOpMeta(type):
   """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
@@ -56,7 +56,8 @@ class UOpMeta(type):
     # -0.0 == 0.0 in Python, but they are different constants (x * -0.0, 1 / -0.0): keep them apart
     if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, arg, "-0.0")
     if (wr := _node_refs.get(key)) is not None and (ret := wr()) is not None: return ret
-    ret = super().__call__(op, dtype, src, arg)
+    ret = _new_object(cls)  # the fields set here, not in an __init__: one Python frame less per node built
+    ret.op, ret.dtype, ret.src, ret.arg, ret._children = op, dtype, src, arg, None
     def gone(w, key=key):  # the node was freed: drop its cache entry and its place in its sources' children
       if _node_refs.get(key) is w: del _node_refs[key]
       for s in key[2]:
@@ -71,8 +72,7 @@ class UOpMeta(type):
 
 class UOp(metaclass=UOpMeta):
   __slots__ = ("op", "dtype", "src", "arg", "_children", "__weakref__", "__dict__")
-  def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None):
-    self.op, self.dtype, self.src, self.arg, self._children = op, dtype, src, arg, None
+  # built by UOpMeta.__call__(op, dtype=dtypes.void, src=(), arg=None), which sets the fields (no __init__)
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kw) -> UOp:
     return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
