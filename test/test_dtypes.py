@@ -1,9 +1,10 @@
 """Dtypes: promotion (tensor/tensor and tensor/Python scalar), casts with saturation and wraparound, bitcasts, NaN/inf/-0.0, half rounding."""
+import math
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 from tinycore import Tensor, dtypes
-from tinycore.dtype import least_upper_dtype
+from tinycore.dtype import least_upper_dtype, truncate
 
 INTS = [dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64]
 FLOATS = [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64]
@@ -291,3 +292,20 @@ def test_bfloat16_arithmetic_rounds_every_result():
   np.testing.assert_array_equal((ta + tb).numpy(), round_bf16(a + b))
   assert ((ta * tb).numpy().view(np.uint32) & 0xFFFF == 0).all()  # every value is a bfloat16
   assert (ta.sum()).dtype == dtypes.bfloat16 and ta.sum().item() == round_bf16(np.array([a.astype(np.float64).sum()]))[0]
+
+def test_dtype_hash_and_equality():
+  """DType's cached hash: equal dtypes (a pickled copy too) hash alike, and dtypes differing in any field are unequal."""
+  import pickle
+  f = dtypes.float32
+  assert pickle.loads(pickle.dumps(f)) == f and {f: 1}[pickle.loads(pickle.dumps(f))] == 1
+  assert f.ptr(16) == f.ptr(16) and hash(f.ptr(16)) == hash(f.ptr(16)) and f.ptr(16) != f.ptr(16, "local")
+  assert f.ptr(16) != f.ptr(32) and f != f.ptr(16) and f.vec(4) != f and f.vec(4) == f.vec(4) and f != dtypes.int32
+  assert (f == "float") is False and f != None  # noqa: E711
+
+@given(st.floats(allow_nan=True, allow_infinity=True, width=64))
+def test_truncate_to_float32_and_float16_matches_numpy(x):
+  """truncate's struct round trip rounds like numpy's conversion, overflow to inf included."""
+  for dt, np_dt in ((dtypes.float32, np.float32), (dtypes.float16, np.float16)):
+    with np.errstate(over="ignore"): want = np_dt(x)
+    got = truncate(dt, x)
+    assert (np.isnan(want) and math.isnan(got)) or (got == want and math.copysign(1, got) == math.copysign(1, want))

@@ -235,6 +235,19 @@ def test_schedule_cache_replays_structurally_equal_graphs():
   np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
   np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
 
+def test_schedule_cache_keys_of_one_hash_never_share_a_template():
+  """The cache is looked up by the key's hash: hash(-1) == hash(-2) in Python, so graphs differing only in those
+  constants have keys of one hash, and each must still run its own schedule."""
+  from tinycore import schedule_cache
+  a = Tensor(np.arange(8, dtype=np.int32)).realize()
+  key = lambda c: schedule_cache._walk([(a + c).uop])[0]
+  assert key(-1) != key(-2) and hash(key(-1)) == hash(key(-2))
+  before = _hits()
+  for _ in range(4):
+    for c in (-1, -2, -1):
+      np.testing.assert_equal((a + c).numpy(), np.arange(8) + c)
+  assert _hits() > before
+
 def test_schedule_cache_keeps_no_buffer_alive():
   import gc, weakref
   from tinycore.schedule import buffers

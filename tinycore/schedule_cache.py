@@ -19,8 +19,8 @@ from tinycore.multi import make_buffer
 from tinycore import schedule as _sched
 
 SCHEDULE_CACHE_SIZE = getenv("SCHEDULE_CACHE_SIZE", 512)   # templates kept (least recently used dropped); 0 turns it off
-_cache: OrderedDict[int, tuple] = OrderedDict()      # hash(key) -> (key, _Template, _ONCE (seen once: a template is made on the 2nd
-_ONCE, _NEVER = object(), object()                    # miss, so one-off graphs never pay for one) or _NEVER (uncacheable))
+_cache: OrderedDict[int, list] = OrderedDict()       # hash(key) -> [[key, _Template or _ONCE (seen once: a template is made on the 2nd
+_ONCE, _NEVER = object(), object()                    # miss, so one-off graphs never pay for one) or _NEVER (uncacheable)], ...]
 _BUFFER, _BIND, _ASSIGN, _CONTIGUOUS = Ops.BUFFER, Ops.BIND, Ops.ASSIGN, Ops.CONTIGUOUS
 stats = {"hits": 0, "misses": 0, "uncacheable": 0}
 
@@ -139,19 +139,20 @@ def create_schedule_cached(outs: list[UOp], create_schedule=None):
     stats["uncacheable"] += 1
     return create_schedule(outs)
   key, nodes, ids, bufs, slot, binds = w
-  # by the key's hash, the key kept beside: hashing the key (a dtype, an arg per node) once per lookup, not twice for
-  # the LRU move; two keys of one hash just take turns in the slot
+  # by the key's hash, the keys kept beside: the key (a dtype, an arg per node) is hashed once per lookup, not again
+  # for the LRU move; keys of one hash (hash(-1) == hash(-2)) share a bucket, each with its own entry
   h = hash(key)
-  t = e[1] if (e := _cache.get(h)) is not None and e[0] == key else None
-  if t is not None: _cache.move_to_end(h)
-  if isinstance(t, _Template):
+  if (bucket := _cache.get(h)) is None: bucket = _cache[h] = []
+  else: _cache.move_to_end(h)
+  if (entry := next((e for e in bucket if e[0] == key), None)) is None: bucket.append(entry := [key, None])
+  if isinstance(t := entry[1], _Template):
     stats["hits"] += 1
     return _replay(t, nodes, bufs, binds)
   stats["misses"] += 1
   items, becomes = create_schedule(outs)
   if t is _ONCE:
     if (t := _make_template(items, becomes, ids, slot, len(bufs), binds)) is None: stats["uncacheable"] += 1
-    _cache[h] = (key, t if t is not None else _NEVER)
-  elif t is None: _cache[h] = (key, _ONCE)
+    entry[1] = t if t is not None else _NEVER
+  elif t is None: entry[1] = _ONCE
   while len(_cache) > SCHEDULE_CACHE_SIZE: _cache.popitem(last=False)
   return items, becomes
