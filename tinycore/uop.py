@@ -152,7 +152,8 @@ class UOp(metaclass=UOpMeta):
   def reshape(self, shape: tuple) -> UOp:
     shape = tuple(shape)
     if self.shape == shape: return self
-    if resolve(sint_to_uop(prod(self.shape)).ne(prod(shape)) if not all_int(self.shape + shape) else prod(self.shape) != prod(shape), False) or any(resolve(s < 0, False) for s in shape):
+    if (prod(self.shape) != prod(shape) or min(shape, default=0) < 0) if all_int(self.shape + shape) else \
+       resolve(sint_to_uop(prod(self.shape)).ne(prod(shape)), False) or any(resolve(s < 0, False) for s in shape):
       raise ValueError(f"cannot reshape {self.shape} (size {prod(self.shape)}) to {shape} (size {prod(shape)})")
     return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
   def expand(self, shape: tuple) -> UOp:
