@@ -100,6 +100,18 @@ def bench_launch(reps: int) -> float:
   runner = get_runner(si.bufs[0].device, si.ast)
   return med(timeit(lambda: runner(si.bufs, {}), reps, warmup=10)) * 1e6
 
+def dispatch_calls(n: int = 100) -> float:
+  """Python function calls per cached dispatch, counted by cProfile: a figure that load on a shared machine cannot move."""
+  import cProfile, pstats
+  from tinycore import Tensor
+  s = Tensor(np.arange(16, dtype=np.float32)).realize()
+  for _ in range(10): (s + 1).realize()
+  prof = cProfile.Profile()
+  prof.enable()
+  for _ in range(n): (s + 1).realize()
+  prof.disable()
+  return pstats.Stats(prof).total_calls / n
+
 def bench_jit_dispatch(reps: int) -> float | None:
   try: from tinycore.jit import TinyJit
   except ImportError: return None
@@ -203,7 +215,8 @@ def main():
   table(f"((x*2+1).exp()).sum() over {args.chain} floats (median of {args.reps})", ch, "ms", False)
   dp = bench_dispatch(fws, 20 * args.reps)
   table(f"dispatch of a small cached op, (s+1).realize() on 16 floats (median of {20 * args.reps} calls, lowest of 5 batches)", dp, "us", False)
-  print(f"  tinycore kernel launch alone (runner call, no scheduling): {bench_launch(20 * args.reps):.2f} us")
+  print(f"  tinycore kernel launch alone (runner call, no scheduling): {bench_launch(20 * args.reps):.2f} us; "
+        f"{dispatch_calls():.0f} Python function calls per dispatch")
   if (jit := bench_jit_dispatch(20 * args.reps)) is not None: print(f"  tinycore through TinyJit replay: {jit:.2f} us")
   print(f"\nfirst-call compile of an elementwise kernel (median of {max(5, args.reps)}): {bench_compile(max(5, args.reps)):.1f} ms")
   one, many = bench_threads(args.n, args.reps)
