@@ -159,7 +159,7 @@ def test_rand_like_multinomial_and_empty():
   freq = np.bincount(s, minlength=4) / 4000
   assert freq[1] == 0 and np.abs(freq - [0.1, 0.0, 0.6, 0.3]).max() < 0.03
   assert Tensor([[1.0, 0.0], [0.0, 1.0]]).multinomial().numpy().tolist() == [[0], [1]]
-  with pytest.raises(NotImplementedError, match="replacement"): Tensor([0.5, 0.5]).multinomial(2)
+  with pytest.raises(RuntimeError, match="without replacement"): Tensor([0.5, 0.5]).multinomial(3)
 
 def test_train_modes():
   assert Tensor.training is False
@@ -216,7 +216,7 @@ def test_assign_writes_the_buffer_and_keeps_the_tensor():
   w.assign(5.0)
   assert w.numpy().tolist() == [5.0] * 3
   with pytest.raises(ValueError, match=r"shape \(2,\) does not match \(3,\)"): w.assign(Tensor([1.0, 2.0]))
-  with pytest.raises(ValueError, match="dtype"): w.assign(Tensor([1, 2, 3]))
+  with pytest.raises(RuntimeError, match="dtype"): w.assign(Tensor([1, 2, 3]))
 
 def test_assign_to_a_view_writes_through_to_the_tensor():
   x = Tensor.zeros(4).contiguous().realize()

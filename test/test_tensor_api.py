@@ -401,3 +401,111 @@ def test_half_matmul_gradient_and_dtype_results():
   assert (Tensor([1, 2], dtype=dtypes.int8) << 2).dtype == dtypes.int8 and (Tensor([-8]) >> 1).item() == -4
   inf, nan = float("inf"), float("nan")
   np.testing.assert_equal(Tensor([1.0, inf, nan]).isclose(Tensor([1.0 + 1e-9, inf, nan])).numpy(), [True, True, False])
+
+# ***** state: assign, replace, realize, devices, .grad *****
+
+def test_from_url_over_http_from_a_local_server(tmp_path, monkeypatch):
+  import functools, gzip, http.server, threading
+  (tmp_path / "w.bin").write_bytes(np.array([1.5, -2.0, 3.25], np.float32).tobytes())
+  (tmp_path / "w.gz").write_bytes(gzip.compress(bytes([7, 8, 9])))
+  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path)))
+  server.RequestHandlerClass.log_message = lambda *a: None
+  threading.Thread(target=server.serve_forever, daemon=True).start()
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  try:
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    np.testing.assert_equal(Tensor.from_url(f"{base}/w.bin", dtype=dtypes.float32).numpy(), [1.5, -2.0, 3.25])
+    t = Tensor.from_url(f"{base}/w.gz", gunzip=True)
+    assert t.dtype == dtypes.uint8 and t.tolist() == [7, 8, 9]
+    (tmp_path / "w.bin").unlink()  # a second read comes from the download cache
+    np.testing.assert_equal(Tensor.from_url(f"{base}/w.bin", dtype=dtypes.float32).numpy(), [1.5, -2.0, 3.25])
+    with pytest.raises(OSError, match="put the file at"): Tensor.from_url(f"{base}/missing.bin")
+  finally: server.shutdown()
+
+def test_assign_forms_and_views_see_the_write():
+  w = Tensor.zeros(2, 3).contiguous().realize()
+  row = w[1]
+  w.assign(Tensor([1.0, 2.0, 3.0]))  # broadcast to (2, 3)
+  np.testing.assert_equal(w.numpy(), [[1, 2, 3], [1, 2, 3]])
+  w.assign([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]).realize()  # a list, in w's dtype
+  w.assign(w)  # itself: nothing changes
+  np.testing.assert_equal(row.numpy(), [3, 4, 5])  # a view of w reads the buffer
+  w.assign(7)
+  np.testing.assert_equal(w.numpy(), np.full((2, 3), 7.0))
+  w[0, 1:].assign(Tensor([8.0, 9.0]))  # through a view into w's buffer
+  np.testing.assert_equal(w.numpy(), [[7, 8, 9], [7, 7, 7]])
+  with pytest.raises(RuntimeError, match="dtype"): w.assign(Tensor([[1, 2, 3]] * 2))
+
+def test_replace_takes_the_graph_dtype_and_device_without_writing():
+  a = Tensor([1.0, 2.0]).contiguous().realize()
+  view = a.reshape(2, 1)
+  a.replace(Tensor([5, 6], dtype=dtypes.int32, device="CPU:1"))
+  assert a.dtype == dtypes.int32 and a.device == "CPU:1" and a.tolist() == [5, 6]
+  np.testing.assert_equal(view.numpy().reshape(-1), [1.0, 2.0])  # the old buffer was not written
+  with pytest.raises(ValueError, match="shape"): a.replace(Tensor([1, 2, 3]))
+
+def test_realize_many_tensors_in_one_call():
+  a, b = Tensor.arange(4).float() * 2, Tensor.ones(3) + 1
+  assert a.realize(b) is a
+  assert a.uop.is_realized and b.uop.is_realized
+  np.testing.assert_equal(a.numpy(), [0, 2, 4, 6])
+  np.testing.assert_equal(b.numpy(), [2, 2, 2])
+  Tensor.realize_all(a, b)  # already realized: nothing to run
+
+def test_to_and_shard_argument_forms():
+  x = Tensor.arange(8).reshape(2, 4).float()
+  assert x.to(None).device == x.device and x.to("cpu:1").device == "CPU:1"
+  assert x.to(["CPU:0", "CPU:1"]).device == ("CPU", "CPU:1")  # a list: replicated
+  assert x.shard(("CPU:1",)).device == "CPU:1"  # one device: a plain copy
+  y = x.shard(["CPU:0", "CPU:1"], axis=-1)
+  assert y.device == ("CPU", "CPU:1") and y.uop.arg == 1
+  np.testing.assert_equal(y.numpy(), x.numpy())
+  z = Tensor.ones(2, 4).shard_like(y)
+  assert z.device == y.device and z.uop.arg == 1 and z.shard_like(y) is z
+  np.testing.assert_equal((z + y).numpy(), x.numpy() + 1)
+  assert Tensor.ones(2).shard_like(x).device == x.device
+  r = Tensor.ones(3).shard(("CPU:0", "CPU:1"))
+  assert Tensor.zeros(3).shard_like(r).uop.arg is None  # replicated like r
+  s = Tensor.arange(4).float()
+  s.shard_(("CPU:0", "CPU:1"), axis=0)
+  assert s.device == ("CPU", "CPU:1") and s.tolist() == [0, 1, 2, 3]
+
+def test_backward_fills_grad_in_every_form_tinygrad_has():
+  t = Tensor([1.0, 2.0, 3.0, 4.0])  # tinygrad's own docstring example: no requires_grad needed
+  t.sum().backward()
+  np.testing.assert_equal(t.grad.numpy(), [1, 1, 1, 1])
+  a, w = Tensor([1.0, 2.0]), Tensor([[1.0], [3.0]], requires_grad=True)
+  h = a.reshape(1, 2) @ w
+  loss = (h * h).sum()
+  loss.backward()
+  np.testing.assert_equal(a.grad.numpy(), [2 * 7 * 1, 2 * 7 * 3])  # d(h^2)/da = 2h w, h = 7
+  np.testing.assert_equal(h.grad.numpy(), [[14]])  # intermediate tensors get theirs too
+  assert loss.grad.item() == 1.0
+  (a * 3).sum().backward()  # a second backward adds
+  np.testing.assert_equal(a.grad.numpy(), [17, 45])
+  v = Tensor([1.0, 2.0, 3.0])
+  (v * v).backward(gradient=Tensor([1.0, 0.5, 0.0]))  # a non-scalar value with its upstream gradient
+  np.testing.assert_equal(v.grad.numpy(), [2, 2, 0])
+  stats, i = Tensor([1.0, 1.0], requires_grad=False), Tensor([1, 2])
+  (a * stats + i).sum().backward()
+  assert stats.grad is None and i.grad is None  # requires_grad=False and int tensors get none
+  m = Tensor([2.0, 3.0])
+  (m * m).sum().backward()
+  moved = m.to("CPU:1")
+  assert moved.grad.device == "CPU:1" and moved.grad.tolist() == [4, 6]
+  m.to_("CPU:1")
+  assert m.device == "CPU:1" and m.grad.device == "CPU:1"
+
+def test_setitem_is_differentiable_where_it_updates_the_graph():
+  x, v = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True), Tensor([10.0, 20.0], requires_grad=True)
+  y = x * 2
+  y[1:3] = v * 3
+  (y * Tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+  np.testing.assert_equal(y.numpy(), [2, 30, 60, 8])
+  np.testing.assert_equal(x.grad.numpy(), [2, 0, 0, 8])  # written positions pass nothing to x
+  np.testing.assert_equal(v.grad.numpy(), [6, 9])
+  buf = Tensor([1.0, 2.0, 3.0]).contiguous().realize()
+  view = buf[0:2]
+  view[0] = 9.0  # a view of a buffer writes into it
+  np.testing.assert_equal(buf.numpy(), [9, 2, 3])
+  with pytest.raises(RuntimeError, match="clone"): x[0] = 1.0

@@ -151,6 +151,11 @@ BINARY = [
   C("pow_zero_base", [np.array([0.0, 0.0, 0.0, 0.0, 2.0], np.float32), np.array([2.0, 0.0, 1.0, 0.5, 0.0], np.float32)], lambda T, a, b: a.pow(b)),
   C("pow_negative_base_int_exponent", [np.array([-2.0, -1.5, -3.0], np.float32)], lambda T, x: x ** 2 + x ** 3 + x.pow(-2)),
   C("pow_int_tensors", [ints(2, 3, -2, 0, 5), ints(3, 2, 3, 0, 1)], lambda T, a, b: (a ** b, a ** 2)),
+  # d/dt of b**t is b**t * log(b): PyTorch's 0 at a zero base with t >= 0, -inf with t < 0, NaN for a negative base (b**t is
+  # real only at integer t), as are both slopes of a negative base with a fractional exponent
+  C("pow_exponent_grad", [np.array([0.0, 0.0, 0.0, 0.0, 0.0, -2.0, -2.0, -2.0, -2.0, 3.0, 0.5, 2.0, 0.0, -1.5], np.float32),
+                          np.array([2.0, 0.0, -1.0, 0.5, 1.0, 2.0, 3.0, 0.5, -2.0, 0.0, -1.5, 0.3, -0.5, 0.0], np.float32)], lambda T, a, b: a ** b),
+  C("pow_scalar_base", [np.array([0.0, 1.0, -1.5, 3.0, 2.0, 0.5], np.float32)], lambda T, t: (2 ** t, 0 ** t, 0.0 ** t, (-2.0) ** t, 0.5 ** t, t.pow(t))),
   C("maximum_minimum", [(3, 4), (4,)], lambda T, a, b: a.maximum(b) + a.minimum(b) * 2 + a.maximum(0.5) + a.minimum(-1),
     lambda T, a, b: T.maximum(a, b) + T.minimum(a, b) * 2 + a.clamp(min=0.5) + a.clamp(max=-1)),
   C("maximum_ties", [np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, 1.0, 4.0], np.float32)], lambda T, a, b: a.maximum(b) + a.minimum(b) * 3,
@@ -319,6 +324,24 @@ SETITEM = [
   C("setitem_int_dtype", [(5,)], _setitem(slice(1, 4), 7), dtype=I32, low=0, high=9),
 ]
 
+def _setitem_grad(idx, scale=3.0):
+  """y = x * 2 (not a leaf); y[idx] = v * scale: the gradient reaches x outside the written positions and v inside them."""
+  def f(T, x, v):
+    y = x * 2
+    y[idx] = v * scale
+    return y
+  return f
+
+SETITEM += [
+  C("setitem_grad_int", [(3, 4), (4,)], _setitem_grad(1)),
+  C("setitem_grad_slice_step", [(4, 6), (2, 3)], _setitem_grad((slice(1, 3), slice(None, None, 2)))),
+  C("setitem_grad_broadcast", [(3, 4), (1,)], _setitem_grad((slice(None), slice(1, 3)))),
+  C("setitem_grad_int_tensor", [(4, 3), ints(3, 0), (2, 3)], lambda T, x, i, v: _setitem_grad(i)(T, x, v)),
+  C("setitem_grad_int_int", [(3, 4), (2,)], _setitem_grad(([0, 2], [1, 3]))),
+  C("setitem_grad_bool_mask", [(3, 4), ()], lambda T, x, v: _setitem_grad(x > 0)(T, x, v)),
+  C("setitem_grad_scalar", [(3, 4)], lambda T, x: (lambda y: (y.__setitem__((0, slice(1, None)), -1.0), y)[1])(x * x)),
+]
+
 # ***** linear algebra, einsum *****
 LINALG = [
   C("matmul_2d", [(3, 4), (4, 5)], lambda T, a, b: (a @ b, a.matmul(b), a.dot(b) if T is Tensor else a.mm(b))),
@@ -347,6 +370,13 @@ NN = [
     lambda T, x, w, b, w2: (F(T).conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1), F(T).conv_transpose2d(x, w2, groups=2, dilation=2)), low=-1, high=1),
   C("max_pool2d", [(1, 2, 5, 6)], lambda T, x: (x.max_pool2d(), x.max_pool2d(3, stride=2, padding=1), x.max_pool2d((2, 3), stride=1, dilation=(2, 1)), x.max_pool2d(2, ceil_mode=True)),
     lambda T, x: (F(T).max_pool2d(x, 2), F(T).max_pool2d(x, 3, stride=2, padding=1), F(T).max_pool2d(x, (2, 3), stride=1, dilation=(2, 1)), F(T).max_pool2d(x, 2, ceil_mode=True))),
+  C("conv2d_padding_same_valid", [(2, 4, 6, 7), (3, 4, 3, 2), (1, 2, 8), (2, 2, 4)],
+    lambda T, x, w, y, v: (x.conv2d(w, padding="same"), x.conv2d(w, padding="valid"), x.conv2d(w, padding="same", dilation=(2, 3)),
+                           x.conv2d(w, padding=(2, 1)), y.conv2d(v, padding="same"), y.conv2d(v, padding="same", dilation=2)),
+    lambda T, x, w, y, v: (F(T).conv2d(x, w, padding="same"), F(T).conv2d(x, w, padding="valid"), F(T).conv2d(x, w, padding="same", dilation=(2, 3)),
+                           F(T).conv2d(x, w, padding=(2, 1)), F(T).conv1d(y, v, padding="same"), F(T).conv1d(y, v, padding="same", dilation=2)), low=-1, high=1),
+  C("max_unpool2d_output_size", [(2, 3, 5, 5)], lambda T, x: (lambda v, i: (v.max_unpool2d(i, 2, output_size=(5, 5)), v.max_unpool2d(i, 2, output_size=(2, 3, 5, 5))))(*x.max_pool2d(2, return_indices=True)),
+    lambda T, x: (lambda v, i: (F(T).max_unpool2d(v, i, 2, output_size=(5, 5)), F(T).max_unpool2d(v, i, 2, output_size=(2, 3, 5, 5))))(*F(T).max_pool2d(x, 2, return_indices=True))),
   C("max_pool2d_indices_unpool", [(1, 1, 4, 4)], lambda T, x: (lambda v, i: (v, i, v.max_unpool2d(i, 2)))(*x.max_pool2d(2, return_indices=True)),
     lambda T, x: (lambda v, i: (v, i, F(T).max_unpool2d(v, i, 2)))(*F(T).max_pool2d(x, 2, return_indices=True))),
   C("avg_pool2d", [(1, 2, 5, 6)], lambda T, x: (x.avg_pool2d(), x.avg_pool2d(3, stride=2, padding=1), x.avg_pool2d(3, stride=2, padding=1, count_include_pad=False), x.avg_pool2d(2, ceil_mode=True)),
@@ -439,6 +469,40 @@ def test_random_creation_shapes_dtypes_ranges(device):
     d = Tensor.ones(2000).dropout(0.25).numpy()
   assert np.all(np.isclose(d, 0) | np.isclose(d, 1 / 0.75)) and abs((d == 0).mean() - 0.25) < 0.05
 
+# ***** bitcast: every pair of dtypes, same size and size-changing along the last dim, bit for bit as torch's view(dtype) *****
+BITCAST_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
+
+@pytest.mark.parametrize("src", BITCAST_DTYPES)
+def test_bitcast_every_pair(src, device, torch):
+  # 2 rows of 16 bytes: every element size divides a row. A bool holds 0 or 1, so bytes that become or come from bools are 0/1.
+  raw = np.random.default_rng(BITCAST_DTYPES.index(src)).integers(0, 256, (2, 16), dtype=np.uint8)
+  gots, wants = [], []
+  for dst in BITCAST_DTYPES:
+    bits = raw & 1 if "bool" in (src, dst) else raw
+    got, want = Tensor(bits).bitcast(src).bitcast(dst), torch.tensor(bits).view(getattr(torch, src)).view(getattr(torch, dst))
+    assert got.dtype == getattr(dtypes, dst) and got.shape == tuple(want.shape), (src, dst, got.shape, tuple(want.shape))
+    gots.append(got.bitcast("uint8"))
+    wants.append(want.view(torch.uint8).numpy())
+  got_bytes = Tensor.cat(*gots, dim=1).numpy()  # one kernel for all 13 targets
+  for i, dst in enumerate(BITCAST_DTYPES): np.testing.assert_array_equal(got_bytes[:, 16 * i:16 * (i + 1)], wants[i], err_msg=f"{src} -> {dst}")
+
+# ***** multinomial: the distribution of the draws, with a fixed seed and a tolerance a wrong sampler fails *****
+def test_multinomial_statistics(device):
+  Tensor.manual_seed(7)
+  p, n = np.array([0.1, 0.2, 0.3, 0.4]), 3000
+  w = Tensor(p * 5).reshape(1, 4).expand(n, 4)  # unnormalized weights, one row per trial
+  first_two = w.multinomial(2).numpy()
+  assert first_two.shape == (n, 2) and (first_two[:, 0] != first_two[:, 1]).all(), "without replacement a class is drawn once per row"
+  # draw 1 follows p; draw 2 follows p with draw 1's class removed: P(j) = sum_i p_i p_j / (1 - p_i)
+  second = np.array([sum(p[i] * p[j] / (1 - p[i]) for i in range(4) if i != j) for j in range(4)])
+  np.testing.assert_allclose(np.bincount(first_two[:, 0], minlength=4) / n, p, atol=0.03)
+  np.testing.assert_allclose(np.bincount(first_two[:, 1], minlength=4) / n, second, atol=0.03)
+  perm = Tensor([1.0, 0.0, 3.0, 2.0]).multinomial(4).numpy()  # every class once, the zero weight last
+  assert sorted(perm.tolist()) == [0, 1, 2, 3] and perm[-1] == 1
+  with_repl = Tensor(p).multinomial(n, replacement=True).numpy()
+  np.testing.assert_allclose(np.bincount(with_repl, minlength=4) / n, p, atol=0.03)
+  assert Tensor([[0.0, 1.0], [1.0, 0.0]]).multinomial(2).numpy().tolist() == [[1, 0], [0, 1]]
+
 # ***** bad input: tinygrad's exception types (PyTorch's where they agree), each with a message *****
 def _x(*shape): return Tensor.ones(*shape)
 ERRORS = [
@@ -476,6 +540,13 @@ ERRORS = [
   ("sdpa_mask_and_causal", lambda: _x(1, 2, 2).scaled_dot_product_attention(_x(1, 2, 2), _x(1, 2, 2), attn_mask=_x(2, 2), is_causal=True), RuntimeError),
   ("backward_through_comparison", lambda: (Tensor([1.0, 2.0], requires_grad=True) > 0).sum().backward(), RuntimeError),
   ("gradient_of_int_target", lambda: Tensor([1.0]).sum().gradient(Tensor([1])), RuntimeError),
+  ("bitcast_bytes_do_not_divide", lambda: Tensor([1, 2, 3], dtype=dtypes.uint8).bitcast(dtypes.float32), RuntimeError),
+  ("bitcast_size_of_0d", lambda: Tensor(1, dtype=dtypes.int32).bitcast(dtypes.int16), RuntimeError),
+  ("multinomial_more_samples_than_classes", lambda: _x(3).multinomial(4), RuntimeError),
+  ("assign_dtype_mismatch", lambda: _x(3).contiguous().realize().assign(Tensor([1, 2, 3])), RuntimeError),
+  ("assign_shape_mismatch", lambda: _x(3).contiguous().realize().assign(_x(2)), ValueError),
+  ("setitem_leaf_requiring_grad", lambda: Tensor([1.0, 2.0], requires_grad=True).__setitem__(0, 3.0), RuntimeError),
+  ("shard_a_sharded_tensor", lambda: _x(2, 2).shard(("CPU:0", "CPU:1")).shard(("CPU:0", "CPU:1")), RuntimeError),
   ("truth_value", lambda: bool(_x(2)), TypeError),
   ("len_of_0d", lambda: len(_x()), TypeError),
 ]

@@ -227,10 +227,11 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if device == self.device: return self
     cp = UOp(Ops.COPY, self.dtype, (self.uop,), device)
     ret = Tensor(UOp(Ops.MULTI, self.dtype, (cp,), None) if isinstance(device, tuple) and isinstance(self.device, str) else cp)
-    ret.requires_grad, ret.grad = self.requires_grad, self.grad
+    ret.requires_grad, ret.grad = self.requires_grad, None if self.grad is None else self.grad.to(device)
     return ret
   def to_(self, device: str | tuple | None) -> Tensor:
-    self.uop = self.to(device).realize().uop
+    moved = self.to(device).realize()
+    self.uop, self.grad = moved.uop, moved.grad
     return self
   def shard(self, devices: tuple | list, axis: int | tuple | None = None) -> Tensor:
     """This tensor split along `axis` over a tuple of devices, shard i on devices[i] (axis None: the whole tensor on each).
@@ -239,8 +240,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     The result is one tensor whose device is the flat tuple: every op works on it, and reductions over a split axis
     all-reduce between the devices that split it."""
     flat, grid = _device_grid(devices)
+    if isinstance(self.device, tuple): raise RuntimeError(f"shard: this tensor is already on {self.device}; .to() one device first")
+    if len(flat) == 1: return self.to(flat[0])
     devices = _canon_device(flat)
-    if isinstance(self.device, tuple): raise ValueError(f"shard: this tensor is already on {self.device}; .to() one device first")
     axes = axis if isinstance(axis, tuple) else (axis,)
     if len(axes) != len(grid): raise ValueError(f"shard over a grid of {'x'.join(map(str, grid))} devices needs one axis (or None) per grid dimension, got axis={axis}")
     axes = tuple(None if a is None else normalize_axis(a, self.ndim) for a in axes)
@@ -254,6 +256,15 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def shard_(self, devices: tuple | list, axis: int | None = None) -> Tensor:
     self.uop = self.shard(devices, axis).uop
     return self
+  def shard_like(self, y: Tensor) -> Tensor:
+    """This tensor placed the way y is: on y's device, or split over y's devices along y's axis (replicated if y is)."""
+    if isinstance(y.device, str): return self.to(y.device)
+    axis = y.uop.arg if y.uop.op is Ops.MULTI else None
+    if isinstance(self.device, tuple):
+      if self.device == y.device and self.uop.op is Ops.MULTI and self.uop.arg == axis: return self
+      raise RuntimeError(f"shard_like: this tensor is already on {self.device}; .to() one device first")
+    if isinstance(axis, tuple): raise ValueError(f"shard_like: y is split over a grid of devices; use shard(grid, axis=(...)) for that")
+    return self.shard(y.device, axis)
   def clone(self, device: str | None = None) -> Tensor:
     # a plain buffer is copied through an add (cast back: bool + 0 is an int, which the bool CONTIGUOUS would misread)
     ret = Tensor(UOp(Ops.CONTIGUOUS, self.dtype, ((self + 0).cast(self.dtype).uop if is_plain_view(self.uop) else self.uop,), unique_id()),
@@ -277,9 +288,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     through to the viewed tensor's buffer, at once (like `x[0:2] = v`); positions the view pads are not written, and a
     view that repeats elements (expand) is refused. A view of an unrealized computation has no buffer to write through
     to: it gets one of its own (realize the base first to write into it)."""
-    if not isinstance(x, Tensor): x = Tensor.full(self.shape, x, device=self.device, dtype=self.dtype)
-    if x.shape != self.shape: raise ValueError(f"assign: shape {x.shape} does not match {self.shape}")
-    if x.dtype != self.dtype: raise ValueError(f"assign: dtype {x.dtype} does not match {self.dtype}; cast it first")
+    if not isinstance(x, Tensor):
+      x = Tensor(x, device=self.device, dtype=self.dtype) if isinstance(x, (list, tuple, np.ndarray)) else Tensor.full(self.shape, x, device=self.device, dtype=self.dtype)
+    if x.uop is self.uop: return self  # writing a tensor into itself changes nothing
+    if x.shape != self.shape:  # x broadcasts to self's shape, as in tinygrad and PyTorch's copy_
+      try: x = x._broadcast_to(self.shape)
+      except ValueError: raise ValueError(f"assign: shape {x.shape} does not match {self.shape} (nor broadcast to it)") from None
+    if x.dtype != self.dtype: raise RuntimeError(f"assign: dtype {x.dtype} does not match {self.dtype}; cast it first (x.cast({self.dtype}))")
     if x.device != self.device: x = x.to(self.device)
     if self.uop.op is not Ops.ASSIGN and not _plain(self.uop) and (written := self._assign_through_view(x)) is not None: return written
     # a pending assign already names the buffer: chain onto it lazily (x's graph reads the earlier write)
@@ -314,6 +329,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     self.uop = self.uop.substitute({base: target})  # the view, now of the written buffer
     return self
   def replace(self, x: Tensor) -> Tensor:
+    """Make this tensor x (its graph, dtype and device; the shapes must match): no data is written, other views keep the old data."""
     if x.shape != self.shape: raise ValueError(f"replace: shape {x.shape} does not match {self.shape}")
     self.uop = x.uop
     return self
@@ -500,15 +516,14 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       raise RuntimeError(f"only float tensors have gradients: this value is {self.dtype} (a comparison, argmax or cast to int "
                          "is not differentiable); differentiate a float value")
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Accumulate d(self)/dt into t.grad for every tensor t with requires_grad=True in self's graph."""
+    """Accumulate d(self)/dt into t.grad for every float tensor t in self's graph (self too), as tinygrad does, except
+    those marked requires_grad=False (detached values, BatchNorm's running statistics)."""
     self._check_differentiable()
-    if self.uop.is_realized and not any(s.op is not Ops.BUFFER for s in [self.uop.base]) and self.uop.base.op is Ops.BUFFER and self.uop.op in (Ops.BUFFER, Ops.RESHAPE):
-      in_graph = [t for t in list(_all_tensors) if t.requires_grad and t.uop is self.uop]
-      if not in_graph: raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
-                                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
+    if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in list(_all_tensors)):
+      raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
+                         "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
     graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
-    targets = [t for t in list(_all_tensors) if t.requires_grad and t.uop in graph]
-    if not targets: raise RuntimeError("backward(): no tensor with requires_grad=True is in this value's graph")
+    targets = [t for t in list(_all_tensors) if t.requires_grad is not False and t.uop in graph and dtypes.is_float(t.dtype)]
     grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
     for t, g in zip(targets, grads):
       if g.shape != t.shape: raise RuntimeError(f"internal error: gradient shape {g.shape} != tensor shape {t.shape}")
@@ -626,7 +641,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     dt = to_dtype(dtype)
     if self.dtype == dt: return self
     if dt.itemsize != self.dtype.itemsize:
-      if not self.shape or self.shape[-1] * self.dtype.itemsize % dt.itemsize: raise ValueError(f"bitcast {self.dtype} -> {dt}: the last dimension's bytes must divide evenly")
+      if not self.shape or self.shape[-1] * self.dtype.itemsize % dt.itemsize:
+        raise RuntimeError(f"bitcast {self.dtype} -> {dt} of shape {self.shape}: changing the element size needs a last dimension whose "
+                           f"bytes divide into whole {dt.itemsize}-byte elements; reshape it first")
       return self._bitcast_resize(dt)
     return Tensor(self.uop.bitcast(dt))
   def _bitcast_resize(self, dt: DType) -> Tensor:
@@ -759,18 +776,22 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     b, e = base._broadcasted(exp)
     if dtypes.is_int(b.dtype): return _int_pow(b, e)
     if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # the chain below in float32
-    # |b|^e as exp2(e*log2|b|) on a base kept away from 0. At b == 0 the value is 0 (e > 0) or inf (e < 0) and the slope
-    # e*0^(e-1) is PyTorch's: 0 (e > 1), 1 (e == 1), inf (0 < e < 1), -inf (e < 0); b carries the slope 1, sqrt(b) the
-    # infinite ones, each fed b only where it is the answer, so no 0*inf reaches another element
-    zero = b == 0
-    r = (e * zero.where(1.0, b).abs().log2()).exp2()
-    root = (zero & (e < 1) & (e != 0)).where(b, 1.0).sqrt()
-    r = zero.where((e > 1).where(0.0, (e == 1).where(zero.where(b, 0.0), (e > 0).where(root, math.inf - root))), r)
-    e_int = e.trunc() == e
+    # b^e as exp2(e*log2(m)), m the base the log can take: |b| for a negative base with an integer exponent (the sign is
+    # set after), b itself otherwise (a negative base with a fractional exponent is NaN, value and slopes, as in PyTorch),
+    # 1 at a zero base with e >= 0, where the wheres below give the value and PyTorch's slopes: d/db is 0 (e > 1), 1 (e == 1),
+    # inf (0 < e < 1), d/de is 0; a zero base with e < 0 stays in the chain, which gives inf and PyTorch's -inf slopes
+    zero, neg, e_int = b == 0, b < 0, e.trunc() == e
+    ex = e
+    if isinstance(exp, Tensor):
+      # a negative base has no slope in the exponent (b^e is real only at integer e): PyTorch's NaN, here the opposite
+      # infinite slopes of two square roots of zero (1 elsewhere, so the unselected ones pass 0, not 0/0)
+      k = neg & e_int & e.isfinite()
+      ex = e + k.where(k.where(e - e.detach(), 1.0).sqrt() + k.where(e.detach() - e, 1.0).sqrt(), 0.0)
+    r = (ex * (zero & (e >= 0)).where(1.0, (neg & e_int).where(-b, b)).log2()).exp2()
+    root = (zero & (e > 0) & (e < 1)).where(b, 1.0).sqrt()
+    r = zero.where((e > 1).where(0.0, (e == 1).where(b, (e > 0).where(root, r))), r)
     e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
-    neg = b < 0
     r = (neg & e_odd).where(-r, r)
-    r = (neg & e_int.logical_not()).where(math.nan, r)
     # x^0 is 1 for every x; set only where the chain above is not (0, inf, NaN), so d/de = log|b| still flows elsewhere
     return ((e == 0) & (zero | b.isfinite().logical_not())).where(1.0, r)
   def __pow__(self, x): return self.pow(x)

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tinycore.dtype import DType, dtypes, dtype_min, dtype_max
 from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv, TRAINING
-from tinycore.uop import UOp, resolve, ssimplify
+from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify
 from tinycore.runtime.device import Device
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
@@ -36,6 +36,12 @@ def _symbolic_slice(i: slice, n: Any, dim: int) -> tuple[Any, Any]:
                      "shrink the Variables' ranges so every value fits")
   return start, stop
 
+def _over_storage(u: UOp) -> bool:
+  """Whether u is a buffer seen through movement ops (a pending assign to one counts): what a write can go into."""
+  if u.op is Ops.MULTI: u = u.src[0]
+  while u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): u = u.src[0]
+  return u.op in (Ops.BUFFER, Ops.ASSIGN)
+
 class _Movements:
   """The movement ops a basic index applied, recorded so __setitem__ can run them backwards."""
   def __init__(self): self.ops: list[tuple[str, Any, tuple]] = []
@@ -64,23 +70,30 @@ class IndexingMixin:
     return view._advanced_index(adv)[0]
 
   def __setitem__(self: Tensor, indices, v) -> None:
-    """x[indices] = v: v (a scalar, list or Tensor) is cast to x's dtype, broadcast, and written with assign."""
+    """x[indices] = v: v (a scalar, list or Tensor) is cast to x's dtype, broadcast, and written with assign.
+    x with storage (a buffer, or a view of one) is written in place, so other views see it. An unrealized float x, or a v that
+    requires grad, gets the updated value as its graph instead (tinygrad's rule): the write is differentiable as in
+    PyTorch, the written positions pass their gradient to v and the rest to x's old graph. A leaf that requires grad is refused."""
     Tensor = type(self)
-    if self.requires_grad or (isinstance(v, Tensor) and v.requires_grad):
-      raise NotImplementedError("setitem on a tensor that requires grad is not differentiable; build the value with where/pad/cat instead")
+    if self.requires_grad and not Tensor.no_grad:
+      raise RuntimeError("setitem writes into a tensor that requires grad, whose gradient the write would lose (PyTorch refuses "
+                         "it too); write into a copy (y = x.clone(); y[idx] = v) or build the value with where/pad/cat")
     if not isinstance(v, Tensor): v = Tensor(v, device=self.device, dtype=self.dtype) if isinstance(v, (list, tuple, np.ndarray)) else Tensor.full((), v, dtype=self.dtype, device=self.device)
     v = v.cast(self.dtype)
+    differentiable = bool(v.requires_grad) and not Tensor.no_grad or (dtypes.is_float(self.dtype) and not _over_storage(self.uop))
+    def write(new: Tensor) -> None:
+      if differentiable: self.replace(new)
+      else: self.assign(new).realize()
     # a boolean mask over the leading dims with one value: a lazy where, no host round trip
     if isinstance(indices, Tensor) and indices.dtype == dtypes.bool and indices.shape == self.shape[:indices.ndim] and v.numel() == 1:
       mask = indices.reshape(indices.shape + (1,) * (self.ndim - indices.ndim))
-      self.assign(mask.where(v.reshape(()), self)).realize()
-      return
+      return write(mask.where(v.reshape(()), self))
     view, adv, moves = self._basic_index(indices)
     if adv:
       val, mask = view._advanced_index(adv, v)
     else:
       val, mask = v._broadcast_to_index(view.shape), Tensor.ones(view.shape, dtype=dtypes.bool, device=self.device)
-    self.assign(moves.inverse(mask).where(moves.inverse(val), self)).realize()
+    write(moves.inverse(mask).where(moves.inverse(val), self))
 
   def _broadcast_to_index(self: Tensor, shape: tuple) -> Tensor:
     """numpy assignment broadcasting: leading size-1 dims of the value may be dropped."""
@@ -387,12 +400,18 @@ class IndexingMixin:
   # ***** random sampling built on rand *****
 
   def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """Sample class indices from the (unnormalized) weights in the last dim of a 1-D or 2-D tensor."""
+    """Sample class indices from the (unnormalized) weights in the last dim of a 1-D or 2-D tensor. With replacement, each
+    sample inverts the cumulative distribution at a uniform number; without, the num_samples largest keys log(u)/w
+    (Efraimidis-Spirakis), which draws them as successive samples from the weights left would, in that order."""
     Tensor = type(self)
     if self.ndim not in (1, 2): raise ValueError(f"multinomial needs a 1-D or 2-D tensor, got {self.shape}")
     if num_samples <= 0: raise ValueError("multinomial: num_samples must be positive")
-    if not replacement and num_samples != 1: raise NotImplementedError("multinomial without replacement supports only num_samples=1")
     w = self.unsqueeze(0) if self.ndim == 1 else self
+    if not replacement and num_samples > 1:
+      if num_samples > w.shape[1]: raise RuntimeError(f"multinomial: cannot draw {num_samples} samples without replacement from {w.shape[1]} classes")
+      keys = Tensor.rand(*w.shape, device=self.device).log() / w.float()
+      out = keys.topk(num_samples, dim=1)[1]
+      return out[0] if self.ndim == 1 else out
     cdf = w.float().cumsum(1)
     cdf = cdf / cdf[:, -1:]
     u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
