@@ -135,10 +135,13 @@ def test_backward_on_a_realized_loss_is_a_clear_error():
   loss.realize()
   with pytest.raises(RuntimeError, match="already realized"): loss.backward()
 
-def test_backward_fills_plain_float_tensors_like_tinygrad():
-  x = Tensor([1.0])
-  (x * 2).sum().backward()
-  assert x.grad.item() == 2.0
+def test_backward_fills_only_what_requires_grad_like_tinygrad():
+  x, w = Tensor([1.0]), Tensor([3.0], requires_grad=True)
+  (x * 2).sum().backward()  # nothing requires grad: a no-op, as in tinygrad
+  assert x.grad is None
+  h = x * w
+  (h * 2).sum().backward()
+  assert x.grad is None and w.grad.item() == 2.0 and h.grad.item() == 2.0
 
 def test_gradient_of_a_non_scalar_needs_an_explicit_seed():
   w = Tensor([1.0, 2.0], requires_grad=True)

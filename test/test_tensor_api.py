@@ -471,25 +471,29 @@ def test_to_and_shard_argument_forms():
   assert s.device == ("CPU", "CPU:1") and s.tolist() == [0, 1, 2, 3]
 
 def test_backward_fills_grad_in_every_form_tinygrad_has():
-  t = Tensor([1.0, 2.0, 3.0, 4.0])  # tinygrad's own docstring example: no requires_grad needed
+  t = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)  # tinygrad's own docstring example
   t.sum().backward()
   np.testing.assert_equal(t.grad.numpy(), [1, 1, 1, 1])
-  a, w = Tensor([1.0, 2.0]), Tensor([[1.0], [3.0]], requires_grad=True)
-  h = a.reshape(1, 2) @ w
+  plain = Tensor([1.0, 2.0])
+  (plain * 2).sum().backward()  # nothing requires grad: nothing is filled, no error (tinygrad's rule)
+  assert plain.grad is None
+  a, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([[1.0], [3.0]], requires_grad=True)
+  data = Tensor([[1.0], [1.0]])  # requires_grad left unset: input data, which gets no gradient
+  h = a.reshape(1, 2) @ (w * data)
   loss = (h * h).sum()
   loss.backward()
   np.testing.assert_equal(a.grad.numpy(), [2 * 7 * 1, 2 * 7 * 3])  # d(h^2)/da = 2h w, h = 7
-  np.testing.assert_equal(h.grad.numpy(), [[14]])  # intermediate tensors get theirs too
-  assert loss.grad.item() == 1.0
+  np.testing.assert_equal(h.grad.numpy(), [[14]])  # intermediate tensors computed from a parameter get theirs too
+  assert loss.grad.item() == 1.0 and data.grad is None
   (a * 3).sum().backward()  # a second backward adds
   np.testing.assert_equal(a.grad.numpy(), [17, 45])
-  v = Tensor([1.0, 2.0, 3.0])
+  v = Tensor([1.0, 2.0, 3.0], requires_grad=True)
   (v * v).backward(gradient=Tensor([1.0, 0.5, 0.0]))  # a non-scalar value with its upstream gradient
   np.testing.assert_equal(v.grad.numpy(), [2, 2, 0])
   stats, i = Tensor([1.0, 1.0], requires_grad=False), Tensor([1, 2])
   (a * stats + i).sum().backward()
   assert stats.grad is None and i.grad is None  # requires_grad=False and int tensors get none
-  m = Tensor([2.0, 3.0])
+  m = Tensor([2.0, 3.0], requires_grad=True)
   (m * m).sum().backward()
   moved = m.to("CPU:1")
   assert moved.grad.device == "CPU:1" and moved.grad.tolist() == [4, 6]

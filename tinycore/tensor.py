@@ -516,14 +516,19 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       raise RuntimeError(f"only float tensors have gradients: this value is {self.dtype} (a comparison, argmax or cast to int "
                          "is not differentiable); differentiate a float value")
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Accumulate d(self)/dt into t.grad for every float tensor t in self's graph (self too), as tinygrad does, except
-    those marked requires_grad=False (detached values, BatchNorm's running statistics)."""
+    """Accumulate d(self)/dt into t.grad for every float tensor t in self's graph with requires_grad=True, and for every
+    one computed from such a tensor (intermediates, self too) unless marked requires_grad=False: tinygrad's rule, where
+    an op's result requires grad when an input does. With no such tensor in the graph nothing is filled."""
     self._check_differentiable()
     if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in list(_all_tensors)):
       raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
-    graph = set(self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH))
-    targets = [t for t in list(_all_tensors) if t.requires_grad is not False and t.uop in graph and dtypes.is_float(t.dtype)]
+    graph = self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH)  # ordered, sources first
+    live = [t for t in list(_all_tensors) if t.uop in graph]
+    carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
+    for u in graph:  # sources come first
+      if u not in carries and any(s in carries for s in u.src): carries.add(u)
+    targets = [t for t in live if t.requires_grad is not False and t.uop in carries and dtypes.is_float(t.dtype)]
     grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
     for t, g in zip(targets, grads):
       if g.shape != t.shape: raise RuntimeError(f"internal error: gradient shape {g.shape} != tensor shape {t.shape}")
