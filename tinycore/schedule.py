@@ -66,7 +66,7 @@ def max_size(shape) -> int:
 def _expand_ratio(u: UOp) -> float:
   """Copies an EXPAND makes of each source element (1 for any other op); a symbolic one counts as unbounded."""
   if u.op is not Ops.EXPAND: return 1
-  return prod(u.shape) // prod(u.src[0].shape) if all_int(u.shape) and all_int(u.src[0].shape) else float("inf")
+  return prod(u.shape) // max(prod(u.src[0].shape), 1) if all_int(u.shape) and all_int(u.src[0].shape) else float("inf")
 
 def _const_under(u: UOp) -> UOp | None:
   """The CONST a node broadcasts (through movement ops and casts), or None: such a value costs nothing in any kernel."""
