@@ -139,8 +139,9 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if u.op is Ops.REDUCE_AXIS and u not in realize and (len(r) > 1 or ir or c > 1 and fr or
         repeats_cost(u, max_size(u.src[0].shape) // max(max_size(u.shape), 1) * (cost[u.src[0]] + 1)) >= _KERNEL_COST): realize.add(u)
     # an elementwise chain behind an expand is recomputed for every copy (a gradient chain feeding the 16x3x3 copies of a
-    # conv backward is ~150x its own cost): past a few ops, and past what a kernel costs, it is computed once into a buffer
-    if u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST and repeats_cost(u, cost[u]) >= _KERNEL_COST:
+    # conv backward is ~150x its own cost): past a few ops it is computed once into a buffer, where it feeds a reduction
+    # always, else where the repeats cost more than a kernel
+    if u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST and c > 1 and (fr or repeats_cost(u, cost[u]) >= _KERNEL_COST):
       realize.add(u)
     if u in realize: roots[u], copies[u], in_reduce[u], feeds_reduce[u] = frozenset({u}), 1, False, False
   depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
