@@ -21,7 +21,8 @@ def kernels(step) -> int:
 
 def labels(n: int) -> Tensor: return Tensor.zeros(n).cast("int32").contiguous().realize()
 
-# the counts measured when pinned; tinygrad 0.14 takes 33 (MLP + Adam) and 5 (attention) for comparable steps
+# the counts measured when pinned; tinygrad 0.14 takes 33 (MLP + Adam), 5 (attention), 7 (matmul + layernorm + gelu)
+# and 26 (CNN + SGD) for comparable steps
 def test_mlp_adam_step():
   l1, l2 = nn.Linear(784, 128), nn.Linear(128, 10)
   opt = optim.Adam(get_parameters([l1, l2]), lr=1e-3)
@@ -31,7 +32,7 @@ def test_mlp_adam_step():
     loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
     loss.backward()
     loss.realize(*opt.schedule_step())
-  assert kernels(step) <= 31
+  assert kernels(step) <= 27
 
 def test_attention_forward():
   q, k, v = Tensor.empty(4, 8, 64, 32), Tensor.empty(4, 8, 64, 32), Tensor.empty(4, 8, 64, 32)
@@ -44,7 +45,7 @@ def test_matmul_layernorm_gelu_forward_and_backward():
     out = ln(x @ w).gelu()
     out.sum().backward()
     Tensor.realize(out, w.grad, x.grad)
-  assert kernels(step) <= 14
+  assert kernels(step) <= 12
 
 def test_two_conv_cnn_sgd_step():
   c1, c2, lin = nn.Conv2d(1, 8, 3), nn.Conv2d(8, 16, 3), nn.Linear(16 * 5 * 5, 10)
@@ -56,4 +57,4 @@ def test_two_conv_cnn_sgd_step():
     loss = lin(h.flatten(1)).sparse_categorical_crossentropy(y)
     loss.backward()
     loss.realize(*opt.schedule_step())
-  assert kernels(step) <= 33
+  assert kernels(step) <= 29

@@ -75,11 +75,35 @@ def test_reduce_used_by_two_outputs_is_computed_once():
   np.testing.assert_allclose(o2.numpy(), np.exp(ref), rtol=1e-5)
 
 def test_reduce_behind_an_expand_is_not_recomputed_per_element():
-  a = rnd(6, 6)
+  a = rnd(256, 256)
   out = a - a.max(1, keepdim=True)
   ks = kernels(out)
-  assert len(ks) == 2
+  assert len(ks) == 2   # recomputing each row's max per element would repeat 256x256x256 compares
   np.testing.assert_allclose(out.numpy(), a.numpy() - a.numpy().max(1, keepdims=True))
+
+def test_small_reduce_behind_an_expand_is_recomputed_in_its_user():
+  # the repeats (6 rows x 5 extra copies x 6 compares) cost less than a kernel of its own: one kernel
+  a = rnd(6, 6)
+  out = a - a.max(1, keepdim=True)
+  assert len(kernels(out)) == 1
+  np.testing.assert_equal(out.numpy(), a.numpy() - a.numpy().max(1, keepdims=True))
+
+def test_constant_reductions_fold():
+  # a count of ones is a constant (no kernel of its own); a float sum folds only where it is exact
+  n = Tensor.ones(64, dtype="bool").sum()
+  assert len(kernels(n)) == 1 and not has_reduce(kernels(n)[0]) and n.item() == 64
+  s = Tensor.full((1000,), 0.1).sum()
+  assert has_reduce(kernels(s)[0])
+  big = Tensor.full((1 << 13, 1 << 12), 3.0).sum()
+  assert has_reduce(kernels(big)[-1])   # 3 * 2^25 partial sums are no longer exact in float32
+
+def test_unrealized_constant_parameter_is_folded_into_its_users():
+  w = Tensor.ones(8, requires_grad=True)   # a unique contiguous constant: a leaf of its own for autograd
+  x = rnd(4, 8)
+  out = x * w
+  assert len(kernels(out)) == 1
+  np.testing.assert_equal(out.numpy(), x.numpy())
+  assert w.uop.op is Ops.CONTIGUOUS   # still its own leaf, not merged with another Tensor.ones(8)
 
 def test_reduce_of_a_reduce_is_two_kernels():
   a = rnd(6, 6)

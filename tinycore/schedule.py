@@ -1,9 +1,9 @@
 """The scheduler: decides which lazy nodes become buffers (fusion), builds one kernel AST per buffer, orders them, plans memory."""
 from __future__ import annotations
-import itertools, weakref
+import itertools, math, weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
-from tinycore.dtype import dtypes
+from tinycore.dtype import dtypes, truncate
 from tinycore.helpers import DEBUG, all_int, prod, ceildiv
 from tinycore import trace
 from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify, identity_element
@@ -63,7 +63,15 @@ def max_size(shape) -> int:
   """Elements a buffer for `shape` needs: symbolic dims take their upper bound."""
   return int(prod(s if isinstance(s, int) else s.vmax for s in shape))
 
-def _expands(u: UOp) -> bool: return u.op is Ops.EXPAND and resolve(prod(u.shape) > prod(u.src[0].shape), True)
+def _expand_ratio(u: UOp) -> float:
+  """Copies an EXPAND makes of each source element (1 for any other op); a symbolic one counts as unbounded."""
+  if u.op is not Ops.EXPAND: return 1
+  return prod(u.shape) // max(prod(u.src[0].shape), 1) if all_int(u.shape) and all_int(u.src[0].shape) else float("inf")
+
+def _const_under(u: UOp) -> UOp | None:
+  """The CONST a node broadcasts (through movement ops and casts), or None: such a value costs nothing in any kernel."""
+  while u.op in GroupOp.Movement or u.op is Ops.CAST: u = u.src[0]
+  return u if u.op is Ops.CONST else None
 
 def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
   """Does the kernel computing `value` read the buffer `target` at an element other than the one being written
@@ -79,6 +87,9 @@ def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
 # repeat the whole chain (t = t - t.mean() in a loop: every mean's kernel would recompute all earlier steps).
 KERNEL_DEPTH_MAX, SHARED_DEPTH_MAX = 1000, 32
 _EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a scale is 4: it fuses); the cap bounds the sums
+# what a kernel of its own costs (the launch, writing the buffer and reading it back), in cheap-op equivalents: a value
+# recomputed per copy behind an expand is computed once in a kernel of its own only when the repeats cost more than this
+_KERNEL_COST = 1 << 17
 _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
 
 def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
@@ -87,7 +98,9 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   def free_contiguous(u: UOp) -> bool: return u.op is Ops.CONTIGUOUS and is_plain_view(u.src[0])  # becomes its source's buffer
   realize: set[UOp] = {o for o in outs if not o.is_realized and not free_contiguous(o)}
   for u in order:
-    if u.op is Ops.CONTIGUOUS and not free_contiguous(u): realize.add(u)
+    # a contiguous constant that is not an output (a parameter made by Tensor.ones(n, requires_grad=True) and never
+    # realized) is folded into its users: nothing sees its buffer
+    if u.op is Ops.CONTIGUOUS and not free_contiguous(u) and _const_under(u.src[0]) is None: realize.add(u)
     if u.op in TRANSFERS:
       realize.add(u)
       if not is_plain_view(u.src[0]): realize.add(u.src[0])
@@ -96,8 +109,9 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   for u in order:
     for s in u.src: users[s].append(u)
   roots: dict[UOp, frozenset[UOp]] = {}   # the kernels (realized nodes) a node is computed in
-  expanded: dict[UOp, bool] = {}          # reaches a kernel through an expand: would be recomputed per element
+  copies: dict[UOp, float] = {}           # most times a kernel computes each element of a node (the expands on the way)
   in_reduce: dict[UOp, bool] = {}         # reaches a kernel through a reduce: would be recomputed per iteration
+  feeds_reduce: dict[UOp, bool] = {}      # in_reduce, or reaches a realized reduction's input (read per iteration)
   # ALU ops a node's value costs to compute inside its kernel (capped): an expand repeats all of them per copy
   cost: dict[UOp, int] = {}
   alu: dict[UOp, frozenset[UOp] | None] = {}   # the distinct ALU nodes a node's value is computed from (None: too many)
@@ -107,17 +121,29 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     alu[u] = None if any(x is None for x in srcs) else own.union(*srcs)
     if alu[u] is not None and len(alu[u]) > _EXPAND_COST_MAX: alu[u] = None
     cost[u] = _EXPAND_COST_MAX if alu[u] is None else sum(4 if x.op in _COSTLY else 1 for x in alu[u])
+  def repeats_cost(u: UOp, per_element: float) -> float:
+    """The work computing u per copy adds over computing it once."""
+    return (copies[u] - 1) * max_size(u.shape) * per_element if copies[u] > 1 and per_element > 0 else 0
   for u in reversed(order):
-    r, e, ir = frozenset(), False, False
+    r, c, ir, fr = frozenset(), 1, False, False
     for x in users[u]:
-      if x in realize: r |= {x}
-      else: r, e, ir = r | roots[x], e or expanded[x] or _expands(x), ir or in_reduce[x] or x.op is Ops.REDUCE_AXIS
-    if u.op is Ops.REDUCE_AXIS and u not in realize and (len(r) > 1 or e or ir): realize.add(u)
+      if x in realize: r, fr = r | {x}, fr or x.op is Ops.REDUCE_AXIS
+      else:
+        r, c = r | roots[x], max(c, copies[x] * _expand_ratio(x))
+        ir = ir or in_reduce[x] or x.op is Ops.REDUCE_AXIS
+        fr = fr or feeds_reduce[x] or x.op is Ops.REDUCE_AXIS
+    roots[u], copies[u], in_reduce[u], feeds_reduce[u] = r, c, ir, fr
+    # a reduction is computed once: in one kernel, not per iteration of an outer reduction, and not per copy behind an
+    # expand unless it ends in an elementwise kernel and the copies cost less than a kernel of its own (a softmax's row
+    # sum over ten classes, a scalar)
+    if u.op is Ops.REDUCE_AXIS and u not in realize and (len(r) > 1 or ir or c > 1 and fr or
+        repeats_cost(u, max_size(u.src[0].shape) // max(max_size(u.shape), 1) * (cost[u.src[0]] + 1)) >= _KERNEL_COST): realize.add(u)
     # an elementwise chain behind an expand is recomputed for every copy (a gradient chain feeding the 16x3x3 copies of a
-    # conv backward is ~150x its own cost): past a few ops, computing it once into a buffer is cheaper
-    if e and u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST: realize.add(u)
-    if u in realize: r, e, ir = frozenset({u}), False, False
-    roots[u], expanded[u], in_reduce[u] = r, e, ir
+    # conv backward is ~150x its own cost): past a few ops it is computed once into a buffer, where it feeds a reduction
+    # always, else where the repeats cost more than a kernel
+    if u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST and c > 1 and (fr or repeats_cost(u, cost[u]) >= _KERNEL_COST):
+      realize.add(u)
+    if u in realize: roots[u], copies[u], in_reduce[u], feeds_reduce[u] = frozenset({u}), 1, False, False
   depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
   for u in order:
     d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
@@ -151,7 +177,23 @@ def split_reduce(u: UOp) -> UOp | None:
   partial = x.reshape(shape).r(op, tuple(b + (b >= a) for b in axes))
   return partial.r(op, (a,)).reshape(u.shape)
 
-split_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="u"), split_reduce)])
+def fold_const_reduce(u: UOp) -> UOp | None:
+  """A reduction of a broadcast constant is a constant: the MAX of it, and a sum where n*c is exactly what adding c
+  n times gives (integers wrap the same way; floats of at least 32 bits while every partial sum is an exact integer)."""
+  if (c := _const_under(u.src[0])) is None or not all_int(u.src[0].shape) or (n := prod(u.src[0].shape) // max(prod(u.shape), 1)) == 0: return None
+  v = c.arg
+  for x in reversed([x for x in u.src[0].toposort() if x.op is Ops.CAST]): v = truncate(x.dtype, v)  # innermost cast first
+  op = u.arg[0]
+  if op is Ops.MAX: return u.const_like(v)
+  if op is not Ops.ADD: return None
+  if dtypes.is_int(u.dtype): return u.const_like(truncate(u.dtype, v * n))
+  if dtypes.is_float(u.dtype) and u.dtype.itemsize >= 4 and math.isfinite(v) and v == int(v) and abs(v) * n <= 2 ** 24:
+    return u.const_like(v * n + 0.0)  # + 0.0: a sum of -0.0 starts from the identity +0.0
+  return None
+
+# constant reductions fold first (a sum of ones is a count), then long ones split
+def _reduce_rule(u: UOp) -> UOp | None: return folded if (folded := fold_const_reduce(u)) is not None else split_reduce(u)
+reduce_rules = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="u"), _reduce_rule)])
 
 @dataclass
 class _Kernel:
@@ -178,8 +220,8 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     outs = [o.src[0] if o.op is Ops.MULTI else o for o in multi_outs]
     sink = UOp(Ops.SINK, dtypes.void, tuple(outs))
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
-  if any(u.op is Ops.REDUCE_AXIS and split_reduce(u) is not None for u in order):
-    sink = graph_rewrite(sink, split_reduces)
+  if any(u.op is Ops.REDUCE_AXIS and (fold_const_reduce(u) is not None or split_reduce(u) is not None) for u in order):
+    sink = graph_rewrite(sink, reduce_rules)
     outs = list(sink.src)
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   order = [u for u in order if u.op not in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE)]
@@ -202,7 +244,7 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
   for x in realize:
     if x.op is Ops.ASSIGN: becomes[x] = x.src[0]
   for x in order:  # a contiguous() of data already in order (or of an assign's target) needs no kernel
-    if x.op is Ops.CONTIGUOUS and x not in realize: becomes[x] = _plain_buffer(x.src[0]).reshape(x.shape)
+    if x.op is Ops.CONTIGUOUS and x not in realize and is_plain_view(x.src[0]): becomes[x] = _plain_buffer(x.src[0]).reshape(x.shape)
   if multi_outs is not None:  # back to the tensor level: the caller holds the global nodes
     for t, m, x in zip(tensor_outs, multi_outs, outs):
       v = becomes.get(x, x)

@@ -810,8 +810,8 @@ class NNOpsMixin:
     keep = (Y != ignore_index) if ignore_index != -1 else Tensor.ones(Y.shape, dtype=dtypes.bool, device=self.device)
     y = (Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)) & keep.unsqueeze(-1)
     picked = y.where(log_probs, 0).sum(-1)
-    smooth = keep.where(log_probs.mean(-1), 0)
-    loss = -((1 - label_smoothing) * picked + label_smoothing * smooth)
+    # without smoothing the mean over classes is not computed at all (0 * it would be a kernel, and NaN where it is infinite)
+    loss = -((1 - label_smoothing) * picked + label_smoothing * keep.where(log_probs.mean(-1), 0)) if label_smoothing else -picked
     if reduction == "mean": return loss.sum() / keep.sum()
     return loss._do_reduction(reduction)
 
