@@ -331,3 +331,13 @@ def test_kernels_respect_the_renderers_buffer_limit(monkeypatch, limit):
   assert items and all(len(si.bufs) <= limit for si in items), [len(si.bufs) for si in items]
   want = (sum(np.full((3, 4), i + 1, np.float32) * (i + 1) for i in range(11)) @ np.arange(16, dtype=np.float32).reshape(4, 4) + 1).sum(1)
   np.testing.assert_allclose(out.numpy(), want)
+
+def test_assign_of_a_value_reading_a_reduction_of_its_own_buffer():
+  # LAMB's trust ratio: the norm of w fuses per copy behind an expand; inside the kernel writing w it would read
+  # elements already written (the last two came out wrong), so it must run first, in a kernel of its own
+  ref = np.array([0.3, -1.2, 0.5, 2.0, -0.7], np.float32)
+  rr = np.array([1.0, 0.5, -0.25, 0.125, 2.0], np.float32)
+  w, r = Tensor(ref).contiguous().realize(), Tensor(rr).contiguous().realize()
+  wn = w.square().sum().sqrt()
+  w.assign(w - 0.1 * (wn > 0).where(wn / r.square().sum().sqrt(), 1.0) * r).realize()
+  np.testing.assert_allclose(w.numpy(), ref - 0.1 * np.sqrt((ref ** 2).sum()) / np.sqrt((rr ** 2).sum()) * rr, rtol=1e-6)

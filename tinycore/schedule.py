@@ -149,9 +149,16 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
     if u.op in GroupOp.Elementwise and (d >= KERNEL_DEPTH_MAX or d >= SHARED_DEPTH_MAX and len(roots[u]) > 1): realize.add(u)
     depth[u] = d
-  # writing a buffer while reading it elsewhere than the element being written needs a temporary
+  # writing a buffer while reading it elsewhere than the element being written needs a temporary; a reduction over the
+  # buffer (LAMB's weight norm, fused per copy behind an expand) would read elements the kernel has already written, so
+  # it is computed before, in a kernel of its own
+  def in_kernel(value: UOp) -> dict[UOp, None]: return value.toposort(gate=lambda y: y is value or y not in realize and y.op is not Ops.BUFFER)
   for u in order:
-    if u.op is Ops.ASSIGN and _reads_shifted(u.src[1], _plain_buffer(u.src[0]), realize): realize.add(u.src[1])
+    if u.op is not Ops.ASSIGN: continue
+    target = _plain_buffer(u.src[0])
+    for x in in_kernel(u.src[1]):
+      if x.op is Ops.REDUCE_AXIS and x not in realize and target in in_kernel(x): realize.add(x)
+    if _reads_shifted(u.src[1], target, realize): realize.add(u.src[1])
   return realize
 
 # A kernel reduces at most this many elements per output: a longer reduction first reduces into partials, one kernel
@@ -181,8 +188,12 @@ def fold_const_reduce(u: UOp) -> UOp | None:
   """A reduction of a broadcast constant is a constant: the MAX of it, and a sum where n*c is exactly what adding c
   n times gives (integers wrap the same way; floats of at least 32 bits while every partial sum is an exact integer)."""
   if (c := _const_under(u.src[0])) is None or not all_int(u.src[0].shape) or (n := prod(u.src[0].shape) // max(prod(u.shape), 1)) == 0: return None
+  casts, x = [], u.src[0]
+  while x is not c:  # the casts on the way down to the constant, outermost first
+    if x.op is Ops.CAST: casts.append(x.dtype)
+    x = x.src[0]
   v = c.arg
-  for x in reversed([x for x in u.src[0].toposort() if x.op is Ops.CAST]): v = truncate(x.dtype, v)  # innermost cast first
+  for dt in reversed(casts): v = truncate(dt, v)  # innermost cast first
   op = u.arg[0]
   if op is Ops.MAX: return u.const_like(v)
   if op is not Ops.ADD: return None
