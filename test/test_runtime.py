@@ -70,12 +70,11 @@ def test_lru_allocator_reuses_freed_memory():
   b2 = Buffer("PYTHON", 12347, dtypes.float32).ensure_allocated()
   assert b2._buf is raw and alloc.live == live
 
-def test_lru_can_be_turned_off(monkeypatch):
-  monkeypatch.setenv("LRU", "0")
+def test_lru_can_be_turned_off():
   alloc = Device["PYTHON"].allocator
   b = Buffer("PYTHON", 12349, dtypes.float32).ensure_allocated()
   raw = b._buf
-  del b
+  with Context(LRU=0): del b
   assert not any(x is raw for x in alloc.cache.get((4 * 12349, None), []))
 
 def test_mem_used_follows_buffers():

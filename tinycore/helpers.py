@@ -44,6 +44,7 @@ TRAINING = ContextVar("TRAINING", 0)
 # the dtype Python floats / ints become (dtypes.default_float and default_int read and write these); a name or a DType
 DEFAULT_FLOAT, DEFAULT_INT = ContextVar("DEFAULT_FLOAT", "float32"), ContextVar("DEFAULT_INT", "int32")
 JIT = ContextVar("JIT", 1)  # 0: TinyJit calls the function every time, capturing nothing
+LRU = ContextVar("LRU", 1)  # 0: a freed buffer goes back to the device at once instead of into the allocator's cache
 
 def prod(xs: Iterable[T], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
 def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 import pluggy
 from tinycore.dtype import DType, to_np_dtype
-from tinycore.helpers import getenv
+from tinycore.helpers import LRU
 from tinycore import trace
 from tinycore.runtime.errors import PluginError, DeviceError
 from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, CONTRACT_VERSION, instance_name
@@ -53,7 +53,7 @@ class LRUAllocator(Allocator):
       self.free_cache()
       return super().alloc(size, options)
   def free(self, buf: Any, size: int, options: Any = None) -> None:
-    if getenv("LRU", 1) and (options is None or not getattr(options, "nolru", False)):
+    if LRU.value and (options is None or not getattr(options, "nolru", False)):
       self.live, self.live_bytes = self.live - 1, self.live_bytes - size
       self.cache[(max(size, 1), options)].append(buf)
     else: super().free(buf, size, options)
