@@ -151,7 +151,8 @@ def _matmul_kernel(device: str = "PYTHON"):
   r = np.random.default_rng(3)
   a = Tensor(r.integers(-3, 4, (4, 32)).astype(np.float32), device=device).realize()
   b = Tensor(r.integers(-3, 4, (32, 8)).astype(np.float32), device=device).realize()
-  out = (a @ b).relu() + (a.max(1, keepdim=True) * float(random.Random().randint(2, 10**6)))
+  # one reduction (a row's max would now fuse in as a second one); the random factor keeps the disk cache from answering
+  out = (a @ b).relu() + (a[:, :1] * float(random.Random().randint(2, 10**6)))
   (si,) = [s for s in out.schedule() if s.ast.op.name == "SINK"][-1:]
   return out, si
 
