@@ -390,6 +390,36 @@ def test_conv_input_gradient_index_math_is_simplified_inside_the_padding():
   src = get_program(grad_kernel.ast, LLVMRenderer(threads=1, vector_width=8)).src
   assert src.count("sdiv") + src.count("srem") <= 8, "the pool trick's div/mod fold to a few (43 without the valid bounds)"
 
+@pytest.mark.parametrize("k,stride,padding,dilation", [(3, 1, 0, 1), (3, 2, 1, 1), (5, 1, 2, 1), (3, 1, 1, 2), (2, 2, 0, 1)])
+def test_conv_input_gradient_taps_match_the_python_device(k, stride, padding, dilation):
+  """The input gradient's taps written out one by one (codegen/opt.py resolve_taps), their pads read by masked vector
+  loads, give the gradient the PYTHON device (no such optimisation) computes, for strides, pads and dilations."""
+  xn, wn = rng.standard_normal((2, 3, 11, 10)).astype(np.float32), rng.standard_normal((4, 3, k, k)).astype(np.float32)
+  def grads(device):
+    x, w = Tensor(xn, device=device, requires_grad=True), Tensor(wn, device=device, requires_grad=True)
+    out = x.conv2d(w, stride=stride, padding=padding, dilation=dilation)
+    (out * Tensor(np.linspace(-1, 1, out.numel(), dtype=np.float32).reshape(out.shape), device=device)).sum().backward()
+    return x.grad.numpy(), w.grad.numpy()
+  for got, want in zip(grads("CPU"), grads("PYTHON")): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
+def test_conv_input_gradient_is_vectorized_tap_by_tap(width, regs, fma):
+  """The input gradient of a 3x3 conv: no div/mod left, its padded reads are masked vector loads, and the register
+  tile counts every tap's accumulators (9 per tile cell) so that they stay in the described CPU's registers."""
+  xs = Tensor.empty(8, 16, 26, 26, device="CPU", requires_grad=True)   # pooled first, as in a convnet: one fused kernel
+  (xs.max_pool2d().conv2d(Tensor.empty(32, 16, 3, 3, device="CPU")) * Tensor.empty(8, 32, 11, 11, device="CPU")).sum().backward()
+  items, _ = create_schedule([xs.grad.uop])
+  grad_kernel = next(si for si in items if si.ast.op is Ops.SINK and [b.size for b in si.bufs] == [8 * 16 * 13 * 13, 32 * 16 * 9, 8 * 32 * 11 * 11])
+  spec = get_program(grad_kernel.ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  assert "srem" not in spec.src and spec.src.count("sdiv") <= 1, "the pool trick's div/mod fold (one sdiv may place an overlapping last tile)"
+  for ld in (u for u in spec.uops if u.op is Ops.LOAD and len(u.src[0].src) == 2):  # every unmasked read stays in its buffer
+    buf, i = ld.src[0].src
+    if i.op is not Ops.WHERE: assert 0 <= i.vmin and i.vmax + ld.dtype.count <= buf.dtype.size, (i.vmin, i.vmax, buf.dtype.size)
+  lanes = min(width, 8)   # the widest vector a 13-wide row takes (two overlapping tiles)
+  assert f"@llvm.masked.load.v{lanes}f32" in spec.src
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count == lanes]
+  assert 9 <= len(accs) < regs, len(accs)
+
 def test_full_reduce_is_vectorized_with_lane_partials():
   items, _ = create_schedule([Tensor.empty(4096, device="CPU").sum().uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16))
