@@ -420,6 +420,32 @@ def test_conv_input_gradient_is_vectorized_tap_by_tap(width, regs, fma):
   accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count == lanes]
   assert 9 <= len(accs) < regs, len(accs)
 
+@pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
+def test_conv_forward_register_tile_spans_batch_and_channels(width, regs, fma):
+  """A conv's 11-wide output rows take one vector and no copies: the register tile's other side is another output axis
+  (batch x out-channels), so each vector loaded and each weight broadcast feed several accumulators."""
+  x, w = Tensor.empty(64, 16, 13, 13, device="CPU"), Tensor.empty(32, 16, 3, 3, device="CPU")
+  items, _ = create_schedule([x.conv2d(w).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  lanes = min(width, 8)
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count == lanes]
+  vloads = [u for u in spec.uops if u.op is Ops.LOAD and u.dtype.count == lanes]
+  assert len(accs) + 2 <= regs and len(vloads) < len(accs) and len(accs) >= 4, (len(accs), len(vloads))
+  xn, wn = rng.standard_normal((3, 4, 13, 13)).astype(np.float32), rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
+  np.testing.assert_allclose(cpu(xn).conv2d(cpu(wn)).numpy(), python(xn).conv2d(python(wn)).numpy(), rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("shape", [(37, 11), (5, 26), (3, 13), (64, 2, 11)])
+def test_a_sum_no_vector_divides_is_padded_to_whole_vectors(shape):
+  """A contiguous sum of 11, 13 or 26 elements runs in whole vectors: the lanes past the axis' end read nothing (masked
+  loads) and add 0, so infinities stay infinities and the sums are numpy's."""
+  a = rng.standard_normal(shape).astype(np.float32)
+  a[0, ..., -1] = np.inf
+  np.testing.assert_allclose(cpu(a).sum(axis=-1).numpy(), a.sum(axis=-1), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose((cpu(a) * cpu(a)).sum(axis=-1).numpy(), (a * a).sum(axis=-1), rtol=1e-5, atol=1e-5)
+  items, _ = create_schedule([Tensor.empty(*shape, device="CPU").sum(axis=-1).uop])
+  src = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8)).src
+  assert "@llvm.masked.load.v8f32" in src or "@llvm.masked.load.v4f32" in src
+
 def test_full_reduce_is_vectorized_with_lane_partials():
   items, _ = create_schedule([Tensor.empty(4096, device="CPU").sum().uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16))

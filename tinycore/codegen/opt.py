@@ -175,6 +175,12 @@ def _tiles(r: UOp, T: int, overlap: bool = True) -> bool:
   if n % T == 0: return True
   return overlap and r.arg[1] == "global" and n >= T and ceildiv(n, T) * T <= n * 3 // 2
 
+def _pads(r: UOp, T: int) -> bool:
+  """Can a sum's axis r that T does not divide be padded to whole tiles of T? The lanes past its end add a masked 0
+  (apply_upcasts): a plain sum gets the same terms, when not much of the last tile is wasted."""
+  n = _const_size(r)
+  return n % T != 0 and r.arg[1] == "reduce" and ceildiv(n, T) * T <= n * 3 // 2
+
 def _tile_base(outer: UOp, n: int, T: int) -> UOp:
   """The first index of tile `outer` of an axis of n cut into tiles of T, the last one overlapping when T does not divide n."""
   if n % T == 0: return outer * T
@@ -193,9 +199,11 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
   def vec_score(r: UOp) -> int:  # contiguous accesses gain (padded ones too: a masked vector load), gathers lose
     return sum((1 if lane_base(i, r) is not None or _padded_base(i, r) is not None else -1) for i in accesses if r in deps[i])
+  sums = {r for x in reduces if x.arg is Ops.ADD for r in x.src[1:]} - {r for x in reduces if x.arg is not Ops.ADD for r in x.src[1:]}
   vaxis, W = None, ren.vector_width
-  while W > 1 and vaxis is None:  # the widest vectors some axis takes (an axis they divide, or an overlapping last tile)
-    cands = [(vec_score(r), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs if _tiles(r, W, overlap)]
+  while W > 1 and vaxis is None:  # the widest vectors some axis takes (an axis they divide, an overlapping last tile, a padded sum)
+    cands = [(vec_score(r), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs
+             if _tiles(r, W, overlap) or (r in sums and _pads(r, W))]
     if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
     else: W //= 2
   copies: dict[UOp, int] = {}
@@ -218,7 +226,11 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice)
       kblock = _k_blocks(sink, reduces, overlap)
       exact = lambda r, k: _const_size(r) % (k * (W if r is vaxis else 1)) == 0
-      copies.update(register_tile(ren, rows, vaxis, W, exact if kblock is not None else ok, len(reduces)))
+      fits = exact if kblock is not None else ok
+      # a vector axis too short for copies (a conv's 11-wide rows) leaves the tile's columns to another output axis that
+      # the broadcast operand does not depend on (the batch of a conv: each copy loads its own vector)
+      cols = vaxis if fits(vaxis, 2) else next((r for r in glob if r is not vaxis and r is not rows), vaxis)
+      copies.update(register_tile(ren, rows, cols, W if cols is vaxis else 1, fits, len(reduces)))
     elif vaxis is not None and vaxis.arg[1] == "global":
       for r in glob:
         if r is not vaxis: pick(r, 8)
@@ -265,15 +277,23 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
   axes = set(copies) | ({vaxis} if vaxis is not None else set())
   def tile(r: UOp) -> int: return copies.get(r, 1) * (W if r is vaxis else 1)
   outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(_const_size(r), tile(r))),), r.arg) for r in axes}
+  padded = vaxis is not None and vaxis.arg[1] == "reduce" and _const_size(vaxis) % tile(vaxis) != 0
   def split(r: UOp, c: int) -> UOp:
     w = W if r is vaxis else 1
-    return _tile_base(outer[r], _const_size(r), tile(r)) + c * w + (lane if r is vaxis else 0)
+    return (outer[r] * tile(r) if r is vaxis and padded else _tile_base(outer[r], _const_size(r), tile(r))) + c * w + (lane if r is vaxis else 0)
+  def body(x: UOp, combo: tuple[int, ...], mine: list[UOp]) -> UOp:
+    out = x.src[0].substitute({r: split(r, c) for r, c in zip(mine, combo)})
+    if not padded or vaxis not in mine: return out
+    # a padded sum: past the axis' end a lane adds 0, and its loads are gated like a pad's (masked vector loads)
+    valid = split(vaxis, combo[mine.index(vaxis)]) < _const_size(vaxis)
+    gates = {i: i.replace(src=(i.src[0], valid.where(i.src[1], UOp.const(dtypes.index, 0)))) for i in out.toposort()
+             if i.op is Ops.INDEX and len(i.src) == 2 and lane in i.src[1].toposort()}
+    return valid.where(out.substitute(gates), out.const_like(0))
   def upcast_reduce(x: UOp) -> UOp | None:
     mine = [r for r in x.src[1:] if r in axes]
     if not mine: return None
     rest = tuple(outer.get(r, r) for r in x.src[1:]) + ((lane,) if vaxis in mine else ())
-    parts = [UOp(Ops.REDUCE, x.dtype, (x.src[0].substitute({r: split(r, c) for r, c in zip(mine, combo)}),) + rest, x.arg)
-             for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
+    parts = [UOp(Ops.REDUCE, x.dtype, (body(x, combo, mine),) + rest, x.arg) for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
     return _combine(x.arg, parts)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), upcast_reduce)]))
   glob = [r for r in axes if r.arg[1] == "global"]
