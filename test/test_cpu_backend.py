@@ -434,6 +434,18 @@ def test_conv_forward_register_tile_spans_batch_and_channels(width, regs, fma):
   xn, wn = rng.standard_normal((3, 4, 13, 13)).astype(np.float32), rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
   np.testing.assert_allclose(cpu(xn).conv2d(cpu(wn)).numpy(), python(xn).conv2d(python(wn)).numpy(), rtol=1e-5, atol=1e-5)
 
+@pytest.mark.parametrize("width,regs,fma,least", [(8, 16, True, 8), (16, 32, True, 16)], ids=["avx2-fma", "avx512"])
+def test_conv_weight_gradient_is_register_tiled_along_its_sum(width, regs, fma, least):
+  """The weight gradient sums along the 26-wide rows (padded vectors); its register tile is out-channels x in-channels:
+  each vector of the output gradient and of the input feeds several accumulators, all in the described registers."""
+  x = Tensor.empty(1, 4, 28, 28, device="CPU")   # a sum of 26 rows of 26: one level of accumulators (see tree_sums)
+  w = Tensor.empty(16, 4, 3, 3, device="CPU", requires_grad=True)
+  (x.conv2d(w) * Tensor.empty(1, 16, 26, 26, device="CPU")).sum().backward()
+  items, _ = create_schedule([w.grad.uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count > 1]
+  assert least <= len(accs) < regs and "@llvm.masked.load" in spec.src, len(accs)
+
 @pytest.mark.parametrize("shape", [(37, 11), (5, 26), (3, 13), (64, 2, 11)])
 def test_a_sum_no_vector_divides_is_padded_to_whole_vectors(shape):
   """A contiguous sum of 11, 13 or 26 elements runs in whole vectors: the lanes past the axis' end read nothing (masked

@@ -235,6 +235,9 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       for r in glob:
         if r is not vaxis: pick(r, 8)
       if vaxis in glob: pick(vaxis, 2)
+    elif vaxis is not None and len(glob) >= 2:
+      # vectors along the sum (a conv's weight gradient): both operands are vectors, one per copy of its own output axis
+      copies.update(register_tile(ren, glob[0], glob[1], 1, ok, len(reduces)))
     else:
       for r in glob[:2]: pick(r, 4 if r is glob[0] else 2)
     if not copies and (vaxis is None or vaxis.arg[1] == "reduce"):  # a reduction alone: independent accumulators
