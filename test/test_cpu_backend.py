@@ -402,6 +402,20 @@ def test_conv_input_gradient_taps_match_the_python_device(k, stride, padding, di
     return x.grad.numpy(), w.grad.numpy()
   for got, want in zip(grads("CPU"), grads("PYTHON")): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
+def test_an_in_bounds_gate_is_dropped_keeping_the_index_it_guards():
+  """A load's gate WHERE(valid, i, 0) (or the simplifier's WHERE(invalid, 0, i)) is dropped where i never leaves the
+  buffer; the index kept is i, never the 0 that stood for the masked reads (ONNX's Loop read element 0 instead of 1)."""
+  from tinycore.codegen.opt import ungate_rules
+  from tinycore.rewrite import graph_rewrite
+  buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(5), (), 0)
+  r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 5),), (0, "global"))
+  one, zero = UOp.const(dtypes.index, 1), UOp.const(dtypes.index, 0)
+  for gate in ((r < 4).where(zero, one), (r < 4).logical_not().where(one, zero)):
+    ld = graph_rewrite(UOp(Ops.LOAD, dtypes.float32, (buf.index(gate),)), ungate_rules)
+    assert ld.src[0].src[1] is one, ld
+  big = UOp(Ops.LOAD, dtypes.float32, (buf.index((r < 4).where(r + 1, zero)),))   # r + 1 reaches 5: the gate stays
+  assert graph_rewrite(big, ungate_rules) is big
+
 @pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
 def test_conv_input_gradient_is_vectorized_tap_by_tap(width, regs, fma):
   """The input gradient of a 3x3 conv: no div/mod left, its padded reads are masked vector loads, and the register

@@ -121,12 +121,19 @@ def _given_valid(w: UOp) -> UOp | None:
   if not keep: return x
   return functools.reduce(lambda p, q: p & q, keep).where(x, other)
 
+def _gated(idx: UOp) -> UOp | None:
+  """i when idx is the lowerer's gate WHERE(valid, i, 0), or the simplifier's WHERE(invalid, 0, i), else None."""
+  if idx.op is not Ops.WHERE: return None
+  zero = [s.op is Ops.CONST and s.arg == 0 for s in idx.src[1:]]
+  return idx.src[1] if zero[1] and not zero[0] else idx.src[2] if zero[0] and not zero[1] else None
+
 def _ungate(x: UOp) -> UOp | None:
-  """INDEX(buf, WHERE(valid, i, 0)) -> INDEX(buf, i) where i is inside the buffer for every value of its ranges: the gate
-  only keeps a masked read in the buffer, its value is masked by the WHERE around it."""
-  if len(x.src) != 2 or (i := x.src[1]).op is not Ops.WHERE or i.src[2].op is not Ops.CONST or x.src[0].dtype.size <= 0: return None
-  return x.replace(src=(x.src[0], i.src[1])) if 0 <= i.src[1].vmin and i.src[1].vmax < x.src[0].dtype.size else None
-ungate_rules = PatternMatcher([(UPat(Ops.INDEX, name="x"), _ungate)])
+  """LOAD(INDEX(buf, gate(i))) -> LOAD(INDEX(buf, i)) where i is inside the buffer for every value of its ranges: the
+  gate only keeps a masked read in the buffer, its value is masked by the WHERE around it."""
+  idx = x.src[0]
+  if len(idx.src) != 2 or (i := _gated(idx.src[1])) is None or idx.src[0].dtype.size <= 0: return None
+  return x.replace(src=(idx.replace(src=(idx.src[0], i)),)) if 0 <= i.vmin and i.vmax < idx.src[0].dtype.size else None
+ungate_rules = PatternMatcher([(UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), name="x"), _ungate)])
 
 def resolve_taps(sink: UOp) -> UOp:
   """Reduce loops of at most TAP_TRIPS trips that meet div/mod in a validity are written out trip by trip, then every
@@ -384,7 +391,7 @@ def _vec_index(buf: UOp, base: UOp, W: int, mask: UOp | None = None) -> UOp:
 
 def _padded_base(idx: UOp, r: UOp) -> UOp | None:
   """base when idx is a padded read WHERE(valid, base + r, 0) (the lowerer's gate that keeps masked reads in the buffer)."""
-  return lane_base(idx.src[1], r) if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST else None
+  return lane_base(idx.src[1], r) if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0 else None
 
 # ***** long float sums become a tree of short ones *****
 # A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'
