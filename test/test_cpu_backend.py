@@ -390,6 +390,88 @@ def test_conv_input_gradient_index_math_is_simplified_inside_the_padding():
   src = get_program(grad_kernel.ast, LLVMRenderer(threads=1, vector_width=8)).src
   assert src.count("sdiv") + src.count("srem") <= 8, "the pool trick's div/mod fold to a few (43 without the valid bounds)"
 
+@pytest.mark.parametrize("k,stride,padding,dilation", [(3, 1, 0, 1), (3, 2, 1, 1), (5, 1, 2, 1), (3, 1, 1, 2), (2, 2, 0, 1)])
+def test_conv_input_gradient_taps_match_the_python_device(k, stride, padding, dilation):
+  """The input gradient's taps written out one by one (codegen/opt.py resolve_taps), their pads read by masked vector
+  loads, give the gradient the PYTHON device (no such optimisation) computes, for strides, pads and dilations."""
+  xn, wn = rng.standard_normal((2, 3, 11, 10)).astype(np.float32), rng.standard_normal((4, 3, k, k)).astype(np.float32)
+  def grads(device):
+    x, w = Tensor(xn, device=device, requires_grad=True), Tensor(wn, device=device, requires_grad=True)
+    out = x.conv2d(w, stride=stride, padding=padding, dilation=dilation)
+    (out * Tensor(np.linspace(-1, 1, out.numel(), dtype=np.float32).reshape(out.shape), device=device)).sum().backward()
+    return x.grad.numpy(), w.grad.numpy()
+  for got, want in zip(grads("CPU"), grads("PYTHON")): np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+def test_an_in_bounds_gate_is_dropped_keeping_the_index_it_guards():
+  """A load's gate WHERE(valid, i, 0) (or the simplifier's WHERE(invalid, 0, i)) is dropped where i never leaves the
+  buffer; the index kept is i, never the 0 that stood for the masked reads (ONNX's Loop read element 0 instead of 1)."""
+  from tinycore.codegen.opt import ungate_rules
+  from tinycore.rewrite import graph_rewrite
+  buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(5), (), 0)
+  r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 5),), (0, "global"))
+  one, zero = UOp.const(dtypes.index, 1), UOp.const(dtypes.index, 0)
+  for gate in ((r < 4).where(zero, one), (r < 4).logical_not().where(one, zero)):
+    ld = graph_rewrite(UOp(Ops.LOAD, dtypes.float32, (buf.index(gate),)), ungate_rules)
+    assert ld.src[0].src[1] is one, ld
+  big = UOp(Ops.LOAD, dtypes.float32, (buf.index((r < 4).where(r + 1, zero)),))   # r + 1 reaches 5: the gate stays
+  assert graph_rewrite(big, ungate_rules) is big
+
+@pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
+def test_conv_input_gradient_is_vectorized_tap_by_tap(width, regs, fma):
+  """The input gradient of a 3x3 conv: no div/mod left, its padded reads are masked vector loads, and the register
+  tile counts every tap's accumulators (9 per tile cell) so that they stay in the described CPU's registers."""
+  xs = Tensor.empty(8, 16, 26, 26, device="CPU", requires_grad=True)   # pooled first, as in a convnet: one fused kernel
+  (xs.max_pool2d().conv2d(Tensor.empty(32, 16, 3, 3, device="CPU")) * Tensor.empty(8, 32, 11, 11, device="CPU")).sum().backward()
+  items, _ = create_schedule([xs.grad.uop])
+  grad_kernel = next(si for si in items if si.ast.op is Ops.SINK and [b.size for b in si.bufs] == [8 * 16 * 13 * 13, 32 * 16 * 9, 8 * 32 * 11 * 11])
+  spec = get_program(grad_kernel.ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  assert "srem" not in spec.src and spec.src.count("sdiv") <= 1, "the pool trick's div/mod fold (one sdiv may place an overlapping last tile)"
+  for ld in (u for u in spec.uops if u.op is Ops.LOAD and len(u.src[0].src) == 2):  # every unmasked read stays in its buffer
+    buf, i = ld.src[0].src
+    if i.op is not Ops.WHERE: assert 0 <= i.vmin and i.vmax + ld.dtype.count <= buf.dtype.size, (i.vmin, i.vmax, buf.dtype.size)
+  lanes = min(width, 8)   # the widest vector a 13-wide row takes (two overlapping tiles)
+  assert f"@llvm.masked.load.v{lanes}f32" in spec.src
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count == lanes]
+  assert 9 <= len(accs) < regs, len(accs)
+
+@pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
+def test_conv_forward_register_tile_spans_batch_and_channels(width, regs, fma):
+  """A conv's 11-wide output rows take one vector and no copies: the register tile's other side is another output axis
+  (batch x out-channels), so each vector loaded and each weight broadcast feed several accumulators."""
+  x, w = Tensor.empty(64, 16, 13, 13, device="CPU"), Tensor.empty(32, 16, 3, 3, device="CPU")
+  items, _ = create_schedule([x.conv2d(w).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  lanes = min(width, 8)
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count == lanes]
+  vloads = [u for u in spec.uops if u.op is Ops.LOAD and u.dtype.count == lanes]
+  assert len(accs) + 2 <= regs and len(vloads) < len(accs) and len(accs) >= 4, (len(accs), len(vloads))
+  xn, wn = rng.standard_normal((3, 4, 13, 13)).astype(np.float32), rng.standard_normal((5, 4, 3, 3)).astype(np.float32)
+  np.testing.assert_allclose(cpu(xn).conv2d(cpu(wn)).numpy(), python(xn).conv2d(python(wn)).numpy(), rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("width,regs,fma,least", [(8, 16, True, 8), (16, 32, True, 16)], ids=["avx2-fma", "avx512"])
+def test_conv_weight_gradient_is_register_tiled_along_its_sum(width, regs, fma, least):
+  """The weight gradient sums along the 26-wide rows (padded vectors); its register tile is out-channels x in-channels:
+  each vector of the output gradient and of the input feeds several accumulators, all in the described registers."""
+  x = Tensor.empty(1, 4, 28, 28, device="CPU")   # a sum of 26 rows of 26: one level of accumulators (see tree_sums)
+  w = Tensor.empty(16, 4, 3, 3, device="CPU", requires_grad=True)
+  (x.conv2d(w) * Tensor.empty(1, 16, 26, 26, device="CPU")).sum().backward()
+  items, _ = create_schedule([w.grad.uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count > 1]
+  assert least <= len(accs) < regs and "@llvm.masked.load" in spec.src, len(accs)
+
+@pytest.mark.parametrize("shape", [(37, 11), (5, 26), (3, 13), (64, 2, 11)])
+def test_a_sum_no_vector_divides_is_padded_to_whole_vectors(shape):
+  """A contiguous sum of 11, 13 or 26 elements runs in whole vectors: the lanes past the axis' end read nothing (masked
+  loads) and add 0, so infinities stay infinities and the sums are numpy's."""
+  a = rng.standard_normal(shape).astype(np.float32)
+  a[0, ..., -1] = np.inf
+  np.testing.assert_allclose(cpu(a).sum(axis=-1).numpy(), a.sum(axis=-1), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose((cpu(a) * cpu(a)).sum(axis=-1).numpy(), (a * a).sum(axis=-1), rtol=1e-5, atol=1e-5)
+  items, _ = create_schedule([Tensor.empty(*shape, device="CPU").sum(axis=-1).uop])
+  src = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8)).src
+  assert "@llvm.masked.load.v8f32" in src or "@llvm.masked.load.v4f32" in src
+
 def test_full_reduce_is_vectorized_with_lane_partials():
   items, _ = create_schedule([Tensor.empty(4096, device="CPU").sum().uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16))

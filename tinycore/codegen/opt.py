@@ -1,6 +1,6 @@
 """Kernel optimisations on the lowered graph, chosen from the renderer's description of the target."""
 from __future__ import annotations
-import itertools
+import functools, itertools
 from dataclasses import dataclass
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, strides_for_shape, ceildiv, NOOPT
@@ -22,6 +22,7 @@ def optimize(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
   (threads > 0 or vector_width > 1) get register tiling and SIMD vectors, then the outer loop split across threads."""
   if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return map_globals(sink, ren)
   lane = None
+  if not NOOPT: sink = graph_rewrite(resolve_taps(sink), ungate_rules)
   if not NOOPT and (plan := plan_upcasts(sink, ren)) is not None: sink, lane = apply_upcasts(sink, *plan)
   sink, gsize = split_for_threads(sink, ren.threads)
   sink = graph_rewrite(sink, symbolic_rules)
@@ -72,6 +73,84 @@ def split_for_threads(sink: UOp, threads: int) -> tuple[UOp, tuple]:
   inner = UOp(Ops.RANGE, dtypes.index, (end.simplify(),), r.arg)
   return graph_substitute(sink, {r: core * chunk + inner}), (threads, 1, 1)
 
+# ***** a pad's validity resolves the index math of a conv's taps *****
+# A conv's input gradient reads the output gradient through tinygrad's pool trick: a reduce loop `a` of a few trips and
+# an output axis y meet in (y + 13*a) % 14 and // 14, valid only where the % is below the kernel width. Most (a, y)
+# pairs are masked: their loads still run, div/mod sit in every index and no vector lane is contiguous. Written out
+# one trip at a time, each trip is a kernel tap whose validity is an interval of y; on it the div/mod fold to sums
+# (y - 1 for one tap), and a tap that is never valid folds away.
+TAP_TRIPS = 8          # the longest such loop written out (a k x k kernel gives k + 1 trips)
+TAP_ENUMERATE = 256    # the longest axis whose valid values are found by trying each
+
+def _clauses(c: UOp) -> list[UOp]: return [x for s in c.src for x in _clauses(s)] if c.op is Ops.AND else [c]
+def _ranges_in(u: UOp) -> set[UOp]: return {x for x in u.toposort() if x.op is Ops.RANGE}
+
+def _fold_mod(x: UOp) -> UOp | None:  # x % c when x stays in one period: x minus that period's start
+  a, c = x.src
+  if c.op is not Ops.CONST or c.arg <= 0 or a.vmin < 0 or a.vmin // c.arg != a.vmax // c.arg: return None
+  return a - (a.vmin // c.arg) * c.arg if a.vmin >= c.arg else a
+_bounded_rules = symbolic_rules + PatternMatcher([(UPat(Ops.MOD, name="x"), _fold_mod)])
+_tap_names = itertools.count()
+
+def _given_valid(w: UOp) -> UOp | None:
+  """WHERE(valid, x, other): each axis that alone decides some clauses of valid, tried value by value; where its valid
+  values are an interval, those clauses become the interval's bounds and x, if it is index math, is simplified knowing them."""
+  cond, x, other = w.src
+  clauses, by_axis = _clauses(cond), {}
+  # only index math is simplified knowing valid: a load runs whatever valid says, so the gates inside a masked value
+  # (each load's index carries the whole validity, see the lowerer) must keep every clause that keeps it in its buffer
+  pure = not any(u.op is Ops.LOAD for u in x.toposort())
+  for c in clauses:
+    if len(rs := _ranges_in(c)) != 1 or any(u.op in (Ops.DEFINE_VAR, Ops.LOAD) for u in c.toposort()): continue
+    if (n := _const_size(g := next(iter(rs)))) is not None and n <= TAP_ENUMERATE: by_axis.setdefault(g, []).append(c)
+  keep, changed = [c for c in clauses if not any(c in cs for cs in by_axis.values())], False
+  for g, cs in by_axis.items():
+    test = cs[0] if len(cs) == 1 else functools.reduce(lambda p, q: p & q, cs)
+    tried = [test.substitute({g: UOp.const(dtypes.index, v)}).simplify() for v in range(_const_size(g))]
+    if any(t.op is not Ops.CONST for t in tried): keep += cs; continue
+    if not (vals := [v for v, t in enumerate(tried) if t.arg]): return other
+    lo, hi, n = vals[0], vals[-1], _const_size(g)
+    if vals != list(range(lo, hi + 1)): keep += cs; continue
+    bounds = ([(g < lo).logical_not()] if lo > 0 else []) + ([g < hi + 1] if hi < n - 1 else [])
+    if bounds == cs: keep += cs; continue
+    keep, changed = keep + bounds, True
+    if not pure: continue
+    ph = UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_tap{next(_tap_names)}", lo, hi))
+    x = graph_rewrite(x.substitute({g: ph}), _bounded_rules).substitute({ph: g})
+  if not changed: return None
+  if not keep: return x
+  return functools.reduce(lambda p, q: p & q, keep).where(x, other)
+
+def _gated(idx: UOp) -> UOp | None:
+  """i when idx is the lowerer's gate WHERE(valid, i, 0), or the simplifier's WHERE(invalid, 0, i), else None."""
+  if idx.op is not Ops.WHERE: return None
+  zero = [s.op is Ops.CONST and s.arg == 0 for s in idx.src[1:]]
+  return idx.src[1] if zero[1] and not zero[0] else idx.src[2] if zero[0] and not zero[1] else None
+
+def _ungate(x: UOp) -> UOp | None:
+  """LOAD(INDEX(buf, gate(i))) -> LOAD(INDEX(buf, i)) where i is inside the buffer for every value of its ranges: the
+  gate only keeps a masked read in the buffer, its value is masked by the WHERE around it."""
+  idx = x.src[0]
+  if len(idx.src) != 2 or (i := _gated(idx.src[1])) is None or idx.src[0].dtype.size <= 0: return None
+  return x.replace(src=(idx.replace(src=(idx.src[0], i)),)) if 0 <= i.vmin and i.vmax < idx.src[0].dtype.size else None
+ungate_rules = PatternMatcher([(UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), name="x"), _ungate)])
+
+def resolve_taps(sink: UOp) -> UOp:
+  """Reduce loops of at most TAP_TRIPS trips that meet div/mod in a validity are written out trip by trip, then every
+  validity is resolved against the index math it guards (_given_valid)."""
+  deps = _range_deps(sink)
+  taps = {r for u in sink.toposort() if u.op is Ops.WHERE for c in _clauses(u.src[0]) if any(y.op in (Ops.MOD, Ops.IDIV) for y in c.toposort())
+          for r in deps[c] if r.arg[1] == "reduce" and (n := _const_size(r)) is not None and n <= TAP_TRIPS}
+  if not taps: return sink
+  def write_out(x: UOp) -> UOp | None:
+    if not (mine := [r for r in x.src[1:] if r in taps]): return None
+    parts = [x.src[0].substitute({r: UOp.const(dtypes.index, v) for r, v in zip(mine, combo)})
+             for combo in itertools.product(*[range(_const_size(r)) for r in mine])]
+    body, rest = _combine(x.arg, parts), tuple(r for r in x.src[1:] if r not in taps)
+    return UOp(Ops.REDUCE, x.dtype, (body,) + rest, x.arg) if rest else body
+  sink = graph_rewrite(graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), write_out)])), symbolic_rules)
+  return graph_rewrite(sink, symbolic_rules + PatternMatcher([(UPat(Ops.WHERE, name="w"), _given_valid)]))
+
 # ***** CPU style: upcasting (register tiles) and SIMD vectors *****
 # An upcast axis r of size n becomes an outer loop ro of size n/(k*w) and k copies (unrolled) of w SIMD lanes:
 # r = ro*k*w + c*w + lane. Copies of a global axis are more stores; copies of a reduce axis are more accumulators,
@@ -103,6 +182,12 @@ def _tiles(r: UOp, T: int, overlap: bool = True) -> bool:
   if n % T == 0: return True
   return overlap and r.arg[1] == "global" and n >= T and ceildiv(n, T) * T <= n * 3 // 2
 
+def _pads(r: UOp, T: int) -> bool:
+  """Can a sum's axis r that T does not divide be padded to whole tiles of T? The lanes past its end add a masked 0
+  (apply_upcasts): a plain sum gets the same terms, when not much of the last tile is wasted."""
+  n = _const_size(r)
+  return n % T != 0 and r.arg[1] == "reduce" and ceildiv(n, T) * T <= n * 3 // 2
+
 def _tile_base(outer: UOp, n: int, T: int) -> UOp:
   """The first index of tile `outer` of an axis of n cut into tiles of T, the last one overlapping when T does not divide n."""
   if n % T == 0: return outer * T
@@ -119,11 +204,13 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
   loads = [u for u in order if u.op is Ops.LOAD]
   overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
-  def vec_score(r: UOp) -> int:  # contiguous accesses gain, gathers lose
-    return sum((1 if lane_base(i, r) is not None else -1) for i in accesses if r in deps[i])
+  def vec_score(r: UOp) -> int:  # contiguous accesses gain (padded ones too: a masked vector load), gathers lose
+    return sum((1 if lane_base(i, r) is not None or _padded_base(i, r) is not None else -1) for i in accesses if r in deps[i])
+  sums = {r for x in reduces if x.arg is Ops.ADD for r in x.src[1:]} - {r for x in reduces if x.arg is not Ops.ADD for r in x.src[1:]}
   vaxis, W = None, ren.vector_width
-  while W > 1 and vaxis is None:  # the widest vectors some axis takes (an axis they divide, or an overlapping last tile)
-    cands = [(vec_score(r), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs if _tiles(r, W, overlap)]
+  while W > 1 and vaxis is None:  # the widest vectors some axis takes (an axis they divide, an overlapping last tile, a padded sum)
+    cands = [(vec_score(r), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs
+             if _tiles(r, W, overlap) or (r in sums and _pads(r, W))]
     if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
     else: W //= 2
   copies: dict[UOp, int] = {}
@@ -146,11 +233,18 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice)
       kblock = _k_blocks(sink, reduces, overlap)
       exact = lambda r, k: _const_size(r) % (k * (W if r is vaxis else 1)) == 0
-      copies.update(register_tile(ren, rows, vaxis, W, exact if kblock is not None else ok))
+      fits = exact if kblock is not None else ok
+      # a vector axis too short for copies (a conv's 11-wide rows) leaves the tile's columns to another output axis that
+      # the broadcast operand does not depend on (the batch of a conv: each copy loads its own vector)
+      cols = vaxis if fits(vaxis, 2) else next((r for r in glob if r is not vaxis and r is not rows), vaxis)
+      copies.update(register_tile(ren, rows, cols, W if cols is vaxis else 1, fits, len(reduces)))
     elif vaxis is not None and vaxis.arg[1] == "global":
       for r in glob:
         if r is not vaxis: pick(r, 8)
       if vaxis in glob: pick(vaxis, 2)
+    elif vaxis is not None and len(glob) >= 2:
+      # vectors along the sum (a conv's weight gradient): both operands are vectors, one per copy of its own output axis
+      copies.update(register_tile(ren, glob[0], glob[1], 1, ok, len(reduces)))
     else:
       for r in glob[:2]: pick(r, 4 if r is glob[0] else 2)
     if not copies and (vaxis is None or vaxis.arg[1] == "reduce"):  # a reduction alone: independent accumulators
@@ -171,16 +265,17 @@ def _k_blocks(sink: UOp, reduces: list[UOp], overlap: bool) -> UOp | None:
   if (K := _const_size(k)) is None or not SUM_CHUNK < K <= SUM_CHUNK**2 or K % SUM_CHUNK or any(st.src[1] is not red for st in sink.src): return None
   return k
 
-def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok) -> dict[UOp, int]:
+def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok, sums: int = 1) -> dict[UOp, int]:
   """The register tile of a product's reduction (a matmul's C[i, j] += A[i, k] * B[k, j]): m copies of the rows, n of the
   vector columns. Each step of the reduce loop loads n vectors of B and broadcasts m scalars of A into m*n accumulators;
   all of them and a broadcast (and the product, where no FMA fuses it) must fit the target's vector registers. The tile
   with most multiply-adds per load wins (2.4 for 6x4 in AVX-512's 32 registers, 1.7 for 4x3 in AVX2's 16), discounted
-  by the work an overlapping last tile repeats."""
+  by the work an overlapping last tile repeats. `sums` reductions share the loop (a conv's taps, see resolve_taps): each
+  tile cell has that many accumulators."""
   regs, nr, nc = ren.vector_registers - (1 if ren.fma else 2), _const_size(rows), _const_size(cols)
   def useful(n: int, t: int) -> float: return n / (ceildiv(n, t) * t)
   tiles = [(m * n / (m + n) * useful(nr, m) * useful(nc, n * W), m * n, m, n) for n in range(1, regs + 1) if n == 1 or ok(cols, n)
-           for m in range(1, regs // n) if m * n + n <= regs and (m == 1 or ok(rows, m))]
+           for m in range(1, regs // n) if m * n * sums + n <= regs and (m == 1 or ok(rows, m))]
   _, _, m, n = max(tiles, default=(0, 0, 1, 1))
   return {r: k for r, k in ((rows, m), (cols, n)) if k > 1}
 
@@ -192,15 +287,23 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
   axes = set(copies) | ({vaxis} if vaxis is not None else set())
   def tile(r: UOp) -> int: return copies.get(r, 1) * (W if r is vaxis else 1)
   outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(_const_size(r), tile(r))),), r.arg) for r in axes}
+  padded = vaxis is not None and vaxis.arg[1] == "reduce" and _const_size(vaxis) % tile(vaxis) != 0
   def split(r: UOp, c: int) -> UOp:
     w = W if r is vaxis else 1
-    return _tile_base(outer[r], _const_size(r), tile(r)) + c * w + (lane if r is vaxis else 0)
+    return (outer[r] * tile(r) if r is vaxis and padded else _tile_base(outer[r], _const_size(r), tile(r))) + c * w + (lane if r is vaxis else 0)
+  def body(x: UOp, combo: tuple[int, ...], mine: list[UOp]) -> UOp:
+    out = x.src[0].substitute({r: split(r, c) for r, c in zip(mine, combo)})
+    if not padded or vaxis not in mine: return out
+    # a padded sum: past the axis' end a lane adds 0, and its loads are gated like a pad's (masked vector loads)
+    valid = split(vaxis, combo[mine.index(vaxis)]) < _const_size(vaxis)
+    gates = {i: i.replace(src=(i.src[0], valid.where(i.src[1], UOp.const(dtypes.index, 0)))) for i in out.toposort()
+             if i.op is Ops.INDEX and len(i.src) == 2 and lane in i.src[1].toposort()}
+    return valid.where(out.substitute(gates), out.const_like(0))
   def upcast_reduce(x: UOp) -> UOp | None:
     mine = [r for r in x.src[1:] if r in axes]
     if not mine: return None
     rest = tuple(outer.get(r, r) for r in x.src[1:]) + ((lane,) if vaxis in mine else ())
-    parts = [UOp(Ops.REDUCE, x.dtype, (x.src[0].substitute({r: split(r, c) for r, c in zip(mine, combo)}),) + rest, x.arg)
-             for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
+    parts = [UOp(Ops.REDUCE, x.dtype, (body(x, combo, mine),) + rest, x.arg) for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
     return _combine(x.arg, parts)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), upcast_reduce)]))
   glob = [r for r in axes if r.arg[1] == "global"]
@@ -273,16 +376,22 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
     if u.dtype == dtypes.index or u.op in (Ops.RANGE, Ops.INDEX): continue  # index math stays scalar, per lane
     if u.op is Ops.LOAD:
       buf, idx = u.src[0].src[:2]
-      vec[u] = UOp(Ops.LOAD, u.dtype.vec(W), (_vec_index(buf, base, W),)) if (base := lane_base(idx, lane)) is not None else \
-               UOp(Ops.VECTORIZE, u.dtype.vec(W), tuple(UOp(Ops.LOAD, u.dtype, (buf.index(at_lane(idx, i)),)) for i in range(W)))
+      if (base := lane_base(idx, lane)) is not None: vec[u] = UOp(Ops.LOAD, u.dtype.vec(W), (_vec_index(buf, base, W),))
+      elif (padded := _padded_base(idx, lane)) is not None:  # lanes outside the pad are not read (their value is masked later)
+        vec[u] = UOp(Ops.LOAD, u.dtype.vec(W), (_vec_index(buf, padded, W, as_vec(idx.src[0])),))
+      else: vec[u] = UOp(Ops.VECTORIZE, u.dtype.vec(W), tuple(UOp(Ops.LOAD, u.dtype, (buf.index(at_lane(idx, i)),)) for i in range(W)))
     elif any(dep[s] and s not in vec for s in u.src): vec[u] = per_lane(u)  # reads index math: computed lane by lane
     elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST, Ops.REDUCE):
       vec[u] = u.replace(dtype=u.dtype.vec(W), src=tuple(as_vec(s) if i == 0 or u.op is not Ops.REDUCE else s for i, s in enumerate(u.src)))
     else: raise NotImplementedError(f"vectorize: no rule for {u.op}")
   return UOp(Ops.SINK, dtypes.void, tuple(stores))
 
-def _vec_index(buf: UOp, base: UOp, W: int) -> UOp:
-  return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base))
+def _vec_index(buf: UOp, base: UOp, W: int, mask: UOp | None = None) -> UOp:
+  return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base) + ((mask,) if mask is not None else ()))
+
+def _padded_base(idx: UOp, r: UOp) -> UOp | None:
+  """base when idx is a padded read WHERE(valid, base + r, 0) (the lowerer's gate that keeps masked reads in the buffer)."""
+  return lane_base(idx.src[1], r) if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0 else None
 
 # ***** long float sums become a tree of short ones *****
 # A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'

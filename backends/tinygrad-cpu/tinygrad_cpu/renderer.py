@@ -175,11 +175,16 @@ class _LLVMKernel:
       v = self.val(u.src[1])
       self.lines.append(f"  store {ltype(dt)} {v}, ptr {self.r[u.src[0]]}")
       return v
-    if op is Ops.INDEX:
+    if op is Ops.INDEX:  # a masked vector's address (its third source is the mask) may start before the buffer: not inbounds
       buf = u.src[0]
-      return self.ins(f"getelementptr inbounds {ltype(buf.dtype.base.scalar, mem=True)}, ptr {self.r[buf]}, {ltype(u.src[1].dtype)} {self.val(u.src[1])}")
+      gep = "getelementptr" if len(u.src) > 2 else "getelementptr inbounds"
+      return self.ins(f"{gep} {ltype(buf.dtype.base.scalar, mem=True)}, ptr {self.r[buf]}, {ltype(u.src[1].dtype)} {self.val(u.src[1])}")
     if op is Ops.LOAD:
-      raw = self.ins(f"load {ltype(dt, mem=True)}, ptr {self.r[u.src[0]]}, align {dt.itemsize}")
+      if len(u.src[0].src) > 2:  # lanes whose mask is off are not read (they read as 0)
+        ty, mask = ltype(dt, mem=True), u.src[0].src[2]
+        raw = self.call(ty, f"llvm.masked.load.{lsuffix(ty)}.p0", [("ptr", self.r[u.src[0]]), ("i32", str(dt.scalar.itemsize)),
+                                                                  (ltype(mask.dtype), self.val(mask)), (ty, lconst(ty, 0))])
+      else: raw = self.ins(f"load {ltype(dt, mem=True)}, ptr {self.r[u.src[0]]}, align {dt.itemsize}")
       return self.from_mem(raw, dt)
     if op is Ops.STORE:
       vdt = u.src[1].dtype
