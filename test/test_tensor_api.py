@@ -513,3 +513,29 @@ def test_setitem_is_differentiable_where_it_updates_the_graph():
   view[0] = 9.0  # a view of a buffer writes into it
   np.testing.assert_equal(buf.numpy(), [9, 2, 3])
   with pytest.raises(RuntimeError, match="clone"): x[0] = 1.0
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_svd_reconstructs_with_orthonormal_factors_and_torchs_singular_values(device):
+  try: import torch
+  except ImportError: torch = None  # numpy's svd has torch.linalg.svd's shapes and singular values
+  rng = np.random.default_rng(3)
+  rank_deficient = rng.standard_normal((4, 4)).astype(np.float32)
+  rank_deficient[:, 3] = rank_deficient[:, 1]  # a zero singular value: U still orthonormal
+  for a in [rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((2, 3, 5)).astype(np.float32), rank_deficient,
+            np.array([[-2.0]], np.float32)]:
+    for full in (True, False):
+      U, S, Vh = (x.numpy() for x in Tensor(a, device=device).svd(full_matrices=full))
+      for tU, tS, tVh in [np.linalg.svd(a, full_matrices=full)] + ([torch.linalg.svd(torch.tensor(a), full_matrices=full)] if torch else []):
+        assert U.shape == tuple(tU.shape) and S.shape == tuple(tS.shape) and Vh.shape == tuple(tVh.shape)
+        np.testing.assert_allclose(S, np.asarray(tS), atol=2e-5)
+      assert (S >= 0).all() and (np.diff(S, axis=-1) <= 0).all()
+      k = S.shape[-1]
+      np.testing.assert_allclose((U[..., :k] * S[..., None, :]) @ Vh[..., :k, :], a, atol=2e-5)
+      for Q in (np.swapaxes(U, -1, -2), Vh):
+        np.testing.assert_allclose(Q @ np.swapaxes(Q, -1, -2), np.broadcast_to(np.eye(Q.shape[-2]), Q.shape[:-1] + Q.shape[-2:-1]), atol=2e-5)
+  with pytest.raises(ValueError, match="matrix"): Tensor([1.0, 2.0]).svd()
+
+def test_max_shape_and_max_numel_take_each_variables_bound():
+  t = Tensor.ones(8, 3)[:Variable("n", 2, 8).bind(5)]
+  assert t.max_shape == (8, 3) and t.max_numel() == 24
+  assert Tensor.ones(2, 3).max_shape == (2, 3) and Tensor(1.0).max_numel() == 1
