@@ -12,14 +12,17 @@ class DType:
   name: str
   fmt: str | None        # struct format character, None where struct has none (bfloat16)
   count: int = 1         # vector width: >1 only inside kernels
-  # every UOp key holds a dtype, so hashing and comparing one is on the path of every node built: the hash is computed
-  # once, from int fields only (a str's hash differs between processes, and a pickled DType keeps its _hash)
-  def __post_init__(self): object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count, getattr(self, "size", 0))))
+  # every UOp key holds a dtype, so hashing and comparing one is on the path of every node built: the field tuple and the
+  # hash are computed once, the hash from int fields only (a str's hash differs between processes, and a pickled DType
+  # keeps its _hash)
+  def __post_init__(self):
+    object.__setattr__(self, "_key", tuple(getattr(self, f.name) for f in fields(self)))
+    object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count, getattr(self, "size", 0))))
   def __hash__(self): return self._hash
   def __eq__(self, o):
     if self is o: return True
     if not isinstance(o, DType): return NotImplemented
-    return o.__class__ is self.__class__ and self._hash == o._hash and astuple_shallow(self) == astuple_shallow(o)
+    return o.__class__ is self.__class__ and self._hash == o._hash and self._key == o._key
   def __repr__(self): return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
   def __lt__(self, o: DType): return (self.priority, self.itemsize, self.name, self.count) < (o.priority, o.itemsize, o.name, o.count)
   @property
@@ -37,8 +40,6 @@ class PtrDType(DType):
   size: int = -1
   addrspace: str = "global"  # "global", "local" (shared memory) or "reg" (accumulators)
   def __repr__(self): return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
-
-def astuple_shallow(dt: DType) -> tuple: return tuple(getattr(dt, f.name) for f in fields(dt))
 
 def _d(priority, itemsize, name, fmt): return DType(priority, itemsize, name, fmt)
 

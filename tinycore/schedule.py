@@ -1,6 +1,7 @@
 """The scheduler: decides which lazy nodes become buffers (fusion), builds one kernel AST per buffer, orders them, plans memory."""
 from __future__ import annotations
 import itertools, math, weakref
+from typing import Any
 from collections import defaultdict
 from dataclasses import dataclass, field
 from tinycore.dtype import dtypes, truncate
@@ -68,15 +69,26 @@ def _expand_ratio(u: UOp) -> float:
   if u.op is not Ops.EXPAND: return 1
   return prod(u.shape) // max(prod(u.src[0].shape), 1) if all_int(u.shape) and all_int(u.src[0].shape) else float("inf")
 
-def _const_under(u: UOp) -> UOp | None:
-  """The CONST a node broadcasts (through movement ops and casts), or None: such a value costs nothing in any kernel."""
-  while u.op in GroupOp.Movement or u.op is Ops.CAST: u = u.src[0]
-  return u if u.op is Ops.CONST else None
+def _broadcast_const(u: UOp) -> Any:
+  """The value a node broadcasts from a CONST through movement ops and casts (the casts applied, innermost first), or
+  None where it is not one: such a value costs nothing in any kernel."""
+  casts = []
+  while u.op in GroupOp.Movement or u.op is Ops.CAST:
+    if u.op is Ops.CAST: casts.append(u.dtype)
+    u = u.src[0]
+  if u.op is not Ops.CONST: return None
+  v = u.arg
+  for dt in reversed(casts): v = truncate(dt, v)
+  return v
+
+def _in_kernel(value: UOp, realize: set[UOp]) -> dict[UOp, None]:
+  """The nodes the kernel computing `value` computes or reads: realized nodes are read, not walked into."""
+  return value.toposort(gate=lambda y: y is value or y not in realize and y.op is not Ops.BUFFER)
 
 def _reads_shifted(value: UOp, target: UOp, realize: set[UOp]) -> bool:
   """Does the kernel computing `value` read the buffer `target` at an element other than the one being written
   (through a non-reshape view)? Reads behind realized nodes happen in earlier kernels."""
-  for x in value.toposort(gate=lambda y: y is value or y not in realize and y.op is not Ops.BUFFER):
+  for x in _in_kernel(value, realize):
     if x.op in GroupOp.Movement and x.op is not Ops.RESHAPE and _buffer_under_movement(x) is target: return True
   return False
 
@@ -100,7 +112,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   for u in order:
     # a contiguous constant that is not an output (a parameter made by Tensor.ones(n, requires_grad=True) and never
     # realized) is folded into its users: nothing sees its buffer
-    if u.op is Ops.CONTIGUOUS and not free_contiguous(u) and _const_under(u.src[0]) is None: realize.add(u)
+    if u.op is Ops.CONTIGUOUS and not free_contiguous(u) and _broadcast_const(u.src[0]) is None: realize.add(u)
     if u.op in TRANSFERS:
       realize.add(u)
       if not is_plain_view(u.src[0]): realize.add(u.src[0])
@@ -152,12 +164,11 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   # writing a buffer while reading it elsewhere than the element being written needs a temporary; a reduction over the
   # buffer (LAMB's weight norm, fused per copy behind an expand) would read elements the kernel has already written, so
   # it is computed before, in a kernel of its own
-  def in_kernel(value: UOp) -> dict[UOp, None]: return value.toposort(gate=lambda y: y is value or y not in realize and y.op is not Ops.BUFFER)
   for u in order:
     if u.op is not Ops.ASSIGN: continue
     target = _plain_buffer(u.src[0])
-    for x in in_kernel(u.src[1]):
-      if x.op is Ops.REDUCE_AXIS and x not in realize and target in in_kernel(x): realize.add(x)
+    for x in _in_kernel(u.src[1], realize):
+      if x.op is Ops.REDUCE_AXIS and x not in realize and target in _in_kernel(x, realize): realize.add(x)
     if _reads_shifted(u.src[1], target, realize): realize.add(u.src[1])
   return realize
 
@@ -187,13 +198,7 @@ def split_reduce(u: UOp) -> UOp | None:
 def fold_const_reduce(u: UOp) -> UOp | None:
   """A reduction of a broadcast constant is a constant: the MAX of it, and a sum where n*c is exactly what adding c
   n times gives (integers wrap the same way; floats of at least 32 bits while every partial sum is an exact integer)."""
-  if (c := _const_under(u.src[0])) is None or not all_int(u.src[0].shape) or (n := prod(u.src[0].shape) // max(prod(u.shape), 1)) == 0: return None
-  casts, x = [], u.src[0]
-  while x is not c:  # the casts on the way down to the constant, outermost first
-    if x.op is Ops.CAST: casts.append(x.dtype)
-    x = x.src[0]
-  v = c.arg
-  for dt in reversed(casts): v = truncate(dt, v)  # innermost cast first
+  if (v := _broadcast_const(u.src[0])) is None or not all_int(u.src[0].shape) or (n := prod(u.src[0].shape) // max(prod(u.shape), 1)) == 0: return None
   op = u.arg[0]
   if op is Ops.MAX: return u.const_like(v)
   if op is not Ops.ADD: return None
