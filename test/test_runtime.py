@@ -6,6 +6,8 @@ from tinycore import Tensor, GlobalCounters, Context, Device
 from tinycore.dtype import dtypes
 from tinycore.runtime.device import Buffer
 from tinycore.runtime import diskcache, runner
+from tinycore.runtime.binary import pack_binary, unpack_binary
+from tinycore.runtime.errors import CompileError
 from tinycore import engine
 
 @pytest.fixture
@@ -40,6 +42,14 @@ def test_corrupt_cache_entry_is_rebuilt(cache_dir, damage):
   assert diskcache.diskcache_get("tbl", key) is None
   assert diskcache.diskcached("tbl", key, lambda: b"rebuilt") == b"rebuilt"
   assert diskcache.diskcache_get("tbl", key) == b"rebuilt"   # and the file holds the new entry
+
+def test_binary_container_round_trip_and_every_corruption_names_the_backend():
+  blob = pack_binary(b"TCX1\n", {"fn": "k", "nbufs": 2}, b"\x7fELF payload")
+  assert unpack_binary(b"TCX1\n", blob, "X") == ({"fn": "k", "nbufs": 2}, b"\x7fELF payload")
+  flipped = bytearray(blob); flipped[-2] ^= 0x10
+  no_dict = pack_binary(b"TCX1\n", {}, b"").replace(b"{}", b"[]")
+  for bad in (blob[:-1], bytes(flipped), b"junk" + blob, blob.replace(b"TCX1", b"TCX2"), blob[:6], no_dict):
+    with pytest.raises(CompileError, match="X: corrupt kernel binary"): unpack_binary(b"TCX1\n", bad, "X")
 
 def test_corrupt_kernel_binary_in_the_cache_is_rebuilt(cache_dir):
   src = "# a kernel\n('CONST', ('float', 1), (), 1.0)"

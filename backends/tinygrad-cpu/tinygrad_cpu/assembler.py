@@ -1,28 +1,22 @@
 """CPU assemblers: LLVM IR -> native object code with llvmlite's bundled LLVM, or C -> a shared object with clang/gcc."""
 from __future__ import annotations
-import functools, hashlib, json, os, shutil, subprocess, tempfile
+import functools, os, shutil, subprocess, tempfile
 from tinycore.runtime.device import Assembler
+from tinycore.runtime.binary import pack_binary, unpack_binary
 from tinycore.runtime.errors import CompileError
 from tinygrad_cpu.renderer import kernel_signature
 
-MAGIC = b"TCCPU1\n"   # a binary: MAGIC, one JSON header line, sha256 of the payload, the payload (object file or shared object)
+MAGIC = b"TCCPU1\n"   # tinycore's binary container (runtime/binary.py): header {kind, fn, nbufs, vars}, payload an object file or shared object
 
 def pack(kind: str, src: str, payload: bytes) -> bytes:
   name, nbufs, var_types = kernel_signature(src)
-  header = json.dumps({"kind": kind, "fn": name, "nbufs": nbufs, "vars": list(var_types)}, sort_keys=True).encode()
-  return MAGIC + header + b"\n" + hashlib.sha256(payload).digest() + payload
+  return pack_binary(MAGIC, {"kind": kind, "fn": name, "nbufs": nbufs, "vars": list(var_types)}, payload)
 
 def unpack(binary: bytes) -> tuple[dict, bytes]:
   """The header and payload of a binary, checked: anything else raises CompileError naming CPU."""
-  try:
-    if not binary.startswith(MAGIC): raise ValueError("bad magic")
-    end = binary.index(b"\n", len(MAGIC))
-    header = json.loads(binary[len(MAGIC):end])
-    digest, payload = binary[end+1:end+33], binary[end+33:]
-    if hashlib.sha256(payload).digest() != digest: raise ValueError("checksum mismatch")
-    if header["kind"] not in ("llvm", "so"): raise ValueError(f"unknown kind {header['kind']!r}")
-    return header, payload
-  except Exception as e: raise CompileError(f"CPU: corrupt kernel binary ({type(e).__name__}: {e}); it was not produced by this backend's assembler") from e
+  header, payload = unpack_binary(MAGIC, binary, "CPU")
+  if header.get("kind") not in ("llvm", "so"): raise CompileError(f"CPU: corrupt kernel binary (unknown kind {header.get('kind')!r}); it was not produced by this backend's assembler")
+  return header, payload
 
 @functools.cache
 def llvm():

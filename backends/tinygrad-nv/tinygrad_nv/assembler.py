@@ -1,13 +1,15 @@
 """NV assembler: PTX -> a small container of the PTX and, where ptxas is found, the cubin it assembles for the target arch."""
 from __future__ import annotations
-import json, os, re, shutil, subprocess, tempfile
+import os, re, shutil, subprocess, tempfile
 from pathlib import Path
 from tinycore.runtime.device import Assembler
+from tinycore.runtime.binary import pack_binary, unpack_binary
 from tinycore.runtime.errors import CompileError
 
-# The binary: MAGIC, one line of JSON {"arch", "ptx", "cubin"} (byte lengths), then the PTX text and the cubin. The CUDA
-# driver loads the cubin when it was built for the GPU's arch, else JIT-compiles the PTX; the emulator runs the PTX.
-MAGIC = b"TCNV1\n"
+# The binary: tinycore's container (runtime/binary.py) with header {"arch", "ptx": its byte length} and payload the PTX text
+# then the cubin. The CUDA driver loads the cubin when it was built for the GPU's arch, else JIT-compiles the PTX; the
+# emulator runs the PTX.
+MAGIC = b"TCNV2\n"
 
 def find_ptxas() -> str | None:
   """NV_PTXAS, else the ptxas of NVIDIA's nvidia-cuda-nvcc wheel (the tinygrad-nv[ptxas] extra), else ptxas on PATH."""
@@ -32,24 +34,20 @@ def run_ptxas(ptx: str, arch: str, ptxas: str, *flags: str) -> tuple[bytes, str]
     if r.returncode != 0: raise CompileError(f"NV: ptxas rejected kernel {kernel_name(ptx)} for {arch}:\n{(r.stderr or r.stdout).strip()}")
     return out.read_bytes(), r.stderr + r.stdout
 
-def pack(arch: str, ptx: bytes, cubin: bytes) -> bytes:
-  return MAGIC + json.dumps({"arch": arch, "ptx": len(ptx), "cubin": len(cubin)}).encode() + b"\n" + ptx + cubin
+def pack(arch: str, ptx: bytes, cubin: bytes) -> bytes: return pack_binary(MAGIC, {"arch": arch, "ptx": len(ptx)}, ptx + cubin)
 
 def unpack(binary: bytes) -> tuple[str, str, bytes]:
-  """(arch, PTX text, cubin or b""); ValueError for anything that is not a whole container."""
-  if not binary.startswith(MAGIC): raise ValueError("not an NV kernel binary (bad magic)")
-  head, _, rest = binary[len(MAGIC):].partition(b"\n")
-  meta = json.loads(head)
-  n_ptx, n_cubin = int(meta["ptx"]), int(meta["cubin"])
-  if len(rest) != n_ptx + n_cubin: raise ValueError(f"truncated: {len(rest)} bytes after the header, {n_ptx + n_cubin} expected")
-  return str(meta["arch"]), rest[:n_ptx].decode(), rest[n_ptx:]
+  """(arch, PTX text, cubin or b""); CompileError naming NV for anything that is not a whole container."""
+  header, payload = unpack_binary(MAGIC, binary, "NV")
+  try: return str(header["arch"]), payload[:int(header["ptx"])].decode(), payload[int(header["ptx"]):]
+  except (KeyError, ValueError, TypeError) as e: raise CompileError(f"NV: corrupt kernel binary (header {header}: {e})") from e
 
 class PTXAssembler(Assembler):
   def __init__(self, renderer=None):
     super().__init__(renderer)
     self.arch = getattr(renderer, "arch", "sm_90")
     self.ptxas = find_ptxas()
-    self.target = f"{self.arch}+{'cubin' if self.ptxas else 'ptx'}"   # the disk cache keeps PTX-only binaries apart
+    self.target = f"{self.arch}+{'cubin' if self.ptxas else 'ptx'}:{MAGIC.strip().decode()}"   # the disk cache keeps PTX-only binaries and older formats apart
   def assemble(self, src: str) -> bytes:
     cubin = run_ptxas(src, self.arch, self.ptxas)[0] if self.ptxas else b""
     return pack(self.arch, src.encode(), cubin)

@@ -24,7 +24,7 @@ def cached_kernels(root: str) -> tuple[list[tuple[str, str, bool]], list[str]]:
       if not payload.startswith(MAGIC): continue
       if hashlib.sha256(payload).digest() != digest: problems.append(f"{path}: corrupt cache entry (checksum)"); continue
       try: arch, ptx, cubin = unpack(payload)
-      except ValueError as e: problems.append(f"{path}: {e}"); continue
+      except CompileError as e: problems.append(f"{path}: {e}"); continue
       kernels.append((arch, ptx, bool(cubin)))
   return kernels, problems
 

@@ -1,25 +1,21 @@
 """QCOM's assembler: OpenCL C -> the device compiler's program binary where an OpenCL runtime is present (cacheable), else the source."""
 from __future__ import annotations
-import ctypes, hashlib, json
+import ctypes
 from tinycore.runtime.device import Assembler
+from tinycore.runtime.binary import pack_binary, unpack_binary
 from tinycore.runtime.errors import CompileError, DeviceError
 from tinygrad_qcom.renderer import kernel_info
 
-MAGIC = b"TCQCOM1\n"   # a binary: MAGIC, one JSON header line {kind, fn}, sha256 of the payload, the payload (program binary or source)
+MAGIC = b"TCQCOM1\n"   # tinycore's binary container (runtime/binary.py): header {kind, src}, payload a program binary or the source
 
 def pack(kind: str, src: str, payload: bytes) -> bytes:
-  header = json.dumps({"kind": kind, "src": src if kind == "binary" else None}, sort_keys=True).encode()
-  return MAGIC + header + b"\n" + hashlib.sha256(payload).digest() + payload
+  return pack_binary(MAGIC, {"kind": kind, "src": src if kind == "binary" else None}, payload)
 
 def unpack(binary: bytes) -> tuple[str, str, bytes]:
   """(kind, kernel source, payload) of a binary, checked: anything else raises CompileError naming QCOM."""
+  header, payload = unpack_binary(MAGIC, binary, "QCOM")
   try:
-    if not binary.startswith(MAGIC): raise ValueError("bad magic")
-    end = binary.index(b"\n", len(MAGIC))
-    header = json.loads(binary[len(MAGIC):end])
-    digest, payload = binary[end+1:end+33], binary[end+33:]
-    if hashlib.sha256(payload).digest() != digest: raise ValueError("checksum mismatch")
-    if header["kind"] not in ("binary", "source"): raise ValueError(f"unknown kind {header['kind']!r}")
+    if header.get("kind") not in ("binary", "source"): raise ValueError(f"unknown kind {header.get('kind')!r}")
     src = header["src"] if header["kind"] == "binary" else payload.decode()
     kernel_info(src)
     return header["kind"], src, payload
