@@ -173,6 +173,41 @@ def test_a_value_read_at_other_elements_is_not_an_output_of_its_reader(device):
   rn = a.numpy().sum(1)
   np.testing.assert_allclose(out.numpy(), rn[::-1] * rn, rtol=1e-5)
 
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_assigns_of_one_size_share_a_kernel(device):
+  # Adam's shape: m and v updated in place, the parameter from their new values; each reads only its own old value
+  r = np.random.default_rng(5)
+  pn, mn, vn, gn = (r.standard_normal(12).astype(np.float32) for _ in range(4))
+  vn = np.abs(vn)
+  p, m, v = (Tensor(a, device=device).contiguous().realize() for a in (pn, mn, vn))
+  g = Tensor(gn, device=device).realize()
+  m.assign(m * 0.9 + g * 0.1)
+  v.assign(v * 0.99 + g * g * 0.01)
+  p.assign(p - 0.1 * m / (v.sqrt() + 1e-8))
+  ks = kernels(p)
+  assert len(ks) == 1 and stores(ks[0]) == 3 and ks[0].ast.arg == "aliased"
+  p.realize()
+  mw, vw = mn * 0.9 + gn * 0.1, vn * 0.99 + gn * gn * 0.01
+  np.testing.assert_allclose(m.numpy(), mw, rtol=1e-6)
+  np.testing.assert_allclose(v.numpy(), vw, rtol=1e-6)
+  np.testing.assert_allclose(p.numpy(), pn - 0.1 * mw / (np.sqrt(vw) + 1e-8), rtol=1e-5)
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_a_value_reading_an_assigned_buffer_elsewhere_runs_before_the_assign(device):
+  # g reads p at other elements (a gradient reading its parameter through a broadcast): it is not computed in the kernel
+  # writing p, which would have overwritten some of them
+  pn, xn = np.array([0.5, -1.0, 2.0, 0.25], np.float32), np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+  p, x = Tensor(pn, device=device).contiguous().realize(), Tensor(xn, device=device).realize()
+  g = (x * p.flip(0)).sum(0) + (x * p.sum()).sum(0)
+  p.assign(p - 0.5 * g)
+  ks = kernels(g, p)
+  (writes_p,) = [si for si in ks if si.ast.arg == "aliased"]   # the kernel reading and writing p's memory: p's update alone
+  assert stores(writes_p) == 1 and len(ks) >= 2
+  Tensor.realize_all(g, p)
+  gw = (xn * pn[::-1]).sum(0) + (xn * pn.sum()).sum(0)
+  np.testing.assert_allclose(g.numpy(), gw, rtol=1e-5)
+  np.testing.assert_allclose(p.numpy(), pn - 0.5 * gw, rtol=1e-5)
+
 def test_outputs_of_one_kernel_keep_their_own_buffers():
   # the planner recycles every output of a kernel with several, each only once its last reader has run
   a = rnd(16, 16)

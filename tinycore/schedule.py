@@ -248,10 +248,12 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
   pos = {x: i for i, x in enumerate(nodes)}
   ins: dict[UOp, set[UOp]] = {}     # realized nodes each kernel reads
   reads: dict[UOp, set[UOp]] = {}   # BUFFER nodes each kernel reads
+  loops: dict[UOp, tuple] = {}      # the sizes of the reductions each kernel loops over
   for x in nodes:
     walked = _value(x).toposort(gate=lambda u: u is x or u not in realize and u.op is not Ops.BUFFER)
     ins[x] = {u for u in walked if u is not x and u in realize}
     reads[x] = {u for u in walked if u.op is Ops.BUFFER}
+    loops[x] = tuple(sorted(max_size(u.src[0].shape) for u in walked if u.op is Ops.REDUCE_AXIS))
   deps = {x: set(ins[x]) for x in nodes}  # an assign runs after every kernel reading its target's old contents
   readers: dict[UOp, list[UOp]] = defaultdict(list)
   for x in nodes:
@@ -277,6 +279,11 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
     if len(ms) > GROUP_MAX: return False
     # every read of one group's output by the other is in place: there it is computed, not loaded
     if any(q in ins[m] and not _reads_in_place(_value(m), q, realize) for m in members[b] for q in members[a]): return False
+    # an assigned buffer is read by its own assign only (its old value, in place: loaded before it is stored), through
+    # no other view of its memory
+    targets = {buffers[_plain_buffer(m.src[0])].base: m for m in ms if m.op is Ops.ASSIGN}
+    if len(targets) < sum(m.op is Ops.ASSIGN for m in ms): return False
+    if any(targets.get(buffers[u].base, m) is not m for m in ms for u in reads[m]): return False
     limit = _max_buffers(a.device)
     return not limit or len(ms) + len(set().union(*(ins[m] for m in ms)) - set(ms)) + len(set().union(*(reads[m] for m in ms))) <= limit
   def merge(a: UOp, b: UOp) -> None:  # b's group joins a's
@@ -284,14 +291,16 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
     members[a] = sorted(members[a] + members.pop(b), key=pos.__getitem__)
   recent: dict[tuple, list[UOp]] = defaultdict(list)   # (device, size) -> the latest groups with outputs of that size
   for x in nodes:
-    if x.op is Ops.ASSIGN or x.op in TRANSFERS or not all_int(x.shape): continue
+    if x.op in TRANSFERS or not all_int(x.shape): continue
     for p in ins[x]:  # a node read in place joins its reader's kernel (contiguous() stays a boundary: the user asked for one)
-      if (g := find(p)) is not find(x) and p.op not in (*TRANSFERS, Ops.ASSIGN, Ops.CONTIGUOUS) and p.device == x.device and \
-          prod(p.shape) == prod(x.shape) and fits(g, find(x)) and not needs(find(x), g, direct=False): merge(g, find(x))
+      if (g := find(p)) is not find(x) and p.op not in (*TRANSFERS, Ops.CONTIGUOUS) and p.device == x.device and \
+          all_int(p.shape) and prod(p.shape) == prod(x.shape) and fits(g, find(x)) and not needs(find(x), g, direct=False): merge(g, find(x))
     big = {u for u in ins[x] | reads[x] if max_size(u.shape) == max_size(x.shape)}
     key = (x.device, prod(x.shape))
-    for g in [find(y) for y in recent[key][-GROUP_MAX:]]:  # a sibling sharing an input of its size
-      if g is not find(x) and big & set().union(*(ins[m] | reads[m] for m in members[g])) and fits(g, find(x)) and \
+    # a sibling sharing an input of its size, with loops of the same sizes (an elementwise store added to a matmul's
+    # kernel would only get in the way of the matmul's optimisations)
+    for g in [find(y) for y in recent[key][-GROUP_MAX:]]:
+      if g is not find(x) and any(loops[m] == loops[x] for m in members[g]) and big & set().union(*(ins[m] | reads[m] for m in members[g])) and fits(g, find(x)) and \
           not needs(g, find(x), direct=True) and not needs(find(x), g, direct=True):
         merge(g, find(x))
         break
@@ -456,9 +465,11 @@ def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer
       bufs.append(buf)
     return params[id(buf)]
   walk: dict[UOp, None] = {}
-  for x in nodes: walk.update(_value(x).toposort(gate=lambda u: u in nodes or u not in realize and u.op is not Ops.BUFFER))
+  # an assign of this kernel read by another output is its new value, walked first (outputs are in dependency order)
+  for x in nodes: walk.update(_value(x).toposort(gate=lambda u: u.op is not Ops.ASSIGN and (u in nodes or u not in realize and u.op is not Ops.BUFFER)))
   for u in walk:
-    if u not in nodes and u in realize:
+    if u in nodes and u.op is Ops.ASSIGN: memo[u] = memo[u.src[1]]
+    elif u not in nodes and u in realize:
       after.add(u)
       p = param(out_buf[u])
       memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), _unbind_arg(u.shape, var_vals))
