@@ -242,18 +242,24 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
   """Realized nodes computed together, by one kernel with several outputs (node -> its group, for groups of two or more).
   Kernels of one output size merge where no other kernel runs between them: a node into the kernel reading it in place
   (layernorm's mean, variance and reciprocal deviation; a softmax's max and sum), and siblings reading a common input of
-  that size (the several elementwise pieces of a backward pass). A kernel never reads another output of its own at an
-  element other than the one it writes, and each output keeps its own buffer."""
+  that size (the several elementwise pieces of a backward pass); an assign with them (Adam's m, v and parameter, with the
+  gradient). A kernel never reads another output of its own at an element other than the one it writes, nor an assigned
+  buffer other than in its own assign, and each output keeps its own buffer."""
   nodes = [x for x in order if x in realize]
   pos = {x: i for i, x in enumerate(nodes)}
   ins: dict[UOp, set[UOp]] = {}     # realized nodes each kernel reads
   reads: dict[UOp, set[UOp]] = {}   # BUFFER nodes each kernel reads
   loops: dict[UOp, tuple] = {}      # the sizes of the reductions each kernel loops over
+  depth: dict[UOp, int] = {}        # the longest chain of ALU ops and reductions in each kernel
   for x in nodes:
     walked = _value(x).toposort(gate=lambda u: u is x or u not in realize and u.op is not Ops.BUFFER)
     ins[x] = {u for u in walked if u is not x and u in realize}
     reads[x] = {u for u in walked if u.op is Ops.BUFFER}
     loops[x] = tuple(sorted(max_size(u.src[0].shape) for u in walked if u.op is Ops.REDUCE_AXIS))
+    d: dict[UOp, int] = {}
+    for u in walked:
+      d[u] = 0 if u in ins[x] else max([d[s] for s in u.src if s in d], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
+    depth[x] = max(d.values(), default=0)
   deps = {x: set(ins[x]) for x in nodes}  # an assign runs after every kernel reading its target's old contents
   readers: dict[UOp, list[UOp]] = defaultdict(list)
   for x in nodes:
@@ -276,7 +282,8 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
     return False
   def fits(a: UOp, b: UOp) -> bool:
     ms = members[a] + members[b]
-    if len(ms) > GROUP_MAX: return False
+    # a bounded kernel: a chain cut by depth (find_realizes) stays cut
+    if len(ms) > GROUP_MAX or sum(depth[m] for m in ms) > KERNEL_DEPTH_MAX: return False
     # every read of one group's output by the other is in place: there it is computed, not loaded
     if any(q in ins[m] and not _reads_in_place(_value(m), q, realize) for m in members[b] for q in members[a]): return False
     # an assigned buffer is read by its own assign only (its old value, in place: loaded before it is stored), through
@@ -289,22 +296,21 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
   def merge(a: UOp, b: UOp) -> None:  # b's group joins a's
     leader[b] = a
     members[a] = sorted(members[a] + members.pop(b), key=pos.__getitem__)
-  recent: dict[tuple, list[UOp]] = defaultdict(list)   # (device, size) -> the latest groups with outputs of that size
+  recent: dict[tuple, list[UOp]] = defaultdict(list)   # (device, size) -> the latest nodes with outputs of that size
   for x in nodes:
     if x.op in TRANSFERS or not all_int(x.shape): continue
     for p in ins[x]:  # a node read in place joins its reader's kernel (contiguous() stays a boundary: the user asked for one)
-      if (g := find(p)) is not find(x) and p.op not in (*TRANSFERS, Ops.CONTIGUOUS) and p.device == x.device and \
-          all_int(p.shape) and prod(p.shape) == prod(x.shape) and fits(g, find(x)) and not needs(find(x), g, direct=False): merge(g, find(x))
-    big = {u for u in ins[x] | reads[x] if max_size(u.shape) == max_size(x.shape)}
-    key = (x.device, prod(x.shape))
+      if (g := find(p)) is not find(x) and p.op not in (*TRANSFERS, Ops.CONTIGUOUS) and p.device == x.device and all_int(p.shape) \
+          and prod(p.shape) == prod(x.shape) and fits(g, find(x)) and not needs(find(x), g, direct=False): merge(g, find(x))
     # a sibling sharing an input of its size, with loops of the same sizes (an elementwise store added to a matmul's
     # kernel would only get in the way of the matmul's optimisations)
-    for g in [find(y) for y in recent[key][-GROUP_MAX:]]:
-      if g is not find(x) and any(loops[m] == loops[x] for m in members[g]) and big & set().union(*(ins[m] | reads[m] for m in members[g])) and fits(g, find(x)) and \
-          not needs(g, find(x), direct=True) and not needs(find(x), g, direct=True):
+    big = {u for u in ins[x] | reads[x] if max_size(u.shape) == max_size(x.shape)}
+    for g in [find(y) for y in recent[(x.device, prod(x.shape))][-GROUP_MAX:]]:
+      if g is find(x) or not any(loops[m] == loops[x] for m in members[g]) or not big & set().union(*(ins[m] | reads[m] for m in members[g])): continue
+      if fits(g, find(x)) and not needs(g, find(x), direct=True) and not needs(find(x), g, direct=True):
         merge(g, find(x))
         break
-    recent[key].append(x)
+    recent[(x.device, prod(x.shape))].append(x)
   return {m: tuple(ms) for ms in members.values() if len(ms) > 1 for m in ms}
 
 @dataclass
