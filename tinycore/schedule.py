@@ -211,9 +211,111 @@ def fold_const_reduce(u: UOp) -> UOp | None:
 def _reduce_rule(u: UOp) -> UOp | None: return folded if (folded := fold_const_reduce(u)) is not None else split_reduce(u)
 reduce_rules = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="u"), _reduce_rule)])
 
+def _value(x: UOp) -> UOp:
+  """What the kernel of realized node x computes: a contiguous copy's source, an assign's new value, else x itself."""
+  return x.src[0] if x.op is Ops.CONTIGUOUS else x.src[1] if x.op is Ops.ASSIGN else x
+
+def _reads_in_place(value: UOp, x: UOp, realize: set[UOp]) -> bool:
+  """Does the kernel computing `value` read realized node x only at the element it writes itself? Through elementwise ops
+  and reshapes, and through a reduction that reads x broadcast along exactly the axes it reduces (a row's mean in the row's
+  variance): then x can be another output of the same kernel, each element computed where it is read (codegen computes a
+  reduction that does not depend on an enclosing loop before that loop)."""
+  # node -> the sets of its axes indexed by a reduction's loop rather than the output's index (None: indexed otherwise)
+  loops: dict[UOp, set[frozenset[int] | None]] = defaultdict(set)
+  loops[value].add(frozenset())
+  for u in reversed(list(_in_kernel(value, realize))):
+    if u is x: continue
+    for r in loops[u]:
+      if r is None: pass
+      elif u.op is Ops.REDUCE_AXIS: r = r | set(u.arg[1])
+      elif u.op is Ops.EXPAND:
+        bcast = {i for i, (s, d) in enumerate(zip(u.src[0].shape, u.shape)) if s != d}
+        r = r - bcast if bcast <= r else None
+      elif u.op in GroupOp.Movement and (u.op is not Ops.RESHAPE or r and u.shape != u.src[0].shape): r = None
+      for s in u.src: loops[s].add(r if r is None else frozenset(r))
+  return loops.get(x) == {frozenset()}
+
+# Outputs one kernel may have: merging kernels saves launches and shared loads, the cap bounds how large a kernel grows
+GROUP_MAX = 4
+
+def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, ...]]:
+  """Realized nodes computed together, by one kernel with several outputs (node -> its group, for groups of two or more).
+  Kernels of one output size merge where no other kernel runs between them: a node into the kernel reading it in place
+  (layernorm's mean, variance and reciprocal deviation; a softmax's max and sum), and siblings reading a common input of
+  that size (the several elementwise pieces of a backward pass); an assign with them (Adam's m, v and parameter, with the
+  gradient). A kernel never reads another output of its own at an element other than the one it writes, nor an assigned
+  buffer other than in its own assign, and each output keeps its own buffer."""
+  nodes = [x for x in order if x in realize]
+  pos = {x: i for i, x in enumerate(nodes)}
+  ins: dict[UOp, set[UOp]] = {}     # realized nodes each kernel reads
+  reads: dict[UOp, set[UOp]] = {}   # BUFFER nodes each kernel reads
+  loops: dict[UOp, tuple] = {}      # the sizes of the reductions each kernel loops over
+  depth: dict[UOp, int] = {}        # the longest chain of ALU ops and reductions in each kernel
+  for x in nodes:
+    walked = _value(x).toposort(gate=lambda u: u is x or u not in realize and u.op is not Ops.BUFFER)
+    ins[x] = {u for u in walked if u is not x and u in realize}
+    reads[x] = {u for u in walked if u.op is Ops.BUFFER}
+    loops[x] = tuple(sorted(max_size(u.src[0].shape) for u in walked if u.op is Ops.REDUCE_AXIS))
+    d: dict[UOp, int] = {}
+    for u in walked:
+      d[u] = 0 if u in ins[x] else max([d[s] for s in u.src if s in d], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
+    depth[x] = max(d.values(), default=0)
+  deps = {x: set(ins[x]) for x in nodes}  # an assign runs after every kernel reading its target's old contents
+  readers: dict[UOp, list[UOp]] = defaultdict(list)
+  for x in nodes:
+    for b in reads[x]: readers[b].append(x)
+  for x in nodes:
+    if x.op is Ops.ASSIGN: deps[x] |= {y for y in readers[_plain_buffer(x.src[0])] if y is not x}
+  leader = {x: x for x in nodes}
+  members = {x: [x] for x in nodes}
+  def find(x: UOp) -> UOp:
+    while leader[x] is not x: x = leader[x]
+    return x
+  def needs(a: UOp, b: UOp, direct: bool) -> bool:
+    """Does group a's kernel need group b's output (directly too, or only through another kernel)?"""
+    stack, seen = [g for m in members[a] for d in deps[m] if (g := find(d)) is not a and (direct or g is not b)], set()
+    while stack:
+      if (g := stack.pop()) is b: return True
+      if g in seen: continue
+      seen.add(g)
+      stack.extend(h for m in members[g] for d in deps[m] if (h := find(d)) is not g)
+    return False
+  def fits(a: UOp, b: UOp) -> bool:
+    ms = members[a] + members[b]
+    # a bounded kernel: a chain cut by depth (find_realizes) stays cut
+    if len(ms) > GROUP_MAX or sum(depth[m] for m in ms) > KERNEL_DEPTH_MAX: return False
+    # every read of one group's output by the other is in place: there it is computed, not loaded
+    if any(q in ins[m] and not _reads_in_place(_value(m), q, realize) for m in members[b] for q in members[a]): return False
+    # an assigned buffer is read by its own assign only (its old value, in place: loaded before it is stored), through
+    # no other view of its memory
+    targets = {buffers[_plain_buffer(m.src[0])].base: m for m in ms if m.op is Ops.ASSIGN}
+    if len(targets) < sum(m.op is Ops.ASSIGN for m in ms): return False
+    if any(targets.get(buffers[u].base, m) is not m for m in ms for u in reads[m]): return False
+    limit = _max_buffers(a.device)
+    return not limit or len(ms) + len(set().union(*(ins[m] for m in ms)) - set(ms)) + len(set().union(*(reads[m] for m in ms))) <= limit
+  def merge(a: UOp, b: UOp) -> None:  # b's group joins a's
+    leader[b] = a
+    members[a] = sorted(members[a] + members.pop(b), key=pos.__getitem__)
+  recent: dict[tuple, list[UOp]] = defaultdict(list)   # (device, size) -> the latest nodes with outputs of that size
+  for x in nodes:
+    if x.op in TRANSFERS or not all_int(x.shape): continue
+    for p in ins[x]:  # a node read in place joins its reader's kernel (contiguous() stays a boundary: the user asked for one)
+      if (g := find(p)) is not find(x) and p.op not in (*TRANSFERS, Ops.CONTIGUOUS) and p.device == x.device and all_int(p.shape) \
+          and prod(p.shape) == prod(x.shape) and fits(g, find(x)) and not needs(find(x), g, direct=False): merge(g, find(x))
+    # a sibling sharing an input of its size, with loops of the same sizes (an elementwise store added to a matmul's
+    # kernel would only get in the way of the matmul's optimisations)
+    big = {u for u in ins[x] | reads[x] if max_size(u.shape) == max_size(x.shape)}
+    for g in [find(y) for y in recent[(x.device, prod(x.shape))][-GROUP_MAX:]]:
+      if g is find(x) or not any(loops[m] == loops[x] for m in members[g]) or not big & set().union(*(ins[m] | reads[m] for m in members[g])): continue
+      if fits(g, find(x)) and not needs(g, find(x), direct=True) and not needs(find(x), g, direct=True):
+        merge(g, find(x))
+        break
+    recent[(x.device, prod(x.shape))].append(x)
+  return {m: tuple(ms) for ms in members.values() if len(ms) > 1 for m in ms}
+
 @dataclass
 class _Kernel:
-  node: UOp                 # the realized node this kernel computes
+  nodes: tuple[UOp, ...]    # the realized nodes this kernel computes (its outputs, in order)
   item: ScheduleItem
   after: set[UOp]           # realized nodes whose kernels must run first (their values are read)
   reads: set[UOp]           # BUFFER nodes read directly: an ASSIGN to one of them must wait for this kernel
@@ -242,18 +344,22 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   order = [u for u in order if u.op not in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE)]
   realize = find_realizes(outs, order)
+  grouped = True
   while True:
-    kernels, out_buf = _kernels(order, realize)
+    kernels, out_buf = _kernels(order, realize, _group_outputs(order, realize) if grouped else {})
     if (wide := _split_wide_kernels(kernels, realize)):  # more parameters than the device binds: compute a part first
       realize |= wide
       continue
     ran, stuck = _order_kernels(kernels)
     if not stuck: break
+    if grouped:  # kernels with several outputs are never needed: first try without them
+      grouped = False
+      continue
     # reads and writes of assigned buffers form a cycle: compute the assigned values into temporaries first
-    temps = {k.node.src[1] for k in stuck if k.node.op is Ops.ASSIGN and k.node.src[1] not in realize and k.node.src[1].op is not Ops.BUFFER}
+    temps = {x.src[1] for k in stuck for x in k.nodes if x.op is Ops.ASSIGN and x.src[1] not in realize and x.src[1].op is not Ops.BUFFER}
     if not temps:
       raise RuntimeError("this schedule reads a buffer both before and after an assign to it; realize the read "
-                         f"or the assign separately ({[k.node.op.name for k in stuck]})")
+                         f"or the assign separately ({[x.op.name for k in stuck for x in k.nodes]})")
     realize |= temps
   items = [k.item for k in ran]
   becomes = {x: _buffer_view(x, out_buf[x]) for x in outs if x in realize and x.op is not Ops.ASSIGN}
@@ -275,7 +381,7 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     for i, si in enumerate(items): print(f"schedule {i}: {si.ast.op.name} {[b.size for b in si.bufs]}\n{si.ast}")
   return items, becomes
 
-def _kernels(order: list[UOp], realize: set[UOp]) -> tuple[list[_Kernel], dict[UOp, Buffer]]:
+def _kernels(order: list[UOp], realize: set[UOp], groups: dict[UOp, tuple[UOp, ...]]) -> tuple[list[_Kernel], dict[UOp, Buffer]]:
   out_buf: dict[UOp, Buffer] = {}     # realized node -> the buffer it is written to
   kernels: list[_Kernel] = []
   for x in order:
@@ -284,11 +390,11 @@ def _kernels(order: list[UOp], realize: set[UOp]) -> tuple[list[_Kernel], dict[U
     else: out_buf[x] = make_buffer(x.device, max_size(x.shape), x.dtype)
     if x.op in TRANSFERS:
       src = x.src[0]
-      if src in out_buf: kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], out_buf[src]]), {src}, set()))
+      if src in out_buf: kernels.append(_Kernel((x,), ScheduleItem(x, [out_buf[x], out_buf[src]]), {src}, set()))
       else:  # a view of a buffer, or of an assign to one in this schedule: then it reads the assigned value, after the assign
         assigns = {u for u in src.toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.ASSIGN and u in realize}
-        kernels.append(_Kernel(x, ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), assigns, set() if assigns else {_plain_buffer(src)}))
-    else: kernels.append(_kernel(x, realize, out_buf))
+        kernels.append(_Kernel((x,), ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), assigns, set() if assigns else {_plain_buffer(src)}))
+    elif x is (group := groups.get(x, (x,)))[-1]: kernels.append(_kernel(group, realize, out_buf))  # once all its outputs have buffers
   return kernels, out_buf
 
 def _max_buffers(device: str | tuple[str, ...]) -> int:
@@ -301,19 +407,20 @@ def _split_wide_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
   while itself fitting, the smallest of those. Repeated by the caller until every kernel fits."""
   out: set[UOp] = set()
   for k in kernels:
-    if k.node.op in TRANSFERS or not (limit := _max_buffers(k.node.device)) or len(k.item.bufs) <= limit: continue
-    value = k.node.src[0] if k.node.op is Ops.CONTIGUOUS else k.node.src[1] if k.node.op is Ops.ASSIGN else k.node
+    # (kernels with several outputs are only made where they fit)
+    if len(k.nodes) > 1 or (node := k.nodes[0]).op in TRANSFERS or not (limit := _max_buffers(node.device)) or len(k.item.bufs) <= limit: continue
+    value = _value(node)
     inputs: dict[UOp, frozenset] = {}  # node -> the realized nodes and BUFFERs it reads
     best, best_key = None, None
-    for u in value.toposort(gate=lambda u: u is k.node or u not in realize and u.op is not Ops.BUFFER):
-      if u is not k.node and (u in realize or u.op is Ops.BUFFER): inputs[u] = frozenset({u}); continue
+    for u in value.toposort(gate=lambda u: u is node or u not in realize and u.op is not Ops.BUFFER):
+      if u is not node and (u in realize or u.op is Ops.BUFFER): inputs[u] = frozenset({u}); continue
       inputs[u] = frozenset().union(*(inputs.get(s, frozenset()) for s in u.src))
       n = len(inputs[u])
       if u is value or n < 2 or u.op in GroupOp.Movement: continue  # realizing a view of its inputs gains nothing
       key = (min(n, limit - 1), -max_size(u.shape))
       if best_key is None or key > best_key: best, best_key = u, key
     if best is None:
-      raise UnsupportedError(f"backend {k.node.device}: a kernel needs {len(k.item.bufs)} buffers but the device binds at most "
+      raise UnsupportedError(f"backend {node.device}: a kernel needs {len(k.item.bufs)} buffers but the device binds at most "
                              f"{limit}, and the scheduler found no part of it to compute separately")
     out.add(best)
   return out
@@ -321,7 +428,7 @@ def _split_wide_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
 def _order_kernels(kernels: list[_Kernel]) -> tuple[list[_Kernel], list[_Kernel]]:
   """Dependency order, stable otherwise; an ASSIGN runs after every kernel reading the old contents of its target.
   Returns the ordered kernels and those left stuck in a cycle (none when the schedule is valid)."""
-  by_node = {k.node: k for k in kernels}
+  by_node = {x: k for k in kernels for x in k.nodes}
   readers: dict[UOp, list[_Kernel]] = defaultdict(list)
   for k in kernels:
     for b in k.reads: readers[b].append(k)
@@ -329,7 +436,8 @@ def _order_kernels(kernels: list[_Kernel]) -> tuple[list[_Kernel], list[_Kernel]
   idx = {id(k): i for i, k in enumerate(kernels)}
   for i, k in enumerate(kernels):
     d = {idx[id(by_node[n])] for n in k.after if n in by_node}
-    if k.node.op is Ops.ASSIGN: d |= {idx[id(r)] for r in readers[_plain_buffer(k.node.src[0])] if r is not k}
+    for x in k.nodes:
+      if x.op is Ops.ASSIGN: d |= {idx[id(r)] for r in readers[_plain_buffer(x.src[0])] if r is not k}
     deps[i] = d
   done: list[int] = []
   placed: set[int] = set()
@@ -348,10 +456,10 @@ def _buffer_view(x: UOp, buf: Buffer) -> UOp:
   # a symbolic shape: the kernel wrote the first prod(shape) elements, contiguously, into a buffer sized for the maximum
   return u.shrink(((0, ssimplify(prod(x.shape))),)).reshape(x.shape)
 
-def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
-  """Kernel AST for realized node x: realized inputs become numbered parameters, so equal kernels share one AST."""
-  value = x.src[0] if x.op is Ops.CONTIGUOUS else x.src[1] if x.op is Ops.ASSIGN else x
-  bufs: list[Buffer] = [out_buf[x]]
+def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
+  """Kernel AST computing realized nodes `nodes` (its outputs, stored in order): realized inputs become numbered
+  parameters, so equal kernels share one AST; an output read by another is computed once, where it is read."""
+  bufs: list[Buffer] = [out_buf[x] for x in nodes]
   params: dict[int, UOp] = {}
   var_vals: dict[str, int] = {}
   memo: dict[UOp, UOp] = {}
@@ -362,8 +470,12 @@ def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
       params[id(buf)] = UOp(Ops.DEFINE_GLOBAL, buf.dtype.ptr(buf.size), (), len(bufs))
       bufs.append(buf)
     return params[id(buf)]
-  for u in value.toposort(gate=lambda u: u is x or u not in realize and u.op is not Ops.BUFFER):
-    if u is not x and u in realize:
+  walk: dict[UOp, None] = {}
+  # an assign of this kernel read by another output is its new value, walked first (outputs are in dependency order)
+  for x in nodes: walk.update(_value(x).toposort(gate=lambda u: u.op is not Ops.ASSIGN and (u in nodes or u not in realize and u.op is not Ops.BUFFER)))
+  for u in walk:
+    if u in nodes and u.op is Ops.ASSIGN: memo[u] = memo[u.src[1]]
+    elif u not in nodes and u in realize:
       after.add(u)
       p = param(out_buf[u])
       memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), _unbind_arg(u.shape, var_vals))
@@ -381,10 +493,13 @@ def _kernel(x: UOp, realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
     elif u.op in GroupOp.Movement and not all_int(_flat_arg(u.arg)):
       memo[u] = u.replace(src=tuple(memo[s] for s in u.src), arg=_unbind_arg(u.arg, var_vals))
     else: memo[u] = u.replace(src=tuple(memo[s] for s in u.src))
-  out = UOp(Ops.DEFINE_GLOBAL, bufs[0].dtype.ptr(bufs[0].size), (), 0)
-  # "aliased": the output's memory is also read (an in-place assign): codegen must not compute an output twice
-  aliased = "aliased" if any(b.base is bufs[0].base for b in bufs[1:]) else None
-  return _Kernel(x, ScheduleItem(UOp(Ops.SINK, dtypes.void, (out.store(memo[value]),), aliased), bufs, var_vals), after, reads)
+  # outputs of one size share one loop: each is stored in the first one's shape (the same elements, in order)
+  values = [memo[_value(x)] for x in nodes]
+  values = [v if v.shape == values[0].shape else v.reshape(values[0].shape) for v in values]
+  stores = tuple(UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i).store(v) for i, (v, b) in enumerate(zip(values, bufs)))
+  # "aliased": an output's memory is also read (an in-place assign): codegen must not compute an output twice
+  aliased = "aliased" if any(b.base is o.base for o in bufs[:len(nodes)] for b in bufs[len(nodes):]) else None
+  return _Kernel(nodes, ScheduleItem(UOp(Ops.SINK, dtypes.void, stores, aliased), bufs, var_vals), after, reads)
 
 def _flat_arg(arg) -> list:
   return [y for x in arg for y in (_flat_arg(x) if isinstance(x, tuple) else (x,))] if isinstance(arg, tuple) else [arg]
@@ -399,17 +514,22 @@ def _unbind_arg(arg, var_vals: dict[str, int]):
     if var_vals.setdefault(name, val) != val: raise ValueError(f"Variable {name} is bound to both {var_vals[name]} and {val} in one kernel")
   return out
 
+def _outputs(si: ScheduleItem) -> list[Buffer]:
+  """The buffers a schedule item writes: the first parameters, one per store of a kernel (a transfer writes one)."""
+  return si.bufs[:len(si.ast.src)] if si.ast.op is Ops.SINK else si.bufs[:1]
+
 def _plan_memory(items: list[ScheduleItem], keep: set[Buffer]) -> None:
   """Intermediate buffers whose last reader has run are reused by later kernels of the same size and dtype."""
-  intermediates = {si.bufs[0] for si in items} - keep
+  intermediates = {b for si in items for b in _outputs(si)} - keep
   last_use: dict[Buffer, int] = {}
   for i, si in enumerate(items):
     for b in si.bufs: last_use[b] = i
   pool: dict[tuple, list[Buffer]] = defaultdict(list)
   remap: dict[Buffer, Buffer] = {}
   for i, si in enumerate(items):
-    orig, out = list(si.bufs), si.bufs[0]
-    if out in intermediates and pool[(out.device, out.dtype, out.size)]: remap[out] = pool[(out.device, out.dtype, out.size)].pop()
+    orig = list(si.bufs)
+    for out in _outputs(si):
+      if out in intermediates and pool[(out.device, out.dtype, out.size)]: remap[out] = pool[(out.device, out.dtype, out.size)].pop()
     si.bufs = [remap.get(b, b) for b in orig]
     for b in dict.fromkeys(orig):
       if b in intermediates and last_use[b] == i: pool[(b.device, b.dtype, b.size)].append(remap.get(b, b))
