@@ -15,7 +15,11 @@ from tinycore.multi import split, layout_arg
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
-_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# every live Tensor, by weak reference: a set of refs whose callback is the set's own discard (a WeakSet's add and its
+# removal callback are Python calls, made for every Tensor built and freed)
+_tensor_refs: set[weakref.ref] = set()
+_tensor_gone, _weakref = _tensor_refs.discard, weakref.ref
+def _all_tensors() -> list[Tensor]: return [t for r in list(_tensor_refs) if (t := r()) is not None]
 # Pending effects: tensors with an assign not yet run, and tensors backward() was called on. A lazy graph reads buffers
 # when it runs, so the next realize that assigns (an optimizer step) runs all of them too, in the one schedule that orders
 # every read before the write: `opt.step(); loss.item()` is the loss the step came from, and a BatchNorm's running-stat
@@ -84,7 +88,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if data.__class__ is UOp and dtype is None and device is None and not requires_grad and data.dtype != dtypes.index:
       # every Tensor method's result: a built node taken as it is (the checks below change nothing for it)
       self.uop, self.requires_grad, self.grad = data, requires_grad, None
-      _all_tensors.add(self)
+      _tensor_refs.add(_weakref(self, _tensor_gone))
       return
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file's bytes (tinygrad maps it from disk)
@@ -128,7 +132,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id())
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
-    _all_tensors.add(self)
+    _tensor_refs.add(_weakref(self, _tensor_gone))
 
   # ***** properties *****
   @property
@@ -156,7 +160,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if not self.shape: raise TypeError("iteration over a 0-d tensor")
     return (self[i] for i in range(self.shape[0]))
   def __repr__(self) -> str: return f"<Tensor {self.shape} {self.dtype} on {self.device}{' with grad' if self.grad is not None else ''}>"
-  def __hash__(self): return id(self)
+  __hash__ = object.__hash__  # identity (== is elementwise); a C slot, no Python call per set or dict use
   def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item(), .any() or .all()")
 
   # ***** realization *****
@@ -189,7 +193,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     mark_done(becomes)
     # re-point the tensors that held a realized node at its buffer: an asked node goes to its owner only (unless an
     # assign), so every tensor alive is searched only when some other node (an assign, an inner contiguous) was realized
-    holders = list(_all_tensors) if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
+    holders = _all_tensors() if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
     for t in holders:
       if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
   def _buffer(self) -> Buffer:
@@ -523,11 +527,11 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     one computed from such a tensor (intermediates, self too) unless marked requires_grad=False: tinygrad's rule, where
     an op's result requires grad when an input does. With no such tensor in the graph nothing is filled."""
     self._check_differentiable()
-    if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in list(_all_tensors)):
+    if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in _all_tensors()):
       raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
     graph = self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH)  # ordered, sources first
-    live = [t for t in list(_all_tensors) if t.uop in graph]
+    live = [t for t in _all_tensors() if t.uop in graph]
     carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
     for u in graph:  # sources come first
       if u not in carries and any(s in carries for s in u.src): carries.add(u)
@@ -561,7 +565,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if match_dtype and x.dtype != y.dtype:
       out = least_upper_dtype(x.dtype, y.dtype)
       x, y = x.cast(out), y.cast(out)
-    shape = _broadcast_shape(x.shape, y.shape)
+    if (shape := x.shape) == y.shape: return x, y
+    shape = _broadcast_shape(shape, y.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple) -> Tensor:
     if self.shape == shape: return self

@@ -37,16 +37,18 @@ class graph_property:
   def __get__(self, u: UOp | None, owner=None):
     # called only while u lacks the value: a non-data descriptor, so a value stored in u.__dict__ is found before it
     if u is None: return self
-    name, fn = self.name, self.fn
+    if not self._fill(u, 8):  # a few levels missing (a new node over fresh BUFFER/UNIQUE nodes): filled directly
+      name, fn = self.name, self.fn
+      for x in u.toposort(gate=lambda x: name not in x.__dict__):
+        if name not in (xd := x.__dict__): xd[name] = fn(x)
+    return u.__dict__[self.name]
+  def _fill(self, u: UOp, depth: int) -> bool:
+    """Store the value on u and on the sources that lack it, recursing at most `depth` levels (False: deeper than that)."""
+    name = self.name
     for s in u.src:
-      if name not in s.__dict__ and any(name not in x.__dict__ for x in s.src):  # deeper than one level: bottom-up
-        for x in u.toposort(gate=lambda x: name not in x.__dict__):
-          if name not in (xd := x.__dict__): xd[name] = fn(x)
-        return u.__dict__[name]
-    for s in u.src:
-      if name not in (sd := s.__dict__): sd[name] = fn(s)
-    u.__dict__[name] = v = fn(u)
-    return v
+      if name not in s.__dict__ and (depth == 0 or not self._fill(s, depth - 1)): return False
+    u.__dict__[name] = self.fn(u)
+    return True
 
 _node_refs: dict[tuple, weakref.ref] = {}
 _weakref, _new_object = weakref.ref, object.__new__
