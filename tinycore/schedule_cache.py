@@ -39,18 +39,12 @@ def _walk(outs: list[UOp]):
   uniq: dict = {}
   binds: dict[str, int] = {}
   done, store = _sched.done_assigns, _sched.buffers
-  stack: list = [(o, False) for o in reversed(outs)]
+  opened: set[UOp] = set()   # nodes whose sources are on the stack: met again, they are keyed
+  stack: list[UOp] = list(reversed(outs))
   while stack:
-    u, ready = stack.pop()
+    u = stack.pop()
     if u in ids: continue
     op = u.op
-    if not ready:
-      if op is _BUFFER or op is _BIND: ready = True
-      else:
-        if op is _ASSIGN and u in done: return None
-        stack.append((u, True))
-        stack.extend([(s, False) for s in reversed(u.src) if s not in ids])
-        continue
     if op is _BUFFER:
       if (b := store.get(u)) is None: return None
       if (s := slot.get(id(b))) is None: s = slot[id(b)] = len(bufs); bufs.append(b)
@@ -60,6 +54,12 @@ def _walk(outs: list[UOp]):
       if binds.setdefault(var.arg[0], val) != val: return None  # one variable bound to two values: left to create_schedule
       k = (op, u.dtype, var, u.src[1].src)
     else:
+      if u.src and u not in opened:
+        if op is _ASSIGN and u in done: return None
+        opened.add(u)
+        stack.append(u)
+        stack.extend(reversed(u.src))
+        continue
       arg = u.arg
       if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
       elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta
