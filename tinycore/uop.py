@@ -107,7 +107,7 @@ class UOp(metaclass=UOpMeta):
   def const(dtype: DType, b: Any, device: str | None = None) -> UOp:
     if isinstance(b, UOp): return b if b.dtype == dtype else b.cast(dtype)
     val = truncate(dtype, b)
-    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),) if device is not None else (), val)
+    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),) if device is not None else (), val)  # positional: no kwargs dict per call
   def const_like(self, b: Any) -> UOp:
     """A constant of self's dtype; for tensor-level nodes also of its device and shape."""
     if (device := self.device) is None: return UOp.const(self.dtype, b)
