@@ -37,11 +37,16 @@ class graph_property:
   def __get__(self, u: UOp | None, owner=None):
     # called only while u lacks the value: a non-data descriptor, so a value stored in u.__dict__ is found before it
     if u is None: return self
-    if not self._fill(u, 8):  # a few levels missing (a new node over fresh BUFFER/UNIQUE nodes): filled directly
-      name, fn = self.name, self.fn
-      for x in u.toposort(gate=lambda x: name not in x.__dict__):
-        if name not in (xd := x.__dict__): xd[name] = fn(x)
-    return u.__dict__[self.name]
+    name = self.name
+    for s in u.src:
+      if name not in s.__dict__:
+        if not self._fill(u, 8):  # a few levels missing (a new node over fresh BUFFER/UNIQUE nodes): filled directly
+          fn = self.fn
+          for x in u.toposort(gate=lambda x: name not in x.__dict__):
+            if name not in (xd := x.__dict__): xd[name] = fn(x)
+        return u.__dict__[name]
+    u.__dict__[name] = v = self.fn(u)   # every source has it: the common case, a node built on computed ones
+    return v
   def _fill(self, u: UOp, depth: int) -> bool:
     """Store the value on u and on the sources that lack it, recursing at most `depth` levels (False: deeper than that)."""
     name = self.name
@@ -223,7 +228,11 @@ class UOp(metaclass=UOpMeta):
       if (d := s.device) is not None: return d
     return None
   @graph_property
-  def shape(self) -> tuple[Any, ...] | None: return _shape(self)
+  def shape(self) -> tuple[Any, ...] | None:
+    if (rule := _SHAPE_RULES.get(self.op)) is not None: return rule(self)
+    for s in self.src:  # an op without a rule has the shape of its first shaped source
+      if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh
+    return None
   @property
   def size(self) -> Any: return prod(self.shape) if self.shape is not None else None
   @property
@@ -278,9 +287,9 @@ def _multi_shape(u: UOp) -> tuple:
   grid = u.arg if isinstance(u.arg, tuple) else ((u.arg, len(u.device)),)  # arg: the axis split over every device, or
   return tuple(s * prod(n for a, n in grid if a == i) for i, s in enumerate(u.src[0].shape))  # ((axis or None, devices along it), ...)
 
-# the shape of a node by its op (a dict lookup per node built); an op not here has the shape of its first shaped source
+# the shape of a node by its op (a dict lookup per node built); UOp.shape gives an op not here its first shaped source's
 _SHAPE_RULES: dict[Ops, Callable[[UOp], Any]] = {
-  **{op: (lambda u: None) for op in Ops if op.name.startswith(("DEFINE", "END"))},
+  **{op: (lambda u: None) for op in Ops if op.name.startswith(("DEFINE", "END"))},   # DEFINE_VAR, DEFINE_GLOBAL: set below
   **{op: (lambda u: None) for op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE, Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE)},
   Ops.BUFFER: lambda u: (u.arg,), Ops.IOTA: lambda u: (u.arg,),
   Ops.CONST: lambda u: (), Ops.DEFINE_VAR: lambda u: (), Ops.BIND: lambda u: (),
@@ -294,12 +303,6 @@ _SHAPE_RULES: dict[Ops, Callable[[UOp], Any]] = {
   Ops.MULTI: _multi_shape,
   Ops.ALLGATHER: lambda u: (u.src[0].shape[0] * len(u.src[0].device),) + u.src[0].shape[1:],
 }
-
-def _shape(u: UOp) -> tuple[Any, ...] | None:
-  if (rule := _SHAPE_RULES.get(u.op)) is not None: return rule(u)
-  for s in u.src:
-    if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh
-  return None
 
 # ***** bounds for symbolic math *****
 
