@@ -177,7 +177,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
     owner: dict[UOp, Tensor] = {}
     outs: list[UOp] = []
-    if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
+    if any(t.uop.op is Ops.ASSIGN for t in tensors) and _pending_effects:
       asked = {id(t) for t in tensors}
       tensors = (*tensors, *[t for t in list(_pending_effects.values()) if not t.uop.is_realized and id(t) not in asked])
       _pending_effects.clear()
