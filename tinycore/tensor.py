@@ -534,7 +534,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     live = [t for t in _all_tensors() if t.uop in graph]
     carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
     for u in graph:  # sources come first
-      if u not in carries and any(s in carries for s in u.src): carries.add(u)
+      if u not in carries and not carries.isdisjoint(u.src): carries.add(u)
     targets = [t for t in live if t.requires_grad is not False and t.uop in carries and dtypes.is_float(t.dtype)]
     grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
     for t, g in zip(targets, grads):
