@@ -48,7 +48,7 @@ def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DTy
   if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
   if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
-  if raw.size == 0: return UOp.const(dtype, 0, device).reshape((1,) * arr.ndim).expand(arr.shape)  # nothing to hold: no buffer
+  if raw.size == 0: return UOp.const(dtype, 0, device, arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
   data = memoryview(raw.reshape(-1)).cast("B")
   # a device that does not open here gets the data at its first allocation: the program still schedules and renders
@@ -318,7 +318,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     while u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): chain.append(u); u = u.src[0]
     if u.op not in (Ops.BUFFER, Ops.ASSIGN): return None
     base = u
-    val, mask = x.uop, UOp.const(dtypes.bool, True, self.device).reshape((1,) * len(self.shape)).expand(self.shape)
+    val, mask = x.uop, UOp.const(dtypes.bool, True, self.device, self.shape)
     for m in chain:  # from the view down to the storage: undo each movement
       src = m.src[0]
       if m.op is Ops.EXPAND and src.shape != m.shape:
@@ -347,8 +347,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    c = UOp.const(dt, fill_value, _canon_device(device))
-    return Tensor(c.reshape((1,)*len(shape)).expand(shape) if shape else c, requires_grad=requires_grad)
+    return Tensor(UOp.const(dt, fill_value, _canon_device(device), shape), requires_grad=requires_grad)
   @staticmethod
   def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0 if "dtype" not in kw else 0, **({"dtype": dtypes.default_float} | kw))
   @staticmethod

@@ -109,18 +109,21 @@ class UOp(metaclass=UOpMeta):
 
   # ***** constructors *****
   @staticmethod
-  def const(dtype: DType, b: Any, device: str | None = None) -> UOp:
-    if isinstance(b, UOp): return b if b.dtype == dtype else b.cast(dtype)
+  def const(dtype: DType, b: Any, device: str | None = None, shape: tuple = ()) -> UOp:
+    """A constant; with a shape (tensor level: a device too), the scalar reshaped to ones and expanded to it."""
+    if isinstance(b, UOp):  # a symbolic value: checked like any reshape
+      c = b if b.dtype == dtype else b.cast(dtype)
+      return c.reshape((1,) * len(shape)).expand(shape) if shape else c
     val = truncate(dtype, b)
-    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),) if device is not None else (), val)  # positional: no kwargs dict per call
+    c = UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),) if device is not None else (), val)  # positional: no kwargs dict
+    if not shape: return c
+    # built directly: reshape()/expand() would check what holds by construction (a scalar to ones, ones to the shape)
+    c = UOp(Ops.RESHAPE, dtype, (c,), ones := (1,) * len(shape))
+    return c if shape == ones else UOp(Ops.EXPAND, dtype, (c,), shape)
   def const_like(self, b: Any) -> UOp:
     """A constant of self's dtype; for tensor-level nodes also of its device and shape."""
     if (device := self.device) is None: return UOp.const(self.dtype, b)
-    c = UOp.const(self.dtype, b, device)
-    if not (shape := self.shape): return c
-    # built directly: reshape()/expand() would check what holds by construction (a scalar to ones, ones to self's shape)
-    c = UOp(Ops.RESHAPE, c.dtype, (c,), ones := (1,) * len(shape))
-    return c if shape == ones else UOp(Ops.EXPAND, c.dtype, (c,), shape)
+    return UOp.const(self.dtype, b, device, self.shape)
   @staticmethod
   def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
     if not (isinstance(vmin, int) and isinstance(vmax, int) and vmin <= vmax):
