@@ -559,13 +559,15 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
         if dt != x.dtype: x = x.cast(dt)
         y = Tensor(x.uop.const_like(y))  # already x's dtype, device and shape: nothing below changes either
         return (y, x) if reverse else (x, y)
-    if x.device != y.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device}; move one with .to()")
-    if reverse: x, y = y, x
-    if match_dtype and x.dtype != y.dtype:
-      out = least_upper_dtype(x.dtype, y.dtype)
+    xu, yu = x.uop, y.uop   # read from the nodes: a Tensor property is a Python call, and this runs for every binary op
+    if xu.device != yu.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device}; move one with .to()")
+    if reverse: x, y, xu, yu = y, x, yu, xu
+    if match_dtype and xu.dtype is not yu.dtype:
+      out = least_upper_dtype(xu.dtype, yu.dtype)
       x, y = x.cast(out), y.cast(out)
-    if (shape := x.shape) == y.shape: return x, y
-    shape = _broadcast_shape(shape, y.shape)
+      xu, yu = x.uop, y.uop
+    if (shape := xu.shape) == yu.shape: return x, y
+    shape = _broadcast_shape(shape, yu.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple) -> Tensor:
     if self.shape == shape: return self
@@ -1291,7 +1293,8 @@ def _list_form_dim(args: tuple, dim: int) -> int:
   raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
-  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
+  au = a.uop
+  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, b.uop)))
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""
