@@ -31,8 +31,8 @@ class _NodeCache:
 
 class graph_property:
   """A cached property computed from the same property of the sources (shape, device, bounds). Where a source lacks it,
-  it is filled in bottom-up over the uncached part of the graph (sources before users), so a graph of any depth is
-  handled without recursion."""
+  it is filled in bottom-up over the uncached part of the graph (sources before users): up to 8 levels directly, deeper
+  by a toposort, so a graph of any depth is handled without hitting the recursion limit."""
   def __init__(self, fn: Callable[[UOp], Any]): self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
   def __get__(self, u: UOp | None, owner=None):
     # called only while u lacks the value: a non-data descriptor, so a value stored in u.__dict__ is found before it
