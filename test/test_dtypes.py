@@ -294,9 +294,17 @@ def test_bfloat16_arithmetic_rounds_every_result():
   assert (ta.sum()).dtype == dtypes.bfloat16 and ta.sum().item() == round_bf16(np.array([a.astype(np.float64).sum()]))[0]
 
 def test_dtype_hash_and_equality():
-  """DType's cached hash: equal dtypes (a pickled copy too) hash alike, and dtypes differing in any field are unequal."""
-  import pickle
+  """DTypes are interned: equal dtypes (a pickled or copied one too) are one object, so they hash alike, and dtypes differing
+  in any field are unequal."""
+  import pickle, copy, dataclasses
+  from tinycore.dtype import DType, PtrDType
   f = dtypes.float32
+  assert pickle.loads(pickle.dumps(f)) is f and copy.copy(f) is f and copy.deepcopy(f.ptr(8)) is f.ptr(8)
+  assert DType(f.priority, f.itemsize, f.name, f.fmt) is f and DType(f.priority, f.itemsize, f.name, fmt=f.fmt) is f
+  assert f.ptr(16) is f.ptr(16) and f.vec(4) is f.vec(4) and dataclasses.replace(f.ptr(16), size=32) is f.ptr(32)
+  assert pickle.loads(pickle.dumps(f.ptr(16, "local"))) is f.ptr(16, "local")
+  # PtrDType's fields start with DType's: the same leading values make a different dtype of each class
+  assert PtrDType(f.priority, f.itemsize, f.name, f.fmt) is not f and PtrDType(f.priority, f.itemsize, f.name, f.fmt) != f
   assert pickle.loads(pickle.dumps(f)) == f and {f: 1}[pickle.loads(pickle.dumps(f))] == 1
   assert f.ptr(16) == f.ptr(16) and hash(f.ptr(16)) == hash(f.ptr(16)) and f.ptr(16) != f.ptr(16, "local")
   assert f.ptr(16) != f.ptr(32) and f != f.ptr(16) and f.vec(4) != f and f.vec(4) == f.vec(4) and f != dtypes.int32

@@ -258,6 +258,22 @@ def test_schedule_cache_keys_of_one_hash_never_share_a_template():
       np.testing.assert_equal((a + c).numpy(), np.arange(8) + c)
   assert _hits() > before
 
+def test_schedule_cache_graphs_differing_only_in_dtype_or_in_sharing_never_share_a_template():
+  """Key nodes hold dtypes compared by identity (interned) and sources by position in the walk: a graph differing from a
+  cached one only in a dtype, or only in whether a subexpression is one node or two equal-valued ones, must miss."""
+  from tinycore import schedule_cache
+  a, b = Tensor(np.arange(8, dtype=np.float32)).realize(), Tensor(np.full(8, 3, np.float32)).realize()
+  a16 = Tensor(np.arange(8, dtype=np.float16)).realize()
+  assert schedule_cache._walk([(a + 1).uop])[0] != schedule_cache._walk([(a16 + 1).uop])[0]
+  assert schedule_cache._walk([((a - b) * (a - b)).uop])[0] != schedule_cache._walk([((a - b) * (b - a)).uop])[0]
+  for _ in range(4):  # alternating, so each structure is replayed after the other was cached
+    r32, r16 = (a + 1).realize(), (a16 + 1).realize()
+    assert r32.dtype == dtypes.float32 and r16.dtype == dtypes.float16
+    np.testing.assert_equal(r32.numpy(), np.arange(8, dtype=np.float32) + 1)
+    np.testing.assert_equal(r16.numpy(), np.arange(8, dtype=np.float16) + 1)
+    np.testing.assert_equal(((a - b) * (a - b)).numpy(), (np.arange(8) - 3.0) ** 2)
+    np.testing.assert_equal(((a - b) * (b - a)).numpy(), -((np.arange(8) - 3.0) ** 2))
+
 def test_schedule_cache_keeps_no_buffer_alive():
   import gc, weakref
   from tinycore.schedule import buffers

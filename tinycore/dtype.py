@@ -5,24 +5,31 @@ from dataclasses import dataclass, fields
 import numpy as np
 from tinycore.helpers import DEFAULT_FLOAT, DEFAULT_INT
 
+class _Interned(type):
+  """One object per distinct dtype: building a DType equal to a live one returns that one. Every UOp key holds a dtype,
+  so hashing and comparing one is on the path of every node built; interned, both are the identity's (no Python call)."""
+  def __init__(cls, *a, **kw):
+    super().__init__(*a, **kw)
+    cls._made: dict[tuple, DType] = {}   # constructor arguments as called -> the dtype (a class of its own: PtrDType's differ)
+  def __call__(cls, *args, **kw):
+    if (made := cls._made.get(key := (_Interned, args, tuple(kw.items())) if kw else args)) is not None: return made
+    new = super().__call__(*args, **kw)
+    made = cls._made[key] = _canon.setdefault((cls, tuple(getattr(new, f.name) for f in fields(new))), new)
+    return made
+
+_canon: dict[tuple, DType] = {}   # (class, every field) -> the dtype
+
 @dataclass(frozen=True, eq=False)
-class DType:
+class DType(metaclass=_Interned):
   priority: int          # promotion order among scalars of the same kind
   itemsize: int          # bytes of one scalar
   name: str
   fmt: str | None        # struct format character, None where struct has none (bfloat16)
   count: int = 1         # vector width: >1 only inside kernels
-  # every UOp key holds a dtype, so hashing and comparing one is on the path of every node built: the field tuple and the
-  # hash are computed once, the hash from int fields only (a str's hash differs between processes, and a pickled DType
-  # keeps its _hash)
-  def __post_init__(self):
-    object.__setattr__(self, "_key", tuple(getattr(self, f.name) for f in fields(self)))
-    object.__setattr__(self, "_hash", hash((self.priority, self.itemsize, self.count, getattr(self, "size", 0))))
-  def __hash__(self): return self._hash
-  def __eq__(self, o):
-    if self is o: return True
-    if not isinstance(o, DType): return NotImplemented
-    return o.__class__ is self.__class__ and self._hash == o._hash and self._key == o._key
+  # equality and hash are the object's (interned); a copy or a pickle is rebuilt through the constructor, so it is the same object
+  def __reduce__(self): return self.__class__, tuple(getattr(self, f.name) for f in fields(self))
+  def __copy__(self): return self
+  def __deepcopy__(self, memo): return self
   def __repr__(self): return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
   def __lt__(self, o: DType): return (self.priority, self.itemsize, self.name, self.count) < (o.priority, o.itemsize, o.name, o.count)
   @property

@@ -89,12 +89,12 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   order = root.toposort(gate=lambda u: u.op is not Ops.DETACH)
   on_path: set[UOp] = set()
   for u in order:  # sources come first, so a node is on a path if any source is
-    if u in targets or any(s in on_path for s in u.src): on_path.add(u)
+    if u in targets or not on_path.isdisjoint(u.src): on_path.add(u)
   grads: dict[UOp, UOp] = {root: root_grad}
   for u in reversed(order):
     if u not in grads or u in targets and not u.src or u.op is Ops.BUFFER: continue
     srcs = _sources(u)
-    if not any(s in on_path for s in srcs): continue
+    if on_path.isdisjoint(srcs): continue
     g = grads[u]
     got = pm_gradient.rewrite(u, ctx=g)
     if got is None: raise NotImplementedError(f"no gradient rule for {u.op}")

@@ -120,6 +120,7 @@ class TinyJit(Generic[ReturnType]):
       new_bufs: list[Buffer] = [buffers[_storage(t.uop)].base for t in tensors]
       items = []
       for si, swaps in self.captured:
+        if not swaps and not var_vals: items.append(si); continue   # reads no argument, no variable: run as captured
         bufs = list(si.bufs)
         for p, i in swaps: bufs[p] = new_bufs[i]
         items.append(ScheduleItem(si.ast, bufs, {**si.var_vals, **{k: v for k, v in var_vals.items() if k in si.var_vals}}))

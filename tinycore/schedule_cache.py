@@ -39,18 +39,12 @@ def _walk(outs: list[UOp]):
   uniq: dict = {}
   binds: dict[str, int] = {}
   done, store = _sched.done_assigns, _sched.buffers
-  stack: list = [(o, False) for o in reversed(outs)]
+  opened: set[UOp] = set()   # nodes whose sources are on the stack: met again, they are keyed
+  stack: list[UOp] = list(reversed(outs))
   while stack:
-    u, ready = stack.pop()
+    u = stack.pop()
     if u in ids: continue
     op = u.op
-    if not ready:
-      if op is _BUFFER or op is _BIND: ready = True
-      else:
-        if op is _ASSIGN and u in done: return None
-        stack.append((u, True))
-        stack.extend([(s, False) for s in reversed(u.src) if s not in ids])
-        continue
     if op is _BUFFER:
       if (b := store.get(u)) is None: return None
       if (s := slot.get(id(b))) is None: s = slot[id(b)] = len(bufs); bufs.append(b)
@@ -60,6 +54,12 @@ def _walk(outs: list[UOp]):
       if binds.setdefault(var.arg[0], val) != val: return None  # one variable bound to two values: left to create_schedule
       k = (op, u.dtype, var, u.src[1].src)
     else:
+      if u.src and u not in opened:
+        if op is _ASSIGN and u in done: return None
+        opened.add(u)
+        stack.append(u)
+        stack.extend(reversed(u.src))
+        continue
       arg = u.arg
       if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
       elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta
@@ -113,7 +113,7 @@ def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nb
 def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str, int]):
   ScheduleItem = _sched.ScheduleItem
   allb = bufs + [make_buffer(d, n, dt, opts) for d, n, dt, opts in t.new]
-  items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv}) for ast, s_bufs, vv in t.items]
+  items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv} if vv else {}) for ast, s_bufs, vv in t.items]
   becomes: dict[UOp, UOp] = {}
   made: list[UOp | None] = []
   for p, kind, ref, shape, layout in t.becomes:
@@ -133,7 +133,7 @@ def create_schedule_cached(outs: list[UOp], create_schedule=None):
   `create_schedule`: the scheduler (default tinycore.schedule.create_schedule); one that was replaced (a spy in a test,
   a debugging hook) is called every time, without the cache."""
   create_schedule = create_schedule or _sched.create_schedule
-  if SCHEDULE_CACHE_SIZE <= 0 or DEBUG >= 3 or create_schedule is not _sched.create_schedule: return create_schedule(outs)
+  if SCHEDULE_CACHE_SIZE <= 0 or DEBUG.value >= 3 or create_schedule is not _sched.create_schedule: return create_schedule(outs)
   w = _walk(outs)
   if w is None:
     stats["uncacheable"] += 1
@@ -144,7 +144,9 @@ def create_schedule_cached(outs: list[UOp], create_schedule=None):
   h = hash(key)
   if (bucket := _cache.get(h)) is None: bucket = _cache[h] = []
   else: _cache.move_to_end(h)
-  if (entry := next((e for e in bucket if e[0] == key), None)) is None: bucket.append(entry := [key, None])
+  for entry in bucket:
+    if entry[0] == key: break
+  else: bucket.append(entry := [key, None])
   if isinstance(t := entry[1], _Template):
     stats["hits"] += 1
     return _replay(t, nodes, bufs, binds)

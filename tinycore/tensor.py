@@ -15,7 +15,11 @@ from tinycore.multi import split, layout_arg
 from tinycore.gradient import compute_gradient
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
-_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# every live Tensor, by weak reference: a set of refs whose callback is the set's own discard (a WeakSet's add and its
+# removal callback are Python calls, made for every Tensor built and freed)
+_tensor_refs: set[weakref.ref] = set()
+_tensor_gone, _weakref = _tensor_refs.discard, weakref.ref
+def _all_tensors() -> list[Tensor]: return [t for r in list(_tensor_refs) if (t := r()) is not None]
 # Pending effects: tensors with an assign not yet run, and tensors backward() was called on. A lazy graph reads buffers
 # when it runs, so the next realize that assigns (an optimizer step) runs all of them too, in the one schedule that orders
 # every read before the write: `opt.step(); loss.item()` is the loss the step came from, and a BatchNorm's running-stat
@@ -44,7 +48,7 @@ def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DTy
   if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
   if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
-  if raw.size == 0: return UOp.const(dtype, 0, device).reshape((1,) * arr.ndim).expand(arr.shape)  # nothing to hold: no buffer
+  if raw.size == 0: return UOp.const(dtype, 0, device, arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
   data = memoryview(raw.reshape(-1)).cast("B")
   # a device that does not open here gets the data at its first allocation: the program still schedules and renders
@@ -84,7 +88,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if data.__class__ is UOp and dtype is None and device is None and not requires_grad and data.dtype != dtypes.index:
       # every Tensor method's result: a built node taken as it is (the checks below change nothing for it)
       self.uop, self.requires_grad, self.grad = data, requires_grad, None
-      _all_tensors.add(self)
+      _tensor_refs.add(_weakref(self, _tensor_gone))
       return
     dtype = to_dtype(dtype) if dtype is not None else None
     if isinstance(data, pathlib.Path): data = data.read_bytes()  # a file's bytes (tinygrad maps it from disk)
@@ -128,7 +132,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       self.uop = UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,), unique_id())
     self.requires_grad: bool | None = requires_grad
     self.grad: Tensor | None = None
-    _all_tensors.add(self)
+    _tensor_refs.add(_weakref(self, _tensor_gone))
 
   # ***** properties *****
   @property
@@ -156,7 +160,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if not self.shape: raise TypeError("iteration over a 0-d tensor")
     return (self[i] for i in range(self.shape[0]))
   def __repr__(self) -> str: return f"<Tensor {self.shape} {self.dtype} on {self.device}{' with grad' if self.grad is not None else ''}>"
-  def __hash__(self): return id(self)
+  __hash__ = object.__hash__  # identity (== is elementwise); a C slot, no Python call per set or dict use
   def __bool__(self): raise TypeError("the truth value of a Tensor is ambiguous; use .item(), .any() or .all()")
 
   # ***** realization *****
@@ -173,7 +177,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
     owner: dict[UOp, Tensor] = {}
     outs: list[UOp] = []
-    if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
+    if any(t.uop.op is Ops.ASSIGN for t in tensors) and _pending_effects:
       asked = {id(t) for t in tensors}
       tensors = (*tensors, *[t for t in list(_pending_effects.values()) if not t.uop.is_realized and id(t) not in asked])
       _pending_effects.clear()
@@ -189,7 +193,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     mark_done(becomes)
     # re-point the tensors that held a realized node at its buffer: an asked node goes to its owner only (unless an
     # assign), so every tensor alive is searched only when some other node (an assign, an inner contiguous) was realized
-    holders = list(_all_tensors) if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
+    holders = _all_tensors() if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
     for t in holders:
       if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
   def _buffer(self) -> Buffer:
@@ -314,7 +318,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     while u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): chain.append(u); u = u.src[0]
     if u.op not in (Ops.BUFFER, Ops.ASSIGN): return None
     base = u
-    val, mask = x.uop, UOp.const(dtypes.bool, True, self.device).reshape((1,) * len(self.shape)).expand(self.shape)
+    val, mask = x.uop, UOp.const(dtypes.bool, True, self.device, self.shape)
     for m in chain:  # from the view down to the storage: undo each movement
       src = m.src[0]
       if m.op is Ops.EXPAND and src.shape != m.shape:
@@ -343,8 +347,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    c = UOp.const(dt, fill_value, _canon_device(device))
-    return Tensor(c.reshape((1,)*len(shape)).expand(shape) if shape else c, requires_grad=requires_grad)
+    return Tensor(UOp.const(dt, fill_value, _canon_device(device), shape), requires_grad=requires_grad)
   @staticmethod
   def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0 if "dtype" not in kw else 0, **({"dtype": dtypes.default_float} | kw))
   @staticmethod
@@ -523,14 +526,14 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     one computed from such a tensor (intermediates, self too) unless marked requires_grad=False: tinygrad's rule, where
     an op's result requires grad when an input does. With no such tensor in the graph nothing is filled."""
     self._check_differentiable()
-    if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in list(_all_tensors)):
+    if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in _all_tensors()):
       raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
     graph = self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH)  # ordered, sources first
-    live = [t for t in list(_all_tensors) if t.uop in graph]
+    live = [t for t in _all_tensors() if t.uop in graph]
     carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
     for u in graph:  # sources come first
-      if u not in carries and any(s in carries for s in u.src): carries.add(u)
+      if u not in carries and not carries.isdisjoint(u.src): carries.add(u)
     targets = [t for t in live if t.requires_grad is not False and t.uop in carries and dtypes.is_float(t.dtype)]
     grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
     for t, g in zip(targets, grads):
@@ -556,12 +559,15 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
         if dt != x.dtype: x = x.cast(dt)
         y = Tensor(x.uop.const_like(y))  # already x's dtype, device and shape: nothing below changes either
         return (y, x) if reverse else (x, y)
-    if x.device != y.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device}; move one with .to()")
-    if reverse: x, y = y, x
-    if match_dtype and x.dtype != y.dtype:
-      out = least_upper_dtype(x.dtype, y.dtype)
+    xu, yu = x.uop, y.uop   # read from the nodes: a Tensor property is a Python call, and this runs for every binary op
+    if xu.device != yu.device: raise ValueError(f"tensors on different devices: {x.device} and {y.device}; move one with .to()")
+    if reverse: x, y, xu, yu = y, x, yu, xu
+    if match_dtype and xu.dtype is not yu.dtype:
+      out = least_upper_dtype(xu.dtype, yu.dtype)
       x, y = x.cast(out), y.cast(out)
-    shape = _broadcast_shape(x.shape, y.shape)
+      xu, yu = x.uop, y.uop
+    if (shape := xu.shape) == yu.shape: return x, y
+    shape = _broadcast_shape(shape, yu.shape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple) -> Tensor:
     if self.shape == shape: return self
@@ -1287,7 +1293,8 @@ def _list_form_dim(args: tuple, dim: int) -> int:
   raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
-  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else a.dtype, (a.uop, b.uop)))
+  au = a.uop
+  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, b.uop)))
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""

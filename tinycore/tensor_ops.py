@@ -10,13 +10,15 @@ from tinycore.runtime.device import Device
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _broadcast_shape(*shapes: tuple) -> tuple:
-  n = max(len(s) for s in shapes)
-  padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+  n = max(map(len, shapes))
   out = []
-  for dims in zip(*padded):
-    big = [d for d in dims if d != 1]
-    if any(d != big[0] for d in big): raise ValueError(f"shapes {shapes} cannot be broadcast together")
-    out.append(big[0] if big else 1)
+  for dims in zip(*[(1,) * (n - len(s)) + tuple(s) for s in shapes]):
+    size = 1  # the one size other than 1 along this dim (plain loops: this runs for every binary op built)
+    for d in dims:
+      if d != 1:
+        if size == 1: size = d
+        elif d != size: raise ValueError(f"shapes {shapes} cannot be broadcast together")
+    out.append(size)
   return tuple(out)
 
 # ***** indexing *****

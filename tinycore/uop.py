@@ -31,18 +31,29 @@ class _NodeCache:
 
 class graph_property:
   """A cached property computed from the same property of the sources (shape, device, bounds). Where a source lacks it,
-  it is filled in bottom-up over the uncached part of the graph (sources before users), so a graph of any depth is
-  handled without recursion."""
+  it is filled in bottom-up over the uncached part of the graph (sources before users): up to 8 levels directly, deeper
+  by a toposort, so a graph of any depth is handled without hitting the recursion limit."""
   def __init__(self, fn: Callable[[UOp], Any]): self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
   def __get__(self, u: UOp | None, owner=None):
+    # called only while u lacks the value: a non-data descriptor, so a value stored in u.__dict__ is found before it
     if u is None: return self
-    name, fn = self.name, self.fn
-    if (d := u.__dict__).get(name, d) is not d: return d[name]
-    if any(name not in s.__dict__ for s in u.src):
-      for x in u.toposort(gate=lambda x: name not in x.__dict__):
-        if name not in (xd := x.__dict__): xd[name] = fn(x)
-    else: d[name] = fn(u)
-    return d[name]
+    name = self.name
+    for s in u.src:
+      if name not in s.__dict__:
+        if not self._fill(u, 8):  # a few levels missing (a new node over fresh BUFFER/UNIQUE nodes): filled directly
+          fn = self.fn
+          for x in u.toposort(gate=lambda x: name not in x.__dict__):
+            if name not in (xd := x.__dict__): xd[name] = fn(x)
+        return u.__dict__[name]
+    u.__dict__[name] = v = self.fn(u)   # every source has it: the common case, a node built on computed ones
+    return v
+  def _fill(self, u: UOp, depth: int) -> bool:
+    """Store the value on u and on the sources that lack it, recursing at most `depth` levels (False: deeper than that)."""
+    name = self.name
+    for s in u.src:
+      if name not in s.__dict__ and (depth == 0 or not self._fill(s, depth - 1)): return False
+    u.__dict__[name] = self.fn(u)
+    return True
 
 _node_refs: dict[tuple, weakref.ref] = {}
 _weakref, _new_object = weakref.ref, object.__new__
@@ -57,27 +68,23 @@ class UOpMeta(type):
     if arg.__class__ is float and arg == 0.0 and math.copysign(1.0, arg) < 0: key = (op, dtype, src, arg, "-0.0")
     if (wr := _node_refs.get(key)) is not None and (ret := wr()) is not None: return ret
     ret = _new_object(cls)  # the fields set here, not in an __init__: one Python frame less per node built
-    ret.op, ret.dtype, ret.src, ret.arg, ret._children = op, dtype, src, arg, None
-    def gone(w, key=key):  # the node was freed: drop its cache entry and its place in its sources' children
+    ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
+    def gone(w, key=key):  # the node was freed: drop its cache entry (unless a new node of the key took it already)
       if _node_refs.get(key) is w: del _node_refs[key]
-      for s in key[2]:
-        if s._children is not None: s._children.discard(w)
-    _node_refs[key] = wr = _weakref(ret, gone)
-    if src:
-      hash(wr)  # a weak reference keeps the hash it had while its node lived: children sets can drop it after
-      for s in src:  # the children index: derived from the cache, kept in sync by weak references
-        if s._children is None: s._children = set()
-        s._children.add(wr)
+    _node_refs[key] = _weakref(ret, gone)
     return ret
 
 class UOp(metaclass=UOpMeta):
-  __slots__ = ("op", "dtype", "src", "arg", "_children", "__weakref__", "__dict__")
+  __slots__ = ("op", "dtype", "src", "arg", "__weakref__", "__dict__")
   # built by UOpMeta.__call__(op, dtype=dtypes.void, src=(), arg=None), which sets the fields (no __init__)
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def replace(self, **kw) -> UOp:
     return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
   @property
-  def children(self) -> list[UOp]: return [] if self._children is None else [c for w in list(self._children) if (c := w()) is not None]
+  def children(self) -> list[UOp]:
+    """The live nodes that use self, each once. Derived from the node cache when asked (a scan of every live node: for
+    tests and debugging; no pass of the core needs it, so building a node keeps no index of its users)."""
+    return [u for u in UOpMeta.cache.values() if any(s is self for s in u.src)]
 
   # ***** graph walking *****
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
@@ -102,15 +109,21 @@ class UOp(metaclass=UOpMeta):
 
   # ***** constructors *****
   @staticmethod
-  def const(dtype: DType, b: Any, device: str | None = None) -> UOp:
-    if isinstance(b, UOp): return b if b.dtype == dtype else b.cast(dtype)
+  def const(dtype: DType, b: Any, device: str | None = None, shape: tuple = ()) -> UOp:
+    """A constant; with a shape (tensor level: a device too), the scalar reshaped to ones and expanded to it."""
+    if isinstance(b, UOp):  # a symbolic value: checked like any reshape
+      c = b if b.dtype == dtype else b.cast(dtype)
+      return c.reshape((1,) * len(shape)).expand(shape) if shape else c
     val = truncate(dtype, b)
-    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, arg=device),) if device is not None else (), val)
+    c = UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),) if device is not None else (), val)  # positional: no kwargs dict
+    if not shape: return c
+    # built directly: reshape()/expand() would check what holds by construction (a scalar to ones, ones to the shape)
+    c = UOp(Ops.RESHAPE, dtype, (c,), ones := (1,) * len(shape))
+    return c if shape == ones else UOp(Ops.EXPAND, dtype, (c,), shape)
   def const_like(self, b: Any) -> UOp:
     """A constant of self's dtype; for tensor-level nodes also of its device and shape."""
-    if self.device is None: return UOp.const(self.dtype, b)
-    c = UOp.const(self.dtype, b, self.device)
-    return c.reshape((1,)*len(self.shape)).expand(self.shape) if self.shape else c
+    if (device := self.device) is None: return UOp.const(self.dtype, b)
+    return UOp.const(self.dtype, b, device, self.shape)
   @staticmethod
   def variable(name: str, vmin: int, vmax: int, dtype: DType = dtypes.index) -> UOp:
     if not (isinstance(vmin, int) and isinstance(vmax, int) and vmin <= vmax):
@@ -218,7 +231,11 @@ class UOp(metaclass=UOpMeta):
       if (d := s.device) is not None: return d
     return None
   @graph_property
-  def shape(self) -> tuple[Any, ...] | None: return _shape(self)
+  def shape(self) -> tuple[Any, ...] | None:
+    if (rule := _SHAPE_RULES.get(self.op)) is not None: return rule(self)
+    for s in self.src:  # an op without a rule has the shape of its first shaped source
+      if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh
+    return None
   @property
   def size(self) -> Any: return prod(self.shape) if self.shape is not None else None
   @property
@@ -269,26 +286,26 @@ def ssimplify(x: Any) -> Any:
 
 # ***** shapes of tensor-level nodes *****
 
-def _shape(u: UOp) -> tuple[Any, ...] | None:
-  op = u.op
-  if op is Ops.BUFFER or op is Ops.IOTA: return (u.arg,)
-  if op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND): return ()
-  if op is Ops.DEFINE_GLOBAL: return (u.dtype.size,)
-  if op is Ops.RESHAPE or op is Ops.EXPAND: return u.arg
-  if op is Ops.PERMUTE: return tuple(u.src[0].shape[i] for i in u.arg)
-  if op is Ops.PAD: return tuple(ssimplify(s + b + a) for s, (b, a) in zip(u.src[0].shape, u.arg))
-  if op is Ops.SHRINK: return tuple(ssimplify(e - b) for b, e in u.arg)
-  if op is Ops.REDUCE_AXIS: return tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape))
-  if op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE) or op.name.startswith(("DEFINE", "END")) or op in (Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE): return None
-  if op is Ops.COPY: return u.src[0].shape
-  if op is Ops.MULTI:  # arg: the axis split over every device, or ((axis or None, devices along it), ...) for a grid
-    grid = u.arg if isinstance(u.arg, tuple) else ((u.arg, len(u.device)),)
-    return tuple(s * prod(n for a, n in grid if a == i) for i, s in enumerate(u.src[0].shape))
-  if op is Ops.ALLGATHER: return (u.src[0].shape[0] * len(u.src[0].device),) + u.src[0].shape[1:]
-  if op is Ops.ASSIGN: return u.src[0].shape
-  for s in u.src:
-    if s.op is not Ops.DEVICE and (sh := s.shape) is not None: return sh
-  return None
+def _multi_shape(u: UOp) -> tuple:
+  grid = u.arg if isinstance(u.arg, tuple) else ((u.arg, len(u.device)),)  # arg: the axis split over every device, or
+  return tuple(s * prod(n for a, n in grid if a == i) for i, s in enumerate(u.src[0].shape))  # ((axis or None, devices along it), ...)
+
+# the shape of a node by its op (a dict lookup per node built); UOp.shape gives an op not here its first shaped source's
+_SHAPE_RULES: dict[Ops, Callable[[UOp], Any]] = {
+  **{op: (lambda u: None) for op in Ops if op.name.startswith(("DEFINE", "END"))},   # DEFINE_VAR, DEFINE_GLOBAL: set below
+  **{op: (lambda u: None) for op in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE, Ops.RANGE, Ops.SPECIAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.REDUCE)},
+  Ops.BUFFER: lambda u: (u.arg,), Ops.IOTA: lambda u: (u.arg,),
+  Ops.CONST: lambda u: (), Ops.DEFINE_VAR: lambda u: (), Ops.BIND: lambda u: (),
+  Ops.DEFINE_GLOBAL: lambda u: (u.dtype.size,),
+  Ops.RESHAPE: lambda u: u.arg, Ops.EXPAND: lambda u: u.arg,
+  Ops.PERMUTE: lambda u: tuple(u.src[0].shape[i] for i in u.arg),
+  Ops.PAD: lambda u: tuple(ssimplify(s + b + a) for s, (b, a) in zip(u.src[0].shape, u.arg)),
+  Ops.SHRINK: lambda u: tuple(ssimplify(e - b) for b, e in u.arg),
+  Ops.REDUCE_AXIS: lambda u: tuple(1 if i in u.arg[1] else s for i, s in enumerate(u.src[0].shape)),
+  Ops.COPY: lambda u: u.src[0].shape, Ops.ASSIGN: lambda u: u.src[0].shape,
+  Ops.MULTI: _multi_shape,
+  Ops.ALLGATHER: lambda u: (u.src[0].shape[0] * len(u.src[0].device),) + u.src[0].shape[1:],
+}
 
 # ***** bounds for symbolic math *****
 

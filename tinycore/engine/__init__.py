@@ -137,16 +137,20 @@ def _launch_all(device: tuple[str, ...], ast: UOp, bufs: list, vv: dict[str, int
     times = list(_pool.map(one, range(len(device))))
   return runners[0], (max(times) if all(t is not None for t in times) else None)
 
+_TRANSFER_OPS = (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER)
+
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
   if (prof := trace.profiling) is not None: run_st = time.perf_counter()
-  if DEBUG >= 4:   # every kernel's source first (renderers need no device): it shows even where the device then fails to open
+  debug = DEBUG.value   # read once: a ContextVar comparison is a Python call, and this loop runs for every kernel
+  wait = debug >= 2 or prof is not None
+  if debug >= 4:   # every kernel's source first (renderers need no device): it shows even where the device then fails to open
     for si in items:
       if si.ast.op is not Ops.SINK or si.bufs[0].size == 0: continue
       for d in (si.bufs[0].device,) if isinstance(si.bufs[0].device, str) else si.bufs[0].device: get_program(d, si.ast)
   for si in items:
     vv = {**var_vals, **si.var_vals} if var_vals else si.var_vals
     if capturing is not None: capturing.append(ScheduleItem(si.ast, list(si.bufs), dict(vv)))
-    if si.ast.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):
+    if si.ast.op in _TRANSFER_OPS:
       dest, src = si.bufs
       st = time.perf_counter()
       if si.ast.op is Ops.COPY: how = copy(dest, src)
@@ -156,15 +160,14 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
         how = "allreduce " + allreduce(dest, src, op, groups=device_groups(grid, dims))
       if prof is not None: prof.launch(_name(dest.device), "copies", f"{how} {_name(src.device)} -> {_name(dest.device)}", st, None, [src], [dest], bytes=src.nbytes)
       GlobalCounters.global_mem += src.nbytes
-      if DEBUG >= 2: print(f"{colored('*** '+how, 'yellow')} {src.nbytes:10d} bytes {_name(src.device)} -> {_name(dest.device)} {(time.perf_counter()-st)*1e6:9.1f} us")
+      if debug >= 2: print(f"{colored('*** '+how, 'yellow')} {src.nbytes:10d} bytes {_name(src.device)} -> {_name(dest.device)} {(time.perf_counter()-st)*1e6:9.1f} us")
       continue
-    if si.bufs[0].size == 0: continue
-    device = si.bufs[0].device
-    if isinstance(device, tuple): runner, t = _launch_all(device, si.ast, si.bufs, vv, DEBUG >= 2 or prof is not None, prof)
+    if (b0 := si.bufs[0]).size == 0: continue
+    if (device := b0.device).__class__ is tuple: runner, t = _launch_all(device, si.ast, si.bufs, vv, wait, prof)
     else:
       runner = get_runner(device, si.ast)
       if prof is not None: st = time.perf_counter()
-      t = runner(si.bufs, vv, wait=DEBUG >= 2 or prof is not None)
+      t = runner(si.bufs, vv, wait=wait)
     flops, mem = runner.cost if runner.cost is not None else (_size(runner.spec.flops, vv), _size(runner.spec.mem_bytes, vv))
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += flops
@@ -172,7 +175,7 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
     if t is not None: GlobalCounters.time_sum_s += t
     if prof is not None and not isinstance(device, tuple):
       prof.launch(device, "kernels", runner.spec.name, st, t, [si.bufs[i] for i in runner.spec.ins], [si.bufs[i] for i in runner.spec.outs], flops=flops, bytes=mem)
-    if DEBUG >= 2:
+    if debug >= 2:
       tm = f"{t*1e6:9.1f} us {flops/max(t or 0, 1e-9)*1e-9:8.2f} GFLOPS {mem/max(t or 0, 1e-9)*1e-9:8.2f} GB/s" if t is not None else ""
       print(f"{colored('*** '+_name(device), 'green')} {GlobalCounters.kernel_count:5d} {runner.spec.name:30s} bufs {len(si.bufs):2d} {tm}"
             f"  total {GlobalCounters.time_sum_s*1e3:8.2f} ms")

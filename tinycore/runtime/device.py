@@ -90,13 +90,15 @@ class Buffer:
         self._buf = alloc._offset(self._base._buf, self.nbytes, self.offset) if alloc.supports_offset else None
         if self._buf is None: raise DeviceError(f"{self.device} does not support buffer views at offsets")
       else:
-        self._buf = self.allocator.alloc(self.nbytes, self.options)
-        GlobalCounters.mem_used += self.nbytes
-        GlobalCounters.mem_peak = max(GlobalCounters.mem_peak, GlobalCounters.mem_used)
-        if trace.profiling is not None: trace.profiling.memory(self.device, self.allocator.live_bytes)
+        # the allocator is kept: the memory goes back to the one it came from, without a registry lookup per free
+        self._allocator = alloc = self.allocator
+        self._buf = alloc.alloc(nbytes := self.nbytes, self.options)
+        if (used := GlobalCounters.mem_used + nbytes) > GlobalCounters.mem_peak: GlobalCounters.mem_peak = used
+        GlobalCounters.mem_used = used
+        if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
         if self.initial is not None:
           data, self.initial = self.initial, None
-          self.allocator._copyin(self._buf, memoryview(data))
+          alloc._copyin(self._buf, memoryview(data))
     return self
   allocate = ensure_allocated
   def view(self, size: int, dtype: DType, offset: int) -> Buffer:
@@ -104,9 +106,9 @@ class Buffer:
   def __del__(self):
     if getattr(self, "_buf", None) is None or self._base is not None: return
     try:
-      self.allocator.free(self._buf, self.nbytes, self.options)
-      GlobalCounters.mem_used -= self.nbytes
-      if trace.profiling is not None: trace.profiling.memory(self.device, self.allocator.live_bytes)
+      (alloc := self._allocator).free(self._buf, nbytes := self.nbytes, self.options)
+      GlobalCounters.mem_used -= nbytes
+      if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
     except Exception: pass  # interpreter shutdown: the device may already be gone
   def copyin(self, mv: memoryview | bytes) -> Buffer:
     mv = memoryview(mv).cast("B")

@@ -27,5 +27,5 @@ class CompiledRunner:
     self.cost = (spec.flops, spec.mem_bytes) if isinstance(spec.flops, int) and isinstance(spec.mem_bytes, int) else None
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
     gsize, lsize = self._dims if self._dims is not None else self.spec.launch_dims(var_vals)
-    vals = tuple(var_vals[v] for v in self._var_names)
+    vals = tuple([var_vals[v] for v in names]) if (names := self._var_names) else ()
     return self.program(*[(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], global_size=gsize, local_size=lsize, vals=vals, wait=wait)
