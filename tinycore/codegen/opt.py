@@ -324,10 +324,31 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
     # columns, K x tile width) is reused from cache by every row tile instead of streamed again for each one; the
     # blocks of the sum next, so that a block of the panel stays in cache while the row tiles use it
     rngs = global_ranges(sink)
-    ids = sorted([r.arg[0] for r in rngs] + [b.arg[0] for b in blocks])
     new_order = [outer[vaxis]] + blocks + [r for r in rngs if r is not outer[vaxis]]
+    if kblock is not None and lane is not None: sink, new_order = _pack(sink, new_order, kin, lane, next_id + 3)
+    ids = sorted(r.arg[0] for r in new_order)
     sink = graph_substitute(sink, {r: r.replace(arg=(i, r.arg[1])) for r, i in zip(new_order, ids)})
   return sink, lane
+
+def _pack(sink: UOp, loops: list[UOp], kin: UOp, lane: UOp, pack_id: int) -> tuple[UOp, list[UOp]]:
+  """The vectors a block of the sum loads that do not change with the innermost loops (B's panel, K block x tile width,
+  in a matmul) are first copied into a contiguous scratch buffer of the thread, which those loops then read. B's rows
+  are a row length apart: at power-of-two lengths every row of the panel maps to the same few L1 sets, so the panel
+  never stays in L1 and each step of the sum waited on L2; copied, the block is one contiguous run (the CPU's analogue
+  of a GPU's shared memory). Returns the sink and the loop order with the copy loop ("pack") in it."""
+  deps = _range_deps(sink)
+  bodies = [u.src[0] for u in sink.toposort() if u.op is Ops.REDUCE and kin in u.src[1:]]
+  loads = list(dict.fromkeys(u for b in bodies for u in b.toposort() if u.op is Ops.LOAD and {kin, lane} <= deps[u]))
+  outside = frozenset().union(*(deps[u] for u in loads)) - {kin, lane}
+  if not loads or len({u.dtype for u in loads}) != 1 or not outside <= set(loops): return sink, loops
+  at = max(loops.index(r) for r in outside) + 1
+  if at >= len(loops): return sink, loops   # they change with the innermost loop: nothing reuses a copy
+  W, T = _const_size(lane), len(loads) * _const_size(lane)
+  scratch = UOp(Ops.DEFINE_LOCAL, loads[0].dtype.ptr(_const_size(kin) * T, "local"), (), 0)
+  kp = UOp(Ops.RANGE, dtypes.index, (kin.src[0],), (pack_id, "pack"))
+  copies = [scratch.index(kp * T + s * W + lane).store(ld.substitute({kin: kp})) for s, ld in enumerate(loads)]
+  sink = sink.substitute({ld: scratch.index(kin * T + s * W + lane).load() for s, ld in enumerate(loads)})
+  return UOp(Ops.SINK, dtypes.void, tuple(copies) + sink.src), loops[:at] + [kp] + loops[at:]
 
 def _combine(op: Ops, parts: list[UOp]) -> UOp:
   """A balanced tree of the reduce op over partial results."""
