@@ -230,8 +230,9 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
     glob = sorted((r for r in rngs if r.arg[1] == "global" and reuse(r) > 0), key=lambda r: (-reuse(r), r is vaxis, r.arg[0]))
     rows = next((r for r in glob if r is not vaxis), None)
     if vaxis is not None and vaxis in glob and rows is not None:
-      # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice)
-      kblock = _k_blocks(sink, reduces, overlap)
+      # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice, and
+      # where two threads share the overlap, in a race), the vectors' own too
+      kblock = _k_blocks(sink, reduces, overlap) if _const_size(vaxis) % W == 0 else None
       exact = lambda r, k: _const_size(r) % (k * (W if r is vaxis else 1)) == 0
       fits = exact if kblock is not None else ok
       # a vector axis too short for copies (a conv's 11-wide rows) leaves the tile's columns to another output axis that
@@ -342,7 +343,7 @@ def _pack(sink: UOp, loops: list[UOp], kin: UOp, lane: UOp, pack_id: int) -> tup
   outside = frozenset().union(*(deps[u] for u in loads)) - {kin, lane}
   if not loads or len({u.dtype for u in loads}) != 1 or not outside <= set(loops): return sink, loops
   at = max(loops.index(r) for r in outside) + 1
-  if at >= len(loops): return sink, loops   # they change with the innermost loop: nothing reuses a copy
+  if prod(_const_size(r) or 2 for r in loops[at:]) < 2: return sink, loops   # nothing would read a copy twice
   W, T = _const_size(lane), len(loads) * _const_size(lane)
   scratch = UOp(Ops.DEFINE_LOCAL, loads[0].dtype.ptr(_const_size(kin) * T, "local"), (), 0)
   kp = UOp(Ops.RANGE, dtypes.index, (kin.src[0],), (pack_id, "pack"))
