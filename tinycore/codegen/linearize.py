@@ -83,7 +83,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   for u in order:
     if not deps[u] and u not in pinned and u.op not in (Ops.STORE, Ops.SINK): emit(u)
   # the other loops nest in the order of their ids; each store runs inside all of them but the "pack" loops it does not
-  # read, and outside the loops after a pack loop it writes in: a pack loop fills a scratch buffer (codegen/opt.py's
+  # write in, and outside the loops after a pack loop it writes in: a pack loop fills a scratch buffer (codegen/opt.py's
   # _pack) before the loops after it read that buffer. Stores are emitted in the order of the loops they need, a store
   # inside a loop before those that only need the loops around it (the copy before its readers, even where their own
   # loops are all one trip long and folded away).
