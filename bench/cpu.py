@@ -200,11 +200,14 @@ def main():
   ap.add_argument("--train-steps", type=int, default=5, help="timed convnet training steps (0: skip the convnet)")
   ap.add_argument("--train-warmup", type=int, default=2)
   ap.add_argument("--quick", action="store_true", help="small sizes, few repetitions (a smoke run)")
+  ap.add_argument("--describe", metavar="WIDTH,REGISTERS", help="describe another CPU to the codegen: float32 vector lanes and "
+                  "vector registers (8,16: an AVX2 machine's kernels on this one; OPENBLAS_CORETYPE=Haswell gives numpy's AVX2 kernels)")
   args = ap.parse_args()
   if args.quick: args.n, args.chain, args.reps, args.train_steps = 256, 1 << 20, 3, 0
   fws = [f for f in (tinycore_fw(), numpy_fw(), torch_fw(), tinygrad_fw()) if f is not None]
   from tinycore import Device
   drv, ren = Device["CPU"].driver, Device["CPU"].renderer
+  if args.describe: ren.vector_width, ren.vector_registers = map(int, args.describe.split(","))
   print(f"machine: {cpu_model()}, {os.cpu_count()} cores; SIMD features {' '.join(simd_features()) or 'none'}")
   print(f"CPU backend: renderer {type(ren).__name__}, {drv.threads} threads, vector width {ren.vector_width}, "
         f"{getattr(ren, 'vector_registers', '?')} vector registers, FMA {getattr(ren, 'fma', '?')}, "

@@ -344,12 +344,69 @@ def test_long_matmul_sums_in_blocks_through_the_output():
     return sum(1 for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
   a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 256, device="CPU")
   assert blocks(a @ b) == 1 and blocks(a @ b + 1) == 0 and blocks(Tensor.empty(256, 200, device="CPU") @ Tensor.empty(200, 256, device="CPU")) == 0
+  # 40 columns in vectors of 16: the last vector overlaps the one before, and two threads added their blocks there in a race
+  assert blocks(Tensor.empty(100, 512, device="CPU") @ Tensor.empty(512, 40, device="CPU")) == 0
   an, bn = rng.standard_normal((96, 1024)).astype(np.float32), rng.standard_normal((1024, 80)).astype(np.float32)
   np.testing.assert_allclose((cpu(an) @ cpu(bn)).numpy(), an @ bn, rtol=1e-4, atol=1e-3)
   tn = rng.standard_normal((512, 512)).astype(np.float32)
   t = cpu(tn)
   t.assign(t @ t).realize()   # the kernel reads its output: partials kept there would be read back as input
   np.testing.assert_allclose(t.numpy(), tn @ tn, rtol=1e-4, atol=1e-3)
+
+# described CPUs: AVX-512 and AVX2 (8 lanes, 16 registers, FMA), whatever this CPU is
+@pytest.mark.parametrize("width,regs", [(16, 32), (8, 16)], ids=["avx512", "avx2"])
+def test_long_matmul_packs_a_block_of_the_panel(width, regs):
+  """With the sum in blocks, each block of B's panel (K block x tile width) is first copied into a contiguous scratch
+  buffer of the thread (a "pack" loop inside the column and block loops, closed before the row tiles), and the row
+  tiles' vector loads of B read the copy. A batched product copies per batch; without blocks nothing is copied."""
+  def packed(out) -> list[UOp]:
+    items, _ = create_schedule([out.uop])
+    spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=True))
+    loops = [u for u in spec.uops if u.op is Ops.RANGE]
+    if not (locs := [u for u in spec.uops if u.op is Ops.DEFINE_LOCAL]): return []
+    pack = next(u for u in loops if u.arg[1] == "pack")
+    i, j = spec.uops.index(pack), spec.uops.index(next(u for u in spec.uops if u.op is Ops.ENDRANGE and u.src[0] is pack))
+    inside = spec.uops[i:j]
+    assert [u.op for u in inside if u.op in (Ops.RANGE, Ops.DEFINE_ACC)] == [Ops.RANGE], "the copy is a loop of its own"
+    assert all(u.src[0].src[0] is locs[0] for u in inside if u.op is Ops.STORE) and any(u.op is Ops.STORE for u in inside)
+    after = spec.uops[j:]
+    reads = [u for u in after if u.op is Ops.LOAD and u.src[0].src[0] is locs[0]]
+    assert reads and all(u.dtype.count == width for u in reads), "the row tiles read the copy as vectors"
+    assert not any(u.op is Ops.LOAD and u.src[0].src[0].arg == 2 for u in after), "B itself is not read after the copy"
+    assert f"alloca [{locs[0].dtype.size} x float], align 64" in spec.src
+    return locs
+  a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 256, device="CPU")
+  locs = packed(a @ b)
+  assert len(locs) == 1 and locs[0].dtype.size % (256 * width) == 0, "a K block (SUM_CHUNK rows) of whole vectors"
+  assert packed(Tensor.empty(4, 64, 512, device="CPU") @ Tensor.empty(4, 512, 64, device="CPU"))
+  assert not packed(a @ b + 1) and not packed(Tensor.empty(256, 200, device="CPU") @ Tensor.empty(200, 256, device="CPU"))
+
+@pytest.mark.parametrize("cache,K,block", [(0, 2048, 256), (512 << 10, 2048, 512), (2 << 20, 2048, 1024), (2 << 20, 1024, 512), (64 << 20, 1024, 512)])
+def test_sum_block_length_follows_the_described_cache(cache, K, block):
+  """The longest block (a multiple of SUM_CHUNK dividing K, short of K) whose copy of B's panel fits a quarter of the
+  described L2; SUM_CHUNK where the cache is unknown (0). The copy holds one block."""
+  items, _ = create_schedule([(Tensor.empty(256, K, device="CPU") @ Tensor.empty(K, 256, device="CPU")).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True, cache_bytes=cache))
+  kb = next(u for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
+  scratch = next(u for u in spec.uops if u.op is Ops.DEFINE_LOCAL)
+  assert kb.src[0].arg == K // block and scratch.dtype.size % block == 0 and scratch.dtype.size // block == 64, (kb.src[0].arg, scratch.dtype.size)
+  assert scratch.dtype.size * 4 <= max(cache // 4, 256 * 64 * 4)
+
+@pytest.mark.parametrize("m,k,n,dt", [(36, 768, 48, "float32"), (100, 512, 40, "float32"), (1, 1024, 256, "float32"), (256, 1024, 1, "float32"),
+                                       (96, 1000, 64, "float32"), (4, 512, 32, "float32"), (64, 512, 64, "float16"), (64, 512, 80, "int32")])
+def test_blocked_and_packed_matmul_matches_numpy(m, k, n, dt):
+  """Rows no register tile divides, K not a multiple of the block, one row or one column, float16 and int (no blocks):
+  against numpy, and the same bits on 1 and 3 threads. Batched too (the copy is made per batch)."""
+  npdt = np.dtype(dt)
+  scale = 4 if dt == "int32" else 1
+  a, b = (rng.standard_normal((m, k)) * scale).astype(npdt), (rng.standard_normal((k, n)) * scale).astype(npdt)
+  tol = {"float32": (1e-4, 1e-3), "float16": (2e-2, 2e-1), "int32": (0, 0)}[dt]
+  for x, y in ((a, b), (np.stack([a, a[::-1]]), np.stack([b, -b]))):
+    out = cpu(x) @ cpu(y)
+    np.testing.assert_allclose(out.numpy().astype(np.float64), x.astype(np.float64) @ y.astype(np.float64), rtol=tol[0], atol=tol[1])
+  items, _ = create_schedule([(cpu(a).realize() @ cpu(b).realize()).uop])
+  for si in items[:-1]: engine.run_schedule([si])
+  same(*(_run_with(LLVMRenderer(t), items[-1].ast, items[-1].bufs)[0] for t in (1, 3)))
 
 @pytest.mark.parametrize("m,k,n", [(1000, 24, 1000), (999, 9, 37), (19, 3, 17), (11, 5, 11)])
 def test_odd_sizes_are_tiled_with_an_overlapping_last_tile(renderer, m, k, n):

@@ -1,5 +1,6 @@
 """Linearizer: the kernel graph becomes the ordered list of UOps a renderer walks (loops opened and closed, reductions into accumulators)."""
 from __future__ import annotations
+import math
 from collections import defaultdict
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp, Ops, identity_element
@@ -26,6 +27,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   while any(len(g) > 1 for g in reduces_by_ranges.values()) and deps_pass(): pass
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
+  emitted: list[UOp] = []    # the keys of `new` in the order they were added
   opened: set[UOp] = set()   # the loops open at this point of `out`
   n_acc = 0
 
@@ -43,7 +45,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
       srcs = tuple(new[s] for s in x.src)
       n = x if all(a is b for a, b in zip(srcs, x.src)) else x.replace(src=srcs)
       out.append(n)
-      new[x] = n
+      new[x] = n; emitted.append(x)
     return new[u]
 
   def emit_reduce_group(r: UOp) -> None:
@@ -62,23 +64,45 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
       accs.append(emit(acc))
     for rng in rngs:
       emit(rng.src[0])
-      out.append(rng); new[rng] = rng; opened.add(rng)
+      out.append(rng); new[rng] = rng; opened.add(rng); emitted.append(rng)
     for x, acc in zip(group, accs):
       upd = UOp(x.arg, x.dtype, (acc, emit(x.src[0])))
       out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
     for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
-    for x, acc in zip(group, accs): new[x] = acc
+    for x, acc in zip(group, accs): new[x] = acc; emitted.append(x)
 
   # parameters and thread ids first, then everything loop-invariant, then the loops
   for u in sorted({u for u in order if u.op is Ops.DEFINE_GLOBAL} | set(params), key=lambda u: u.arg): out.append(u); new[u] = u
   for u in sorted((u for u in order if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg): emit(u)
   for u in (u for u in order if u.op is Ops.SPECIAL): emit(u)
+  # a load from a buffer the kernel writes reads what the stores before it left (a sum in blocks reads its partial back
+  # from the output): it stays where its store needs it, never hoisted above the loops, nor is anything computed from it
+  written, pinned = {u.src[0].src[0] for u in order if u.op is Ops.STORE}, set()
   for u in order:
-    if not deps[u] and u.op not in (Ops.STORE, Ops.SINK): emit(u)
+    if (u.op is Ops.LOAD and u.src[0].src[0] in written) or any(s in pinned for s in u.src): pinned.add(u)
+  for u in order:
+    if not deps[u] and u not in pinned and u.op not in (Ops.STORE, Ops.SINK): emit(u)
+  # the other loops nest in the order of their ids; each store runs inside all of them but the "pack" loops it does not
+  # write in, and outside the loops after a pack loop it writes in: a pack loop fills a scratch buffer (codegen/opt.py's
+  # _pack) before the loops after it read that buffer. Stores are emitted in the order of the loops they need, a store
+  # inside a loop before those that only need the loops around it (the copy before its readers, even where their own
+  # loops are all one trip long and folded away).
   loops = sorted((u for u in order if u.op is Ops.RANGE and u.arg[1] != "reduce"), key=lambda u: u.arg[0])
-  for rng in loops:
-    emit(rng.src[0])
-    out.append(rng); new[rng] = rng; opened.add(rng)
-  for st in sink.src: emit(st)
-  for rng in reversed(loops): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,)))
+  def needs(st: UOp) -> list[UOp]:
+    packs = [lp for lp in loops if lp.arg[1] == "pack" and lp in deps[st]]
+    return [lp for lp in loops if (lp.arg[1] != "pack" or lp in packs) and (not packs or lp.arg[0] <= packs[-1].arg[0])]
+  stack: list[tuple[UOp, int]] = []   # the loops open, each with how many nodes had been emitted when it opened
+  for st, want in sorted(((st, needs(st)) for st in sink.src), key=lambda p: [lp.arg[0] for lp in p[1]] + [math.inf]):
+    keep = next((i for i, ((lp, _), w) in enumerate(zip(stack, want)) if lp is not w), min(len(stack), len(want)))
+    while len(stack) > keep:  # what was computed inside a closed loop does not exist after it: it is computed again
+      lp, mark = stack.pop()
+      out.append(UOp(Ops.ENDRANGE, dtypes.void, (lp,))); opened.discard(lp)
+      for x in emitted[mark:]: new.pop(x, None)
+      del emitted[mark:]
+    for lp in want[keep:]:
+      emit(lp.src[0])
+      stack.append((lp, len(emitted)))
+      out.append(lp); new[lp] = lp; opened.add(lp)
+    emit(st)
+  for lp, _ in reversed(stack): out.append(UOp(Ops.ENDRANGE, dtypes.void, (lp,)))
   return out

@@ -230,14 +230,16 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
     glob = sorted((r for r in rngs if r.arg[1] == "global" and reuse(r) > 0), key=lambda r: (-reuse(r), r is vaxis, r.arg[0]))
     rows = next((r for r in glob if r is not vaxis), None)
     if vaxis is not None and vaxis in glob and rows is not None:
-      # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice)
-      kblock = _k_blocks(sink, reduces, overlap)
+      # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice, and
+      # where two threads share the overlap, in a race), the vectors' own too
+      kblock = _k_blocks(sink, reduces, overlap) if _const_size(vaxis) % W == 0 else None
       exact = lambda r, k: _const_size(r) % (k * (W if r is vaxis else 1)) == 0
       fits = exact if kblock is not None else ok
       # a vector axis too short for copies (a conv's 11-wide rows) leaves the tile's columns to another output axis that
       # the broadcast operand does not depend on (the batch of a conv: each copy loads its own vector)
       cols = vaxis if fits(vaxis, 2) else next((r for r in glob if r is not vaxis and r is not rows), vaxis)
       copies.update(register_tile(ren, rows, cols, W if cols is vaxis else 1, fits, len(reduces)))
+      if kblock is not None: kblock = (kblock, _block_length(ren, kblock, copies.get(vaxis, 1) * W, loads, deps, vaxis))
     elif vaxis is not None and vaxis.arg[1] == "global":
       for r in glob:
         if r is not vaxis: pick(r, 8)
@@ -254,8 +256,8 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   return vaxis, W, copies, kblock
 
 def _k_blocks(sink: UOp, reduces: list[UOp], overlap: bool) -> UOp | None:
-  """The reduce range to cut into blocks of SUM_CHUNK that run outside the row tiles, or None. A tile's partial sum is
-  kept in the output between blocks, so a block of B's column panel (SUM_CHUNK x tile width) stays in cache for every
+  """The reduce range to cut into blocks (multiples of SUM_CHUNK, see _block_length) that run outside the row tiles, or
+  None. A tile's partial sum is kept in the output between blocks, so a block of B's column panel (block x tile width) stays in cache for every
   row tile instead of the whole panel being streamed again for each one (at power-of-two row lengths the panel's rows
   share cache sets, and a 1024-long panel did not stay in L2: 0.35x numpy's speed). The sum is the left fold of the
   blocks' sums, as tree_sums would make it (at most SUM_CHUNK blocks: the same accuracy). Only where every store is the plain float sum and the output is not read."""
@@ -264,6 +266,14 @@ def _k_blocks(sink: UOp, reduces: list[UOp], overlap: bool) -> UOp | None:
   k = red.src[1]
   if (K := _const_size(k)) is None or not SUM_CHUNK < K <= SUM_CHUNK**2 or K % SUM_CHUNK or any(st.src[1] is not red for st in sink.src): return None
   return k
+
+def _block_length(ren: Renderer, k: UOp, width: int, loads: list[UOp], deps, vaxis: UOp) -> int:
+  """The longest block of the sum (a multiple of SUM_CHUNK dividing it, short of all of it) whose copy of B's panel (block
+  x tile width, see _pack) takes at most a quarter of the L2: fewer blocks read and write the output's partials fewer
+  times and read A's rows in longer runs, while the copy stays in L2 beside the rows of A and C the tiles pass over.
+  SUM_CHUNK where the cache is unknown."""
+  K, item = _const_size(k), max((ld.dtype.itemsize for ld in loads if vaxis in deps[ld] and k in deps[ld]), default=4)
+  return max((c for c in range(SUM_CHUNK, K, SUM_CHUNK) if K % c == 0 and c * width * item <= ren.cache_bytes // 4), default=SUM_CHUNK)
 
 def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok, sums: int = 1) -> dict[UOp, int]:
   """The register tile of a product's reduction (a matmul's C[i, j] += A[i, k] * B[k, j]): m copies of the rows, n of the
@@ -279,9 +289,9 @@ def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok, sums: int = 1
   _, _, m, n = max(tiles, default=(0, 0, 1, 1))
   return {r: k for r, k in ((rows, m), (cols, n)) if k > 1}
 
-def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], kblock: UOp | None = None) -> tuple[UOp, UOp | None]:
+def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], kblock: tuple[UOp, int] | None = None) -> tuple[UOp, UOp | None]:
   """Rewrite the scalar graph: upcast axes split into an outer loop, copies and a `lane` placeholder range; `kblock`,
-  a reduce range cut into blocks summed through the output (see _k_blocks)."""
+  (a reduce range, a block length): the range cut into blocks summed through the output (see _k_blocks)."""
   next_id = max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE) + 1
   lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, W),), (next_id, "lane")) if vaxis is not None else None
   axes = set(copies) | ({vaxis} if vaxis is not None else set())
@@ -311,11 +321,12 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
             for combo in itertools.product(*[range(copies.get(r, 1)) for r in glob]) for st in sink.src]
   blocks = []
   if kblock is not None:  # block kb of the sum: out = (kb == 0 ? 0 : out) + the block's sum; kb is a plain loop (no thread shares it)
-    kb = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(kblock) // SUM_CHUNK),), (next_id + 1, "block"))
-    kin = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, SUM_CHUNK),), (next_id + 2, "reduce"))
+    k, kc = kblock
+    kb = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(k) // kc),), (next_id + 1, "block"))
+    kin = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, kc),), (next_id + 2, "reduce"))
     def block(st: UOp) -> UOp:
       red = st.src[1]
-      part = UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({kblock: kb * SUM_CHUNK + kin}), kin), red.arg)
+      part = UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({k: kb * kc + kin}), kin), red.arg)
       return UOp(Ops.STORE, dtypes.void, (st.src[0], kb.eq(0).where(red.const_like(0.0), st.src[0].load()) + part))
     stores, blocks = [block(st) for st in stores], [kb]
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
@@ -324,10 +335,31 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
     # columns, K x tile width) is reused from cache by every row tile instead of streamed again for each one; the
     # blocks of the sum next, so that a block of the panel stays in cache while the row tiles use it
     rngs = global_ranges(sink)
-    ids = sorted([r.arg[0] for r in rngs] + [b.arg[0] for b in blocks])
     new_order = [outer[vaxis]] + blocks + [r for r in rngs if r is not outer[vaxis]]
+    if kblock is not None and lane is not None: sink, new_order = _pack(sink, new_order, kin, lane, next_id + 3)
+    ids = sorted(r.arg[0] for r in new_order)
     sink = graph_substitute(sink, {r: r.replace(arg=(i, r.arg[1])) for r, i in zip(new_order, ids)})
   return sink, lane
+
+def _pack(sink: UOp, loops: list[UOp], kin: UOp, lane: UOp, pack_id: int) -> tuple[UOp, list[UOp]]:
+  """The vectors a block of the sum loads that do not change with the innermost loops (B's panel, K block x tile width,
+  in a matmul) are first copied into a contiguous scratch buffer of the thread, which those loops then read. B's rows
+  are a row length apart: at power-of-two lengths every row of the panel maps to the same few L1 sets, so the panel
+  never stays in L1 and each step of the sum waited on L2; copied, the block is one contiguous run (the CPU's analogue
+  of a GPU's shared memory). Returns the sink and the loop order with the copy loop ("pack") in it."""
+  deps = _range_deps(sink)
+  bodies = [u.src[0] for u in sink.toposort() if u.op is Ops.REDUCE and kin in u.src[1:]]
+  loads = list(dict.fromkeys(u for b in bodies for u in b.toposort() if u.op is Ops.LOAD and {kin, lane} <= deps[u]))
+  outside = frozenset().union(*(deps[u] for u in loads)) - {kin, lane}
+  if not loads or len({u.dtype for u in loads}) != 1 or not outside <= set(loops): return sink, loops
+  at = max(loops.index(r) for r in outside) + 1
+  if prod(_const_size(r) or 2 for r in loops[at:]) < 2: return sink, loops   # nothing would read a copy twice
+  W, T = _const_size(lane), len(loads) * _const_size(lane)
+  scratch = UOp(Ops.DEFINE_LOCAL, loads[0].dtype.ptr(_const_size(kin) * T, "local"), (), 0)
+  kp = UOp(Ops.RANGE, dtypes.index, (kin.src[0],), (pack_id, "pack"))
+  copies = [scratch.index(kp * T + s * W + lane).store(ld.substitute({kin: kp})) for s, ld in enumerate(loads)]
+  sink = sink.substitute({ld: scratch.index(kin * T + s * W + lane).load() for s, ld in enumerate(loads)})
+  return UOp(Ops.SINK, dtypes.void, tuple(copies) + sink.src), loops[:at] + [kp] + loops[at:]
 
 def _combine(op: Ops, parts: list[UOp]) -> UOp:
   """A balanced tree of the reduce op over partial results."""

@@ -31,6 +31,20 @@ def host_vector_registers() -> int:
 
 def host_fma() -> bool: return bool(host_features().get("fma") or host_features().get("neon"))
 
+@functools.cache
+def host_cache_bytes() -> int:
+  """A core's L2 in bytes as Linux describes it (/sys), else 0: unknown."""
+  base = "/sys/devices/system/cpu/cpu0/cache"
+  try:
+    for d in sorted(os.listdir(base)):
+      with open(f"{base}/{d}/level") as f: level = f.read().strip()
+      with open(f"{base}/{d}/type") as f: kind = f.read().strip()
+      if level == "2" and kind in ("Unified", "Data"):
+        with open(f"{base}/{d}/size") as f: size = f.read().strip()
+        return int(size[:-1]) * {"K": 1 << 10, "M": 1 << 20}[size[-1]] if size[-1] in "KM" else int(size)
+  except (OSError, ValueError): pass
+  return 0
+
 def kernel_signature(src: str) -> tuple[str, int, tuple[str, ...]]:
   """(function name, buffer count, var types) from the first line of a rendered kernel."""
   m = re.match(r"^(?:;|//) tinycore-cpu (\w+) (\d+) ?([\w,]*)", src)
@@ -79,14 +93,16 @@ def lconst(ty: str, v) -> str:
 class LLVMRenderer(Renderer):
   """LLVM IR for the host CPU. One function per kernel: void name(ptr data0.., iN var0.., i32 core_start, i32 core_end);
   the body runs once per core id in [core_start, core_end) (the chunks of the split outer loop). The target is described
-  by the host's features (vector width, vector registers, FMA) unless given: a description renders on any machine."""
+  by the host's features (vector width, vector registers, FMA, L2 size) unless given: a description renders on any machine."""
   device = "CPU"
   global_dims = 0
   supported_dtypes = frozenset(ALL_DTYPES)
   upcast_max = 8
   max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
-  def __init__(self, threads: int | None = None, vector_width: int | None = None, vector_registers: int | None = None, fma: bool | None = None):
+  def __init__(self, threads: int | None = None, vector_width: int | None = None, vector_registers: int | None = None, fma: bool | None = None,
+               cache_bytes: int | None = None):
     self.threads = cpu_threads() if threads is None else threads
+    self.cache_bytes = host_cache_bytes() if cache_bytes is None else cache_bytes
     self.vector_width = host_vector_width() if vector_width is None else vector_width
     self.vector_registers = host_vector_registers() if vector_registers is None else vector_registers
     self.fma = host_fma() if fma is None else fma
@@ -166,6 +182,9 @@ class _LLVMKernel:
       self.br(f"r{i}_latch"); self.label(f"r{i}_latch")
       self.lines += [f"  %r{i}_next = add {ty} %r{i}, 1", f"  br label %r{i}_hdr", f"r{i}_exit:"]
       return ""
+    if op is Ops.DEFINE_LOCAL:  # on the stack of the thread running the kernel
+      self.allocas.append(f"  %local{u.arg} = alloca [{dt.size} x {ltype(dt.base.scalar, mem=True)}], align 64")
+      return f"%local{u.arg}"
     if op is Ops.DEFINE_ACC:
       acc = f"%acc{u.arg}"
       self.allocas.append(f"  {acc} = alloca {ltype(dt)}, align 64")
