@@ -9,6 +9,7 @@ from tinycore.dtype import ALL_DTYPES, to_np_dtype
 from tinycore.uop import UOp, Ops
 from tinycore.tensor import _bin
 from tinycore.codegen import get_program
+from tinycore.codegen.opt import PACK_MAX_BYTES
 from tinycore.schedule import create_schedule
 from tinycore.runtime.errors import CompileError
 from tinycore.runtime.device import Buffer
@@ -381,16 +382,17 @@ def test_long_matmul_packs_a_block_of_the_panel(width, regs):
   assert packed(Tensor.empty(4, 64, 512, device="CPU") @ Tensor.empty(4, 512, 64, device="CPU"))
   assert not packed(a @ b + 1) and not packed(Tensor.empty(256, 200, device="CPU") @ Tensor.empty(200, 256, device="CPU"))
 
-@pytest.mark.parametrize("cache,K,block", [(0, 2048, 256), (512 << 10, 2048, 512), (2 << 20, 2048, 1024), (2 << 20, 1024, 512), (64 << 20, 1024, 512)])
+@pytest.mark.parametrize("cache,K,block", [(0, 2048, 256), (512 << 10, 2048, 512), (2 << 20, 2048, 1024), (2 << 20, 1024, 512), (64 << 20, 1024, 512), (64 << 20, 4096, 1024)])
 def test_sum_block_length_follows_the_described_cache(cache, K, block):
   """The longest block (a multiple of SUM_CHUNK dividing K, short of K) whose copy of B's panel fits a quarter of the
-  described L2; SUM_CHUNK where the cache is unknown (0). The copy holds one block."""
+  described L2 and the stack bound PACK_MAX_BYTES (a huge L2 must not overflow a thread's stack); SUM_CHUNK where the cache
+  is unknown (0). The copy holds one block."""
   items, _ = create_schedule([(Tensor.empty(256, K, device="CPU") @ Tensor.empty(K, 256, device="CPU")).uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True, cache_bytes=cache))
   kb = next(u for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
   scratch = next(u for u in spec.uops if u.op is Ops.DEFINE_LOCAL)
   assert kb.src[0].arg == K // block and scratch.dtype.size % block == 0 and scratch.dtype.size // block == 64, (kb.src[0].arg, scratch.dtype.size)
-  assert scratch.dtype.size * 4 <= max(cache // 4, 256 * 64 * 4)
+  assert scratch.dtype.size * 4 <= max(min(cache // 4, PACK_MAX_BYTES), 256 * 64 * 4)
 
 @pytest.mark.parametrize("m,k,n,dt", [(36, 768, 48, "float32"), (100, 512, 40, "float32"), (1, 1024, 256, "float32"), (256, 1024, 1, "float32"),
                                        (96, 1000, 64, "float32"), (4, 512, 32, "float32"), (64, 512, 64, "float16"), (64, 512, 80, "int32")])

@@ -267,13 +267,17 @@ def _k_blocks(sink: UOp, reduces: list[UOp], overlap: bool) -> UOp | None:
   if (K := _const_size(k)) is None or not SUM_CHUNK < K <= SUM_CHUNK**2 or K % SUM_CHUNK or any(st.src[1] is not red for st in sink.src): return None
   return k
 
+# The copy of B's panel lives on the stack of the thread running the kernel: bounded inside the smallest default thread
+# stack a pool gets (512 KiB on macOS), whatever the L2 (a 16 MiB L2 would otherwise ask for a 4 MiB copy and overflow it)
+PACK_MAX_BYTES = 256 << 10
+
 def _block_length(ren: Renderer, k: UOp, width: int, loads: list[UOp], deps, vaxis: UOp) -> int:
   """The longest block of the sum (a multiple of SUM_CHUNK dividing it, short of all of it) whose copy of B's panel (block
   x tile width, see _pack) takes at most a quarter of the L2: fewer blocks read and write the output's partials fewer
   times and read A's rows in longer runs, while the copy stays in L2 beside the rows of A and C the tiles pass over.
   SUM_CHUNK where the cache is unknown."""
   K, item = _const_size(k), max((ld.dtype.itemsize for ld in loads if vaxis in deps[ld] and k in deps[ld]), default=4)
-  return max((c for c in range(SUM_CHUNK, K, SUM_CHUNK) if K % c == 0 and c * width * item <= ren.cache_bytes // 4), default=SUM_CHUNK)
+  return max((c for c in range(SUM_CHUNK, K, SUM_CHUNK) if K % c == 0 and c * width * item <= min(ren.cache_bytes // 4, PACK_MAX_BYTES)), default=SUM_CHUNK)
 
 def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok, sums: int = 1) -> dict[UOp, int]:
   """The register tile of a product's reduction (a matmul's C[i, j] += A[i, k] * B[k, j]): m copies of the rows, n of the
