@@ -1,6 +1,6 @@
 """The documented Tensor API (docs/tensor-api.md), method by method and argument form by argument form, forward and backward
 against PyTorch on the PYTHON and CPU devices; numpy where PyTorch has no counterpart; the error types for bad input."""
-import os
+import ast, os, pathlib
 from typing import Any, Callable, NamedTuple
 import numpy as np
 import pytest
@@ -246,6 +246,7 @@ MOVE = [
   C("meshgrid", [(3,), (4,)], lambda T, a, b: (*a.meshgrid(b), *a.meshgrid(b, indexing="xy")),
     lambda T, a, b: (*T.meshgrid(a, b, indexing="ij"), *T.meshgrid(a, b, indexing="xy"))),
   C("contiguous_detach_clone", [(2, 3)], lambda T, x: (x.T.contiguous() * 2, x.detach() + x, x.clone() * 3)),
+  C("contiguous_backward", [(2, 3)], lambda T, x: x.T.contiguous_backward() * 2, lambda T, x: x.T.contiguous() * 2),
   C("pad_constant_forms", [(2, 3, 4)], lambda T, x: x.pad((1, 2)) + 0, lambda T, x: F(T).pad(x, (1, 2))),
   C("pad_flat_and_value", [(2, 3, 4)], lambda T, x: (x.pad((1, 2, 0, 1)), x.pad((1, 1, 2, 0), value=-3.5), x.pad((0, 0, 0, 0, 1, 1)), x.pad((-1, 1, 1, -2))),
     lambda T, x: (F(T).pad(x, (1, 2, 0, 1)), F(T).pad(x, (1, 1, 2, 0), value=-3.5), F(T).pad(x, (0, 0, 0, 0, 1, 1)), F(T).pad(x, (-1, 1, 1, -2)))),
@@ -420,6 +421,8 @@ CREATE = [
   C("full_zeros_ones", [], lambda T: (T.full((2, 3), 1.5), T.full((2,), 3), T.full((2,), True), T.zeros(2, 3), T.zeros((3,)), T.ones(2, 1), T.ones((1, 2), dtype=T.int32 if T is not Tensor else dtypes.int32))),
   C("likes", [(2, 3), ints(1, 2, 3)], lambda T, x, i: (x.zeros_like() if T is Tensor else T.zeros_like(x), i.ones_like() if T is Tensor else T.ones_like(i), x.full_like(2.5) if T is Tensor else T.full_like(x, 2.5),
                                                       i.full_like(7) if T is Tensor else T.full_like(i, 7), x.ones_like(dtype=dtypes.int32) if T is Tensor else T.ones_like(x, dtype=T.int32)), grad=False),
+  C("const_like", [(2, 3), ints(1, 2, 3)], lambda T, x, i: (x.const_like(2.5), x.const_like(3), i.const_like(7), i.const_like(True), x.const_like(1, dtype=dtypes.int8)),
+    lambda T, x, i: (T.full_like(x, 2.5), T.full_like(x, 3), T.full_like(i, 7), T.full_like(i, 1), T.full_like(x, 1, dtype=T.int8)), grad=False),
   C("tensor_from_python", [], lambda T: (Tensor([1, 2]), Tensor([1.5, 2]), Tensor([True, False]), Tensor([[1, 2], [3, 4]]), Tensor(3.5), Tensor(7)) if T is Tensor else
     (T.tensor([1, 2]), T.tensor([1.5, 2]), T.tensor([True, False]), T.tensor([[1, 2], [3, 4]]), T.tensor(3.5), T.tensor(7))),
 ]
@@ -464,10 +467,42 @@ def test_random_creation_shapes_dtypes_ranges(device):
   n = Tensor.normal(4000, mean=2.0, std=0.5).numpy()
   assert abs(n.mean() - 2.0) < 0.05 and abs(n.std() - 0.5) < 0.05
   assert Tensor.randn(2, 3).shape == (2, 3) and Tensor.rand_like(Tensor.ones(2, dtype=dtypes.float16)).dtype == dtypes.float16
+  like = Tensor.ones(2, 3, dtype=dtypes.float16)
+  for t, shape, dt in [(like.randn_like(), (2, 3), dtypes.float16), (like.randn_like(dtype=dtypes.float32), (2, 3), dtypes.float32),
+                       (Tensor.ones(4, dtype=dtypes.int32).randn_like(), (4,), dtypes.float32), (Tensor.empty(2, 3), (2, 3), dtypes.float32),
+                       (Tensor.empty((4,), dtype="int8"), (4,), dtypes.int8), (like.empty_like(), (2, 3), dtypes.float16),
+                       (like.empty_like(dtype=dtypes.int32), (2, 3), dtypes.int32)]:
+    assert t.shape == shape and t.dtype == dt and t.device == device and t.numpy().shape == shape, (t, shape, dt)
+  r = Tensor.randn(4000).numpy()
+  assert abs(r.mean()) < 0.05 and abs(r.std() - 1) < 0.05 and abs(Tensor.ones(4000).randn_like().numpy().std() - 1) < 0.05
   for init in (Tensor.glorot_uniform, Tensor.kaiming_uniform, Tensor.kaiming_normal): assert init(8, 4).shape == (8, 4)
   with Tensor.train():
     d = Tensor.ones(2000).dropout(0.25).numpy()
   assert np.all(np.isclose(d, 0) | np.isclose(d, 1 / 0.75)) and abs((d == 0).mean() - 0.25) < 0.05
+
+# ***** sizes, dtypes and Python values: the same as PyTorch's for every dtype *****
+def _memoryview_has(fmt: str) -> bool:
+  try: return memoryview(b"").cast(fmt) is not None
+  except ValueError: return False
+
+def test_metadata_and_python_values_match_torch(device, torch):
+  rng = np.random.default_rng(5)
+  for name in ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]:
+    for shape in [(), (3,), (2, 0, 3), (2, 3, 4)]:
+      x = (rng.uniform(-50, 50, shape) > 0) if name == "bool" else rng.uniform(0 if name == "uint8" else -50, 50, shape).astype(np.float32)
+      want = torch.tensor(x).to(getattr(torch, name))
+      got = Tensor(want.float().numpy() if name == "bfloat16" else want.numpy()).cast(name)
+      assert (got.numel(), got.size(), got.ndim, got.element_size(), got.nbytes(), got.is_floating_point(), got.shape) == \
+        (want.numel(), tuple(want.size()), want.ndim, want.element_size(), want.nbytes, want.is_floating_point(), tuple(want.shape)), (name, shape)
+      assert all(got.size(d) == want.size(d) for d in range(-got.ndim, got.ndim)), (name, shape)
+      assert got.tolist() == want.tolist(), (name, shape)
+      if got.numel() == 1: assert type(got.item()) is type(want.item()) and got.item() == want.item(), (name, shape)
+      if name == "float16" and not _memoryview_has("e"):
+        with pytest.raises(TypeError, match="numpy"): got.data()
+      elif name != "bfloat16":  # numpy has no bfloat16 to read a memoryview of it with
+        assert np.array_equal(np.asarray(got.data()).reshape(shape), want.numpy()) and got.data().format == np.dtype(name).char, (name, shape)
+        assert got.data().shape == (tuple(want.shape) if got.numel() else (0,)), (name, shape)  # an empty one is flat: memoryview refuses a 0 in a shape
+  with pytest.raises(ValueError, match="one element"): Tensor([1, 2]).item()
 
 # ***** bitcast: every pair of dtypes, same size and size-changing along the last dim, bit for bit as torch's view(dtype) *****
 BITCAST_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
@@ -547,6 +582,7 @@ ERRORS = [
   ("assign_shape_mismatch", lambda: _x(3).contiguous().realize().assign(_x(2)), ValueError),
   ("setitem_leaf_requiring_grad", lambda: Tensor([1.0, 2.0], requires_grad=True).__setitem__(0, 3.0), RuntimeError),
   ("shard_a_sharded_tensor", lambda: _x(2, 2).shard(("CPU:0", "CPU:1")).shard(("CPU:0", "CPU:1")), RuntimeError),
+  ("from_blob_unsupported", lambda: Tensor.from_blob(0, (2,)), NotImplementedError),
   ("truth_value", lambda: bool(_x(2)), TypeError),
   ("len_of_0d", lambda: len(_x()), TypeError),
 ]
@@ -555,3 +591,55 @@ ERRORS = [
 def test_bad_input_raises_tinygrads_exception_type(name, fn, exc):
   with pytest.raises(exc) as info: fn()
   assert len(str(info.value)) > 10, f"{name}: the message should say what is wrong: {info.value!r}"
+
+# ***** every method docs/tensor-api.md marks "yes" is exercised: by a PyTorch case above, else by the test named here *****
+# method -> the test that exercises it, for methods PyTorch has no counterpart to compare against (tinygrad's own helpers,
+# random draws, buffers, devices and the graph) or whose result is no tensor; file::function, or file::function[case id]
+ELSEWHERE = {
+  **dict.fromkeys(["assign"], "test_tensor_api.py::test_assign_forms_and_views_see_the_write"),
+  **dict.fromkeys(["backward", "grad", "to_"], "test_tensor_api.py::test_backward_fills_grad_in_every_form_tinygrad_has"),
+  **dict.fromkeys(["is_param", "is_param_"], "test_tensor_api.py::test_is_param_and_layer_weights_get_grads_without_an_optimizer"),
+  **dict.fromkeys(["replace"], "test_tensor_api.py::test_replace_takes_the_graph_dtype_and_device_without_writing"),
+  **dict.fromkeys(["realize", "uop"], "test_tensor_api.py::test_realize_many_tensors_in_one_call"),
+  **dict.fromkeys(["to", "shard", "shard_", "shard_like"], "test_tensor_api.py::test_to_and_shard_argument_forms"),
+  **dict.fromkeys(["from_url"], "test_tensor_api.py::test_from_url_over_http_from_a_local_server"),
+  **dict.fromkeys(["max_shape", "max_numel"], "test_tensor_api.py::test_max_shape_and_max_numel_take_each_variables_bound"),
+  **dict.fromkeys(["newton_schulz"], "test_tensor_api.py::test_newton_schulz_matches_its_polynomial_and_handles_tall_matrices"),
+  **dict.fromkeys(["svd"], "test_tensor_api.py::test_svd_reconstructs_with_orthonormal_factors_and_torchs_singular_values"),
+  **dict.fromkeys(["manual_seed", "rand", "rand_like", "randn", "randn_like", "randint", "randperm", "normal", "uniform", "scaled_uniform",
+                   "glorot_uniform", "kaiming_uniform", "kaiming_normal", "empty", "empty_like"], "test_torch_parity.py::test_random_creation_shapes_dtypes_ranges"),
+  **dict.fromkeys(["multinomial"], "test_torch_parity.py::test_multinomial_statistics"),
+  **dict.fromkeys(["numel", "size", "element_size", "nbytes", "ndim", "item", "tolist", "is_floating_point", "data"],
+                  "test_torch_parity.py::test_metadata_and_python_values_match_torch"),
+  **{m: f"test_torch_parity.py::test_matches_numpy[{case}]" for m, case in [("shrink", "shrink"), ("pad_to", "pad_to_shrink_to"), ("shrink_to", "pad_to_shrink_to"),
+     ("rearrange", "rearrange"), ("quick_gelu", "quick_gelu"), ("sequential", "sequential"), ("qr", "qr")]},
+  **dict.fromkeys(["from_blob"], "test_torch_parity.py::test_bad_input_raises_tinygrads_exception_type[from_blob_unsupported]"),
+}
+
+def _attrs(node) -> set[str]: return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
+
+def _what_tests_read() -> dict[str, set[str]]:
+  """Each test (file::function, file::function[case id] for a case of a parametrized list) -> the attribute names its code
+  reads. A PyTorch case reads what its fn (not its ref) reads plus what run_case does to every output (gradient, numpy)."""
+  out: dict[str, set[str]] = {}
+  for f in ("test_torch_parity.py", "test_tensor_api.py"):
+    tree = ast.parse((pathlib.Path(__file__).parent / f).read_text())
+    funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    out |= {f"{f}::{name}": _attrs(n) for name, n in funcs.items() if name.startswith("test_")}
+    if f != "test_torch_parity.py": continue
+    harness = _attrs(funcs["run_case"]) | _attrs(funcs["_compare"])
+    for n in ast.walk(tree):
+      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "C": out[f"{f}::test_matches_torch[{n.args[0].value}]"] = _attrs(n.args[2]) | harness
+      if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and n.targets[0].id in ("NUMPY_CASES", "ERRORS"):
+        test = "test_matches_numpy" if n.targets[0].id == "NUMPY_CASES" else "test_bad_input_raises_tinygrads_exception_type"
+        out |= {f"{f}::{test}[{e.elts[0].value}]": _attrs(e.elts[1]) for e in n.value.elts}
+  return out
+
+def test_every_documented_method_is_tested():
+  rows = [line.split("|") for line in (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text().splitlines() if line.startswith("| `")]
+  yes = {r[1].strip().strip("`") for r in rows if r[2].strip() == "yes"}
+  assert len(yes) > 200 and not set(ELSEWHERE) - yes, f"ELSEWHERE names methods the docs do not mark yes: {sorted(set(ELSEWHERE) - yes)}"
+  reads = _what_tests_read()
+  by_torch = set().union(*(r for name, r in reads.items() if "::test_matches_torch[" in name))
+  untested = sorted(m for m in yes - by_torch if m not in reads.get(ELSEWHERE.get(m, ""), ()))
+  assert not untested, f"documented methods no test calls (add a PyTorch case, or a test named in ELSEWHERE): {untested}"

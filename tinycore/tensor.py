@@ -211,8 +211,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return tuple(value(s) for s in self.shape)
   def data(self) -> memoryview:
     shape = self._concrete_shape()
-    mv = memoryview(self._buffer().as_bytes()).cast(to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H")
-    return mv[:prod(shape)].cast("B").cast(mv.format, shape if shape else ())
+    fmt = to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H"
+    try: memoryview(b"").cast(fmt)
+    except ValueError: raise TypeError(f"data(): this Python's memoryview has no {self.dtype} format ({fmt!r}); use .numpy()") from None
+    if 0 in shape: return memoryview(b"").cast(fmt)  # memoryview refuses a 0 in a shape: a flat empty one, as tinygrad's
+    mv = memoryview(self._buffer().as_bytes()).cast(fmt)
+    return mv[:prod(shape)].cast("B").cast(fmt, shape if shape else ())
   def numpy(self) -> np.ndarray:
     shape = self._concrete_shape()
     if 0 in shape: return np.zeros(shape, to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
