@@ -123,6 +123,9 @@ UNARY = [
   C("hard_activations", [(9,)], lambda T, x: x.hardswish() + x.hardsigmoid() + x.hardtanh() + x.hardtanh(-2, 3),
     lambda T, x: F(T).hardswish(x) + F(T).hardsigmoid(x) + F(T).hardtanh(x) + F(T).hardtanh(x, -2, 3), low=-5, high=5),
   C("erf", [(9,)], lambda T, x: x.erf(), low=-3, high=3),
+  C("hardsigmoid_alpha_beta", [(9,)], lambda T, x: x.hardsigmoid(0.2, 0.4) + x.hardsigmoid(beta=0.25), lambda T, x: (x * 0.2 + 0.4).clamp(0, 1) + (x / 6 + 0.25).clamp(0, 1), low=-5, high=5),
+  C("isinf_detect", [np.array([1.0, np.inf, -np.inf, np.nan], np.float32)], lambda T, x: (x.isinf(detect_negative=False), x.isinf(detect_positive=False), x.isinf(False, False)),
+    lambda T, x: (x.isposinf(), x.isneginf(), x.isinf() & False), grad=False),
   C("isnan_isinf_isfinite", [np.array([1.0, np.inf, -np.inf, np.nan, 0.0], np.float32)],
     lambda T, x: (x.isnan(), x.isinf(), x.isfinite()), grad=False),
   C("logical_not", [(7,)], lambda T, x: x.logical_not(), dtype=B),
@@ -165,6 +168,11 @@ BINARY = [
   C("copysign", [(6,), np.array([1.0, -1.0, 0.0, -0.0, 2.0, -3.0], np.float32)], lambda T, a, b: a.copysign(b)),
   C("lerp_scalar_and_tensor", [(5,), (5,), (5,)], lambda T, a, b, w: a.lerp(b, 0.25) + a.lerp(b, w), low=0, high=1),
   C("logaddexp", [(5,), (5,)], lambda T, a, b: a.logaddexp(b), lambda T, a, b: T.logaddexp(a, b), low=-30, high=30),
+  C("reverse_forms", [(3, 4), (4, 4)], lambda T, a, m: (a.add(2, reverse=True), a.sub(1.5, reverse=True), a.mul(3, reverse=True), a.div(2, reverse=True), a.pow(2, reverse=True),
+                                                      a.matmul(m), a.matmul(m[:3, :3], reverse=True)),
+    lambda T, a, m: (2 + a, 1.5 - a, 3 * a, 2 / a, 2 ** a, a @ m, m[:3, :3] @ a), low=0.5, high=2),
+  C("int_reverse_forms", [(5,)], lambda T, i: (i.mod(7, reverse=True), i.bitwise_xor(5, reverse=True), i.bitwise_and(6, reverse=True), i.bitwise_or(9, reverse=True), i.sub(1, reverse=True)),
+    lambda T, i: (7 % i, 5 ^ i, 6 & i, 9 | i, 1 - i), dtype=I32, low=1, high=9),
   C("comparisons", [(3, 4), (4,)], lambda T, a, b: (a < b, a > b, a <= b, a >= b, a == b, a != b, a.eq(b), a.ne(b), a < 0.5, 0.5 < a), grad=False),
   C("comparisons_equal_values", [np.array([1.0, 2.0, np.nan], np.float32), np.array([1.0, 3.0, np.nan], np.float32)],
     lambda T, a, b: (a <= b, a >= b, a == b, a != b), grad=False),
@@ -302,7 +310,8 @@ INDEX = [
     lambda T, x: (*x.sort(), *x.sort(0), *x.sort(descending=True), x.argsort(1), x.argsort(0, descending=True)),
     lambda T, x: (*x.sort(stable=True), *x.sort(dim=0, stable=True), *x.sort(descending=True, stable=True), x.argsort(dim=1, stable=True), x.argsort(dim=0, descending=True, stable=True))),
   C("topk", [np.array([[3.0, 1.0, 2.0, 7.0], [0.0, -1.0, 5.0, 4.0]], np.float32)],
-    lambda T, x: (*x.topk(2), *x.topk(1, dim=0), *x.topk(3, largest=False))),
+    lambda T, x: (*x.topk(2), *x.topk(1, dim=0), *x.topk(3, largest=False), *x.topk(2, -1, True, True), *x.topk(k=2, dim=0, largest=False, sorted_=True)),
+    lambda T, x: (*x.topk(2), *x.topk(1, dim=0), *x.topk(3, largest=False), *x.topk(2, -1, True, True), *x.topk(k=2, dim=0, largest=False, sorted=True))),
 ]
 
 def _setitem(idx, value=None):
@@ -350,6 +359,10 @@ LINALG = [
   C("matmul_batched_broadcast", [(2, 1, 3, 4), (5, 4, 2), (4,)], lambda T, a, b, v: (a @ b, a @ v, v @ b)),
   C("matmul_int", [ints(1, 2, 3, 4, 5, 6).reshape(2, 3), ints(1, 0, -1, 2, 3, 1).reshape(3, 2)], lambda T, a, b: a @ b),
   C("matmul_half", [(4, 8), (8, 3)], lambda T, a, b: a @ b, dtype=np.float16, low=-1, high=1),
+  C("dtype_of_the_accumulation", [(3, 4), (4, 2), (1, 2, 4, 4), (3, 2, 2, 2)],
+    lambda T, a, b, x, w: (a.matmul(b, dtype=dtypes.float64), a.dot(b, dtype="float64"), a.linear(b, dtype=dtypes.float64), x.conv2d(w, dtype=dtypes.float64), T.einsum("ij,jk->ik", a, b, dtype=dtypes.float64)),
+    lambda T, a, b, x, w: (lambda mm, cols: (mm, mm, a.double() @ b.double(), (cols.unsqueeze(1) * w.reshape(3, -1, 1)).double().sum(2).reshape(1, 3, 3, 3), mm))(
+      (a.unsqueeze(-1) * b).double().sum(1), F(T).unfold(x, 2)), low=-1, high=1),  # products in the inputs' dtype, the sum in dtype= (tinygrad's rule); linear casts first
   C("linear", [(2, 3), (4, 3), (4,)], lambda T, x, w, b: (x.linear(w.T, b), x.linear(w.T)) if T is Tensor else (F(T).linear(x, w, b), F(T).linear(x, w))),
   C("einsum_forms", [(2, 3), (3, 4), (3, 3), (2, 5, 3), (2, 3, 4)],
     lambda T, a, b, s, c, d: (T.einsum("ij,jk->ik", a, b), T.einsum("ij,jk", a, b), T.einsum("ij->ji", a), T.einsum("ii->i", s), T.einsum("ii", s),
@@ -532,11 +545,11 @@ def test_multinomial_statistics(device):
   second = np.array([sum(p[i] * p[j] / (1 - p[i]) for i in range(4) if i != j) for j in range(4)])
   np.testing.assert_allclose(np.bincount(first_two[:, 0], minlength=4) / n, p, atol=0.03)
   np.testing.assert_allclose(np.bincount(first_two[:, 1], minlength=4) / n, second, atol=0.03)
-  perm = Tensor([1.0, 0.0, 3.0, 2.0]).multinomial(4).numpy()  # every class once, the zero weight last
+  perm = Tensor([1.0, 1e-6, 3.0, 2.0]).multinomial(4).numpy()  # every class once, the all but zero weight last
   assert sorted(perm.tolist()) == [0, 1, 2, 3] and perm[-1] == 1
   with_repl = Tensor(p).multinomial(n, replacement=True).numpy()
   np.testing.assert_allclose(np.bincount(with_repl, minlength=4) / n, p, atol=0.03)
-  assert Tensor([[0.0, 1.0], [1.0, 0.0]]).multinomial(2).numpy().tolist() == [[1, 0], [0, 1]]
+  assert np.sort(Tensor([[0.0, 1.0, 2.0], [3.0, 0.0, 1.0]]).multinomial(2).numpy(), 1).tolist() == [[1, 2], [0, 2]]  # as many positive weights as samples: each once
 
 # ***** bad input: tinygrad's exception types (PyTorch's where they agree), each with a message *****
 def _x(*shape): return Tensor.ones(*shape)
@@ -578,6 +591,8 @@ ERRORS = [
   ("bitcast_bytes_do_not_divide", lambda: Tensor([1, 2, 3], dtype=dtypes.uint8).bitcast(dtypes.float32), RuntimeError),
   ("bitcast_size_of_0d", lambda: Tensor(1, dtype=dtypes.int32).bitcast(dtypes.int16), RuntimeError),
   ("multinomial_more_samples_than_classes", lambda: _x(3).multinomial(4), RuntimeError),
+  ("multinomial_fewer_positive_weights_than_samples", lambda: Tensor([[1.0, 2.0, 0.0], [1.0, 0.0, 0.0]]).multinomial(2), RuntimeError),
+  ("multinomial_1d_fewer_positive_weights", lambda: Tensor([0.0, 3.0, 0.0, 0.0]).multinomial(2), RuntimeError),
   ("assign_dtype_mismatch", lambda: _x(3).contiguous().realize().assign(Tensor([1, 2, 3])), RuntimeError),
   ("assign_shape_mismatch", lambda: _x(3).contiguous().realize().assign(_x(2)), ValueError),
   ("setitem_leaf_requiring_grad", lambda: Tensor([1.0, 2.0], requires_grad=True).__setitem__(0, 3.0), RuntimeError),

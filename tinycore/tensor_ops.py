@@ -409,6 +409,10 @@ class IndexingMixin:
     w = self.unsqueeze(0) if self.ndim == 1 else self
     if not replacement and num_samples > 1:
       if num_samples > w.shape[1]: raise RuntimeError(f"multinomial: cannot draw {num_samples} samples without replacement from {w.shape[1]} classes")
+      # a zero weight's key is -inf: topk would hand it out once the positive ones run out. PyTorch refuses; so do we (one sync)
+      if (fewest := int((w > 0).sum(1).min().item())) < num_samples:
+        raise RuntimeError(f"multinomial: a row has {fewest} positive weights, fewer than the {num_samples} samples asked without replacement; "
+                           "ask for fewer samples or pass replacement=True")
       keys = Tensor.rand(*w.shape, device=self.device).log() / w.float()
       out = keys.topk(num_samples, dim=1)[1]
       return out[0] if self.ndim == 1 else out
