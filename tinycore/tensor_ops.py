@@ -586,6 +586,17 @@ class NNOpsMixin:
     ret = (x * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *out_sp)
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * nd)
 
+  # tinygrad's IMAGE=1 path (Qualcomm GPUs) computes these two in a texture layout, channels packed by 4; tinycore has no image
+  # dtype, so they compute the same numbers directly: the products summed in float32 (or dtype=), as that path sums them
+  def image_conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+                   dtype: DType | str | None = None) -> Tensor:
+    """conv2d of a 4-D input (N, C, H, W), summed in float32 unless dtype= says otherwise."""
+    if self.ndim != 4 or weight.ndim != 4: raise ValueError(f"image_conv2d: input and weight must be 4-D (N, C, H, W), got {self.shape} and {weight.shape}")
+    return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype=dtype or dtypes.float32)
+  def image_dot(self: Tensor, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+    """dot (a 1x1 image_conv2d in tinygrad), summed in float32 unless dtype= says otherwise."""
+    return self.dot(w, dtype=dtype or dtypes.float32)
+
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
                        output_padding=0) -> Tensor:
     """Transposed convolution: weight (Cin, Cout/groups, *K). Zeros are inserted between inputs (stride), then a conv with the
