@@ -1271,6 +1271,96 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     sign = (R.diagonal(0, -2, -1)[..., :n] < 0).where(-1, 1).pad((None,) * len(lead) + ((0, Q.shape[-1] - n),), value=1)
     return Q * sign.unsqueeze(-2).cast(Q.dtype), S, V.transpose(-2, -1)
 
+  # ***** hashing *****
+  def keccak(self, cfg: str | tuple[int, int] = "sha3_256") -> Tensor:
+    """SHA-3 or SHAKE (by name, or a (rate in bytes, domain suffix byte) sponge) over the last dim's little-endian bytes:
+    (..., L) -> (..., (200 - rate) // 2) uint8, one digest per row (SHAKE: 16 or 32 bytes). Rows hash side by side; blocks one
+    after another, each a Keccak-f[1600] permutation of 24 rounds, one kernel each (_keccak_round)."""
+    if isinstance(cfg, str) and cfg not in _KECCAK_CFGS: raise ValueError(f"unknown keccak config {cfg!r}: use one of {sorted(_KECCAK_CFGS)} or (rate, suffix)")
+    rate, suffix = _KECCAK_CFGS[cfg] if isinstance(cfg, str) else cfg
+    if not (isinstance(rate, int) and 0 < rate < 200 and rate % 8 == 0 and isinstance(suffix, int) and 0 < suffix < 0x80):
+      raise ValueError(f"keccak needs a rate in bytes, a multiple of 8 below 200, and a domain suffix byte below 0x80, got {cfg!r}")
+    if self.ndim == 0: raise ValueError("keccak hashes along the last dim, which a 0-d tensor lacks: reshape it to (1,)")
+    if not all_int(self.shape): raise ValueError("keccak needs a concrete shape: bind or substitute the Variables first")
+    data = self.bitcast(dtypes.uint8)
+    lead, n = data.shape[:-1], data.shape[-1]
+    rows, npad, out = prod(lead), rate - n % rate, (200 - rate) // 2
+    if rows == 0: return Tensor.zeros(*lead, out, dtype=dtypes.uint8, device=self.device)
+    # pad10*1 after the message: the suffix bits, zeros, a final 1 bit (one byte holds both ends when npad is 1)
+    pad = np.zeros(npad, np.uint8)
+    pad[0] = suffix
+    pad[-1] |= 0x80
+    data = data.reshape(rows, n).cat(Tensor(pad, device=self.device).reshape(1, npad).expand(rows, npad), dim=1)
+    blocks = data.reshape(rows, -1, rate).pad((None, None, (0, 200 - rate))).bitcast(dtypes.uint64).reshape(rows, -1, 5, 5).contiguous().realize()
+    permute = _keccak_permutation(self.device, rows)
+    state = Tensor.zeros(rows, 5, 5, dtype=dtypes.uint64, device=self.device)
+    for b in range(blocks.shape[1]): state = permute(state ^ blocks[:, b])
+    # the permutation's output buffer is the jit's, overwritten by the next call: the digest gets a buffer of its own
+    return state.reshape(rows, 25).bitcast(dtypes.uint8)[:, :out].reshape(*lead, out).contiguous().realize()
+
+  def hash(self) -> Tensor:
+    """tinygrad's 16-byte hash of the tensor's bytes: each MiB (zero-padded) is hashed as its 256 4-KiB pieces' shake_128
+    digests (16 bytes each), hashed again with shake_128; more than one MiB gives a digest per MiB, hashed the same way."""
+    data = self.flatten().bitcast(dtypes.uint8)
+    if not isinstance(data.shape[0], int): raise ValueError("hash needs a concrete shape: bind or substitute the Variables first")
+    mib = 1 << 20
+    while True:
+      chunks = max(1, ceildiv(data.shape[0], mib))
+      data = data.pad(((0, chunks * mib - data.shape[0]),)).reshape(chunks * 256, 4096).keccak("shake_128")
+      data = data.reshape(chunks, 4096).keccak("shake_128").flatten()
+      if chunks == 1: return data
+
+_KECCAK_CFGS = {"sha3_224": (144, 6), "sha3_256": (136, 6), "sha3_384": (104, 6), "sha3_512": (72, 6), "shake_128": (168, 31), "shake_256": (136, 31)}
+
+def _keccak_constants() -> tuple[list[int], list[int]]:
+  """From the spec's definitions: rho's rotation of each lane x+5y (walking (x,y) -> (y, 2x+3y) from (1,0), the t-th lane
+  turns by (t+1)(t+2)/2), and iota's 24 round constants (bit 2^j-1 of round i from the LFSR x^8+x^6+x^5+x^4+1)."""
+  rot, (x, y) = [0] * 25, (1, 0)
+  for t in range(24): rot[x + 5 * y], (x, y) = (t + 1) * (t + 2) // 2 % 64, (y, (2 * x + 3 * y) % 5)
+  lfsr, rcs = 1, []
+  for _ in range(24):
+    rc = 0
+    for j in range(7):
+      if lfsr & 1: rc |= 1 << ((1 << j) - 1)
+      lfsr = ((lfsr << 1) ^ 0x171) if lfsr & 0x80 else lfsr << 1
+    rcs.append(rc)
+  return rot, rcs
+
+def _cyclic(t: Tensor, axis: int, s: int) -> Tensor:
+  """t[..., (i + s) % n, ...] along axis: a repeat and a shrink, so the kernel computes the index instead of selecting."""
+  reps = [2 if i == axis else 1 for i in range(t.ndim)]
+  return t.repeat(reps).shrink(tuple((s, s + t.shape[axis]) if i == axis else None for i in range(t.ndim)))
+
+def _keccak_round(a: Tensor, rot_mul: Tensor, rot_div: Tensor, rc: Tensor) -> Tensor:
+  """One Keccak-f[1600] round of states (rows, 5, 5) uint64, lane x+5y at [y, x]: theta, rho, pi, chi and iota read the
+  previous state at index expressions only (no gather, no select), so the scheduler makes the round one kernel."""
+  rows = a.shape[0]
+  c = a[:, 0:1] ^ a[:, 1:2] ^ a[:, 2:3] ^ a[:, 3:4] ^ a[:, 4:5]  # theta: each column's parity
+  c1 = _cyclic(c, 2, 1)
+  a = a ^ _cyclic(c, 2, 4) ^ (c1 << 1) ^ (c1 >> 63)
+  a = a * rot_mul | a // rot_div  # rho: rotate left by r as a wrapping multiply by 2^r and a divide by 2^(64-r)
+  # pi: lane (x, y) moves to (y, 2x+3y), so out[y', x'] = a[x', (x'+3y') % 5]: read along row x' at flat 26x'+3y' of a
+  # copy of a repeated 5 times along x (row x' starts at 25x')
+  a = a.repeat(1, 1, 5).reshape(rows, 125).pad((None, (0, 5))).reshape(rows, 5, 26)[:, :, :15].reshape(rows, 5, 5, 3)[..., 0].transpose(1, 2)
+  return a ^ (~_cyclic(a, 2, 1) & _cyclic(a, 2, 2)) ^ rc  # chi, then iota on lane 0
+
+@functools.lru_cache(maxsize=None)
+def _keccak_permutation(device: str, rows: int) -> Callable[[Tensor], Tensor]:
+  """Keccak-f[1600] (24 rounds) of `rows` states on device. Every block of every message runs the same 24 kernels, so a
+  TinyJit replays them (a round constant is a buffer of its own, so the rounds share one compiled kernel); inside another
+  TinyJit's capture the rounds run plainly, to be captured there."""
+  from tinycore import engine
+  from tinycore.jit import TinyJit
+  rot, rcs = _keccak_constants()
+  u64 = lambda v: Tensor(np.array(v, np.uint64).reshape(5, 5), device=device).realize()
+  rot_mul, rot_div = u64([(1 << r) % (1 << 64) if r else 0 for r in rot]), u64([1 << (64 - r) if r else 1 for r in rot])
+  rc = [u64([v] + [0] * 24) for v in rcs]
+  def permute(state: Tensor) -> Tensor:
+    for r in range(24): state = _keccak_round(state, rot_mul, rot_div, rc[r]).contiguous()
+    return state.realize()
+  jit = TinyJit(permute)
+  return lambda state: permute(state) if engine.capturing is not None else jit(state)
+
 def _int_pow(b: Tensor, e: Tensor) -> Tensor:
   """Exact integer power by square-and-multiply over the exponent's bits; negative exponents give 0 (|base|>1)."""
   e = e.cast(b.dtype)
