@@ -343,7 +343,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
 
   # ***** creation *****
   @staticmethod
-  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None,
+           buffer: bool = True) -> Tensor:
+    # tinygrad's buffer=False asks for a broadcast constant, which is what this always builds; realizing it makes the buffer
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)

@@ -301,17 +301,32 @@ class IndexingMixin:
     cls_dt = self.dtype if num_classes - 1 <= dtype_max(self.dtype) else dtypes.default_int
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=cls_dt)).cast(dtypes.default_int)
 
-  def masked_select(self: Tensor, mask: Tensor) -> Tensor:
-    """The elements where mask is True, as a 1-D tensor (realizes the mask: the result's size depends on it)."""
+  def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value=0) -> Tensor:
+    """The elements where mask (bool, broadcast with self) is True, as a 1-D tensor. Without size the mask is realized (the
+    count decides the shape); with size the result has that length, cut short or padded with fill_value, and no sync."""
+    if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_select needs a bool mask, got {mask.dtype}: compare first (x > 0) or .bool() it")
     shape = _broadcast_shape(self.shape, mask.shape)
-    return self._broadcast_to(shape)[mask.cast(dtypes.bool)._broadcast_to(shape)]
+    x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    if size is None: return x[m]
+    if x.shape[0] == 0: return type(self).full((size,), fill_value, dtype=self.dtype, device=self.device)
+    picked = m.cast(dtypes.int32).cumsum()  # how many are picked up to each element
+    slot = type(self).arange(size, device=self.device)
+    # slot j takes the element after the j elements whose running count is <= j
+    src = (picked.unsqueeze(0) <= slot.unsqueeze(1)).sum(1, dtype=dtypes.int32).minimum(x.shape[0] - 1)
+    return (slot < picked[-1]).where(x[src], fill_value).cast(self.dtype)
 
-  def nonzero(self: Tensor) -> Tensor:
-    """(count, ndim) coordinates of the nonzero elements, int64 as in tinygrad and PyTorch (int32 on a backend without 64-bit
-    ints); realizes self: the count depends on the data."""
+  def nonzero(self: Tensor, size: int | None = None, fill_value=0) -> Tensor:
+    """(count, ndim) coordinates of the nonzero elements, int64 as PyTorch's (int32 on a backend without 64-bit ints).
+    Without size self is realized (the count decides the shape); with size there are that many rows, cut short or padded
+    with fill_value (PyTorch's nonzero_static), and no sync."""
     Tensor, dev = type(self), self.device if isinstance(self.device, str) else self.device[0]
     idx_dt = dtypes.int64 if dtypes.int64 in Device.renderer(dev).supported_dtypes else dtypes.int32
-    return Tensor(np.argwhere(self.numpy()).reshape(-1, self.ndim), device=self.device, dtype=idx_dt)
+    if size is None: return Tensor(np.argwhere(self.numpy()), device=self.device, dtype=idx_dt)  # (count, ndim), 0-d too
+    if self.ndim == 0: return Tensor.zeros(size, 0, dtype=idx_dt, device=self.device)
+    flat = Tensor.arange(self.numel(), device=self.device).masked_select(self.flatten() != 0, size=size, fill_value=-1)
+    strides = [prod(self.shape[d + 1:]) for d in range(self.ndim)]
+    coords = Tensor.stack(*[flat // st % n for n, st in zip(self.shape, strides)], dim=-1)
+    return (flat.unsqueeze(-1) >= 0).where(coords, fill_value).cast(idx_dt)
 
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last dim."""
