@@ -455,6 +455,8 @@ CREATE = [
                                                       i.full_like(7) if T is Tensor else T.full_like(i, 7), x.ones_like(dtype=dtypes.int32) if T is Tensor else T.ones_like(x, dtype=T.int32)), grad=False),
   C("full_buffer_false", [], lambda T: (T.full((2, 3), 1.5, buffer=False), T.zeros(2, buffer=False), T.ones((2,), dtype=dtypes.int32, buffer=False)),
     lambda T: (T.full((2, 3), 1.5), T.zeros(2), T.ones((2,), dtype=T.int32))),
+  C("full_like_positional", [(2, 3)], lambda T, x: (x.full_like(2, dtypes.int32, None), x.full_like(1.5, "float16"), x.full_like(fill_value=3, dtype=dtypes.int8)),
+    lambda T, x: (T.full_like(x, 2, dtype=T.int32), T.full_like(x, 1.5, dtype=T.float16), T.full_like(x, 3, dtype=T.int8)), grad=False),
   C("const_like", [(2, 3), ints(1, 2, 3)], lambda T, x, i: (x.const_like(2.5), x.const_like(3), i.const_like(7), i.const_like(True), x.const_like(1, dtype=dtypes.int8)),
     lambda T, x, i: (T.full_like(x, 2.5), T.full_like(x, 3), T.full_like(i, 7), T.full_like(i, 1), T.full_like(x, 1, dtype=T.int8)), grad=False),
   C("tensor_from_python", [], lambda T: (Tensor([1, 2]), Tensor([1.5, 2]), Tensor([True, False]), Tensor([[1, 2], [3, 4]]), Tensor(3.5), Tensor(7)) if T is Tensor else
@@ -505,7 +507,8 @@ def test_random_creation_shapes_dtypes_ranges(device):
   for t, shape, dt in [(like.randn_like(), (2, 3), dtypes.float16), (like.randn_like(dtype=dtypes.float32), (2, 3), dtypes.float32),
                        (Tensor.ones(4, dtype=dtypes.int32).randn_like(), (4,), dtypes.float32), (Tensor.empty(2, 3), (2, 3), dtypes.float32),
                        (Tensor.empty((4,), dtype="int8"), (4,), dtypes.int8), (like.empty_like(), (2, 3), dtypes.float16),
-                       (like.empty_like(dtype=dtypes.int32), (2, 3), dtypes.int32)]:
+                       (like.empty_like(dtype=dtypes.int32), (2, 3), dtypes.int32), (like.empty_like(dtypes.int8, device), (2, 3), dtypes.int8),
+                       (like.randn_like(dtypes.float32), (2, 3), dtypes.float32)]:
     assert t.shape == shape and t.dtype == dt and t.device == device and t.numpy().shape == shape, (t, shape, dt)
   r = Tensor.randn(4000).numpy()
   assert abs(r.mean()) < 0.05 and abs(r.std() - 1) < 0.05 and abs(Tensor.ones(4000).randn_like().numpy().std() - 1) < 0.05

@@ -343,8 +343,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
 
   # ***** creation *****
   @staticmethod
-  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None,
-           buffer: bool = True) -> Tensor:
+  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True,
+           requires_grad: bool | None = None) -> Tensor:
     # tinygrad's buffer=False asks for a broadcast constant, which is what this always builds; realizing it makes the buffer
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
@@ -367,14 +367,16 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @staticmethod
   def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
   def const_like(self, b, dtype: DType | str | None = None) -> Tensor: return Tensor.full(self.shape, b, dtype=dtype or self.dtype, device=self.device)
-  def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
+  def full_like(self, fill_value, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
+    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, **kw)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
-  def empty_like(self, **kw) -> Tensor:
-    if self.uop.op is Ops.MULTI and kw.get("device", self.device) == self.device:  # sharded the same way
-      shard = Tensor.empty(self.uop.src[0].shape, **({"dtype": self.dtype, "device": self.device} | kw))
+  def empty_like(self, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
+    dtype, device = dtype or self.dtype, device or self.device
+    if self.uop.op is Ops.MULTI and device == self.device:  # sharded the same way
+      shard = Tensor.empty(self.uop.src[0].shape, dtype=dtype, device=device, **kw)
       return Tensor(UOp(Ops.MULTI, shard.dtype, (shard.uop,), self.uop.arg), requires_grad=kw.get("requires_grad"))
-    return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
+    return Tensor.empty(self.shape, dtype=dtype, device=device, **kw)
   @staticmethod
   def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
@@ -502,7 +504,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kw)
   def rand_like(self, **kw) -> Tensor: return Tensor.rand(*self.shape, **({"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None} | kw))
-  def randn_like(self, **kw) -> Tensor: return Tensor.randn(*self.shape, **({"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None} | kw))
+  def randn_like(self, dtype: DType | str | None = None, **kw) -> Tensor:
+    return Tensor.randn(*self.shape, **({"device": self.device, "dtype": dtype or (self.dtype if dtypes.is_float(self.dtype) else None)} | kw))
 
   # ***** autograd *****
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
