@@ -1280,7 +1280,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def keccak(self, cfg: str | tuple[int, int] = "sha3_256") -> Tensor:
     """SHA-3 or SHAKE (by name, or a (rate in bytes, domain suffix byte) sponge) over the last dim's little-endian bytes:
     (..., L) -> (..., (200 - rate) // 2) uint8, one digest per row (SHAKE: 16 or 32 bytes). Rows hash side by side; blocks one
-    after another, each a Keccak-f[1600] permutation of 24 rounds, one kernel each (_keccak_round)."""
+    after another, each a Keccak-f[1600] permutation of 24 rounds, one kernel each (_keccak_round); realizes each block's state."""
     if isinstance(cfg, str) and cfg not in _KECCAK_CFGS: raise ValueError(f"unknown keccak config {cfg!r}: use one of {sorted(_KECCAK_CFGS)} or (rate, suffix)")
     rate, suffix = _KECCAK_CFGS[cfg] if isinstance(cfg, str) else cfg
     if not (isinstance(rate, int) and 0 < rate < 200 and rate % 8 == 0 and isinstance(suffix, int) and 0 < suffix < 0x80):
@@ -1299,9 +1299,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     blocks = data.reshape(rows, -1, rate).pad((None, None, (0, 200 - rate))).bitcast(dtypes.uint64).reshape(rows, -1, 5, 5).contiguous().realize()
     permute = _keccak_permutation(self.device, rows)
     state = Tensor.zeros(rows, 5, 5, dtype=dtypes.uint64, device=self.device)
-    for b in range(blocks.shape[1]): state = permute(state ^ blocks[:, b])
-    # the permutation's output buffer is the jit's, overwritten by the next call: the digest gets a buffer of its own
-    return state.reshape(rows, 25).bitcast(dtypes.uint8)[:, :out].reshape(*lead, out).contiguous().realize()
+    for b in range(blocks.shape[1]):
+      # absorbing apart, so the permutation reads a plain buffer and its graph is the same each block: the schedule cache replays it
+      state = permute((state ^ blocks[:, b]).contiguous().realize()).realize()
+    return state.reshape(rows, 25).bitcast(dtypes.uint8)[:, :out].reshape(*lead, out)
 
   def hash(self) -> Tensor:
     """tinygrad's 16-byte hash of the tensor's bytes: each MiB (zero-padded) is hashed as its 256 4-KiB pieces' shake_128
@@ -1351,20 +1352,16 @@ def _keccak_round(a: Tensor, rot_mul: Tensor, rot_div: Tensor, rc: Tensor) -> Te
 
 @functools.lru_cache(maxsize=None)
 def _keccak_permutation(device: str, rows: int) -> Callable[[Tensor], Tensor]:
-  """Keccak-f[1600] (24 rounds) of `rows` states on device. Every block of every message runs the same 24 kernels, so a
-  TinyJit replays them (a round constant is a buffer of its own, so the rounds share one compiled kernel); inside another
-  TinyJit's capture the rounds run plainly, to be captured there."""
-  from tinycore import engine
-  from tinycore.jit import TinyJit
+  """Keccak-f[1600] (24 rounds) of `rows` states on device. Every block of every message is the same graph on another
+  state: it is built once, on a placeholder, and each call substitutes its state in (a tenth of the cost of building it;
+  the schedule cache then replays the 24 kernels, which share one compiled program: a round constant is a buffer)."""
   rot, rcs = _keccak_constants()
   u64 = lambda v: Tensor(np.array(v, np.uint64).reshape(5, 5), device=device).realize()
   rot_mul, rot_div = u64([(1 << r) % (1 << 64) if r else 0 for r in rot]), u64([1 << (64 - r) if r else 1 for r in rot])
-  rc = [u64([v] + [0] * 24) for v in rcs]
-  def permute(state: Tensor) -> Tensor:
-    for r in range(24): state = _keccak_round(state, rot_mul, rot_div, rc[r]).contiguous()
-    return state.realize()
-  jit = TinyJit(permute)
-  return lambda state: permute(state) if engine.capturing is not None else jit(state)
+  placeholder = state = Tensor.empty(rows, 5, 5, dtype=dtypes.uint64, device=device)
+  for rc in rcs: state = _keccak_round(state, rot_mul, rot_div, u64([rc] + [0] * 24)).contiguous()
+  graph = state.uop
+  return lambda x: Tensor(graph.substitute({placeholder.uop: x.uop}))
 
 def _int_pow(b: Tensor, e: Tensor) -> Tensor:
   """Exact integer power by square-and-multiply over the exponent's bits; negative exponents give 0 (|base|>1)."""
