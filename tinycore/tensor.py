@@ -1299,9 +1299,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     blocks = data.reshape(rows, -1, rate).pad((None, None, (0, 200 - rate))).bitcast(dtypes.uint64).reshape(rows, -1, 5, 5).contiguous().realize()
     permute = _keccak_permutation(self.device, rows)
     state = Tensor.zeros(rows, 5, 5, dtype=dtypes.uint64, device=self.device)
+    block = UOp.variable("keccak_block", 0, blocks.shape[1] - 1)
     for b in range(blocks.shape[1]):
-      # absorbing apart, so the permutation reads a plain buffer and its graph is the same each block: the schedule cache replays it
-      state = permute((state ^ blocks[:, b]).contiguous().realize()).realize()
+      # absorbing apart, so the permutation reads a plain buffer and its graph is the same each block: the schedule cache replays
+      # it; the block is picked by a bound Variable, so one absorbing kernel serves every block
+      v = block.bind(b)
+      state = permute((state ^ blocks[:, v:v + 1].reshape(rows, 5, 5)).contiguous().realize()).realize()
     return state.reshape(rows, 25).bitcast(dtypes.uint8)[:, :out].reshape(*lead, out)
 
   def hash(self) -> Tensor:
