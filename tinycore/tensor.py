@@ -1356,8 +1356,8 @@ def _keccak_round(a: Tensor, rot_mul: Tensor, rot_div: Tensor, rc: Tensor) -> Te
 @functools.lru_cache(maxsize=None)
 def _keccak_permutation(device: str, rows: int) -> Callable[[Tensor], Tensor]:
   """Keccak-f[1600] (24 rounds) of `rows` states on device. Every block of every message is the same graph on another
-  state: it is built once, on a placeholder, and each call substitutes its state in (a tenth of the cost of building it;
-  the schedule cache then replays the 24 kernels, which share one compiled program: a round constant is a buffer)."""
+  state: it is built once, on a placeholder, and each call substitutes its state in (cheaper than building it again; the
+  schedule cache then replays the 24 kernels, which share one compiled program: a round constant is a buffer)."""
   rot, rcs = _keccak_constants()
   u64 = lambda v: Tensor(np.array(v, np.uint64).reshape(5, 5), device=device).realize()
   rot_mul, rot_div = u64([(1 << r) % (1 << 64) if r else 0 for r in rot]), u64([1 << (64 - r) if r else 1 for r in rot])
