@@ -384,6 +384,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     n = max(math.ceil((stop - start) / step), 0)
     if n == 0: return Tensor.full((0,), 0, dtype=dt, device=device)
+    ends = (start, start + (n - 1) * step)
+    if dtypes.is_int(dt) and all(isinstance(e, (int, float)) for e in ends) and not dtype_min(dt) <= min(ends) <= max(ends) <= dtype_max(dt):
+      raise OverflowError(f"arange [{start}, {stop}) step {step} does not fit {dt}: pick a wider dtype")
     iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=_canon_device(device)),), n))
     out = iota * step + start if (start, step) != (0, 1) else iota
     out.requires_grad = requires_grad
@@ -397,6 +400,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
     m = n if m is None else m
+    if n < 0 or m < 0: raise ValueError(f"eye: the sizes must not be negative, got n={n}, m={m}")
     r = Tensor.arange(n, device=device).reshape(n, 1) == Tensor.arange(m, device=device).reshape(1, m)
     return Tensor(r.cast(dtype or dtypes.default_float).uop, requires_grad=requires_grad)
 
@@ -946,7 +950,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def reshape(self, shape, *args) -> Tensor:
     """New shape (ints, or one sequence); -1 infers a dim, None keeps the dim at that position."""
     shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
-    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if shape.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
       # a symbolic dim kept as it is cancels out of the division (the simplifier does not divide by a Variable)
       have, want = list(self.shape), [s for s in shape if s != -1]
@@ -964,10 +968,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self._broadcast_to(tuple(p if s == -1 else s for s, p in zip(shape, padded)))
   def permute(self, order, *args) -> Tensor:
     order = argfix(order, *args)
-    if len(order) != self.ndim: raise ValueError(f"permute: {len(order)} axes given for a {self.ndim}-d tensor")
-    return Tensor(self.uop.permute(tuple(normalize_axis(o, self.ndim) for o in order)))
+    axes = tuple(normalize_axis(o, self.ndim) for o in order)
+    if sorted(axes) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+    return Tensor(self.uop.permute(axes))
   def flip(self, axis, *args) -> Tensor:
-    axes = {normalize_axis(a, self.ndim) for a in argfix(axis, *args)}
+    axes = [normalize_axis(a, self.ndim) for a in argfix(axis, *args)]
+    if len(set(axes)) != len(axes): raise RuntimeError(f"flip: a dim can appear once, got {argfix(axis, *args)}")
     return Tensor(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
   def shrink(self, arg: tuple) -> Tensor:
     if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for a {self.ndim}-d tensor")
@@ -1037,6 +1043,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def roll(self, shifts, dims=None) -> Tensor:
     if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
     shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    if len(shifts) != len(dims): raise RuntimeError(f"roll: {len(shifts)} shifts for {len(dims)} dims; give one shift per dim")
     x = self
     for s, d in zip(shifts, dims):
       d = normalize_axis(d, x.ndim)

@@ -245,6 +245,7 @@ class IndexingMixin:
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
       raise ValueError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if src.dtype != self.dtype: raise RuntimeError(f"scatter: src is {src.dtype} but self is {self.dtype}: cast src to it")
     if any(i > s for s, i in zip(src.shape, index.shape)): raise ValueError(f"scatter: index shape {index.shape} is larger than src {src.shape}")
     src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
     hot = index.unsqueeze(-1) == Tensor.arange(self.shape[d], device=self.device)
@@ -267,7 +268,7 @@ class IndexingMixin:
       return hit.where(self._scatter_place(d, (hot & (pos == last)).where(s, 0).sum(d, keepdim=True, dtype=self.dtype)), self)
     if reduce == "add": return hit.where(self + self._scatter_place(d, hot.where(s, 0).sum(d, keepdim=True, dtype=self.dtype)), self)
     if reduce == "multiply": return hit.where(self * self._scatter_place(d, hot.where(s, 1).prod(d, keepdim=True, dtype=self.dtype)), self)
-    raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    raise TypeError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r} (scatter_reduce has the others)")
 
   def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     """torch.scatter_reduce: 'sum', 'prod', 'mean', 'amax' or 'amin' over every src element sent to a position
@@ -297,6 +298,7 @@ class IndexingMixin:
     Tensor = type(self)
     if not dtypes.is_int(self.dtype): raise RuntimeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise ValueError(f"one_hot: num_classes must be -1 (from the data) or non-negative, got {num_classes}")
     # classes in self's own dtype when they fit: no promotion to a wider int (64-bit ints are missing on some backends)
     cls_dt = self.dtype if num_classes - 1 <= dtype_max(self.dtype) else dtypes.default_int
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=cls_dt)).cast(dtypes.default_int)
@@ -364,7 +366,7 @@ class IndexingMixin:
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """Windows of `size` every `step` along dim: that dim becomes the window count, the window is a new last dim."""
     d = normalize_axis(dim, self.ndim)
-    if size > self.shape[d]: raise RuntimeError(f"unfold: size {size} is larger than dimension {d} of size {self.shape[d]}")
+    if not 0 <= size <= self.shape[d]: raise RuntimeError(f"unfold: size {size} must be in [0, {self.shape[d]}], the size of dimension {d}")
     if step <= 0: raise RuntimeError(f"unfold: step must be positive, got {step}")
     return self.transpose(d, -1)._pool((size,), step).transpose(d, -2)
 
@@ -825,7 +827,7 @@ class NNOpsMixin:
     cdim = 1 if self.ndim > 1 else 0
     c = self.shape[cdim]
     if dtypes.is_int(Y.dtype):
-      if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ValueError(f"cross_entropy: target {Y.shape} does not match input {self.shape} without the class dim")
+      if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise RuntimeError(f"cross_entropy: target {Y.shape} does not match input {self.shape} without the class dim")
       Y = Y.one_hot(c).cast(self._float().dtype)
       Y = Y.permute(*range(cdim), Y.ndim - 1, *range(cdim, Y.ndim - 1)) if cdim else Y
     elif Y.shape != self.shape: raise ValueError(f"cross_entropy: probability target {Y.shape} must match input {self.shape}")
