@@ -806,7 +806,7 @@ def test_cross_entropy(reduction):
 def test_cross_entropy_1d_and_errors():
   x = uniform(5)
   check(lambda t: t.cross_entropy(Tensor(3)), lambda x: -np_log_softmax(x, 0)[3], x)
-  with pytest.raises(ValueError, match="target"): Tensor(uniform(4, 5)).cross_entropy(Tensor([1, 2]))
+  with pytest.raises(RuntimeError, match="target"): Tensor(uniform(4, 5)).cross_entropy(Tensor([1, 2]))
   with pytest.raises(ValueError, match="label_smoothing"): Tensor(x).cross_entropy(Tensor(1), label_smoothing=1.5)
   with pytest.raises(ValueError, match="reduction"): Tensor(uniform(4, 5)).cross_entropy(Tensor([1, 2, 0, 0]), reduction="avg")
 

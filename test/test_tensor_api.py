@@ -539,3 +539,43 @@ def test_max_shape_and_max_numel_take_each_variables_bound():
   t = Tensor.ones(8, 3)[:Variable("n", 2, 8).bind(5)]
   assert t.max_shape == (8, 3) and t.max_numel() == 24
   assert Tensor.ones(2, 3).max_shape == (2, 3) and Tensor(1.0).max_numel() == 1
+
+# ***** keccak and hash against hashlib *****
+KECCAK_RATES = {"sha3_224": 144, "sha3_256": 136, "sha3_384": 104, "sha3_512": 72, "shake_128": 168, "shake_256": 136}
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_keccak_matches_hashlib_at_the_block_edges(device):
+  import hashlib
+  rng = np.random.default_rng(4)
+  for cfg, rate in KECCAK_RATES.items():
+    # every length at a block edge on CPU; the PYTHON interpreter runs the edges of one config (the graph is the same for all)
+    for n in (0, rate - 1, rate, rate + 1) if device == "CPU" or cfg == "sha3_256" else ():
+      msg = rng.integers(0, 256, (2, n), dtype=np.uint8)  # two rows: two digests
+      want = [getattr(hashlib, cfg)(row.tobytes()) for row in msg]
+      want = [w.digest((200 - rate) // 2) if cfg.startswith("shake") else w.digest() for w in want]
+      assert [bytes(row) for row in Tensor(msg, device=device).keccak(cfg).numpy()] == want, (cfg, n)
+  words = np.arange(6, dtype=np.int32).reshape(2, 1, 3)  # another dtype hashes its little-endian bytes; leading dims stay
+  got = Tensor(words, device=device).keccak()
+  assert got.shape == (2, 1, 32) and got.dtype == dtypes.uint8
+  assert [bytes(g) for g in got.numpy().reshape(2, 32)] == [hashlib.sha3_256(w.tobytes()).digest() for w in words.reshape(2, 3)]
+  keccak256_of_nothing = "c5d2460186f7233c927e7db2dcc703c0e500b653ca82273b7bfad8045d85a470"  # Keccak-256 (suffix 0x01), as Ethereum uses it
+  assert bytes(Tensor(np.zeros(0, np.uint8), device=device).keccak((136, 0x01)).numpy()).hex() == keccak256_of_nothing
+  assert Tensor.zeros(0, 4, dtype=dtypes.uint8, device=device).keccak().shape == (0, 32)
+  from tinycore.runtime.device import GlobalCounters
+  before = GlobalCounters.kernel_count
+  Tensor(np.zeros((2, 200), np.uint8), device=device).keccak()  # two blocks of sha3_256
+  assert GlobalCounters.kernel_count - before <= 2 * 24 + 6, "a Keccak round should be one kernel"
+  if device == "CPU":  # inside a TinyJit, which captures and replays its kernels
+    jitted = TinyJit(lambda x: x.keccak())
+    for m in rng.integers(0, 256, (4, 1, 20), dtype=np.uint8): assert bytes(jitted(Tensor(m, device=device)).numpy()[0]) == hashlib.sha3_256(m.tobytes()).digest()
+  with pytest.raises(ValueError, match="unknown keccak"): Tensor(b"x").keccak("md5")
+  with pytest.raises(ValueError, match="rate"): Tensor(b"x").keccak((100, 6))
+  with pytest.raises(ValueError, match="0-d"): Tensor(3).keccak()
+
+def test_hash_is_tinygrads_shake128_of_4k_piece_digests():
+  import hashlib
+  mib = 1 << 20
+  def hash_mib(b: bytes) -> bytes: return hashlib.shake_128(b"".join(hashlib.shake_128(b[i:i + 4096]).digest(16) for i in range(0, mib, 4096))).digest(16)
+  msg = np.array([1.5, -2.0, 3.25], np.float32)  # its bytes, little-endian
+  got = Tensor(msg, device="CPU").hash()
+  assert got.shape == (16,) and got.dtype == dtypes.uint8 and bytes(got.numpy()) == hash_mib(msg.tobytes() + bytes(mib - msg.nbytes))

@@ -215,8 +215,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return tuple(value(s) for s in self.shape)
   def data(self) -> memoryview:
     shape = self._concrete_shape()
-    mv = memoryview(self._buffer().as_bytes()).cast(to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H")
-    return mv[:prod(shape)].cast("B").cast(mv.format, shape if shape else ())
+    fmt = to_np_dtype(self.dtype)().dtype.char if self.dtype != dtypes.bfloat16 else "H"
+    try: memoryview(b"").cast(fmt)
+    except ValueError: raise TypeError(f"data(): this Python's memoryview has no {self.dtype} format ({fmt!r}); use .numpy()") from None
+    if 0 in shape: return memoryview(b"").cast(fmt)  # memoryview refuses a 0 in a shape: a flat empty one, as tinygrad's
+    mv = memoryview(self._buffer().as_bytes()).cast(fmt)
+    return mv[:prod(shape)].cast("B").cast(fmt, shape if shape else ())
   def numpy(self) -> np.ndarray:
     shape = self._concrete_shape()
     if 0 in shape: return np.zeros(shape, to_np_dtype(self.dtype) if self.dtype != dtypes.bfloat16 else np.float32)
@@ -343,7 +347,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
 
   # ***** creation *****
   @staticmethod
-  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+  def full(shape, fill_value: Any, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True,
+           requires_grad: bool | None = None) -> Tensor:
+    # tinygrad's buffer=False asks for a broadcast constant, which is what this always builds; realizing it makes the buffer
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
@@ -364,14 +370,16 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @staticmethod
   def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
   def const_like(self, b, dtype: DType | str | None = None) -> Tensor: return Tensor.full(self.shape, b, dtype=dtype or self.dtype, device=self.device)
-  def full_like(self, fill_value, **kw) -> Tensor: return Tensor.full(self.shape, fill_value, **({"dtype": self.dtype, "device": self.device} | kw))
+  def full_like(self, fill_value, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
+    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, **kw)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
-  def empty_like(self, **kw) -> Tensor:
-    if self.uop.op is Ops.MULTI and kw.get("device", self.device) == self.device:  # sharded the same way
-      shard = Tensor.empty(self.uop.src[0].shape, **({"dtype": self.dtype, "device": self.device} | kw))
+  def empty_like(self, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
+    dtype, device = dtype or self.dtype, device or self.device
+    if self.uop.op is Ops.MULTI and device == self.device:  # sharded the same way
+      shard = Tensor.empty(self.uop.src[0].shape, dtype=dtype, device=device, **kw)
       return Tensor(UOp(Ops.MULTI, shard.dtype, (shard.uop,), self.uop.arg), requires_grad=kw.get("requires_grad"))
-    return Tensor.empty(self.shape, **({"dtype": self.dtype, "device": self.device} | kw))
+    return Tensor.empty(self.shape, dtype=dtype, device=device, **kw)
   @staticmethod
   def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
@@ -392,6 +400,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
     m = n if m is None else m
+    if n < 0 or m < 0: raise ValueError(f"eye: the sizes must not be negative, got n={n}, m={m}")
     r = Tensor.arange(n, device=device).reshape(n, 1) == Tensor.arange(m, device=device).reshape(1, m)
     return Tensor(r.cast(dtype or dtypes.default_float).uop, requires_grad=requires_grad)
 
@@ -499,7 +508,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     std = math.sqrt(2.0 / (1 + a ** 2)) / math.sqrt(prod(shape[1:]))
     return Tensor.normal(*shape, mean=0.0, std=std, **kw)
   def rand_like(self, **kw) -> Tensor: return Tensor.rand(*self.shape, **({"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None} | kw))
-  def randn_like(self, **kw) -> Tensor: return Tensor.randn(*self.shape, **({"device": self.device, "dtype": self.dtype if dtypes.is_float(self.dtype) else None} | kw))
+  def randn_like(self, dtype: DType | str | None = None, **kw) -> Tensor:
+    return Tensor.randn(*self.shape, **({"device": self.device, "dtype": dtype or (self.dtype if dtypes.is_float(self.dtype) else None)} | kw))
 
   # ***** autograd *****
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
@@ -943,7 +953,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def reshape(self, shape, *args) -> Tensor:
     """New shape (ints, or one sequence); -1 infers a dim, None keeps the dim at that position."""
     shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
-    if shape.count(-1) > 1: raise ValueError(f"reshape: only one dimension can be -1, got {shape}")
+    if shape.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
       # a symbolic dim kept as it is cancels out of the division (the simplifier does not divide by a Variable)
       have, want = list(self.shape), [s for s in shape if s != -1]
@@ -961,10 +971,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self._broadcast_to(tuple(p if s == -1 else s for s, p in zip(shape, padded)))
   def permute(self, order, *args) -> Tensor:
     order = argfix(order, *args)
-    if len(order) != self.ndim: raise ValueError(f"permute: {len(order)} axes given for a {self.ndim}-d tensor")
-    return Tensor(self.uop.permute(tuple(normalize_axis(o, self.ndim) for o in order)))
+    axes = tuple(normalize_axis(o, self.ndim) for o in order)
+    if sorted(axes) != list(range(self.ndim)): raise RuntimeError(f"permute: {order} is not a permutation of the {self.ndim} axes of {self.shape}")
+    return Tensor(self.uop.permute(axes))
   def flip(self, axis, *args) -> Tensor:
-    axes = {normalize_axis(a, self.ndim) for a in argfix(axis, *args)}
+    axes = [normalize_axis(a, self.ndim) for a in argfix(axis, *args)]
+    if len(set(axes)) != len(axes): raise RuntimeError(f"flip: a dim can appear once, got {argfix(axis, *args)}")
     return Tensor(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
   def shrink(self, arg: tuple) -> Tensor:
     if len(arg) != self.ndim: raise ValueError(f"shrink: {len(arg)} ranges for a {self.ndim}-d tensor")
@@ -1034,6 +1046,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def roll(self, shifts, dims=None) -> Tensor:
     if dims is None: return self.flatten().roll(shifts, 0).reshape(self.shape)
     shifts, dims = make_tuple(shifts, 1), make_tuple(dims, 1)
+    if len(shifts) != len(dims): raise RuntimeError(f"roll: {len(shifts)} shifts for {len(dims)} dims; give one shift per dim")
     x = self
     for s, d in zip(shifts, dims):
       d = normalize_axis(d, x.ndim)
@@ -1272,6 +1285,96 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     Q, R = (W.cat(eye, dim=-1) if full_matrices and m > n else W).qr()
     sign = (R.diagonal(0, -2, -1)[..., :n] < 0).where(-1, 1).pad((None,) * len(lead) + ((0, Q.shape[-1] - n),), value=1)
     return Q * sign.unsqueeze(-2).cast(Q.dtype), S, V.transpose(-2, -1)
+
+  # ***** hashing *****
+  def keccak(self, cfg: str | tuple[int, int] = "sha3_256") -> Tensor:
+    """SHA-3 or SHAKE (by name, or a (rate in bytes, domain suffix byte) sponge) over the last dim's little-endian bytes:
+    (..., L) -> (..., (200 - rate) // 2) uint8, one digest per row (SHAKE: 16 or 32 bytes). Rows hash side by side; blocks one
+    after another, each a Keccak-f[1600] permutation of 24 rounds, one kernel each (_keccak_round); realizes each block's state."""
+    if isinstance(cfg, str) and cfg not in _KECCAK_CFGS: raise ValueError(f"unknown keccak config {cfg!r}: use one of {sorted(_KECCAK_CFGS)} or (rate, suffix)")
+    rate, suffix = _KECCAK_CFGS[cfg] if isinstance(cfg, str) else cfg
+    if not (isinstance(rate, int) and 0 < rate < 200 and rate % 8 == 0 and isinstance(suffix, int) and 0 < suffix < 0x80):
+      raise ValueError(f"keccak needs a rate in bytes, a multiple of 8 below 200, and a domain suffix byte below 0x80, got {cfg!r}")
+    if self.ndim == 0: raise ValueError("keccak hashes along the last dim, which a 0-d tensor lacks: reshape it to (1,)")
+    if not all_int(self.shape): raise ValueError("keccak needs a concrete shape: bind or substitute the Variables first")
+    data = self.bitcast(dtypes.uint8)
+    lead, n = data.shape[:-1], data.shape[-1]
+    rows, npad, out = prod(lead), rate - n % rate, (200 - rate) // 2
+    if rows == 0: return Tensor.zeros(*lead, out, dtype=dtypes.uint8, device=self.device)
+    # pad10*1 after the message: the suffix bits, zeros, a final 1 bit (one byte holds both ends when npad is 1)
+    pad = np.zeros(npad, np.uint8)
+    pad[0] = suffix
+    pad[-1] |= 0x80
+    data = data.reshape(rows, n).cat(Tensor(pad, device=self.device).reshape(1, npad).expand(rows, npad), dim=1)
+    blocks = data.reshape(rows, -1, rate).pad((None, None, (0, 200 - rate))).bitcast(dtypes.uint64).reshape(rows, -1, 5, 5).contiguous().realize()
+    permute = _keccak_permutation(self.device, rows)
+    state = Tensor.zeros(rows, 5, 5, dtype=dtypes.uint64, device=self.device)
+    block = UOp.variable("keccak_block", 0, blocks.shape[1] - 1)
+    for b in range(blocks.shape[1]):
+      # absorbing apart, so the permutation reads a plain buffer and its graph is the same each block: the schedule cache replays
+      # it; the block is picked by a bound Variable, so one absorbing kernel serves every block
+      v = block.bind(b)
+      state = permute((state ^ blocks[:, v:v + 1].reshape(rows, 5, 5)).contiguous().realize()).realize()
+    return state.reshape(rows, 25).bitcast(dtypes.uint8)[:, :out].reshape(*lead, out)
+
+  def hash(self) -> Tensor:
+    """tinygrad's 16-byte hash of the tensor's bytes: each MiB (zero-padded) is hashed as its 256 4-KiB pieces' shake_128
+    digests (16 bytes each), hashed again with shake_128; more than one MiB gives a digest per MiB, hashed the same way."""
+    data = self.flatten().bitcast(dtypes.uint8)
+    if not isinstance(data.shape[0], int): raise ValueError("hash needs a concrete shape: bind or substitute the Variables first")
+    mib = 1 << 20
+    while True:
+      chunks = max(1, ceildiv(data.shape[0], mib))
+      data = data.pad(((0, chunks * mib - data.shape[0]),)).reshape(chunks * 256, 4096).keccak("shake_128")
+      data = data.reshape(chunks, 4096).keccak("shake_128").flatten()
+      if chunks == 1: return data
+
+_KECCAK_CFGS = {"sha3_224": (144, 6), "sha3_256": (136, 6), "sha3_384": (104, 6), "sha3_512": (72, 6), "shake_128": (168, 31), "shake_256": (136, 31)}
+
+def _keccak_constants() -> tuple[list[int], list[int]]:
+  """From the spec's definitions: rho's rotation of each lane x+5y (walking (x,y) -> (y, 2x+3y) from (1,0), the t-th lane
+  turns by (t+1)(t+2)/2), and iota's 24 round constants (bit 2^j-1 of round i from the LFSR x^8+x^6+x^5+x^4+1)."""
+  rot, (x, y) = [0] * 25, (1, 0)
+  for t in range(24): rot[x + 5 * y], (x, y) = (t + 1) * (t + 2) // 2 % 64, (y, (2 * x + 3 * y) % 5)
+  lfsr, rcs = 1, []
+  for _ in range(24):
+    rc = 0
+    for j in range(7):
+      if lfsr & 1: rc |= 1 << ((1 << j) - 1)
+      lfsr = ((lfsr << 1) ^ 0x171) if lfsr & 0x80 else lfsr << 1
+    rcs.append(rc)
+  return rot, rcs
+
+def _cyclic(t: Tensor, axis: int, s: int) -> Tensor:
+  """t[..., (i + s) % n, ...] along axis: a repeat and a shrink, so the kernel computes the index instead of selecting."""
+  reps = [2 if i == axis else 1 for i in range(t.ndim)]
+  return t.repeat(reps).shrink(tuple((s, s + t.shape[axis]) if i == axis else None for i in range(t.ndim)))
+
+def _keccak_round(a: Tensor, rot_mul: Tensor, rot_div: Tensor, rc: Tensor) -> Tensor:
+  """One Keccak-f[1600] round of states (rows, 5, 5) uint64, lane x+5y at [y, x]: theta, rho, pi, chi and iota read the
+  previous state at index expressions only (no gather, no select), so the scheduler makes the round one kernel."""
+  rows = a.shape[0]
+  c = a[:, 0:1] ^ a[:, 1:2] ^ a[:, 2:3] ^ a[:, 3:4] ^ a[:, 4:5]  # theta: each column's parity
+  c1 = _cyclic(c, 2, 1)
+  a = a ^ _cyclic(c, 2, 4) ^ (c1 << 1) ^ (c1 >> 63)
+  a = a * rot_mul | a // rot_div  # rho: rotate left by r as a wrapping multiply by 2^r and a divide by 2^(64-r)
+  # pi: lane (x, y) moves to (y, 2x+3y), so out[y', x'] = a[x', (x'+3y') % 5]: read along row x' at flat 26x'+3y' of a
+  # copy of a repeated 5 times along x (row x' starts at 25x')
+  a = a.repeat(1, 1, 5).reshape(rows, 125).pad((None, (0, 5))).reshape(rows, 5, 26)[:, :, :15].reshape(rows, 5, 5, 3)[..., 0].transpose(1, 2)
+  return a ^ (~_cyclic(a, 2, 1) & _cyclic(a, 2, 2)) ^ rc  # chi, then iota on lane 0
+
+@functools.lru_cache(maxsize=None)
+def _keccak_permutation(device: str, rows: int) -> Callable[[Tensor], Tensor]:
+  """Keccak-f[1600] (24 rounds) of `rows` states on device. Every block of every message is the same graph on another
+  state: it is built once, on a placeholder, and each call substitutes its state in (cheaper than building it again; the
+  schedule cache then replays the 24 kernels, which share one compiled program: a round constant is a buffer)."""
+  rot, rcs = _keccak_constants()
+  u64 = lambda v: Tensor(np.array(v, np.uint64).reshape(5, 5), device=device).realize()
+  rot_mul, rot_div = u64([(1 << r) % (1 << 64) if r else 0 for r in rot]), u64([1 << (64 - r) if r else 1 for r in rot])
+  placeholder = state = Tensor.empty(rows, 5, 5, dtype=dtypes.uint64, device=device)
+  for rc in rcs: state = _keccak_round(state, rot_mul, rot_div, u64([rc] + [0] * 24)).contiguous()
+  graph = state.uop
+  return lambda x: Tensor(graph.substitute({placeholder.uop: x.uop}))
 
 def _int_pow(b: Tensor, e: Tensor) -> Tensor:
   """Exact integer power by square-and-multiply over the exponent's bits; negative exponents give 0 (|base|>1)."""

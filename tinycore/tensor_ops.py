@@ -247,6 +247,7 @@ class IndexingMixin:
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
       raise ValueError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
+    if src.dtype != self.dtype: raise RuntimeError(f"scatter: src is {src.dtype} but self is {self.dtype}: cast src to it")
     if any(i > s for s, i in zip(src.shape, index.shape)): raise ValueError(f"scatter: index shape {index.shape} is larger than src {src.shape}")
     src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
     hot = index.unsqueeze(-1) == Tensor.arange(self.shape[d], device=self.device)
@@ -269,7 +270,7 @@ class IndexingMixin:
       return hit.where(self._scatter_place(d, (hot & (pos == last)).where(s, 0).sum(d, keepdim=True, dtype=self.dtype)), self)
     if reduce == "add": return hit.where(self + self._scatter_place(d, hot.where(s, 0).sum(d, keepdim=True, dtype=self.dtype)), self)
     if reduce == "multiply": return hit.where(self * self._scatter_place(d, hot.where(s, 1).prod(d, keepdim=True, dtype=self.dtype)), self)
-    raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    raise TypeError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r} (scatter_reduce has the others)")
 
   def scatter_reduce(self: Tensor, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
     """torch.scatter_reduce: 'sum', 'prod', 'mean', 'amax' or 'amin' over every src element sent to a position
@@ -299,21 +300,37 @@ class IndexingMixin:
     Tensor = type(self)
     if not dtypes.is_int(self.dtype): raise RuntimeError(f"one_hot needs an integer tensor, got {self.dtype}")
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise ValueError(f"one_hot: num_classes must be -1 (from the data) or non-negative, got {num_classes}")
     # classes in self's own dtype when they fit: no promotion to a wider int (64-bit ints are missing on some backends)
     cls_dt = self.dtype if num_classes - 1 <= dtype_max(self.dtype) else dtypes.default_int
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=cls_dt)).cast(dtypes.default_int)
 
-  def masked_select(self: Tensor, mask: Tensor) -> Tensor:
-    """The elements where mask is True, as a 1-D tensor (realizes the mask: the result's size depends on it)."""
+  def masked_select(self: Tensor, mask: Tensor, size: int | None = None, fill_value=0) -> Tensor:
+    """The elements where mask (bool, broadcast with self) is True, as a 1-D tensor. Without size the mask is realized (the
+    count decides the shape); with size the result has that length, cut short or padded with fill_value, and no sync."""
+    if mask.dtype != dtypes.bool: raise RuntimeError(f"masked_select needs a bool mask, got {mask.dtype}: compare first (x > 0) or .bool() it")
     shape = _broadcast_shape(self.shape, mask.shape)
-    return self._broadcast_to(shape)[mask.cast(dtypes.bool)._broadcast_to(shape)]
+    x, m = self._broadcast_to(shape).flatten(), mask._broadcast_to(shape).flatten()
+    if size is None: return x[m]
+    if x.shape[0] == 0: return type(self).full((size,), fill_value, dtype=self.dtype, device=self.device)
+    picked = m.cast(dtypes.int32).cumsum()  # how many are picked up to each element
+    slot = type(self).arange(size, device=self.device)
+    # slot j takes the element after the j elements whose running count is <= j
+    src = (picked.unsqueeze(0) <= slot.unsqueeze(1)).sum(1, dtype=dtypes.int32).minimum(x.shape[0] - 1)
+    return (slot < picked[-1]).where(x[src], fill_value).cast(self.dtype)
 
-  def nonzero(self: Tensor) -> Tensor:
-    """(count, ndim) coordinates of the nonzero elements, int64 as in tinygrad and PyTorch (int32 on a backend without 64-bit
-    ints); realizes self: the count depends on the data."""
+  def nonzero(self: Tensor, size: int | None = None, fill_value=0) -> Tensor:
+    """(count, ndim) coordinates of the nonzero elements, int64 as PyTorch's (int32 on a backend without 64-bit ints).
+    Without size self is realized (the count decides the shape); with size there are that many rows, cut short or padded
+    with fill_value (PyTorch's nonzero_static), and no sync."""
     Tensor, dev = type(self), self.device if isinstance(self.device, str) else self.device[0]
     idx_dt = dtypes.int64 if dtypes.int64 in Device.renderer(dev).supported_dtypes else dtypes.int32
-    return Tensor(np.argwhere(self.numpy()).reshape(-1, self.ndim), device=self.device, dtype=idx_dt)
+    if size is None: return Tensor(np.argwhere(self.numpy()), device=self.device, dtype=idx_dt)  # (count, ndim), 0-d too
+    if self.ndim == 0: return Tensor.zeros(size, 0, dtype=idx_dt, device=self.device)
+    flat = Tensor.arange(self.numel(), device=self.device).masked_select(self.flatten() != 0, size=size, fill_value=-1)
+    strides = [prod(self.shape[d + 1:]) for d in range(self.ndim)]
+    coords = Tensor.stack(*[flat // st % n for n, st in zip(self.shape, strides)], dim=-1)
+    return (flat.unsqueeze(-1) >= 0).where(coords, fill_value).cast(idx_dt)
 
   def diagonal(self: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes as a new last dim."""
@@ -351,7 +368,7 @@ class IndexingMixin:
   def unfold(self: Tensor, dim: int, size: int, step: int) -> Tensor:
     """Windows of `size` every `step` along dim: that dim becomes the window count, the window is a new last dim."""
     d = normalize_axis(dim, self.ndim)
-    if size > self.shape[d]: raise RuntimeError(f"unfold: size {size} is larger than dimension {d} of size {self.shape[d]}")
+    if not 0 <= size <= self.shape[d]: raise RuntimeError(f"unfold: size {size} must be in [0, {self.shape[d]}], the size of dimension {d}")
     if step <= 0: raise RuntimeError(f"unfold: step must be positive, got {step}")
     return self.transpose(d, -1)._pool((size,), step).transpose(d, -2)
 
@@ -411,6 +428,10 @@ class IndexingMixin:
     w = self.unsqueeze(0) if self.ndim == 1 else self
     if not replacement and num_samples > 1:
       if num_samples > w.shape[1]: raise RuntimeError(f"multinomial: cannot draw {num_samples} samples without replacement from {w.shape[1]} classes")
+      # a zero weight's key is -inf: topk would hand it out once the positive ones run out. PyTorch refuses; so do we (one sync)
+      if (fewest := int((w > 0).sum(1).min().item())) < num_samples:
+        raise RuntimeError(f"multinomial: a row has {fewest} positive weights, fewer than the {num_samples} samples asked without replacement; "
+                           "ask for fewer samples or pass replacement=True")
       keys = Tensor.rand(*w.shape, device=self.device).log() / w.float()
       out = keys.topk(num_samples, dim=1)[1]
       return out[0] if self.ndim == 1 else out
@@ -583,6 +604,17 @@ class NNOpsMixin:
     w = weight.reshape(1, groups, rcout, *[1] * nd, cin, *k_)
     ret = (x * w).sum(tuple(range(-1 - nd, 0)), dtype=dtype).reshape(bs, cout, *out_sp)
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * nd)
+
+  # tinygrad's IMAGE=1 path (Qualcomm GPUs) computes these two in a texture layout, channels packed by 4; tinycore has no image
+  # dtype, so they compute the same numbers directly: the products summed in float32 (or dtype=), as that path sums them
+  def image_conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+                   dtype: DType | str | None = None) -> Tensor:
+    """conv2d of a 4-D input (N, C, H, W), summed in float32 unless dtype= says otherwise."""
+    if self.ndim != 4 or weight.ndim != 4: raise ValueError(f"image_conv2d: input and weight must be 4-D (N, C, H, W), got {self.shape} and {weight.shape}")
+    return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype=dtype or dtypes.float32)
+  def image_dot(self: Tensor, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+    """dot (a 1x1 image_conv2d in tinygrad), summed in float32 unless dtype= says otherwise."""
+    return self.dot(w, dtype=dtype or dtypes.float32)
 
   def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
                        output_padding=0) -> Tensor:
@@ -797,7 +829,7 @@ class NNOpsMixin:
     cdim = 1 if self.ndim > 1 else 0
     c = self.shape[cdim]
     if dtypes.is_int(Y.dtype):
-      if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise ValueError(f"cross_entropy: target {Y.shape} does not match input {self.shape} without the class dim")
+      if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise RuntimeError(f"cross_entropy: target {Y.shape} does not match input {self.shape} without the class dim")
       Y = Y.one_hot(c).cast(self._float().dtype)
       Y = Y.permute(*range(cdim), Y.ndim - 1, *range(cdim, Y.ndim - 1)) if cdim else Y
     elif Y.shape != self.shape: raise ValueError(f"cross_entropy: probability target {Y.shape} must match input {self.shape}")
