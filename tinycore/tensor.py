@@ -1363,7 +1363,7 @@ def _keccak_round(a: Tensor, rot_mul: Tensor, rot_div: Tensor, rc: Tensor) -> Te
   a = a.repeat(1, 1, 5).reshape(rows, 125).pad((None, (0, 5))).reshape(rows, 5, 26)[:, :, :15].reshape(rows, 5, 5, 3)[..., 0].transpose(1, 2)
   return a ^ (~_cyclic(a, 2, 1) & _cyclic(a, 2, 2)) ^ rc  # chi, then iota on lane 0
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=8)  # each holds its round constants on the device
 def _keccak_permutation(device: str, rows: int) -> Callable[[Tensor], Tensor]:
   """Keccak-f[1600] (24 rounds) of `rows` states on device. Every block of every message is the same graph on another
   state: it is built once, on a placeholder, and each call substitutes its state in (cheaper than building it again; the
