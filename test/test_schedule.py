@@ -442,6 +442,20 @@ def test_kernels_respect_the_renderers_buffer_limit(monkeypatch, limit):
   want = (sum(np.full((3, 4), i + 1, np.float32) * (i + 1) for i in range(11)) @ np.arange(16, dtype=np.float32).reshape(4, 4) + 1).sum(1)
   np.testing.assert_allclose(out.numpy(), want)
 
+@pytest.mark.parametrize("limit", [0, 1000])
+def test_kernels_respect_the_renderers_loop_pass_limit(monkeypatch, limit):
+  # a device that ends a thread's loops after so many passes in all (Mesa's software GPUs: 65535) gets the reductions of
+  # a kernel computed apart where together they could pass it: a sum plus a max, layernorm's mean and variance
+  monkeypatch.setattr(Device.renderer("PYTHON"), "loop_pass_max", limit)
+  n = 600 + limit // 1000   # another graph per limit: the schedule cache never replays the other's schedule
+  x = np.random.default_rng(limit).standard_normal((2, n)).astype(np.float32)
+  a, b = Tensor(x[0], device="PYTHON").realize(), Tensor(x[1], device="PYTHON").realize()
+  most = lambda items: max(sum(u.op is Ops.REDUCE_AXIS for u in si.ast.toposort()) for si in items)
+  both, ln = a.sum() + b.max(), Tensor(x, device="PYTHON").layernorm()
+  assert most(both.schedule()) == (1 if limit else 2) and most(ln.schedule()) == (1 if limit else 2)
+  np.testing.assert_allclose(both.numpy(), x[0].sum() + x[1].max(), rtol=1e-5)
+  np.testing.assert_allclose(ln.numpy(), (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5), atol=1e-5)
+
 def test_assign_of_a_value_reading_a_reduction_of_its_own_buffer():
   # LAMB's trust ratio: the norm of w fuses per copy behind an expand; inside the kernel writing w it would read
   # elements already written (the last two came out wrong), so it must run first, in a kernel of its own

@@ -370,17 +370,25 @@ def test_loop_passes_are_counted_per_kernel():
   assert len(trips) == 2 and loop_passes(src) == (trips[0] + 1) + trips[0] * (trips[1] + 1)
   assert loop_passes(get_program(ast_of(P([1.0]) + 1), WGSLRenderer()).src) == 0
 
-def test_kernels_past_the_adapters_loop_limit_are_refused(gpu):
+def test_kernels_past_the_adapters_loop_limit_are_split_or_refused(gpu, monkeypatch):
   """Mesa's software drivers end a shader's loops after 65535 passes in all: two sums of 32768 in one kernel gave 97282
-  for 98304. The driver probes the limit at open and refuses a kernel that could pass it; under it, kernels run."""
+  for 98304. The driver probes the limit at open and its renderer declares it, so the scheduler computes reductions apart
+  where together they could pass it (two sums, a sum and a max, layernorm's mean and variance of 32768-wide rows); a
+  kernel that still could (the scheduler not told) is refused at load."""
   from tinygrad_webgpu.driver import loop_pass_limit
   limit = loop_pass_limit(gpu.driver.gpu)
   assert limit == gpu.driver.loop_pass_limit
   if limit is None: pytest.skip(f"{gpu.driver.description} runs long loops to their end")
-  x = np.ones(32768, np.float32)
+  assert Device.renderer("WEBGPU").loop_pass_max == limit
+  x = np.random.default_rng(0).standard_normal((2, 32768)).astype(np.float32)
+  assert (T(np.ones(32768, np.float32)).sum() + (T(np.ones(32768, np.float32)) * 2).sum()).numpy() == 98304
+  np.testing.assert_allclose((T(x[0]).sum() + T(x[0]).max()).numpy(), x[0].sum() + x[0].max(), rtol=1e-4)
+  ref = (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5)
+  np.testing.assert_allclose(T(x).layernorm().numpy(), ref, atol=1e-4)
+  monkeypatch.setattr(Device.renderer("WEBGPU"), "loop_pass_max", 0)
   with pytest.raises(UnsupportedError, match=f"WEBGPU: kernel .* makes up to \\d+ loop passes per thread, .* after {limit} passes"):
-    (T(x).sum() + (T(x) * 2).sum()).numpy()
-  assert (T(x).sum() + (T(x[:16000]) * 2).sum()).numpy() == 32768 + 32000
+    (T(x[1]).sum() + (T(x[1]) * 3).sum()).numpy()
+  assert (T(np.ones(32768, np.float32)).sum() + (T(np.ones(16000, np.float32)) * 2).sum()).numpy() == 32768 + 32000
 
 def test_bool_from_comparison_neighbours_do_not_clobber(gpu):
   x = np.arange(1001, dtype=np.float32)

@@ -42,6 +42,7 @@ class Renderer:
   fma: bool = False                   # a fused multiply-add: reductions of products accumulate with one rounding per term
   cache_bytes: int = 0                # a core's own cache nearest memory (L2 on x86) in bytes, 0: unknown (CPU-style cache blocking)
   max_buffers: int = 0                # 0: unlimited; else params per kernel (incl. output)
+  loop_pass_max: int = 0              # 0: unlimited; else loop passes one thread may make in all (the scheduler splits kernels under it)
   index_bits: int = 64                # widest integer the target uses for addressing
   extra_matcher: PatternMatcher | None = None  # target-specific decompositions applied before linearizing
   tensor_cores: tuple = ()
@@ -50,5 +51,5 @@ class Renderer:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
-    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "fma", "cache_bytes", "max_buffers")
+    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "fma", "cache_bytes", "max_buffers", "loop_pass_max")
     return {k: getattr(self, k) for k in keys} | {"supported_dtypes": sorted(d.name for d in self.supported_dtypes)}

@@ -291,6 +291,7 @@ def _group_outputs(order: list[UOp], realize: set[UOp]) -> dict[UOp, tuple[UOp, 
     targets = {buffers[_plain_buffer(m.src[0])].base: m for m in ms if m.op is Ops.ASSIGN}
     if len(targets) < sum(m.op is Ops.ASSIGN for m in ms): return False
     if any(targets.get(buffers[u].base, m) is not m for m in ms for u in reads[m]): return False
+    if (passes := _renderer_limit(a.device, "loop_pass_max")) and _kernel_passes([_value(m) for m in ms], realize) > passes: return False
     limit = _max_buffers(a.device)
     return not limit or len(ms) + len(set().union(*(ins[m] for m in ms)) - set(ms)) + len(set().union(*(reads[m] for m in ms))) <= limit
   def merge(a: UOp, b: UOp) -> None:  # b's group joins a's
@@ -347,8 +348,9 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
   grouped = True
   while True:
     kernels, out_buf = _kernels(order, realize, _group_outputs(order, realize) if grouped else {})
-    if (wide := _split_wide_kernels(kernels, realize)):  # more parameters than the device binds: compute a part first
-      realize |= wide
+    # more parameters than the device binds, or more loop passes than it runs: compute a part first
+    if (part := _split_wide_kernels(kernels, realize) or _split_long_kernels(kernels, realize)):
+      realize |= part
       continue
     ran, stuck = _order_kernels(kernels)
     if not stuck: break
@@ -397,9 +399,36 @@ def _kernels(order: list[UOp], realize: set[UOp], groups: dict[UOp, tuple[UOp, .
     elif x is (group := groups.get(x, (x,)))[-1]: kernels.append(_kernel(group, realize, out_buf))  # once all its outputs have buffers
   return kernels, out_buf
 
-def _max_buffers(device: str | tuple[str, ...]) -> int:
-  try: return Device.renderer(device[0] if isinstance(device, tuple) else device).max_buffers or 0
+def _renderer_limit(device: str | tuple[str, ...], name: str) -> int:
+  """A limit the device's renderer declares (`max_buffers`, `loop_pass_max`); 0: none."""
+  try: return getattr(Device.renderer(device[0] if isinstance(device, tuple) else device), name, 0) or 0
   except Exception: return 0  # no renderer (an unknown device) fails later, with the device's own error
+def _max_buffers(device: str | tuple[str, ...]) -> int: return _renderer_limit(device, "max_buffers")
+
+def _reduce_passes(u: UOp) -> int:
+  """Loop passes one thread makes for reduction u, from above: its elements per output, plus codegen's nested loops'
+  exit passes (loops of at least 128 trips each)."""
+  n = max_size(tuple(u.src[0].shape[a] for a in u.arg[1]))
+  return n + 2 * ceildiv(n, 128) + 2
+
+def _kernel_passes(values: list[UOp], realize: set[UOp]) -> int:
+  """Loop passes one thread of the kernel computing `values` makes: its reductions run one after another (the scheduler
+  never computes one inside another's loop), so their passes add up."""
+  return sum(_reduce_passes(u) for u in dict.fromkeys(x for v in values for x in _in_kernel(v, realize)) if u.op is Ops.REDUCE_AXIS)
+
+def _split_long_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
+  """For each kernel making more loop passes per thread than its device runs (`loop_pass_max`: Mesa's software GPUs end
+  a shader's loops after 65535 passes in all, cutting a sum short), its longest reduction other than its own value, to
+  compute in a kernel of its own (a sum and a max of 32768 elements each, added: two kernels). A single reduction that
+  long is split by split_reduce already."""
+  out: set[UOp] = set()
+  for k in kernels:
+    if len(k.nodes) > 1 or (node := k.nodes[0]).op in TRANSFERS or not (limit := _renderer_limit(node.device, "loop_pass_max")): continue
+    value = _value(node)
+    if _kernel_passes([value], realize) <= limit: continue
+    inner = [u for u in _in_kernel(value, realize) if u.op is Ops.REDUCE_AXIS and u is not value and u not in realize]
+    if inner: out.add(max(inner, key=_reduce_passes))
+  return out
 
 def _split_wide_kernels(kernels: list[_Kernel], realize: set[UOp]) -> set[UOp]:
   """For each kernel with more parameters than its device's renderer allows (`max_buffers`, e.g. WebGPU's storage

@@ -169,6 +169,7 @@ class WebGPUDriver(Driver):
     if (spec := Device.specs.get("WEBGPU")) is not None: spec.capabilities["denormals"] = not flushes
     if (limit := loop_pass_limit(self.gpu)) is not None: self.description += f", loops stop after {limit} passes"
     self.loop_pass_limit = limit
+    if ren is not None and limit is not None: ren.loop_pass_max = limit   # the scheduler keeps kernels under it
     import wgpu
     self.fence = self.gpu.create_buffer(size=4, usage=wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST)
   def load(self, name: str, binary: bytes, spec=None) -> WebGPUProgram:
