@@ -1,6 +1,6 @@
 """The documented Tensor API (docs/tensor-api.md), method by method and argument form by argument form, forward and backward
 against PyTorch on the PYTHON and CPU devices; numpy where PyTorch has no counterpart; the error types for bad input."""
-import ast, os, pathlib
+import ast, inspect, os, pathlib
 from typing import Any, Callable, NamedTuple
 import numpy as np
 import pytest
@@ -672,28 +672,164 @@ ELSEWHERE = {
 
 def _attrs(node) -> set[str]: return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)}
 
-def _what_tests_read() -> dict[str, set[str]]:
-  """Each test (file::function, file::function[case id] for a case of a parametrized list) -> the attribute names its code
-  reads. A PyTorch case reads what its fn (not its ref) reads plus what run_case does to every output (gradient, numpy)."""
-  out: dict[str, set[str]] = {}
+def _test_code() -> dict[str, list[ast.AST]]:
+  """Each test (file::function, file::function[case id] for a case of a parametrized list) -> its code. A PyTorch case's code
+  is its fn (not its ref) plus run_case's, which it runs on every output (gradient, numpy)."""
+  out: dict[str, list[ast.AST]] = {}
   for f in ("test_torch_parity.py", "test_tensor_api.py"):
     tree = ast.parse((pathlib.Path(__file__).parent / f).read_text())
     funcs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-    out |= {f"{f}::{name}": _attrs(n) for name, n in funcs.items() if name.startswith("test_")}
+    out |= {f"{f}::{name}": [n] for name, n in funcs.items() if name.startswith("test_")}
     if f != "test_torch_parity.py": continue
-    harness = _attrs(funcs["run_case"]) | _attrs(funcs["_compare"])
     for n in ast.walk(tree):
-      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "C": out[f"{f}::test_matches_torch[{n.args[0].value}]"] = _attrs(n.args[2]) | harness
+      if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "C":
+        out[f"{f}::test_matches_torch[{n.args[0].value}]"] = [n.args[2], funcs["run_case"], funcs["_compare"]]
       if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and n.targets[0].id in ("NUMPY_CASES", "ERRORS"):
         test = "test_matches_numpy" if n.targets[0].id == "NUMPY_CASES" else "test_bad_input_raises_tinygrads_exception_type"
-        out |= {f"{f}::{test}[{e.elts[0].value}]": _attrs(e.elts[1]) for e in n.value.elts}
+        out |= {f"{f}::{test}[{e.elts[0].value}]": [e.elts[1]] for e in n.value.elts}
   return out
 
-def test_every_documented_method_is_tested():
+def _documented_yes() -> dict[str, str]:
+  """docs/tensor-api.md's methods marked yes -> their difference column."""
   rows = [line.split("|") for line in (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text().splitlines() if line.startswith("| `")]
-  yes = {r[1].strip().strip("`") for r in rows if r[2].strip() == "yes"}
+  return {r[1].strip().strip("`"): r[3].strip() for r in rows if r[2].strip() == "yes"}
+
+def test_every_documented_method_is_tested():
+  yes = set(_documented_yes())
   assert len(yes) > 200 and not set(ELSEWHERE) - yes, f"ELSEWHERE names methods the docs do not mark yes: {sorted(set(ELSEWHERE) - yes)}"
-  reads = _what_tests_read()
+  reads = {test: set().union(*map(_attrs, code)) for test, code in _test_code().items()}
   by_torch = set().union(*(r for name, r in reads.items() if "::test_matches_torch[" in name))
   untested = sorted(m for m in yes - by_torch if m not in reads.get(ELSEWHERE.get(m, ""), ()))
   assert not untested, f"documented methods no test calls (add a PyTorch case, or a test named in ELSEWHERE): {untested}"
+
+# ***** every argument form: tinygrad's signatures, and a test passing each parameter in each of its forms *****
+# tinygrad 0.14's signature of each documented attribute, as a Python parameter list (None: a property or attribute), from its
+# tensor.py and mixin/*.py
+TINYGRAD_SIGNATURES = {
+  "T": None, "abs": "self", "acos": "self", "acosh": "self", "add": "self, x, reverse=False", "all": "self, axis=None, keepdim=False",
+  "allclose": "self, other, rtol=1e-05, atol=1e-08, equal_nan=False", "any": "self, axis=None, keepdim=False",
+  "arange": "start, stop=None, step=1, dtype=None", "argmax": "self, axis=None, keepdim=False", "argmin": "self, axis=None, keepdim=False",
+  "argsort": "self, dim=-1, descending=False", "asin": "self", "asinh": "self", "assign": "self, x", "atan": "self", "atanh": "self",
+  "avg_pool2d": "self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True",
+  "backward": "self, gradient=None", "batchnorm": "self, weight, bias, mean, invstd, axis=1", "bfloat16": "self",
+  "binary_crossentropy": "self, Y, reduction='mean'", "binary_crossentropy_logits": "self, Y, reduction='mean', pos_weight=None",
+  "bitcast": "self, dtype", "bitwise_and": "self, x, reverse=False", "bitwise_not": "self", "bitwise_or": "self, x, reverse=False",
+  "bitwise_xor": "self, x, reverse=False", "bool": "self", "cast": "self, dtype", "cat": "self, *args, dim=0", "ceil": "self",
+  "celu": "self, alpha=1.0", "chunk": "self, chunks, dim=0", "clamp": "self, min_=None, max_=None", "clip": "self, min_=None, max_=None",
+  "clone": "self, device=None", "const_like": "self, b, dtype=None", "contiguous": "self, **kwargs", "contiguous_backward": "self",
+  "conv2d": "self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0, dtype=None",
+  "conv_transpose2d": "self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0, output_padding=0", "copysign": "self, other", "cos": "self",
+  "cosh": "self", "cross_entropy": "self, Y, reduction='mean', label_smoothing=0.0", "cummax": "self, axis=0", "cummin": "self, axis=0",
+  "cumprod": "self, axis", "cumsum": "self, axis=0", "data": "self", "detach": "self", "device": None, "diag": "self",
+  "diagonal": "self, offset=0, dim1=0, dim2=1", "div": "self, x, reverse=False, rounding_mode=None", "dot": "self, w, dtype=None", "double": "self",
+  "dropout": "self, p=0.5", "dtype": None, "einsum": "formula, *operands, dtype=None", "element_size": "self", "elu": "self, alpha=1.0",
+  "empty": "*shape, device=None, dtype=None", "empty_like": "self, dtype=None, device=None", "eq": "self, x", "erf": "self", "exp": "self",
+  "exp2": "self", "expand": "self, shape, *args", "eye": "n, m=None, dtype=None", "flatten": "self, start_dim=0, end_dim=-1",
+  "flip": "self, axis, *args", "float": "self", "floor": "self", "fmod": "self, x", "from_blob": "ptr, shape, **kwargs",
+  "from_url": "url, gunzip=False, **kwargs", "full": "shape, fill_value, dtype=None, device=None, buffer=True",
+  "full_like": "self, fill_value, dtype=None, device=None, buffer=True", "gather": "self, dim, index", "gelu": "self, approximate='tanh'",
+  "glorot_uniform": "*shape, **kwargs", "grad": None, "gradient": "self, *targets, gradient=None", "half": "self",
+  "hardsigmoid": "self, alpha=0.16666666666666666, beta=0.5", "hardswish": "self", "hardtanh": "self, min_val=-1, max_val=1", "hash": "self",
+  "image_conv2d": "self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0, dtype=None", "image_dot": "self, w, dtype=None", "int": "self",
+  "interpolate": "self, size, mode='linear', align_corners=False", "is_floating_point": "self", "is_param": None, "is_param_": "self, is_param=True",
+  "isclose": "self, other, rtol=1e-05, atol=1e-08, equal_nan=False", "isfinite": "self", "isinf": "self, detect_positive=True, detect_negative=True",
+  "isnan": "self", "item": "self", "kaiming_normal": "*shape, a=0.01, **kwargs", "kaiming_uniform": "*shape, a=0.01, **kwargs",
+  "keccak": "self, cfg='sha3_256'", "layernorm": "self, axis=-1, eps=1e-05", "leaky_relu": "self, neg_slope=0.01", "lerp": "self, end, weight",
+  "linear": "self, weight, bias=None, dtype=None", "linspace": "start, stop, steps, dtype=None", "log": "self", "log10": "self", "log2": "self",
+  "log_softmax": "self, axis=-1, dtype=None", "logaddexp": "self, other", "logcumsumexp": "self, axis=0", "logical_not": "self", "logsigmoid": "self",
+  "logsumexp": "self, axis=None, keepdim=False", "long": "self", "lshift": "self, x, reverse=False", "manual_seed": "seed=0",
+  "masked_fill": "self, mask, value", "masked_select": "self, mask, size=None, fill_value=0", "matmul": "self, x, reverse=False, dtype=None",
+  "max": "self, axis=None, keepdim=False", "max_numel": "self",
+  "max_pool2d": "self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, return_indices=False", "max_shape": None,
+  "max_unpool2d": "self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None", "maximum": "self, x",
+  "mean": "self, axis=None, keepdim=False", "meshgrid": "self, *args, indexing='ij'", "min": "self, axis=None, keepdim=False", "minimum": "self, x",
+  "mish": "self", "mod": "self, x, reverse=False", "mul": "self, x, reverse=False", "multinomial": "self, num_samples=1, replacement=False",
+  "nbytes": "self", "ndim": None, "ne": "self, x", "neg": "self", "newton_schulz": "self, steps, params, eps=1e-07",
+  "nll_loss": "self, Y, weight=None, ignore_index=None, reduction='mean'", "nonzero": "self, size=None, fill_value=0",
+  "normal": "*shape, mean=0.0, std=1.0, **kwargs", "normalize": "self, p=2.0, dim=1, eps=1e-12", "numel": "self", "numpy": "self",
+  "one_hot": "self, num_classes", "ones": "*shape, **kwargs", "ones_like": "self, **kwargs", "pad": "self, padding, mode='constant', value=0.0",
+  "pad_to": "self, shape, *args, value=0", "permute": "self, order, *args", "pow": "self, x, reverse=False",
+  "prod": "self, axis=None, keepdim=False, dtype=None", "qr": "self", "quick_gelu": "self", "rand": "*shape, device=None, dtype=None, contiguous=True",
+  "rand_like": "self, **kwargs", "randint": "*shape, low=0, high=10, dtype=dtypes.int32, **kwargs", "randn": "*shape, dtype=None, **kwargs",
+  "randn_like": "self, dtype=None, **kwargs", "randperm": "n, device=None, dtype=dtypes.int32, **kwargs",
+  "realize": "self, *lst, do_update_stats=True", "rearrange": "self, formula, **sizes", "reciprocal": "self", "relu": "self", "relu6": "self",
+  "repeat": "self, repeats, *args", "repeat_interleave": "self, repeats, dim=None", "replace": "self, x", "reshape": "self, shape, *args",
+  "roll": "self, shifts, dims=None", "round": "self", "rshift": "self, x, reverse=False", "rsqrt": "self",
+  "scaled_dot_product_attention": "self, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, enable_gqa=False",
+  "scaled_uniform": "*shape, **kwargs", "scatter": "self, dim, index, src, reduce=None",
+  "scatter_reduce": "self, dim, index, src, reduce, include_self=True", "selu": "self, alpha=1.67326, gamma=1.0507", "sequential": "self, ll",
+  "shape": None, "shard": "self, devices, axis=None", "shard_": "self, devices, axis=None", "shard_like": "self, y", "short": "self",
+  "shrink": "self, arg", "shrink_to": "self, shape, *args", "sigmoid": "self", "sign": "self", "silu": "self", "sin": "self", "sinh": "self",
+  "size": "self, dim=None", "softmax": "self, axis=-1, dtype=None", "softmin": "self, axis=-1, dtype=None", "softplus": "self, beta=1.0",
+  "softsign": "self", "sort": "self, dim=-1, descending=False",
+  "sparse_categorical_crossentropy": "self, Y, ignore_index=-1, label_smoothing=0.0, reduction='mean'", "split": "self, sizes, dim=0", "sqrt": "self",
+  "square": "self", "squeeze": "self, dim=None", "stack": "self, *args, dim=0", "std": "self, axis=None, keepdim=False, correction=1",
+  "std_mean": "self, axis=None, keepdim=False, correction=1", "sub": "self, x, reverse=False", "sum": "self, axis=None, keepdim=False, dtype=None",
+  "svd": "self, full_matrices=True", "swish": "self", "tan": "self", "tanh": "self", "to": "self, device", "to_": "self, device", "tolist": "self",
+  "topk": "self, k, dim=-1, largest=True, sorted_=True", "transpose": "self, dim0=1, dim1=0", "tril": "self, diagonal=0", "triu": "self, diagonal=0",
+  "trunc": "self", "unflatten": "self, dim, sizes", "unfold": "self, dim, size, step", "uniform": "*shape, low=0.0, high=1.0, dtype=None, **kwargs",
+  "unsqueeze": "self, dim", "uop": None, "var": "self, axis=None, keepdim=False, correction=1",
+  "var_mean": "self, axis=None, keepdim=False, correction=1", "view": "self, shape, *args", "where": "self, x, y", "zeros": "*shape, **kwargs",
+  "zeros_like": "self, **kwargs"
+}
+# where tinygrad's **kwargs go on to another method: the keywords that one takes (rand's device and contiguous, full's dtype,
+# device and buffer, Tensor()'s); any other **kwargs (contiguous's, rearrange's sizes) takes any name, so ours must too
+_RAND, _FULL = ("device", "contiguous"), ("dtype", "device", "buffer")
+TINYGRAD_FORWARDED = {
+  **dict.fromkeys(["randn", "randint", "uniform", "randn_like"], _RAND), "randperm": ("contiguous",),
+  **dict.fromkeys(["rand_like", "normal", "kaiming_normal", "glorot_uniform", "kaiming_uniform", "scaled_uniform"], ("dtype", *_RAND)),
+  **dict.fromkeys(["zeros", "ones", "zeros_like", "ones_like"], _FULL), "from_blob": ("device", "dtype"), "from_url": ("device", "dtype", "requires_grad"),
+}
+# (method, parameter) -> how ours differs on purpose; docs/tensor-api.md's difference column for the method names the parameter too
+SIGNATURE_DIFFERENCES = {
+  ("cumprod", "axis"): "defaults to 0, as cumsum's does; tinygrad requires it",
+  ("one_hot", "num_classes"): "defaults to -1, PyTorch's: the largest index + 1, which costs a sync; tinygrad requires it",
+}
+P = inspect.Parameter
+
+def _tinygrad_signature(spec: str) -> inspect.Signature:
+  scope = {"dtypes": dtypes}
+  exec(f"def f({spec}): pass", scope)
+  return inspect.signature(scope["f"])
+
+def _same_default(a, b) -> bool: return a is b or (type(a) is type(b) and a == b)
+
+def _signature_problems(m: str, theirs: inspect.Signature, ours: inspect.Signature) -> list[str]:
+  """What a call tinygrad accepts would not find in ours: a parameter missing, of another kind or position, or with another default."""
+  ps, qs = list(theirs.parameters.values()), list(ours.parameters.values())
+  if (ps[:1] and ps[0].name == "self") != (qs[:1] and qs[0].name == "self"): return ["a method in one, a static or class method in the other"]
+  positional = [q for q in qs if q.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+  var_kw = any(q.kind is P.VAR_KEYWORD for q in qs)
+  def keyword(name): return (q := ours.parameters.get(name)) is not None and q.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)
+  problems = []
+  for i, p in enumerate(x for x in ps if x.kind is P.POSITIONAL_OR_KEYWORD):
+    if i >= len(positional) or positional[i].name != p.name or positional[i].kind is not P.POSITIONAL_OR_KEYWORD:
+      problems.append(f"positional parameter {i} is {p.name!r}, ours {positional[i].name if i < len(positional) else None!r} (positional or keyword)")
+  for p in ps:
+    if p.kind is P.KEYWORD_ONLY and not (keyword(p.name) or var_kw): problems.append(f"keyword {p.name!r} is missing")
+    if p.kind is P.VAR_POSITIONAL and not any(q.kind is P.VAR_POSITIONAL for q in qs): problems.append(f"*{p.name} is missing")
+    if p.kind is P.VAR_KEYWORD:
+      problems += [f"keyword {k!r} (tinygrad's **{p.name}) is missing" for k in TINYGRAD_FORWARDED.get(m, ()) if not (keyword(k) or var_kw)]
+      if m not in TINYGRAD_FORWARDED and not var_kw: problems.append(f"**{p.name} is missing: tinygrad takes any keyword there")
+    q = ours.parameters.get(p.name)
+    if q is not None and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD) and (m, p.name) not in SIGNATURE_DIFFERENCES and not _same_default(p.default, q.default):
+      problems.append(f"{p.name!r} defaults to {p.default!r}, ours to {q.default!r}")
+  problems += [f"our extra parameter {q.name!r} has no default" for q in qs if q.name not in theirs.parameters and q.default is P.empty and q.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)]
+  return problems
+
+def test_signatures_take_every_tinygrad_argument_form():
+  yes = _documented_yes()
+  assert set(TINYGRAD_SIGNATURES) == set(yes), f"TINYGRAD_SIGNATURES and the methods docs/tensor-api.md marks yes differ: {sorted(set(TINYGRAD_SIGNATURES) ^ set(yes))}"
+  t = Tensor([1.0])
+  problems = {}
+  for m, spec in TINYGRAD_SIGNATURES.items():
+    if spec is None:
+      if inspect.isroutine(getattr(t, m)): problems[m] = ["tinygrad's is an attribute, ours a method"]
+    elif not inspect.isroutine(getattr(Tensor, m)): problems[m] = ["tinygrad's is a method, ours an attribute"]
+    elif found := _signature_problems(m, _tinygrad_signature(spec), inspect.signature(getattr(Tensor, m))): problems[m] = found
+  assert not problems, "signatures that refuse a call tinygrad accepts (fix ours, or list a real difference in SIGNATURE_DIFFERENCES):\n" + \
+    "\n".join(f"  {m}: {'; '.join(ps)}" for m, ps in problems.items())
+  for (m, name), why in SIGNATURE_DIFFERENCES.items():
+    theirs, ours = _tinygrad_signature(TINYGRAD_SIGNATURES[m]).parameters[name], inspect.signature(getattr(Tensor, m)).parameters[name]
+    assert not _same_default(theirs.default, ours.default), f"SIGNATURE_DIFFERENCES lists {m}({name}) ({why}), which is the same as tinygrad's now: drop it"
+    assert f"`{name}`" in yes[m], f"docs/tensor-api.md's row for {m} should say how `{name}` differs: {why}"

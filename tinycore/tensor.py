@@ -370,8 +370,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @staticmethod
   def from_blob(ptr, shape, **kw) -> Tensor: raise NotImplementedError("from_blob is not supported; use Tensor(numpy_array)")
   def const_like(self, b, dtype: DType | str | None = None) -> Tensor: return Tensor.full(self.shape, b, dtype=dtype or self.dtype, device=self.device)
-  def full_like(self, fill_value, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
-    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, **kw)
+  def full_like(self, fill_value, dtype: DType | str | None = None, device: str | None = None, buffer: bool = True, **kw) -> Tensor:
+    return Tensor.full(self.shape, fill_value, dtype=dtype or self.dtype, device=device or self.device, buffer=buffer, **kw)
   def zeros_like(self, **kw) -> Tensor: return self.full_like(0, **kw)
   def ones_like(self, **kw) -> Tensor: return self.full_like(1, **kw)
   def empty_like(self, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
@@ -464,18 +464,20 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     out.requires_grad = requires_grad
     return out
   @staticmethod
-  def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+  def randn(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
     """Standard normal by Box-Muller."""
     shape = argfix(*shape)
     u1, u2 = Tensor.rand(2, *shape, device=device, contiguous=False).split(1, 0)
     z = ((u1 * (2 * math.pi)).cos() * ((1 - u2).log() * -2).sqrt()).reshape(shape)
-    out = z.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float).contiguous()
+    out = z.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float)
+    if contiguous: out = out.contiguous()
     out.requires_grad = requires_grad
     return out
   @staticmethod
-  def randint(*shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None) -> Tensor:
+  def randint(*shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None, contiguous: bool = True) -> Tensor:
     if high <= low: raise ValueError(f"randint: high ({high}) must be > low ({low})")
-    return (Tensor.rand(*shape, device=device, contiguous=False) * (high - low) + low).floor().cast(dtype).contiguous()
+    out = (Tensor.rand(*shape, device=device, contiguous=False) * (high - low) + low).floor().cast(dtype)
+    return out.contiguous() if contiguous else out
   @staticmethod
   def randperm(n: int, device=None, dtype=dtypes.int32, **kw) -> Tensor:
     """A random permutation of 0..n-1 (argsort of uniform noise)."""
@@ -963,7 +965,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       if known == 0 or not isinstance(rem, int) or rem: raise ValueError(f"cannot reshape {self.shape} to {shape}")
       shape = tuple(ssimplify(total // known) if s == -1 else s for s in shape)
     return Tensor(self.uop.reshape(shape)) if shape != self.shape else self
-  def view(self, *shape) -> Tensor: return self.reshape(*shape)
+  def view(self, shape, *args) -> Tensor: return self.reshape(shape, *args)
   def expand(self, shape, *args) -> Tensor:
     shape = argfix(shape, *args)
     if len(shape) < self.ndim: raise ValueError(f"expand: {shape} has fewer dimensions than {self.shape}")
