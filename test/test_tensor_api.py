@@ -290,17 +290,17 @@ def test_muon_step_is_an_orthogonalized_momentum_step():
   assert 0.5 < s.min() and s.max() < 1.5  # the step is near-orthogonal: its singular values sit around 1
 
 def test_newton_schulz_matches_its_polynomial_and_handles_tall_matrices():
-  rng = np.random.default_rng(2)
+  rng, eps = np.random.default_rng(2), 1e-3
   for shape in [(3, 5), (5, 3), (2, 3, 4)]:
     a = rng.standard_normal(shape)
     def ref(m):
       if m.shape[-2] > m.shape[-1]: return np.swapaxes(ref(np.swapaxes(m, -1, -2)), -1, -2)
-      g = m / (np.sqrt((m * m).sum((-2, -1), keepdims=True)) + 1e-7)
+      g = m / (np.sqrt((m * m).sum((-2, -1), keepdims=True)) + eps)
       for _ in range(4):
         ggt = g @ np.swapaxes(g, -1, -2)
         g = 2 * g - 1.5 * ggt @ g + 0.5 * ggt @ ggt @ g
       return g
-    np.testing.assert_allclose(Tensor(a.astype(np.float32)).newton_schulz(4, (2, -1.5, 0.5)).numpy(), ref(a), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(Tensor(a.astype(np.float32)).newton_schulz(4, (2, -1.5, 0.5), eps=eps).numpy(), ref(a), rtol=1e-4, atol=1e-5)
 
 # ***** the API table in docs/ stays true *****
 
@@ -467,7 +467,7 @@ def test_to_and_shard_argument_forms():
   r = Tensor.ones(3).shard(("CPU:0", "CPU:1"))
   assert Tensor.zeros(3).shard_like(r).uop.arg is None  # replicated like r
   s = Tensor.arange(4).float()
-  s.shard_(("CPU:0", "CPU:1"), axis=0)
+  s.shard_(("CPU:0", "CPU:1"), axis=-1)
   assert s.device == ("CPU", "CPU:1") and s.tolist() == [0, 1, 2, 3]
 
 def test_backward_fills_grad_in_every_form_tinygrad_has():

@@ -463,7 +463,53 @@ CREATE = [
     (T.tensor([1, 2]), T.tensor([1.5, 2]), T.tensor([True, False]), T.tensor([[1, 2], [3, 4]]), T.tensor(3.5), T.tensor(7))),
 ]
 
-ALL = UNARY + BINARY + REDUCE + MOVE + INDEX + SETITEM + LINALG + NN + CREATE
+# ***** the argument forms test_every_parameter_is_passed_in_each_form asks for that the cases above do not pass *****
+def DT(T, name: str): return name if T is Tensor else getattr(T, name)  # a dtype by name for tinycore, torch's for the reference
+PERM = ints(3, 0, 1, 2, 1, 0).reshape(2, 3)  # each row a permutation: no index written twice
+FORMS = [
+  C("negative_and_tuple_dims", [(2, 3, 4)], lambda T, x: (x.max(-1), x.min((0, -1)), x.prod((0, 2)), x.prod(1, dtype=DT(T, "float64")), x.std(-1), x.var((0, -1)),
+    x.std((0, 1), keepdim=True), x.var(-2, True), x.argmax(-2), x.softmax(-2), x.logcumsumexp(-1), x.cumprod(-1), x.layernorm((-2, -1)), x.log_softmax(-2),
+    x.diagonal(0, 0, -1), x.flip(0, 2), x.view((4, 6)), *x.var_mean((0, -1), keepdim=True, correction=0), *x.std_mean(-1, True), *x.std_mean((0, 1))),
+    lambda T, x: (x.amax(-1), x.amin((0, -1)), x.prod(2).prod(0), x.prod(1, dtype=T.float64), x.std(-1), x.var((0, -1)),
+    x.std((0, 1), keepdim=True), x.var(-2, keepdim=True), x.argmax(-2), x.softmax(-2), x.logcumsumexp(-1), x.cumprod(-1), F(T).layer_norm(x, (3, 4)), x.log_softmax(-2),
+    x.diagonal(0, 0, -1), x.flip((0, 2)), x.view((4, 6)), *T.var_mean(x, (0, -1), keepdim=True, correction=0), *T.std_mean(x, -1, keepdim=True), *T.std_mean(x, (0, 1))), low=0.5, high=1.5),
+  C("any_all_dims", [(2, 3, 4)], lambda T, x: (x.all((0, -1)), x.any(-1, keepdim=True), x.all(-2)), dtype=B),
+  C("sort_cummax_split_negative_dims", [(3, 4)], lambda T, x: (*x.sort(-2), x.argsort(-1, True), x.cummax(-1)[0], x.cummin(-2)[1], *x.split(3, -1)),
+    lambda T, x: (*x.sort(dim=-2, stable=True), x.argsort(dim=-1, descending=True, stable=True), x.cummax(-1)[0], x.cummin(-2)[1], *x.split(3, -1))),
+  C("scatter_negative_dims", [(3, 4), (2, 4), PERM], lambda T, x, s, j: (x.scatter(-1, j, s), x.scatter_reduce(-2, j % 3, s, "sum", include_self=False)), grad=False),
+  C("loss_reductions", [(4, 3), ints(0, 2, 1, 1), (5,), (5,)],
+    lambda T, x, y, a, b: (x.sparse_categorical_crossentropy(y, reduction="none"), a.sigmoid().binary_crossentropy(b.sigmoid(), reduction="none"), a.binary_crossentropy_logits(b.sigmoid(), "sum")),
+    lambda T, x, y, a, b: (F(T).cross_entropy(x, y.long(), reduction="none"), F(T).binary_cross_entropy(a.sigmoid(), b.sigmoid(), reduction="none"),
+                           F(T).binary_cross_entropy_with_logits(a, b.sigmoid(), reduction="sum"))),
+  C("selu_normalize_parameters", [(3, 4)], lambda T, x: (x.selu(1.5, 1.2), x.normalize(dim=-1, eps=0.5), x.clone(x.device)),
+    lambda T, x: (F(T).elu(x, 1.5) * 1.2, F(T).normalize(x, dim=-1, eps=0.5), x.clone())),
+  C("isclose_allclose_atol", [np.array([1.0, 1.1, np.nan], np.float32), np.array([1.15, 1.0, np.nan], np.float32)],
+    lambda T, a, b: (a.isclose(b, atol=0.2), a.isclose(b, 0.0, 0.12), a.allclose(b, atol=0.2, equal_nan=True), a.allclose(b, atol=0.2)),
+    lambda T, a, b: (a.isclose(b, atol=0.2), a.isclose(b, 0.0, 0.12), T.tensor(a.allclose(b, atol=0.2, equal_nan=True)), T.tensor(a.allclose(b, atol=0.2))), grad=False),
+  C("avg_pool2d_dilation", [(1, 2, 5, 6)], lambda T, x: x.avg_pool2d(2, stride=1, dilation=2),
+    lambda T, x: (x[..., :-2, :-2] + x[..., 2:, :-2] + x[..., :-2, 2:] + x[..., 2:, 2:]) / 4),
+  C("max_unpool2d_stride_padding_dilation", [(1, 2, 5, 5)],
+    lambda T, x: ((lambda v, i: v.max_unpool2d(i, 3, stride=2, padding=1))(*x.max_pool2d(3, stride=2, padding=1, return_indices=True)),
+                  (lambda v, i: v.max_unpool2d(i, 2, 1, 2))(*x.max_pool2d(2, 1, 2, return_indices=True))),
+    lambda T, x: ((lambda v, i: F(T).max_unpool2d(v, i, 3, stride=2, padding=1))(*F(T).max_pool2d(x, 3, stride=2, padding=1, return_indices=True)),
+                  # PyTorch's unpool has no dilation (and refuses this output size): the values written at their indices instead
+                  (lambda v, i: T.zeros(1, 2, 25).scatter(2, i.flatten(2), v.flatten(2)).reshape(1, 2, 5, 5))(*F(T).max_pool2d(x, 2, stride=1, dilation=2, return_indices=True)))),
+  # tinygrad drops attention weights only while Tensor.training, as dropout does: outside it dropout_p changes nothing
+  C("sdpa_dropout_outside_training", [(1, 2, 4, 3), (1, 2, 4, 3), (1, 2, 4, 3)], lambda T, q, k, v: q.scaled_dot_product_attention(k, v, dropout_p=0.5),
+    lambda T, q, k, v: F(T).scaled_dot_product_attention(q, k, v)),
+  C("shift_reverse", [(5,)], lambda T, i: (i.lshift(2, reverse=True), i.rshift(300, reverse=True)), lambda T, i: (2 << i, 300 >> i), dtype=I32, low=1, high=9),
+  C("softmax_family_dtype", [(3, 4)], lambda T, x: (x.half().log_softmax(-1, dtype=DT(T, "float32")), x.half().softmin(0, DT(T, "float32"))),
+    lambda T, x: (x.half().log_softmax(-1, dtype=T.float32), F(T).softmin(x.half(), 0, dtype=T.float32)), low=-3, high=3),
+  C("gradient_seed", [(3,)], lambda T, x: x.square().gradient(x, gradient=Tensor([1.0, 2.0, -3.0]))[0],
+    lambda T, x: (lambda y: T.autograd.grad(y * y, y, grad_outputs=T.tensor([1.0, 2.0, -3.0]))[0])(x.requires_grad_()), grad=False),
+  C("creation_dtype_device_buffer", [(2, 3)], lambda T, x: (T.eye(2, 3, "int32"), T.linspace(0, 4, 5, "int32"), T.full((2,), 3, "int8", Device.DEFAULT),
+                                                          x.full_like(2, dtypes.int32, None, False), x.zeros_like(dtype=dtypes.int8)),
+    lambda T, x: (T.eye(2, 3, dtype=T.int32), T.linspace(0, 4, 5, dtype=T.int32), T.full((2,), 3, dtype=T.int8), T.full_like(x, 2, dtype=T.int32), T.zeros_like(x, dtype=T.int8)), grad=False),
+  C("batchnorm_negative_axis", [(2, 3, 4), (3,), (3,), (3,), (3,)], lambda T, x, w, b, m, v: x.batchnorm(w, b, m, (v.abs() + 0.5).rsqrt(), axis=-2),
+    lambda T, x, w, b, m, v: F(T).batch_norm(x, m, v.abs() + 0.5, w, b, eps=0.0), const=(3, 4)),
+]
+
+ALL = UNARY + BINARY + REDUCE + MOVE + INDEX + SETITEM + LINALG + NN + CREATE + FORMS
 
 @pytest.mark.parametrize("case", ALL)
 def test_matches_torch(case, device, torch):
@@ -508,11 +554,18 @@ def test_random_creation_shapes_dtypes_ranges(device):
                        (Tensor.ones(4, dtype=dtypes.int32).randn_like(), (4,), dtypes.float32), (Tensor.empty(2, 3), (2, 3), dtypes.float32),
                        (Tensor.empty((4,), dtype="int8"), (4,), dtypes.int8), (like.empty_like(), (2, 3), dtypes.float16),
                        (like.empty_like(dtype=dtypes.int32), (2, 3), dtypes.int32), (like.empty_like(dtypes.int8, device), (2, 3), dtypes.int8),
-                       (like.randn_like(dtypes.float32), (2, 3), dtypes.float32)]:
+                       (like.randn_like(dtypes.float32), (2, 3), dtypes.float32), (like.randn_like(device=device, contiguous=False), (2, 3), dtypes.float16),
+                       (Tensor.rand(2, device=device, contiguous=False), (2,), dtypes.float32), (Tensor.empty(2, 3, device=device), (2, 3), dtypes.float32),
+                       (like.rand_like(dtype=dtypes.float32, device=device), (2, 3), dtypes.float32), (Tensor.randn((2, 3), dtype="float16", device=device, contiguous=False), (2, 3), dtypes.float16),
+                       (Tensor.randint((2, 3), dtype=dtypes.int8, device=device, contiguous=False), (2, 3), dtypes.int8), (Tensor.uniform((3,), dtype="float16", device=device), (3,), dtypes.float16),
+                       (Tensor.normal((2, 3), dtype=dtypes.float16), (2, 3), dtypes.float16), (Tensor.normal(2, 3, device=device), (2, 3), dtypes.float32),
+                       (Tensor.scaled_uniform((3, 4), dtype="float16"), (3, 4), dtypes.float16), (Tensor.randperm(5, device, dtypes.int8, contiguous=True), (5,), dtypes.int8),
+                       (Tensor.glorot_uniform(8, 4), (8, 4), dtypes.float32), (Tensor.glorot_uniform((8, 4), dtype=dtypes.float16), (8, 4), dtypes.float16),
+                       (Tensor.kaiming_uniform(8, 4), (8, 4), dtypes.float32), (Tensor.kaiming_uniform((8, 4), a=0.1, device=device), (8, 4), dtypes.float32),
+                       (Tensor.kaiming_normal((8, 4)), (8, 4), dtypes.float32), (Tensor.kaiming_normal(8, 4, a=0.2, dtype="float16"), (8, 4), dtypes.float16)]:
     assert t.shape == shape and t.dtype == dt and t.device == device and t.numpy().shape == shape, (t, shape, dt)
   r = Tensor.randn(4000).numpy()
   assert abs(r.mean()) < 0.05 and abs(r.std() - 1) < 0.05 and abs(Tensor.ones(4000).randn_like().numpy().std() - 1) < 0.05
-  for init in (Tensor.glorot_uniform, Tensor.kaiming_uniform, Tensor.kaiming_normal): assert init(8, 4).shape == (8, 4)
   with Tensor.train():
     d = Tensor.ones(2000).dropout(0.25).numpy()
   assert np.all(np.isclose(d, 0) | np.isclose(d, 1 / 0.75)) and abs((d == 0).mean() - 0.25) < 0.05
@@ -634,7 +687,7 @@ ERRORS = [
   ("image_conv2d_not_4d", lambda: _x(1, 2, 5).image_conv2d(_x(3, 2, 3)), ValueError),
   ("image_dot_mismatch", lambda: _x(2, 3).image_dot(_x(4, 2)), RuntimeError),
   ("masked_select_int_mask", lambda: _x(3).masked_select(Tensor([1, 0, 1])), RuntimeError),
-  ("from_blob_unsupported", lambda: Tensor.from_blob(0, (2,)), NotImplementedError),
+  ("from_blob_unsupported", lambda: Tensor.from_blob(0, (2,), dtype=dtypes.float32), NotImplementedError),
   ("truth_value", lambda: bool(_x(2)), TypeError),
   ("len_of_0d", lambda: len(_x()), TypeError),
 ]
@@ -833,3 +886,82 @@ def test_signatures_take_every_tinygrad_argument_form():
     theirs, ours = _tinygrad_signature(TINYGRAD_SIGNATURES[m]).parameters[name], inspect.signature(getattr(Tensor, m)).parameters[name]
     assert not _same_default(theirs.default, ours.default), f"SIGNATURE_DIFFERENCES lists {m}({name}) ({why}), which is the same as tinygrad's now: drop it"
     assert f"`{name}`" in yes[m], f"docs/tensor-api.md's row for {m} should say how `{name}` differs: {why}"
+
+# Each parameter tinygrad's signature has is passed by some test call (a PyTorch case, or for a method named in ELSEWHERE its
+# test), in each of its forms: a dim as a negative number, a dim tinygrad also takes as a tuple as a tuple, a shape or order as
+# varargs and as one sequence, each mode a string parameter selects
+DIMS = {"axis", "dim", "dims", "dim0", "dim1", "dim2", "start_dim", "end_dim"}
+SEQUENCE_DIMS = {*((m, "axis") for m in ("sum", "prod", "mean", "max", "min", "any", "all", "std", "var", "std_mean", "var_mean", "layernorm", "flip")),
+                 ("roll", "dims"), ("roll", "shifts")}
+CHOICES = {("pad", "mode"): ("reflect", "replicate", "circular"), ("div", "rounding_mode"): ("trunc", "floor"), ("gelu", "approximate"): ("none",),
+           ("interpolate", "mode"): ("nearest", "nearest-exact"), ("scatter", "reduce"): ("add", "multiply"), ("meshgrid", "indexing"): ("xy",),
+           ("scatter_reduce", "reduce"): ("sum", "prod", "mean", "amax", "amin"),
+           **{(m, "reduction"): ("sum", "none") for m in ("cross_entropy", "nll_loss", "binary_crossentropy", "binary_crossentropy_logits", "sparse_categorical_crossentropy")}}
+# (method, parameter) -> why no test passes it
+UNEXERCISED = {
+  ("realize", "do_update_stats"): "only whether GlobalCounters counts the kernels",
+  ("contiguous", "kwargs"): "tinygrad's scheduler hints, which ours takes and ignores",
+}
+
+def _forms(node: ast.AST, loop_values: dict[str, set]) -> set:
+  """The forms an argument's expression has: 'negative' (it holds a negative number), 'sequence' (a tuple or list), and each
+  string it is; a loop variable has the forms of what it runs over (each string of a literal tuple, 'negative' for a range from
+  a negative start)."""
+  forms = {"sequence"} if isinstance(node, (ast.Tuple, ast.List)) else set()
+  if any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) for n in ast.walk(node)): forms.add("negative")
+  if isinstance(node, ast.Constant) and isinstance(node.value, str): forms.add(node.value)
+  if isinstance(node, ast.Name): forms |= loop_values.get(node.id, set())
+  return forms
+
+def _passed_forms(code: list[ast.AST]) -> dict[tuple[str, str], set]:
+  """(method, tinygrad parameter) -> the forms the calls in this code pass it in: 'passed' for any, the forms of _forms, and
+  'varargs' for a shape (order, dims) given as several arguments rather than one sequence."""
+  out: dict[tuple[str, str], set] = {}
+  for root in code:
+    loops = {c.target.id: {e.value for e in c.iter.elts if isinstance(e, ast.Constant)} if isinstance(c.iter, ast.Tuple) else _forms(c.iter, {}) & {"negative"}
+             for c in ast.walk(root) if isinstance(c, ast.comprehension) and isinstance(c.target, ast.Name)}
+    for n in ast.walk(root):
+      if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(TINYGRAD_SIGNATURES.get(n.func.attr), str)): continue
+      m, sig = n.func.attr, _tinygrad_signature(TINYGRAD_SIGNATURES[n.func.attr])
+      on_class = isinstance(n.func.value, ast.Name) and n.func.value.id in ("T", "Tensor")
+      receiver = [] if on_class or "self" not in sig.parameters else [n.func.value]
+      var_kw = any(p.kind is P.VAR_KEYWORD for p in sig.parameters.values())
+      try: bound = sig.bind_partial(*receiver, *n.args, **{k.arg: k.value for k in n.keywords if k.arg in sig.parameters or (k.arg and var_kw)})
+      except TypeError: continue  # not tinygrad's form (a torch spelling in a shared fn)
+      lead = [q.name for q in sig.parameters.values() if q.kind is P.POSITIONAL_OR_KEYWORD and q.name != "self"]
+      for name, value in bound.arguments.items():
+        kind, forms = sig.parameters[name].kind, {"passed"}
+        if kind is P.VAR_POSITIONAL:
+          if not value: continue
+          if any(isinstance(v, ast.Starred) for v in value): pass  # as many arguments as a list holds: either form
+          elif lead or len(value) > 1: out.setdefault((m, lead[0] if lead else name), set()).add("varargs")  # reshape(2, 3), zeros(2, 3)
+          else: forms |= _forms(value[0], loops) & {"sequence"}  # zeros((2, 3))
+        elif kind is not P.VAR_KEYWORD and not isinstance(value, ast.Starred): forms |= _forms(value, loops)
+        out.setdefault((m, name), set()).update(forms)
+  return out
+
+def _required_forms(m: str, sig: inspect.Signature) -> dict[str, set]:
+  out: dict[str, set] = {}
+  params = [p for p in sig.parameters.values() if p.name != "self"]
+  for p in params:
+    if (m, p.name) in UNEXERCISED: continue
+    need = {"passed"} | set(CHOICES.get((m, p.name), ()))
+    if p.name in DIMS: need.add("negative")
+    if (m, p.name) in SEQUENCE_DIMS: need.add("sequence")
+    out[p.name] = need
+  pos = [p for p in params if p.kind is P.POSITIONAL_OR_KEYWORD]
+  if any(p.kind is P.VAR_POSITIONAL for p in params):  # a shape, order or dims: several arguments, or one sequence
+    if pos and pos[0].name in ("shape", "order", "axis", "repeats"): out[pos[0].name] |= {"varargs", "sequence"}
+    if not pos and params[0].name == "shape": out["shape"] |= {"varargs", "sequence"}
+  return out
+
+def test_every_parameter_is_passed_in_each_form():
+  code = _test_code()
+  by_torch = _passed_forms(list({id(n): n for test, nodes in code.items() if "::test_matches_torch[" in test for n in nodes}.values()))
+  missing = {}
+  for m, spec in TINYGRAD_SIGNATURES.items():
+    if spec is None: continue
+    elsewhere = _passed_forms(code[ELSEWHERE[m]]) if m in ELSEWHERE else {}
+    for name, need in _required_forms(m, _tinygrad_signature(spec)).items():
+      if lacking := need - by_torch.get((m, name), set()) - elsewhere.get((m, name), set()): missing[f"{m}({name})"] = sorted(lacking)
+  assert not missing, f"parameters no test passes in these forms (add them to a PyTorch case, or the test ELSEWHERE names): {missing}"

@@ -710,8 +710,11 @@ class NNOpsMixin:
     lead = self.shape[:-nd]
     n_out = prod(output_size)
     hot = indices.reshape(*lead, -1, 1) == Tensor.arange(n_out, device=self.device)
-    # overlapping windows can send one input element twice: its copies are equal, so max (not sum) merges them
-    val = hot.where(self.reshape(*lead, -1, 1), dtype_min(self.dtype)).max(-2)
+    # overlapping windows can send one input element twice: its copies are equal, so max (not sum) merges them. Each copy
+    # gets the output's whole gradient, as PyTorch's (a gather of it at the indices): the max gives the value, a sum of zeros the gradient
+    v = self.reshape(*lead, -1, 1)
+    val = hot.where(v.detach(), dtype_min(self.dtype)).max(-2)
+    if dtypes.is_float(self.dtype): val = val + hot.where(v - v.detach(), 0).sum(-2)
     return hot.any(-2).where(val, 0).reshape(*lead, *output_size)
 
   def interpolate(self: Tensor, size, mode: str = "linear", align_corners: bool = False) -> Tensor:
