@@ -579,3 +579,12 @@ def test_hash_is_tinygrads_shake128_of_4k_piece_digests():
   msg = np.array([1.5, -2.0, 3.25], np.float32)  # its bytes, little-endian
   got = Tensor(msg, device="CPU").hash()
   assert got.shape == (16,) and got.dtype == dtypes.uint8 and bytes(got.numpy()) == hash_mib(msg.tobytes() + bytes(mib - msg.nbytes))
+
+@pytest.mark.parametrize("make", [lambda **k: Tensor.uniform(3, **k), lambda **k: Tensor.normal(3, **k), lambda **k: Tensor.randperm(4, **k),
+                                  lambda **k: Tensor.kaiming_uniform(3, 4, **k), lambda **k: Tensor.kaiming_normal(3, 4, **k),
+                                  lambda **k: Tensor.glorot_uniform(3, 4, **k), lambda **k: Tensor.scaled_uniform(3, 4, **k)])
+def test_random_creation_refuses_an_unknown_keyword_and_uses_the_known_ones(make):
+  # the **kwargs tinygrad forwards reach rand/randn, whose signatures refuse a misspelt keyword instead of ignoring it
+  with pytest.raises(TypeError, match="unexpected keyword argument 'devcie'"): make(devcie="CPU")
+  t = make(device="PYTHON")
+  assert t.device == "PYTHON" and np.isfinite(t.numpy()).all()

@@ -481,16 +481,20 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @staticmethod
   def randperm(n: int, device=None, dtype=dtypes.int32, **kw) -> Tensor:
     """A random permutation of 0..n-1 (argsort of uniform noise)."""
-    return Tensor.rand(n, device=device).argsort().cast(dtype)
+    return Tensor.rand(n, device=device, **kw).argsort().cast(dtype)   # an unknown keyword is rand's TypeError
   @staticmethod
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, **kw) -> Tensor:
-    out = (Tensor.rand(*shape, device=kw.pop("device", None), contiguous=False) * (high - low) + low).cast(to_dtype(dtype) if dtype else dtypes.default_float).contiguous()
-    out.requires_grad = kw.get("requires_grad")
+    requires_grad, contiguous = kw.pop("requires_grad", None), kw.pop("contiguous", True)
+    out = (Tensor.rand(*shape, contiguous=False, **kw) * (high - low) + low).cast(to_dtype(dtype) if dtype else dtypes.default_float)
+    if contiguous: out = out.contiguous()
+    out.requires_grad = requires_grad
     return out
   @staticmethod
   def normal(*shape, mean: float = 0.0, std: float = 1.0, **kw) -> Tensor:
-    out = (Tensor.randn(*shape, device=kw.get("device"), dtype=kw.get("dtype")) * std + mean).contiguous()
-    out.requires_grad = kw.get("requires_grad")
+    requires_grad, contiguous = kw.pop("requires_grad", None), kw.pop("contiguous", True)
+    out = Tensor.randn(*shape, contiguous=False, **kw) * std + mean   # an unknown keyword is randn's TypeError
+    if contiguous: out = out.contiguous()
+    out.requires_grad = requires_grad
     return out
   @staticmethod
   def scaled_uniform(*shape, **kw) -> Tensor: return Tensor.uniform(*shape, low=-1.0, high=1.0, **kw) * (prod(argfix(*shape)) ** -0.5)
