@@ -590,7 +590,8 @@ def test_conv_forward_register_tile_spans_batch_and_channels(width, regs, fma):
 @pytest.mark.parametrize("width,regs,fma,least", [(8, 16, True, 8), (16, 32, True, 16)], ids=["avx2-fma", "avx512"])
 def test_conv_weight_gradient_is_register_tiled_along_its_sum(width, regs, fma, least):
   """The weight gradient sums along the 26-wide rows (padded vectors); its register tile is out-channels x in-channels:
-  each vector of the output gradient and of the input feeds several accumulators, all in the described registers."""
+  each vector of the output gradient and of the input feeds several accumulators, all in the described registers, and
+  joins them with a multiply-add (the padded lanes mask the factors, not the product)."""
   x = Tensor.empty(1, 4, 28, 28, device="CPU")   # a sum of 26 rows of 26: one level of accumulators (see tree_sums)
   w = Tensor.empty(16, 4, 3, 3, device="CPU", requires_grad=True)
   (x.conv2d(w) * Tensor.empty(1, 16, 26, 26, device="CPU")).sum().backward()
@@ -598,6 +599,7 @@ def test_conv_weight_gradient_is_register_tiled_along_its_sum(width, regs, fma, 
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
   accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count > 1]
   assert least <= len(accs) < regs and "@llvm.masked.load" in spec.src, len(accs)
+  assert spec.src.count(f"call <{width} x float> @llvm.fma") >= len(accs) and f"fadd <{width} x float>" not in spec.src
 
 @pytest.mark.parametrize("shape", [(37, 11), (5, 26), (3, 13), (64, 2, 11)])
 def test_a_sum_no_vector_divides_is_padded_to_whole_vectors(shape):

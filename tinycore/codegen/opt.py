@@ -166,8 +166,10 @@ def _tap_sum(u: UOp, valid: UOp | None = None) -> tuple[UOp, UOp | None] | None:
   return None
 
 def _masked(body: UOp, valid: UOp) -> UOp:
-  """valid ? body : 0 as a term of the sum. A product masks each factor (v?a:0 * v?b:0 is v?a*b:0 bit for bit, 0*0 = 0): the
-  loads are gated by their pad anyway, and a masked lane-invariant factor is computed once for every copy that shares it."""
+  """valid ? body : 0 as a term of a sum (a conv's tap, a padded vector's lanes). A product masks each factor instead
+  (v?a:0 * v?b:0 is v?a*b:0 bit for bit, 0*0 = 0), so that it still joins the accumulator with a multiply-add (a mask
+  between the product and the sum made it a multiply, a select and an add); the loads are gated by the same validity
+  anyway, and a masked lane-invariant factor is computed once for every copy that shares it."""
   if body.op is Ops.ADD and body.arg == TERMS: return body.replace(src=tuple(_masked(s, valid) for s in body.src))
   if body.op is Ops.MUL: return body.replace(src=tuple(valid.where(s, s.const_like(0)) for s in body.src))
   return valid.where(body, body.const_like(0))
@@ -343,7 +345,7 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
     valid = split(vaxis, combo[mine.index(vaxis)]) < _const_size(vaxis)
     gates = {i: i.replace(src=(i.src[0], valid.where(i.src[1], UOp.const(dtypes.index, 0)))) for i in out.toposort()
              if i.op is Ops.INDEX and len(i.src) == 2 and lane in i.src[1].toposort()}
-    return valid.where(out.substitute(gates), out.const_like(0))
+    return _masked(out.substitute(gates), valid)   # a product's factors masked: it joins the accumulator with a multiply-add
   def upcast_reduce(x: UOp) -> UOp | None:
     mine = [r for r in x.src[1:] if r in axes]
     if not mine: return None
