@@ -276,7 +276,9 @@ def test_threads_on_and_off_give_identical_results(kind, width):
   if kind == "C" and not HAS_CC: pytest.skip("CPU_RENDERER=C needs clang or gcc and neither is installed")
   drv = Device["CPU"].driver
   a, b, c, d, e = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333), (64, 512), (512, 96)])
-  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e]   # d @ e: its sum in blocks
+  f, m = cpu(rng.standard_normal((4, 16, 13, 13)).astype(np.float32)).realize(), cpu(rng.standard_normal((1, 16, 1, 1)).astype(np.float32)).realize()
+  # d @ e: its sum in blocks; the per-channel sum: vectors along 16 channels, as wide as the thread count leaves them
+  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e, ((f - m) * m).relu().sum((0, 2, 3))]
   for out in outs:
     items, _ = create_schedule([out.uop])
     for si in items[:-1]: engine.run_schedule([si])
@@ -301,6 +303,18 @@ def test_a_variable_loop_shorter_than_the_thread_count_stays_inside_its_buffer()
           "print('ok')")
   r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CPU_THREADS": "7"}, capture_output=True, text=True, timeout=120)
   assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+def test_a_short_vector_axis_leaves_work_for_the_threads():
+  """Per-channel sums (batch-norm's statistics: the per-channel parameters make the channels the vector axis): 16
+  channels in one 16-wide vector left one tile, so one core ran the whole kernel; the vectors narrow until every
+  thread has a tile, and the sums are numpy's."""
+  x, m = Tensor.empty(8, 16, 26, 26, device="CPU"), Tensor.empty(1, 16, 1, 1, device="CPU")
+  items, _ = create_schedule([((x - m) * m).relu().sum(axis=(0, 2, 3)).uop])
+  for threads, lanes in ((1, 16), (2, 8), (4, 4)):
+    spec = get_program(items[-1].ast, LLVMRenderer(threads=threads, vector_width=16))
+    assert spec.global_size == (threads, 1, 1) and f"<{lanes} x float>" in spec.src and f"<{lanes * 2} x float>" not in spec.src, (threads, spec.global_size)
+  xn, mn = rng.standard_normal((8, 16, 26, 26)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+  np.testing.assert_allclose(((cpu(xn) - cpu(mn)) * cpu(mn)).relu().sum((0, 2, 3)).numpy(), np.maximum((xn - mn) * mn, 0).sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
 
 def test_thread_split_shape_of_the_program():
   x = Tensor.empty(37, 64, device="CPU")

@@ -246,6 +246,13 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
              if _tiles(r, W, overlap) or (r in sums and _pads(r, W))]
     if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
     else: W //= 2
+  if vaxis is not None and vaxis.arg[1] == "global" and (not reduces or _k_blocks(sink, reduces, overlap) is None):
+    # the lanes of an output axis are separate outputs: narrower vectors leave more tiles for the threads (16 channels
+    # in one 16-wide vector ran on one core), each output's arithmetic the same at every width and thread count (not
+    # where the sum is cut into blocks: their length follows the tile's width)
+    rest = prod(_const_size(r) for r in rngs if r.arg[1] == "global" and r is not vaxis)
+    def lanes_busy(w: int) -> tuple[int, int]: return w * min(max(ren.threads, 1), ceildiv(_const_size(vaxis), w) * rest), -w
+    W = max((w for w in (W >> i for i in range(W.bit_length())) if w > 1 and _tiles(vaxis, w, overlap)), key=lanes_busy)
   copies: dict[UOp, int] = {}
   kblock = None
   budget = ren.upcast_max
