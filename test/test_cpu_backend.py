@@ -276,7 +276,9 @@ def test_threads_on_and_off_give_identical_results(kind, width):
   if kind == "C" and not HAS_CC: pytest.skip("CPU_RENDERER=C needs clang or gcc and neither is installed")
   drv = Device["CPU"].driver
   a, b, c, d, e = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333), (64, 512), (512, 96)])
-  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e]   # d @ e: its sum in blocks
+  f, m = cpu(rng.standard_normal((4, 16, 13, 13)).astype(np.float32)).realize(), cpu(rng.standard_normal((1, 16, 1, 1)).astype(np.float32)).realize()
+  # d @ e: its sum in blocks; the per-channel sum: vectors along 16 channels, as wide as the thread count leaves them
+  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e, ((f - m) * m).relu().sum((0, 2, 3))]
   for out in outs:
     items, _ = create_schedule([out.uop])
     for si in items[:-1]: engine.run_schedule([si])
@@ -301,6 +303,18 @@ def test_a_variable_loop_shorter_than_the_thread_count_stays_inside_its_buffer()
           "print('ok')")
   r = subprocess.run([sys.executable, "-c", code], env={**os.environ, "CPU_THREADS": "7"}, capture_output=True, text=True, timeout=120)
   assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
+
+def test_a_short_vector_axis_leaves_work_for_the_threads():
+  """Per-channel sums (batch-norm's statistics: the per-channel parameters make the channels the vector axis): 16
+  channels in one 16-wide vector left one tile, so one core ran the whole kernel; the vectors narrow until every
+  thread has a tile, and the sums are numpy's."""
+  x, m = Tensor.empty(8, 16, 26, 26, device="CPU"), Tensor.empty(1, 16, 1, 1, device="CPU")
+  items, _ = create_schedule([((x - m) * m).relu().sum(axis=(0, 2, 3)).uop])
+  for threads, lanes in ((1, 16), (2, 8), (4, 4)):
+    spec = get_program(items[-1].ast, LLVMRenderer(threads=threads, vector_width=16))
+    assert spec.global_size == (threads, 1, 1) and f"<{lanes} x float>" in spec.src and f"<{lanes * 2} x float>" not in spec.src, (threads, spec.global_size)
+  xn, mn = rng.standard_normal((8, 16, 26, 26)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
+  np.testing.assert_allclose(((cpu(xn) - cpu(mn)) * cpu(mn)).relu().sum((0, 2, 3)).numpy(), np.maximum((xn - mn) * mn, 0).sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
 
 def test_thread_split_shape_of_the_program():
   x = Tensor.empty(37, 64, device="CPU")
@@ -477,8 +491,9 @@ def test_an_in_bounds_gate_is_dropped_keeping_the_index_it_guards():
 
 @pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
 def test_conv_input_gradient_is_vectorized_tap_by_tap(width, regs, fma):
-  """The input gradient of a 3x3 conv: no div/mod left, its padded reads are masked vector loads, and the register
-  tile counts every tap's accumulators (9 per tile cell) so that they stay in the described CPU's registers."""
+  """The input gradient of a 3x3 conv: no div/mod left, its padded reads are masked vector loads, and the 9 taps' sums
+  are one sum (codegen/opt.py _merge_taps): one accumulator per register tile cell, each tap's product joining it with
+  a multiply-add, so the tile is as large as a forward conv's and stays in the described CPU's registers."""
   xs = Tensor.empty(8, 16, 26, 26, device="CPU", requires_grad=True)   # pooled first, as in a convnet: one fused kernel
   (xs.max_pool2d().conv2d(Tensor.empty(32, 16, 3, 3, device="CPU")) * Tensor.empty(8, 32, 11, 11, device="CPU")).sum().backward()
   items, _ = create_schedule([xs.grad.uop])
@@ -491,7 +506,86 @@ def test_conv_input_gradient_is_vectorized_tap_by_tap(width, regs, fma):
   lanes = min(width, 8)   # the widest vector a 13-wide row takes (two overlapping tiles)
   assert f"@llvm.masked.load.v{lanes}f32" in spec.src
   accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count == lanes]
-  assert 9 <= len(accs) < regs, len(accs)
+  assert 4 <= len(accs) < regs, len(accs)
+  if fma: assert spec.src.count(f"call <{lanes} x float> @llvm.fma") >= 9 * len(accs), "every tap's term is a multiply-add"
+
+@pytest.mark.parametrize("shape,wshape,kw", [((1, 3, 9, 7), (5, 3, 3, 3), {}), ((2, 4, 10, 11), (6, 2, 3, 3), {"groups": 2}),
+                                             ((2, 3, 8, 8), (4, 3, 1, 1), {}), ((1, 2, 12, 9), (3, 2, 3, 2), {"stride": 2, "padding": 1}),
+                                             ((2, 3, 13, 13), (4, 3, 3, 3), {"dilation": 2, "padding": 2}), ((3, 5, 7, 15), (2, 5, 5, 3), {})],
+                         ids=["batch1-odd", "groups", "1x1", "stride-pad-rect", "dilation", "5x3"])
+def test_conv_gradients_match_numpy(shape, wshape, kw):
+  """Both gradients of a conv (taps summed into one accumulator, masked where a tap reads the padding) against numpy's
+  loops, for batch 1, odd sizes, groups, 1x1, strides, padding, dilation and non-square kernels."""
+  xn, wn = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(wshape).astype(np.float32)
+  x, w = cpu(xn).requires_grad_(), cpu(wn).requires_grad_()
+  out = x.conv2d(w, **kw)
+  gn = rng.standard_normal(out.shape).astype(np.float32)
+  (out * cpu(gn)).sum().backward()
+  s, p, d, g = kw.get("stride", 1), kw.get("padding", 0), kw.get("dilation", 1), kw.get("groups", 1)
+  xp = np.pad(xn, ((0, 0), (0, 0), (p, p), (p, p))).astype(np.float64)
+  dxp, dw = np.zeros_like(xp), np.zeros(wshape)
+  co, cig, kh, kw_ = wshape
+  for gi in range(g):
+    cs, os_ = slice(gi * cig, (gi + 1) * cig), slice(gi * co // g, (gi + 1) * co // g)
+    for i in range(kh):
+      for j in range(kw_):
+        win = (slice(None), cs, slice(i * d, i * d + s * (gn.shape[2] - 1) + 1, s), slice(j * d, j * d + s * (gn.shape[3] - 1) + 1, s))
+        dw[os_, :, i, j] = np.einsum("nohw,nchw->oc", gn[:, os_], xp[win])
+        dxp[win] += np.einsum("nohw,oc->nchw", gn[:, os_], wn[os_, :, i, j])
+  np.testing.assert_allclose(x.grad.numpy(), dxp[:, :, p:p + shape[2], p:p + shape[3]], rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(w.grad.numpy(), dw, rtol=1e-4, atol=1e-4)
+
+def _pooled_conv_input_gradient(wn: np.ndarray, g_inf: bool = False):
+  """x (2, 16, 26, 26) -> max_pool2d -> conv2d(w) -> * g -> sum, backward: the conv's input gradient is one kernel whose
+  taps are summed into one accumulator (as in bench/train.py's convnet). Returns (x, g, x.grad)."""
+  xn = rng.standard_normal((2, 16, 26, 26)).astype(np.float32)
+  gn = rng.standard_normal((2, 32, 11, 11)).astype(np.float32)
+  if g_inf: gn[0, 0, 0, 0] = np.inf   # the element a masked read's gate points at
+  device = "CPU"
+  x = Tensor(xn, device=device, requires_grad=True)
+  (x.max_pool2d().conv2d(Tensor(wn, device=device)) * Tensor(gn, device=device)).sum().backward()
+  return xn, gn, x.grad
+
+def _merged_taps_kernel(items):
+  from tinycore.codegen import lower_to_sink
+  from tinycore.codegen.opt import resolve_taps
+  from tinycore.codegen.linearize import TERMS
+  return next(i for i, si in enumerate(items) if si.ast.op is Ops.SINK and any(u.op is Ops.REDUCE and u.src[0].arg == TERMS
+              for u in resolve_taps(lower_to_sink(si.ast, Device["CPU"].renderer)).toposort()))
+
+def test_conv_input_gradient_keeps_a_tap_outside_the_image_out_of_the_sum():
+  """A tap that reads the padding adds nothing, even where its weight or the element its masked read stands on is
+  infinite (inf * 0 would be NaN): the merged taps mask the weight and the read both. numpy's gradient through the pool
+  (mask * grad / ties, as tinycore's) is finite at the inputs no infinity reaches, and so must be tinycore's."""
+  wn = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+  wn[1, 2, 0, 0], wn[3, 0, 2, 1] = np.inf, -np.inf
+  xn, gn, grad = _pooled_conv_input_gradient(wn, g_inf=True)
+  items, _ = create_schedule([grad.uop])
+  k = _merged_taps_kernel(items)
+  dh = np.zeros((2, 16, 13, 13), np.float32)
+  with np.errstate(invalid="ignore"):
+    for i in range(3):
+      for j in range(3): dh[:, :, i:i+11, j:j+11] += np.einsum("nohw,oc->nchw", gn, wn[:, :, i, j])
+  for si in items[:k]: engine.run_schedule([si])
+  for width in (1, 4, 16):   # scalar reads of the padding read the element their gate points at; vector ones read nothing
+    np.testing.assert_allclose(_run_with(LLVMRenderer(2, width), items[k].ast, items[k].bufs)[0].reshape(dh.shape), dh, rtol=1e-4, atol=1e-4)
+  xr = xn.reshape(2, 16, 13, 2, 13, 2)
+  mask = (xr == xr.max(axis=(3, 5), keepdims=True)).astype(np.float32)
+  with np.errstate(invalid="ignore"): want = (mask * dh[:, :, :, None, :, None] / mask.sum(axis=(3, 5), keepdims=True)).reshape(xn.shape)
+  assert np.isfinite(want[:, 2, -2:, -2:]).all() and np.isfinite(want[0, 5, -2:, -2:]).all() and not np.isfinite(want).all()
+  np.testing.assert_allclose(grad.numpy(), want, rtol=1e-4, atol=1e-4)
+
+@pytest.mark.parametrize("kind,width", [("LLVM", w) for w in (4, 8, 16)] + [("C", None)], ids=["LLVM-sse", "LLVM-avx2", "LLVM-avx512", "C"])
+def test_conv_merged_taps_are_identical_across_threads(kind, width):
+  """The input gradient's taps summed into one accumulator, the chunks of its outer loop on 1, 2, 3 or 7 cores: every
+  output bit is the same."""
+  if kind == "C" and not HAS_CC: pytest.skip("CPU_RENDERER=C needs clang or gcc and neither is installed")
+  _, _, grad = _pooled_conv_input_gradient(rng.standard_normal((32, 16, 3, 3)).astype(np.float32))
+  items, _ = create_schedule([grad.uop])
+  k = _merged_taps_kernel(items)
+  for si in items[:k]: engine.run_schedule([si])
+  results = [_run_with(CRenderer(t) if kind == "C" else LLVMRenderer(t, width), items[k].ast, items[k].bufs)[0] for t in (1, 2, 3, 7)]
+  for r in results[1:]: same(r, results[0])
 
 @pytest.mark.parametrize("width,regs,fma", [(8, 16, True), (16, 32, True), (4, 16, False)], ids=["avx2-fma", "avx512", "sse"])
 def test_conv_forward_register_tile_spans_batch_and_channels(width, regs, fma):
@@ -510,7 +604,8 @@ def test_conv_forward_register_tile_spans_batch_and_channels(width, regs, fma):
 @pytest.mark.parametrize("width,regs,fma,least", [(8, 16, True, 8), (16, 32, True, 16)], ids=["avx2-fma", "avx512"])
 def test_conv_weight_gradient_is_register_tiled_along_its_sum(width, regs, fma, least):
   """The weight gradient sums along the 26-wide rows (padded vectors); its register tile is out-channels x in-channels:
-  each vector of the output gradient and of the input feeds several accumulators, all in the described registers."""
+  each vector of the output gradient and of the input feeds several accumulators, all in the described registers, and
+  joins them with a multiply-add (the padded lanes mask the factors, not the product)."""
   x = Tensor.empty(1, 4, 28, 28, device="CPU")   # a sum of 26 rows of 26: one level of accumulators (see tree_sums)
   w = Tensor.empty(16, 4, 3, 3, device="CPU", requires_grad=True)
   (x.conv2d(w) * Tensor.empty(1, 16, 26, 26, device="CPU")).sum().backward()
@@ -518,6 +613,7 @@ def test_conv_weight_gradient_is_register_tiled_along_its_sum(width, regs, fma, 
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=fma))
   accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC and u.dtype.count > 1]
   assert least <= len(accs) < regs and "@llvm.masked.load" in spec.src, len(accs)
+  assert spec.src.count(f"call <{width} x float> @llvm.fma") >= len(accs) and f"fadd <{width} x float>" not in spec.src
 
 @pytest.mark.parametrize("shape", [(37, 11), (5, 26), (3, 13), (64, 2, 11)])
 def test_a_sum_no_vector_divides_is_padded_to_whole_vectors(shape):

@@ -5,6 +5,15 @@ from collections import defaultdict
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp, Ops, identity_element
 
+# A node of a reduction's op (ADD, MAX) whose arg is TERMS, inside that reduction's body, combines terms of the reduction,
+# not values of an elementwise op (codegen/opt.py writes a conv's taps out this way): each term joins the accumulator on
+# its own, as the reduction may order its terms, and a product term fuses with the accumulator (a multiply-add per term).
+TERMS = "terms"
+
+def terms(x: UOp, op: Ops) -> list[UOp]:
+  """The terms of a reduction body, left to right: the leaves of its TERMS tree of `op`, or the body itself."""
+  return terms(x.src[0], op) + terms(x.src[1], op) if x.op is op and x.arg == TERMS else [x]
+
 def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   """`params`: DEFINE_GLOBALs emitted even when nothing in `sink` uses them."""
   order = sink.toposort()
@@ -66,8 +75,9 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
       emit(rng.src[0])
       out.append(rng); new[rng] = rng; opened.add(rng); emitted.append(rng)
     for x, acc in zip(group, accs):
-      upd = UOp(x.arg, x.dtype, (acc, emit(x.src[0])))
-      out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
+      for t in terms(x.src[0], x.arg):
+        upd = UOp(x.arg, x.dtype, (acc, emit(t)))
+        out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
     for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
     for x, acc in zip(group, accs): new[x] = acc; emitted.append(x)
 

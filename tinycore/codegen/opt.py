@@ -1,12 +1,13 @@
 """Kernel optimisations on the lowered graph, chosen from the renderer's description of the target."""
 from __future__ import annotations
-import functools, itertools
+import functools, itertools, math
 from dataclasses import dataclass
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, strides_for_shape, ceildiv, NOOPT
 from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules, split_terms, build_sum
 from tinycore.renderer import Renderer
 from tinycore.rewrite import graph_substitute, graph_rewrite, PatternMatcher, UPat
+from tinycore.codegen.linearize import TERMS, terms
 
 @dataclass(frozen=True)
 class Opt:
@@ -94,8 +95,12 @@ _tap_names = itertools.count()
 
 def _given_valid(w: UOp) -> UOp | None:
   """WHERE(valid, x, other): each axis that alone decides some clauses of valid, tried value by value; where its valid
-  values are an interval, those clauses become the interval's bounds and x, if it is index math, is simplified knowing them."""
+  values are an interval, those clauses become the interval's bounds and x, if it is index math, is simplified knowing them.
+  Nested masks with one `other` (a pad of a pad: a conv's input gradient) are one: valid & valid2, tried together (a
+  tap past the kernel's end is then never valid and folds away)."""
   cond, x, other = w.src
+  nested = x.op is Ops.WHERE and x.src[2] is other
+  if nested: cond, x = cond & x.src[0], x.src[1]
   clauses, by_axis = _clauses(cond), {}
   # only index math is simplified knowing valid: a load runs whatever valid says, so the gates inside a masked value
   # (each load's index carries the whole validity, see the lowerer) must keep every clause that keeps it in its buffer
@@ -117,7 +122,7 @@ def _given_valid(w: UOp) -> UOp | None:
     if not pure: continue
     ph = UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_tap{next(_tap_names)}", lo, hi))
     x = graph_rewrite(x.substitute({g: ph}), _bounded_rules).substitute({ph: g})
-  if not changed: return None
+  if not changed and not nested: return None
   if not keep: return x
   return functools.reduce(lambda p, q: p & q, keep).where(x, other)
 
@@ -146,10 +151,39 @@ def resolve_taps(sink: UOp) -> UOp:
     if not (mine := [r for r in x.src[1:] if r in taps]): return None
     parts = [x.src[0].substitute({r: UOp.const(dtypes.index, v) for r, v in zip(mine, combo)})
              for combo in itertools.product(*[range(_const_size(r)) for r in mine])]
-    body, rest = _combine(x.arg, parts), tuple(r for r in x.src[1:] if r not in taps)
+    # the trips are terms of the reduction (TERMS): inside a remaining loop each joins the accumulator on its own
+    body = functools.reduce(lambda a, b: UOp(x.arg, x.dtype, (a, b), TERMS), parts)
+    rest = tuple(r for r in x.src[1:] if r not in taps)
     return UOp(Ops.REDUCE, x.dtype, (body,) + rest, x.arg) if rest else body
   sink = graph_rewrite(graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), write_out)])), symbolic_rules)
-  return graph_rewrite(sink, symbolic_rules + PatternMatcher([(UPat(Ops.WHERE, name="w"), _given_valid)]))
+  sink = graph_rewrite(sink, symbolic_rules + PatternMatcher([(UPat(Ops.WHERE, name="w"), _given_valid)]))
+  return graph_rewrite(sink, PatternMatcher([(UPat(Ops.ADD, name="x"), _merge_taps)]))
+
+def _tap_sum(u: UOp, valid: UOp | None = None) -> tuple[UOp, UOp | None] | None:
+  """(REDUCE, its validity) when u is a tap's masked sum WHERE(v1, WHERE(v2, .. REDUCE(ADD) .., 0), 0) or a bare REDUCE(ADD)."""
+  if u.op is Ops.REDUCE: return (u, valid) if u.arg is Ops.ADD and dtypes.is_float(u.dtype) else None
+  if u.op is Ops.WHERE and u.src[2].op is Ops.CONST and u.src[2].arg == 0: return _tap_sum(u.src[1], u.src[0] if valid is None else valid & u.src[0])
+  return None
+
+def _masked(body: UOp, valid: UOp) -> UOp:
+  """valid ? body : 0 as a term of a sum (a conv's tap, a padded vector's lanes). A product masks each factor instead
+  (v?a:0 * v?b:0 is v?a*b:0 bit for bit, 0*0 = 0), so that it still joins the accumulator with a multiply-add (a mask
+  between the product and the sum made it a multiply, a select and an add); the loads are gated by the same validity
+  anyway, and a masked lane-invariant factor is computed once for every copy that shares it."""
+  if body.op is Ops.ADD and body.arg == TERMS: return body.replace(src=tuple(_masked(s, valid) for s in body.src))
+  if body.op is Ops.MUL: return body.replace(src=tuple(valid.where(s, s.const_like(0)) for s in body.src))
+  return valid.where(body, body.const_like(0))
+
+def _merge_taps(x: UOp) -> UOp | None:
+  """The taps of a sum written out (TERMS), each a masked sum over the same loop (a conv's input gradient: a sum over the
+  output channels per tap) -> one sum over that loop of the masked terms: one accumulator instead of one per tap, so the
+  register tile can be as large as a forward conv's. Only the order of the float additions changes (one reduction's)."""
+  if x.arg != TERMS: return None
+  # a +0.0 term (a tap never valid) adds nothing to a sum that starts at +0.0: dropped
+  taps = [_tap_sum(u) for u in terms(x, Ops.ADD) if not (u.op is Ops.CONST and u.arg == 0 and math.copysign(1.0, u.arg) > 0)]
+  if not taps or None in taps or len({t[0].src[1:] for t in taps}) != 1: return None
+  body = functools.reduce(lambda a, b: UOp(Ops.ADD, x.dtype, (a, b), TERMS), [r.src[0] if v is None else _masked(r.src[0], v) for r, v in taps])
+  return UOp(Ops.REDUCE, x.dtype, (body,) + taps[0][0].src[1:], Ops.ADD)
 
 # ***** CPU style: upcasting (register tiles) and SIMD vectors *****
 # An upcast axis r of size n becomes an outer loop ro of size n/(k*w) and k copies (unrolled) of w SIMD lanes:
@@ -190,9 +224,8 @@ def _pads(r: UOp, T: int) -> bool:
 
 def _tile_base(outer: UOp, n: int, T: int) -> UOp:
   """The first index of tile `outer` of an axis of n cut into tiles of T, the last one overlapping when T does not divide n."""
-  if n % T == 0: return outer * T
-  nt = ceildiv(n, T)
-  return outer * T - (outer // (nt - 1)) * (nt * T - n)   # outer // (nt-1) is 1 only for the last tile
+  # min(outer*T, n-T): its bounds are exact (0 and n-T), so an index built on it is known to stay in its buffer
+  return outer * T if n % T == 0 else (outer * T).minimum(n - T)
 
 def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, int]] | None:
   """Heuristics: (the axis to vectorize or None, vector width, {axis: copies}). None: leave the kernel as it is."""
@@ -213,6 +246,13 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
              if _tiles(r, W, overlap) or (r in sums and _pads(r, W))]
     if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
     else: W //= 2
+  if vaxis is not None and vaxis.arg[1] == "global" and (not reduces or _k_blocks(sink, reduces, overlap) is None):
+    # the lanes of an output axis are separate outputs: narrower vectors leave more tiles for the threads (16 channels
+    # in one 16-wide vector ran on one core), each output's arithmetic the same at every width and thread count (not
+    # where the sum is cut into blocks: their length follows the tile's width)
+    rest = prod(_const_size(r) for r in rngs if r.arg[1] == "global" and r is not vaxis)
+    def lanes_busy(w: int) -> tuple[int, int]: return w * min(max(ren.threads, 1), ceildiv(_const_size(vaxis), w) * rest), -w
+    W = max((w for w in (W >> i for i in range(W.bit_length())) if w > 1 and _tiles(vaxis, w, overlap)), key=lanes_busy)
   copies: dict[UOp, int] = {}
   kblock = None
   budget = ren.upcast_max
@@ -312,7 +352,7 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
     valid = split(vaxis, combo[mine.index(vaxis)]) < _const_size(vaxis)
     gates = {i: i.replace(src=(i.src[0], valid.where(i.src[1], UOp.const(dtypes.index, 0)))) for i in out.toposort()
              if i.op is Ops.INDEX and len(i.src) == 2 and lane in i.src[1].toposort()}
-    return valid.where(out.substitute(gates), out.const_like(0))
+    return _masked(out.substitute(gates), valid)   # a product's factors masked: it joins the accumulator with a multiply-add
   def upcast_reduce(x: UOp) -> UOp | None:
     mine = [r for r in x.src[1:] if r in axes]
     if not mine: return None
