@@ -84,7 +84,7 @@ class UOp(metaclass=UOpMeta):
   def children(self) -> list[UOp]:
     """The live nodes that use self, each once. Derived from the node cache when asked (a scan of every live node: for
     tests and debugging; no pass of the core needs it, so building a node keeps no index of its users)."""
-    return [u for u in UOpMeta.cache.values() if any(s is self for s in u.src)]
+    return users_of([self])[self]
 
   # ***** graph walking *****
   def toposort(self, gate: Callable[[UOp], bool] | None = None) -> dict[UOp, None]:
@@ -266,6 +266,14 @@ class UOp(metaclass=UOpMeta):
   def render(self) -> str:
     """An index expression as readable infix text (for errors and debugging)."""
     return render_expr(self)
+
+def users_of(nodes: list[UOp]) -> dict[UOp, list[UOp]]:
+  """Each node's live users, each once, in one scan of the node cache (a node's key holds its sources)."""
+  out: dict[UOp, list[UOp]] = {n: [] for n in nodes}
+  for key, ref in list(_node_refs.items()):
+    for s in dict.fromkeys(key[2]):
+      if s in out and (u := ref()) is not None: out[s].append(u)
+  return out
 
 def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
   """A symbolic integer with bounds, usable in shapes and index math: `Variable("n", 1, 64).bind(8)`."""
