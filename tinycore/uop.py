@@ -270,9 +270,11 @@ class UOp(metaclass=UOpMeta):
 def users_of(nodes: list[UOp]) -> dict[UOp, list[UOp]]:
   """Each node's live users, each once, in one scan of the node cache (a node's key holds its sources)."""
   out: dict[UOp, list[UOp]] = {n: [] for n in nodes}
-  for key, ref in list(_node_refs.items()):
+  wanted = out.keys()
+  for key in list(_node_refs):   # the keys alone: a copy of the items would allocate a tuple per live node
+    if wanted.isdisjoint(key[2]) or (ref := _node_refs.get(key)) is None or (u := ref()) is None: continue
     for s in dict.fromkeys(key[2]):
-      if s in out and (u := ref()) is not None: out[s].append(u)
+      if s in out: out[s].append(u)
   return out
 
 def Variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
