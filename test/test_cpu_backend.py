@@ -308,16 +308,69 @@ def test_a_variable_loop_shorter_than_the_thread_count_stays_inside_its_buffer()
   assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
 
 def test_a_short_vector_axis_leaves_work_for_the_threads():
-  """Per-channel sums (batch-norm's statistics: the per-channel parameters make the channels the vector axis): 16
-  channels in one 16-wide vector left one tile, so one core ran the whole kernel; the vectors narrow until every
-  thread has a tile, and the sums are numpy's."""
-  x, m = Tensor.empty(8, 16, 26, 26, device="CPU"), Tensor.empty(1, 16, 1, 1, device="CPU")
-  items, _ = create_schedule([((x - m) * m).relu().sum(axis=(0, 2, 3)).uop])
+  """Per-channel sums of channels-last data (the channels are contiguous, the vector axis): 16 channels in one 16-wide
+  vector left one tile, so one core ran the whole kernel; the vectors narrow until every thread has a tile, and the
+  sums are numpy's."""
+  x, m = Tensor.empty(8, 26, 26, 16, device="CPU"), Tensor.empty(1, 1, 1, 16, device="CPU")
+  items, _ = create_schedule([((x - m) * m).relu().sum(axis=(0, 1, 2)).uop])
   for threads, lanes in ((1, 16), (2, 8), (4, 4)):
     spec = get_program(items[-1].ast, LLVMRenderer(threads=threads, vector_width=16))
     assert spec.global_size == (threads, 1, 1) and f"<{lanes} x float>" in spec.src and f"<{lanes * 2} x float>" not in spec.src, (threads, spec.global_size)
-  xn, mn = rng.standard_normal((8, 16, 26, 26)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
-  np.testing.assert_allclose(((cpu(xn) - cpu(mn)) * cpu(mn)).relu().sum((0, 2, 3)).numpy(), np.maximum((xn - mn) * mn, 0).sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
+  xn, mn = rng.standard_normal((8, 26, 26, 16)).astype(np.float32), rng.standard_normal((1, 1, 1, 16)).astype(np.float32)
+  np.testing.assert_allclose(((cpu(xn) - cpu(mn)) * cpu(mn)).relu().sum((0, 1, 2)).numpy(), np.maximum((xn - mn) * mn, 0).sum((0, 1, 2)), rtol=1e-4, atol=1e-3)
+
+def test_per_channel_sums_run_along_the_contiguous_rows():
+  """Batch-norm's statistics of NCHW data: the 26x26 loops read as one of 676 (merged), the vectors run along it with
+  a masked last vector (its mask one compare, not assembled lane by lane), not along the 16 channels gathered 676
+  apart; a variance after its mean in the same kernel takes the same vectors; the sums are numpy's."""
+  x = Tensor.empty(8, 16, 26, 26, device="CPU")
+  m = x.mean((0, 2, 3), keepdim=True)
+  items, _ = create_schedule([m.uop, ((x - m) ** 2).mean((0, 2, 3)).uop])
+  sums = 0
+  for si in items:
+    spec = get_program(si.ast, LLVMRenderer(threads=2, vector_width=16))
+    if "676" not in spec.src: continue
+    sums += sum(1 for u in si.ast.toposort() if u.op is Ops.REDUCE_AXIS)
+    assert not any(u.op is Ops.RANGE and u.src[0].op is Ops.CONST and u.src[0].arg == 26 for u in spec.uops), "the 26x26 loops were not merged"
+    assert "icmp slt <16 x i32>" in spec.src and "insertelement <16 x i1> %" not in spec.src   # (a broadcast inserts into poison)
+    assert "<16 x float>" in spec.src and spec.src.count("load float") == 0, "a sum left scalar (or gathered) elements"
+  assert sums == 2
+  xn = rng.standard_normal((8, 16, 26, 26)).astype(np.float32)
+  xn[0, 3, -1, -1] = np.inf
+  mt = cpu(xn).mean((0, 2, 3), keepdim=True)
+  np.testing.assert_allclose(mt.numpy().ravel(), xn.mean((0, 2, 3)), rtol=1e-5, atol=1e-6)
+  fin = np.where(np.isinf(xn), 0, xn)
+  np.testing.assert_allclose(((cpu(fin) - cpu(fin).mean((0, 2, 3), keepdim=True)) ** 2).mean((0, 2, 3)).numpy(), fin.var((0, 2, 3)), rtol=1e-4)
+
+def test_loops_merge_only_where_every_index_reads_them_as_one():
+  """x[h, w] read at h*26 + w merges (a sum over both reads them in any order); beside a transposed read (w*26 + h),
+  under a pad's mask or a pool's h // 2 the two loops stay."""
+  from tinycore.codegen import lower_to_sink
+  from tinycore.codegen.opt import merge_ranges
+  def loops(t: Tensor) -> list[int]:
+    items, _ = create_schedule([t.uop])
+    sink = merge_ranges(lower_to_sink(items[-1].ast, LLVMRenderer(threads=1)))
+    return sorted(u.src[0].arg for u in sink.toposort() if u.op is Ops.RANGE)
+  x = Tensor.empty(4, 26, 26, device="CPU")
+  assert loops(x.sum(axis=(1, 2))) == [4, 676] and loops(x + 1) == [2704]
+  assert loops(x.permute(0, 2, 1).sum(axis=(1, 2))) == [4, 676] and loops(x.permute(0, 2, 1) + x) == [4, 26, 26]
+  assert 26 in loops(x.pad(((0, 0), (1, 0), (0, 0))).sum(axis=(1, 2)))
+  g = Tensor.empty(4, 13, 13, device="CPU")
+  assert 26 in loops((x * g.reshape(4, 13, 1, 13, 1).expand(4, 13, 2, 13, 2).reshape(4, 26, 26)).sum(axis=(1, 2)))
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_a_pools_upsampled_gradient_is_one_short_load_and_a_shuffle(width):
+  """g[h // 2, w // 2] along w: each element read by two neighbouring lanes. One load of width/2 elements and a shuffle
+  instead of a gather per lane; the last row's load stops at the buffer's end (masked) and the sums are numpy's."""
+  x, g = Tensor.empty(64, 16, 26, 26, device="CPU"), Tensor.empty(64, 16, 13, 13, device="CPU")
+  up = lambda g: g.reshape(64, 16, 13, 1, 13, 1).expand(64, 16, 13, 2, 13, 2).reshape(64, 16, 26, 26)
+  items, _ = create_schedule([(x * up(g)).sum(axis=(0, 2, 3)).uop])
+  src = get_program(items[0].ast, LLVMRenderer(threads=2, vector_width=width)).src
+  assert f"@llvm.masked.load.v{width // 2}f32" in src and src.count("load float") == 0, src
+  xn, gn = rng.standard_normal((64, 16, 26, 26)).astype(np.float32), rng.standard_normal((64, 16, 13, 13)).astype(np.float32)
+  want = xn * np.repeat(np.repeat(gn, 2, 2), 2, 3)
+  np.testing.assert_allclose((cpu(xn) * up(cpu(gn))).sum(axis=(0, 2, 3)).numpy(), want.sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose((cpu(xn) * up(cpu(gn))).numpy(), want, rtol=1e-6)
 
 def test_thread_split_shape_of_the_program():
   x = Tensor.empty(37, 64, device="CPU")

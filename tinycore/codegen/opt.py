@@ -23,12 +23,59 @@ def optimize(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
   (threads > 0 or vector_width > 1) get register tiling and SIMD vectors, then the outer loop split across threads."""
   if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return map_globals(sink, ren)
   lane = None
-  if not NOOPT: sink = graph_rewrite(resolve_taps(sink), ungate_rules)
+  if not NOOPT: sink = merge_ranges(graph_rewrite(resolve_taps(sink), ungate_rules))
   if not NOOPT and (plan := plan_upcasts(sink, ren)) is not None: sink, lane = apply_upcasts(sink, *plan)
   sink, gsize = split_for_threads(sink, ren.threads)
   sink = graph_rewrite(sink, symbolic_rules)
   if lane is not None: sink = vectorize(sink, lane)
   return sink, gsize
+
+# ***** loops that every index reads as one become one loop *****
+# A batch-norm sum over a [64,16,26,26] tensor reads x[n, c, h, w] at h*26 + w: two loops of 26 trips where one of 676
+# reads the same elements in order. Merged, the vectors run along 676 contiguous floats (42 whole vectors and one masked
+# one per image) instead of two 16-wide vectors along a 26-long row (one of them 10/16 masked), and the loop overhead
+# is paid once. The rewrite a = m // B, b = m % B is exact whatever the kernel does with a and b; it is kept only where
+# the simplifier folds every // and % away (each index reads a*B*s + b*s), so a pad's mask or an index of another shape
+# keeps the two loops.
+
+def _merge_candidates(sink: UOp) -> list[tuple[UOp, UOp]]:
+  """(outer, inner) loop pairs of one kind (and the same reductions) with coefficient(outer) == trips(inner) *
+  coefficient(inner) in every address that names either as a plain term: what a merge needs, checked cheaply."""
+  order = sink.toposort()
+  addrs = [split_terms(u.src[1])[0] for u in order if u.op is Ops.INDEX and len(u.src) >= 2]
+  owners: dict[UOp, frozenset] = {}
+  for x in order:
+    if x.op is Ops.REDUCE:
+      for r in x.src[1:]: owners[r] = owners.get(r, frozenset()) | {x}
+  rngs = [u for u in order if u.op is Ops.RANGE and u.arg[1] in ("global", "reduce") and _const_size(u)]
+  out = []
+  for a, b in itertools.permutations(rngs, 2):
+    if a.arg[1] != b.arg[1] or owners.get(a) != owners.get(b): continue
+    B, both = _const_size(b), False
+    for t in addrs:
+      ka, kb = t.get(a, 0), t.get(b, 0)
+      if ka != kb * B: break
+      both = both or (ka != 0 and kb != 0)
+    else:
+      if both: out.append((a, b))
+  return out
+
+def merge_ranges(sink: UOp) -> UOp:
+  """Merge (outer, inner) loop pairs into one loop of trips(outer) * trips(inner) wherever the indices allow it."""
+  tried: set[tuple[UOp, UOp]] = set()
+  while (pair := next((p for p in _merge_candidates(sink) if p not in tried), None)) is not None:
+    tried.add(pair)
+    a, b = pair
+    B = _const_size(b)
+    m = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(a) * B),), a.arg)
+    div, mod = m // B, m % B
+    def one_loop(x: UOp) -> UOp | None:   # a reduction over a and b is one over m
+      rs = x.src[1:]
+      if div not in rs: return None
+      return x.replace(src=(x.src[0],) + tuple(m if r is div else r for r in rs if r is not mod))
+    new = graph_rewrite(graph_rewrite(sink.substitute({a: div, b: mod}), PatternMatcher([(UPat(Ops.REDUCE, name="x"), one_loop)])), symbolic_rules)
+    if not any(u.op in (Ops.IDIV, Ops.MOD) and m in u.toposort() for u in new.toposort()): sink, tried = new, set()
+  return sink
 
 # ***** GPU style: loops become thread ids *****
 
@@ -227,8 +274,9 @@ def _tile_base(outer: UOp, n: int, T: int) -> UOp:
   # min(outer*T, n-T): its bounds are exact (0 and n-T), so an index built on it is known to stay in its buffer
   return outer * T if n % T == 0 else (outer * T).minimum(n - T)
 
-def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, int]] | None:
-  """Heuristics: (the axis to vectorize or None, vector width, {axis: copies}). None: leave the kernel as it is."""
+def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, int], tuple | None, tuple[UOp, ...]] | None:
+  """Heuristics: (the axis to vectorize or None, vector width, {axis: copies}, the sum cut into blocks or None, the
+  other sums' axes that take the same vectors). None: leave the kernel as it is."""
   order = sink.toposort()
   deps = _range_deps(sink)
   reduces = [u for u in order if u.op is Ops.REDUCE]
@@ -237,15 +285,34 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
   loads = [u for u in order if u.op is Ops.LOAD]
   overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
-  def vec_score(r: UOp) -> int:  # contiguous accesses gain (padded ones too: a masked vector load), gathers lose
-    return sum((1 if lane_base(i, r) is not None or _padded_base(i, r) is not None else -1) for i in accesses if r in deps[i])
+  red_trips = {r: _const_size(r) for r in reduce_rngs}
+  def vec_score(r: UOp, weighted: bool) -> int:
+    # contiguous accesses gain (padded ones too: a masked vector load; a few elements each read by neighbouring lanes:
+    # one short load and a shuffle), gathers lose. Weighted, each counts as often as it runs: a load in a 43264-trip
+    # sum decides, not the store of its result (a batch-norm sum vectorised along its 16 channels gathered every element)
+    def runs(i: UOp) -> int: return prod(red_trips[x] or 1 for x in deps[i] if x in red_trips) if weighted else 1
+    def vector(i: UOp) -> bool: return lane_base(i, r) is not None or _padded_base(i, r) is not None or _span_offsets(_ungated(i), r, W) is not None
+    return sum((1 if vector(i) else -1) * runs(i) for i in accesses if r in deps[i])
   sums = {r for x in reduces if x.arg is Ops.ADD for r in x.src[1:]} - {r for x in reduces if x.arg is not Ops.ADD for r in x.src[1:]}
-  vaxis, W = None, ren.vector_width
-  while W > 1 and vaxis is None:  # the widest vectors some axis takes (an axis they divide, an overlapping last tile, a padded sum)
-    cands = [(vec_score(r), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs
-             if _tiles(r, W, overlap) or (r in sums and _pads(r, W))]
-    if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
-    else: W //= 2
+  def takes(r: UOp, W: int) -> bool: return _tiles(r, W, overlap) or (r in sums and _pads(r, W))
+  vaxis = None
+  # the widest vectors some axis takes (an axis they divide, an overlapping last tile, a padded sum) that gain, counted
+  # by how often each access runs; where none does at a quarter of the target's width or more (a max-pool's 2x2 window
+  # is no vector), the output axis with more contiguous accesses than gathers (its stores and arithmetic vectorise;
+  # a gathered lane costs about what a scalar load does)
+  for weighted, narrowest in ((True, max(2, ren.vector_width // 4)), (False, 2)):
+    W = ren.vector_width
+    while W >= narrowest and vaxis is None:
+      cands = [(vec_score(r, weighted), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs if takes(r, W)]
+      if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
+      else: W //= 2
+    if vaxis is not None: break
+  if vaxis is None: W = 1
+  # a kernel's other sums over an axis of the same length (a variance after its mean) take the same vectors: each sum
+  # is its own loop, and one left scalar would run at a sixteenth of the speed
+  twins = tuple(t for x in reduces if vaxis is not None and vaxis.arg[1] == "reduce" and vaxis not in x.src[1:]
+                for t in [max((r for r in x.src[1:] if _const_size(r) == _const_size(vaxis) and takes(r, W) and vec_score(r, True) > 0),
+                              key=lambda r: vec_score(r, True), default=None)] if t is not None)
   if vaxis is not None and vaxis.arg[1] == "global" and (not reduces or _k_blocks(sink, reduces, overlap) is None):
     # the lanes of an output axis are separate outputs: narrower vectors leave more tiles for the threads (16 channels
     # in one 16-wide vector ran on one core), each output's arithmetic the same at every width and thread count (not
@@ -259,7 +326,8 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   def ok(r: UOp, k: int) -> bool:  # k copies tile the axis: dividing it (7 copies of a 1001 axis beat none), or for an
     w, n = (W if r is vaxis else 1), _const_size(r)  # output axis with an overlapping last tile that recomputes little (8 rows of 999)
     if n % (k * w) == 0: return True
-    return _tiles(r, k * w, overlap) and ceildiv(n, k * w) * k * w - n <= n // 8
+    padded = r is vaxis and r in sums   # a plain sum's last tile is padded with masked zeros (apply_upcasts)
+    return (padded or _tiles(r, k * w, overlap)) and ceildiv(n, k * w) * k * w - n <= n // 8
   def pick(r: UOp, wanted: int) -> None:
     nonlocal budget
     if (k := next((k for k in range(min(wanted, budget), 1, -1) if ok(r, k)), None)) is not None: copies[r], budget = k, budget // k
@@ -290,10 +358,12 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
     else:
       for r in glob[:2]: pick(r, 4 if r is glob[0] else 2)
     if not copies and (vaxis is None or vaxis.arg[1] == "reduce"):  # a reduction alone: independent accumulators
-      r = vaxis if vaxis is not None else max((r for r in rngs if r in reduce_rngs), key=vec_score, default=None)
+      r = vaxis if vaxis is not None else max((r for r in rngs if r in reduce_rngs), key=lambda r: vec_score(r, False), default=None)
       if r is not None: pick(r, 4)
   if vaxis is None and not copies: return None
-  return vaxis, W, copies, kblock
+  for t in twins:
+    if vaxis in copies: copies[t] = copies[vaxis]
+  return vaxis, W, copies, kblock, twins
 
 def _k_blocks(sink: UOp, reduces: list[UOp], overlap: bool) -> UOp | None:
   """The reduce range to cut into blocks (multiples of SUM_CHUNK, see _block_length) that run outside the row tiles, or
@@ -333,30 +403,34 @@ def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok, sums: int = 1
   _, _, m, n = max(tiles, default=(0, 0, 1, 1))
   return {r: k for r, k in ((rows, m), (cols, n)) if k > 1}
 
-def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], kblock: tuple[UOp, int] | None = None) -> tuple[UOp, UOp | None]:
+def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], kblock: tuple[UOp, int] | None = None,
+                  twins: tuple[UOp, ...] = ()) -> tuple[UOp, UOp | None]:
   """Rewrite the scalar graph: upcast axes split into an outer loop, copies and a `lane` placeholder range; `kblock`,
-  (a reduce range, a block length): the range cut into blocks summed through the output (see _k_blocks)."""
+  (a reduce range, a block length): the range cut into blocks summed through the output (see _k_blocks); `twins`:
+  other sums' axes split by the same lane as vaxis."""
   next_id = max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE) + 1
   lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, W),), (next_id, "lane")) if vaxis is not None else None
-  axes = set(copies) | ({vaxis} if vaxis is not None else set())
-  def tile(r: UOp) -> int: return copies.get(r, 1) * (W if r is vaxis else 1)
+  vec_axes = {vaxis, *twins} if vaxis is not None else set()
+  axes = set(copies) | vec_axes
+  def tile(r: UOp) -> int: return copies.get(r, 1) * (W if r in vec_axes else 1)
   outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(_const_size(r), tile(r))),), r.arg) for r in axes}
-  padded = vaxis is not None and vaxis.arg[1] == "reduce" and _const_size(vaxis) % tile(vaxis) != 0
+  def padded(r: UOp) -> bool: return r in vec_axes and r.arg[1] == "reduce" and _const_size(r) % tile(r) != 0
   def split(r: UOp, c: int) -> UOp:
-    w = W if r is vaxis else 1
-    return (outer[r] * tile(r) if r is vaxis and padded else _tile_base(outer[r], _const_size(r), tile(r))) + c * w + (lane if r is vaxis else 0)
+    w = W if r in vec_axes else 1
+    return (outer[r] * tile(r) if padded(r) else _tile_base(outer[r], _const_size(r), tile(r))) + c * w + (lane if r in vec_axes else 0)
   def body(x: UOp, combo: tuple[int, ...], mine: list[UOp]) -> UOp:
     out = x.src[0].substitute({r: split(r, c) for r, c in zip(mine, combo)})
-    if not padded or vaxis not in mine: return out
+    if (v := next((r for r in mine if padded(r)), None)) is None: return out
     # a padded sum: past the axis' end a lane adds 0, and its loads are gated like a pad's (masked vector loads)
-    valid = split(vaxis, combo[mine.index(vaxis)]) < _const_size(vaxis)
+    valid = split(v, combo[mine.index(v)]) < _const_size(v)
+    # (the reads along this sum's own axis only: another sum inside this one's body has its own axis and its own gates)
     gates = {i: i.replace(src=(i.src[0], valid.where(i.src[1], UOp.const(dtypes.index, 0)))) for i in out.toposort()
-             if i.op is Ops.INDEX and len(i.src) == 2 and lane in i.src[1].toposort()}
+             if i.op is Ops.INDEX and len(i.src) == 2 and outer[v] in i.src[1].toposort()}
     return _masked(out.substitute(gates), valid)   # a product's factors masked: it joins the accumulator with a multiply-add
   def upcast_reduce(x: UOp) -> UOp | None:
     mine = [r for r in x.src[1:] if r in axes]
     if not mine: return None
-    rest = tuple(outer.get(r, r) for r in x.src[1:]) + ((lane,) if vaxis in mine else ())
+    rest = tuple(outer.get(r, r) for r in x.src[1:]) + ((lane,) if vec_axes & set(mine) else ())
     parts = [UOp(Ops.REDUCE, x.dtype, (body(x, combo, mine),) + rest, x.arg) for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
     return _combine(x.arg, parts)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), upcast_reduce)]))
@@ -455,7 +529,15 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
       if (base := lane_base(idx, lane)) is not None: vec[u] = UOp(Ops.LOAD, u.dtype.vec(W), (_vec_index(buf, base, W),))
       elif (padded := _padded_base(idx, lane)) is not None:  # lanes outside the pad are not read (their value is masked later)
         vec[u] = UOp(Ops.LOAD, u.dtype.vec(W), (_vec_index(buf, padded, W, as_vec(idx.src[0])),))
+      elif (offs := _span_offsets(_ungated(idx), lane, W)) is not None and (run := _span_load(buf, at_lane(_ungated(idx), 0), offs, u.dtype)) is not None:
+        vec[u] = run   # lanes read a few nearby elements (a pool's w // 2 or 2*w + b): one load and a shuffle
       else: vec[u] = UOp(Ops.VECTORIZE, u.dtype.vec(W), tuple(UOp(Ops.LOAD, u.dtype, (buf.index(at_lane(idx, i)),)) for i in range(W)))
+    elif u.op is Ops.CMPLT and not dep[u.src[1]] and (base := lane_base(u.src[0], lane)) is not None:
+      # base + lane < n (a padded sum's last vector): lane < n - base, one compare of the lane numbers with a broadcast
+      # bound instead of W scalar compares assembled into a mask bit by bit (50 mask instructions per vector on AVX-512).
+      # The bound is clamped to [-1, W] first, so it fits any integer type whatever the index width.
+      room = (new[u.src[1]] - base).maximum(-1).minimum(W).simplify().cast(dtypes.int32)
+      vec[u] = UOp(Ops.CMPLT, dtypes.bool.vec(W), (_lane_numbers(W), UOp(Ops.VECTORIZE, room.dtype.vec(W), (room,) * W)))
     elif any(dep[s] and s not in vec for s in u.src): vec[u] = per_lane(u)  # reads index math: computed lane by lane
     elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST, Ops.REDUCE):
       vec[u] = u.replace(dtype=u.dtype.vec(W), src=tuple(as_vec(s) if i == 0 or u.op is not Ops.REDUCE else s for i, s in enumerate(u.src)))
@@ -464,6 +546,35 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
 
 def _vec_index(buf: UOp, base: UOp, W: int, mask: UOp | None = None) -> UOp:
   return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base) + ((mask,) if mask is not None else ()))
+
+def _lane_numbers(W: int) -> UOp: return UOp(Ops.VECTORIZE, dtypes.int32.vec(W), tuple(UOp.const(dtypes.int32, i) for i in range(W)))
+
+def _ungated(idx: UOp) -> UOp: return idx.src[1] if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0 else idx
+
+def _span_offsets(idx: UOp, r: UOp, W: int) -> list[int] | None:
+  """For an index that reads r through floor division (a pool's gradient at w // 2) or every other element (a pool's
+  window at 2*w + b): where r runs over W consecutive values from a multiple of W, the elements read relative to the
+  first (0, 0, 1, 1, ... for w // 2; 0, 2, 4, ... for 2*w), if they are constants within 2*W elements; else None."""
+  if split_terms(idx)[0].get(r) != 2 and not any(u.op is Ops.IDIV and u.src[1].op is Ops.CONST and W % u.src[1].arg == 0 and
+                                                 r in u.src[0].toposort() for u in idx.toposort()): return None
+  tile = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("_tile", 0, 1 << 24)) * W if r.arg[1] != "lane" else UOp.const(dtypes.index, 0)
+  at = [idx.substitute({r: tile + i}).simplify() for i in range(W)]
+  offs = [(a - at[0]).simplify() for a in at]
+  if not all(o.op is Ops.CONST and 0 <= o.arg < 2 * W for o in offs): return None
+  return [o.arg for o in offs]
+
+def _span_load(buf: UOp, first: UOp, offs: list[int], dtype) -> UOp | None:
+  """The lanes' values of a read at first + offs: one load of the elements they span (a power of two long) and a
+  shuffle. A lane the kernel masks reads any element (its value is masked later, as with a pad's gate), so only the
+  buffer bounds the load: past its end the elements are not read; None where the first element may lie before it."""
+  if first.vmin < 0: return None
+  P, n = 1 << max(offs).bit_length(), buf.dtype.size
+  mask = None
+  if first.vmax + P > n:
+    room = (UOp.const(dtypes.index, n) - first).maximum(-1).minimum(P).simplify().cast(dtypes.int32)
+    mask = UOp(Ops.CMPLT, dtypes.bool.vec(P), (_lane_numbers(P), UOp(Ops.VECTORIZE, room.dtype.vec(P), (room,) * P)))
+  run = UOp(Ops.LOAD, dtype.vec(P), (_vec_index(buf, first, P, mask),))
+  return UOp(Ops.VECTORIZE, dtype.vec(len(offs)), tuple(UOp(Ops.GEP, dtype, (run,), o) for o in offs))
 
 def _padded_base(idx: UOp, r: UOp) -> UOp | None:
   """base when idx is a padded read WHERE(valid, base + r, 0) (the lowerer's gate that keeps masked reads in the buffer)."""
