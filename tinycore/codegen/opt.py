@@ -297,10 +297,10 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   def takes(r: UOp, W: int) -> bool: return _tiles(r, W, overlap) or (r in sums and _pads(r, W))
   vaxis = None
   # the widest vectors some axis takes (an axis they divide, an overlapping last tile, a padded sum) that gain, counted
-  # by how often each access runs; where none does at a quarter of the target's width or more (a max-pool's 2x2 window
-  # is no vector), the output axis with more contiguous accesses than gathers (its stores and arithmetic vectorise;
+  # by how often each access runs; where none does at 4 lanes and a quarter of the target's width or more (a max-pool's
+  # 2x2 window, or its 5-wide rows in pairs, are no vectors), the output axis with more contiguous accesses than gathers (its stores and arithmetic vectorise;
   # a gathered lane costs about what a scalar load does)
-  for weighted, narrowest in ((True, max(2, ren.vector_width // 4)), (False, 2)):
+  for weighted, narrowest in ((True, max(4, ren.vector_width // 4)), (False, 2)):
     W = ren.vector_width
     while W >= narrowest and vaxis is None:
       cands = [(vec_score(r, weighted), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs if takes(r, W)]
