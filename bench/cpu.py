@@ -1,6 +1,6 @@
 """Benchmark of the CPU backend side by side with numpy (and PyTorch, tinygrad when installed): matmul, a fused
 elementwise+reduce chain, small-op dispatch, first-call compile time, the matmul speedup from threads, the matmul with
-BEAM search, and a small convnet's training step."""
+BEAM search, and the training steps of a convnet and an MLP."""
 from __future__ import annotations
 import argparse, os, pathlib, statistics, sys, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
@@ -169,14 +169,14 @@ def _beam_child(n: int, reps: int) -> tuple[float, float]:
   first = timeit(lambda: (a @ b).realize(), 1, 0)[0]
   return 2 * n**3 / best(measure(lambda: (a @ b).realize(), reps)) / 1e9, first
 
-def bench_convnet(steps: int, warmup: int) -> dict[str, float]:
-  """bench/train.py's two-conv network (batch 64, 28x28, conv-bn-relu-pool twice, a linear layer): median ms per
-  training step (forward, backward, Adam) for tinycore and, when installed, tinygrad and PyTorch."""
+def bench_train(which: str, steps: int, warmup: int) -> dict[str, float]:
+  """A training step (forward, backward, Adam) of bench/train.py's `which` network, batch 64: median ms per step for
+  tinycore (eager) and, when installed, PyTorch and tinygrad."""
   import train
   cfg = argparse.Namespace(width=16, batch=64, vocab=64, dim=64, heads=4, layers=2, seq=32)
-  data = train.batches("convnet2", cfg, warmup + steps)
-  makers = {"tinycore": lambda: train.tiny_step("tinycore", "convnet2", False, cfg), "torch": lambda: train.torch_step("convnet2", cfg),
-            "tinygrad": lambda: train.tiny_step("tinygrad", "convnet2", False, cfg)}
+  data = train.batches(which, cfg, warmup + steps)
+  makers = {"tinycore": lambda: train.tiny_step("tinycore", which, False, cfg), "torch": lambda: train.torch_step(which, cfg),
+            "tinygrad": lambda: train.tiny_step("tinygrad", which, False, cfg)}
   out = {}
   for name, make in makers.items():
     try: out[name] = train.time_steps(make(), data, warmup)[0] * 1e3
@@ -197,7 +197,7 @@ def main():
   ap.add_argument("--chain", type=int, default=16 * 1024 * 1024, help="elements in the fused chain")
   ap.add_argument("--reps", type=int, default=10)
   ap.add_argument("--beam", type=int, default=2, help="BEAM width for the searched matmul figure (0: skip it)")
-  ap.add_argument("--train-steps", type=int, default=5, help="timed convnet training steps (0: skip the convnet)")
+  ap.add_argument("--train-steps", type=int, default=5, help="timed training steps of the convnet and the MLP (0: skip both)")
   ap.add_argument("--train-warmup", type=int, default=2)
   ap.add_argument("--quick", action="store_true", help="small sizes, few repetitions (a smoke run)")
   ap.add_argument("--describe", metavar="WIDTH,REGISTERS", help="describe another CPU to the codegen: float32 vector lanes and "
@@ -228,10 +228,12 @@ def main():
     print(f"\nmatmul {args.n}x{args.n} with BEAM={args.beam}: {bm[0]:.1f} GFLOPS ({bm[0] / mm['numpy']:.2f}x numpy, "
           f"{bm[0] / mm['tinycore']:.2f}x the default heuristics); first call {bm[1]:.1f} s (the search, from an empty cache)")
   if args.train_steps > 0:
-    cv = bench_convnet(args.train_steps, args.train_warmup)
-    print(f"\nconvnet training step (2 conv layers, batch 64, 28x28; median of {args.train_steps} after {args.train_warmup} warmup)")
-    for k, v in cv.items():
-      r = v / cv["tinycore"] if k != "tinycore" and "tinycore" in cv else None
-      print(f"  {k:10s} {v:10.2f} ms/step" + ("" if r is None else f"   tinycore is {r:.2f}x faster" if r >= 1 else f"   tinycore is {1 / r:.2f}x slower"))
+    for which, what in (("convnet2", "convnet training step (2 conv layers with batch-norm, batch 64, 28x28)"),
+                        ("mlp", "2-layer MLP training step (784-128-10, batch 64)")):
+      res = bench_train(which, args.train_steps, args.train_warmup)
+      print(f"\n{what}; Adam; median of {args.train_steps} after {args.train_warmup} warmup")
+      for k, v in res.items():
+        r = v / res["tinycore"] if k != "tinycore" and "tinycore" in res else None
+        print(f"  {k:10s} {v:10.2f} ms/step" + ("" if r is None else f"   tinycore is {r:.2f}x faster" if r >= 1 else f"   tinycore is {1 / r:.2f}x slower"))
 
 if __name__ == "__main__": main()

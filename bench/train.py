@@ -15,6 +15,11 @@ def convnet(Tensor, nn, width: int = 16, convs: int = 1):
   layers += [lambda x: x.flatten(1), nn.Linear(width * 13 * 13 if convs == 1 else 2 * width * 5 * 5, 10)]
   return layers, lambda x: x.sequential(layers)
 
+def mlp(Tensor, nn):
+  """Two linear layers with a relu between: [B,784] -> [B,10] (the fusion tests' MLP)."""
+  layers = [nn.Linear(784, 128), Tensor.relu, nn.Linear(128, 10)]
+  return layers, lambda x: x.sequential(layers)
+
 def transformer(Tensor, nn, vocab: int, dim: int, heads: int, n_layers: int, seq: int):
   """A pre-norm causal decoder: token + position embeddings, attention and MLP blocks, a vocabulary head."""
   class Block:
@@ -58,7 +63,8 @@ def torch_models(torch, width: int, vocab: int, dim: int, heads: int, n_layers: 
       x = self.tok(idx) + self.pos(torch.arange(idx.shape[1]))[None]
       for b in self.blocks: x = b(x)
       return self.head(self.ln(x)).reshape(-1, vocab)
-  return {"convnet": conv1, "convnet2": conv2, "transformer": GPT()}
+  mlp = tnn.Sequential(tnn.Linear(784, 128), tnn.ReLU(), tnn.Linear(128, 10))
+  return {"convnet": conv1, "convnet2": conv2, "mlp": mlp, "transformer": GPT()}
 
 # ***** one training step per framework: returns a function of numpy (x, y) that runs a step and returns the loss *****
 
@@ -76,6 +82,7 @@ def tiny_step(lib: str, which: str, use_jit: bool, cfg) -> Callable:
     def training(): return Context(TRAINING=1)
   Tensor.manual_seed(0)
   if which == "transformer": model, forward = transformer(Tensor, nn, cfg.vocab, cfg.dim, cfg.heads, cfg.layers, cfg.seq)
+  elif which == "mlp": model, forward = mlp(Tensor, nn)
   else: model, forward = convnet(Tensor, nn, cfg.width, 2 if which == "convnet2" else 1)
   opt = optim.Adam(get_parameters(model), lr=1e-3)
   def step(x, y):
@@ -111,6 +118,7 @@ def batches(which: str, cfg, n: int) -> list[tuple[np.ndarray, np.ndarray]]:
   rng = np.random.default_rng(0)
   if which.startswith("convnet"):
     return [(rng.random((cfg.batch, 1, 28, 28), dtype=np.float32), rng.integers(0, 10, cfg.batch).astype(np.int32)) for _ in range(n)]
+  if which == "mlp": return [(rng.random((cfg.batch, 784), dtype=np.float32), rng.integers(0, 10, cfg.batch).astype(np.int32)) for _ in range(n)]
   out = []
   for _ in range(n):
     tokens = rng.integers(0, cfg.vocab, (cfg.batch, cfg.seq + 1)).astype(np.int32)
@@ -129,7 +137,7 @@ def time_steps(run: Callable, data, warmup: int) -> tuple[float, float]:
 
 def main():
   p = argparse.ArgumentParser(description=__doc__)
-  p.add_argument("--models", default="convnet,convnet2,transformer")
+  p.add_argument("--models", default="convnet,convnet2,mlp,transformer")
   p.add_argument("--steps", type=int, default=10, help="timed steps (after the warmup)")
   p.add_argument("--warmup", type=int, default=3, help="untimed steps: compile, then the TinyJit capture on step 2")
   p.add_argument("--batch", type=int, default=64)
