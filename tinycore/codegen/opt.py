@@ -298,8 +298,8 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   vaxis = None
   # the widest vectors some axis takes (an axis they divide, an overlapping last tile, a padded sum) that gain, counted
   # by how often each access runs; where none does at 4 lanes and a quarter of the target's width or more (a max-pool's
-  # 2x2 window, or its 5-wide rows in pairs, are no vectors), the output axis with more contiguous accesses than gathers (its stores and arithmetic vectorise;
-  # a gathered lane costs about what a scalar load does)
+  # 2x2 window, or its 5-wide rows in pairs, are no vectors), the axis with more contiguous accesses than gathers (its
+  # stores and arithmetic vectorise; a gathered lane costs about what a scalar load does)
   for weighted, narrowest in ((True, max(4, ren.vector_width // 4)), (False, 2)):
     W = ren.vector_width
     while W >= narrowest and vaxis is None:
@@ -310,9 +310,10 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   if vaxis is None: W = 1
   # a kernel's other sums over an axis of the same length (a variance after its mean) take the same vectors: each sum
   # is its own loop, and one left scalar would run at a sixteenth of the speed
-  twins = tuple(t for x in reduces if vaxis is not None and vaxis.arg[1] == "reduce" and vaxis not in x.src[1:]
-                for t in [max((r for r in x.src[1:] if _const_size(r) == _const_size(vaxis) and takes(r, W) and vec_score(r, True) > 0),
-                              key=lambda r: vec_score(r, True), default=None)] if t is not None)
+  twins: list[UOp] = []
+  for x in (reduces if vaxis is not None and vaxis.arg[1] == "reduce" else []):
+    same = [r for r in x.src[1:] if vaxis not in x.src[1:] and _const_size(r) == _const_size(vaxis) and takes(r, W) and vec_score(r, True) > 0]
+    if same: twins.append(max(same, key=lambda r: vec_score(r, True)))
   if vaxis is not None and vaxis.arg[1] == "global" and (not reduces or _k_blocks(sink, reduces, overlap) is None):
     # the lanes of an output axis are separate outputs: narrower vectors leave more tiles for the threads (16 channels
     # in one 16-wide vector ran on one core), each output's arithmetic the same at every width and thread count (not
@@ -363,7 +364,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   if vaxis is None and not copies: return None
   for t in twins:
     if vaxis in copies: copies[t] = copies[vaxis]
-  return vaxis, W, copies, kblock, twins
+  return vaxis, W, copies, kblock, tuple(twins)
 
 def _k_blocks(sink: UOp, reduces: list[UOp], overlap: bool) -> UOp | None:
   """The reduce range to cut into blocks (multiples of SUM_CHUNK, see _block_length) that run outside the row tiles, or
@@ -549,7 +550,9 @@ def _vec_index(buf: UOp, base: UOp, W: int, mask: UOp | None = None) -> UOp:
 
 def _lane_numbers(W: int) -> UOp: return UOp(Ops.VECTORIZE, dtypes.int32.vec(W), tuple(UOp.const(dtypes.int32, i) for i in range(W)))
 
-def _ungated(idx: UOp) -> UOp: return idx.src[1] if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0 else idx
+def _ungated(idx: UOp) -> UOp:
+  """The index a gated read WHERE(valid, index, 0) reads where it is valid; idx itself where it is not gated."""
+  return idx.src[1] if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0 else idx
 
 def _span_offsets(idx: UOp, r: UOp, W: int) -> list[int] | None:
   """For an index that reads r through floor division (a pool's gradient at w // 2) or every other element (a pool's
@@ -578,7 +581,7 @@ def _span_load(buf: UOp, first: UOp, offs: list[int], dtype) -> UOp | None:
 
 def _padded_base(idx: UOp, r: UOp) -> UOp | None:
   """base when idx is a padded read WHERE(valid, base + r, 0) (the lowerer's gate that keeps masked reads in the buffer)."""
-  return lane_base(idx.src[1], r) if idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0 else None
+  return lane_base(ungated, r) if (ungated := _ungated(idx)) is not idx else None
 
 # ***** long float sums become a tree of short ones *****
 # A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'
