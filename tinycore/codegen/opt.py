@@ -286,12 +286,13 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   loads = [u for u in order if u.op is Ops.LOAD]
   overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
   red_trips = {r: _const_size(r) for r in reduce_rngs}
+  spans = functools.cache(lambda i, r, W: _span_offsets(_ungated(i), r, W) is not None)
   def vec_score(r: UOp, weighted: bool) -> int:
     # contiguous accesses gain (padded ones too: a masked vector load; a few elements each read by neighbouring lanes:
     # one short load and a shuffle), gathers lose. Weighted, each counts as often as it runs: a load in a 43264-trip
     # sum decides, not the store of its result (a batch-norm sum vectorised along its 16 channels gathered every element)
     def runs(i: UOp) -> int: return prod(red_trips[x] or 1 for x in deps[i] if x in red_trips) if weighted else 1
-    def vector(i: UOp) -> bool: return lane_base(i, r) is not None or _padded_base(i, r) is not None or _span_offsets(_ungated(i), r, W) is not None
+    def vector(i: UOp) -> bool: return lane_base(i, r) is not None or _padded_base(i, r) is not None or spans(i, r, W)
     return sum((1 if vector(i) else -1) * runs(i) for i in accesses if r in deps[i])
   sums = {r for x in reduces if x.arg is Ops.ADD for r in x.src[1:]} - {r for x in reduces if x.arg is not Ops.ADD for r in x.src[1:]}
   def takes(r: UOp, W: int) -> bool: return _tiles(r, W, overlap) or (r in sums and _pads(r, W))
@@ -557,14 +558,17 @@ def _ungated(idx: UOp) -> UOp:
 def _span_offsets(idx: UOp, r: UOp, W: int) -> list[int] | None:
   """For an index that reads r through floor division (a pool's gradient at w // 2) or every other element (a pool's
   window at 2*w + b): where r runs over W consecutive values from a multiple of W, the elements read relative to the
-  first (0, 0, 1, 1, ... for w // 2; 0, 2, 4, ... for 2*w), if they are constants within 2*W elements; else None."""
-  if split_terms(idx)[0].get(r) != 2 and not any(u.op is Ops.IDIV and u.src[1].op is Ops.CONST and W % u.src[1].arg == 0 and
-                                                 r in u.src[0].toposort() for u in idx.toposort()): return None
+  first (0, 0, 1, 1, ... for w // 2; 0, 2, 4, ... for 2*w), if they are constants within 2*W elements; else None.
+  Only the index's terms that read r are evaluated, lane by lane (the rest is the same in every lane)."""
+  terms = split_terms(idx)[0]
+  if terms.get(r) != 2 and not any(u.op is Ops.IDIV and u.src[1].op is Ops.CONST and W % u.src[1].arg == 0 and
+                                   r in u.src[0].toposort() for u in idx.toposort()): return None
+  moving = build_sum({t: k for t, k in terms.items() if r in t.toposort()}, 0, idx.dtype)
   tile = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("_tile", 0, 1 << 24)) * W if r.arg[1] != "lane" else UOp.const(dtypes.index, 0)
-  at = [idx.substitute({r: tile + i}).simplify() for i in range(W)]
-  offs = [(a - at[0]).simplify() for a in at]
-  if not all(o.op is Ops.CONST and 0 <= o.arg < 2 * W for o in offs): return None
-  return [o.arg for o in offs]
+  at = [split_terms(moving.substitute({r: tile + i}).simplify()) for i in range(W)]
+  if any(terms != at[0][0] for terms, _ in at): return None   # a lane's index differs from the first's by more than a constant
+  offs = [const - at[0][1] for _, const in at]
+  return offs if all(0 <= o < 2 * W for o in offs) else None
 
 def _span_load(buf: UOp, first: UOp, offs: list[int], dtype) -> UOp | None:
   """The lanes' values of a read at first + offs: one load of the elements they span (a power of two long) and a
