@@ -280,8 +280,12 @@ def test_threads_on_and_off_give_identical_results(kind, width):
   drv = Device["CPU"].driver
   a, b, c, d, e = (cpu(rng.standard_normal(s).astype(np.float32)).realize() for s in [(37, 64), (64, 48), (50, 333), (64, 512), (512, 96)])
   f, m = cpu(rng.standard_normal((4, 16, 13, 13)).astype(np.float32)).realize(), cpu(rng.standard_normal((1, 16, 1, 1)).astype(np.float32)).realize()
-  # d @ e: its sum in blocks; the per-channel sum: vectors along 16 channels, as wide as the thread count leaves them
-  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e, ((f - m) * m).relu().sum((0, 2, 3))]
+  x, g = cpu(rng.standard_normal((4, 16, 26, 26)).astype(np.float32)).realize(), cpu(rng.standard_normal((4, 16, 13, 13)).astype(np.float32)).realize()
+  up = g.reshape(4, 16, 13, 1, 13, 1).expand(4, 16, 13, 2, 13, 2).reshape(4, 16, 26, 26)
+  # d @ e: its sum in blocks; the per-channel sum: vectors along 16 channels, as wide as the thread count leaves them;
+  # a variance after its mean in one kernel along merged rows, a pool's upsampled gradient and window (span loads)
+  outs = [(a @ b) * 2 - 1, (c.exp() / c.exp().sum(1, keepdim=True)), c.max(0) + c.sum(0), d @ e, ((f - m) * m).relu().sum((0, 2, 3)),
+          ((x - x.mean((0, 2, 3), keepdim=True)) ** 2).mean((0, 2, 3)), (x * up).sum((0, 2, 3)), x.max_pool2d()]
   for out in outs:
     items, _ = create_schedule([out.uop])
     for si in items[:-1]: engine.run_schedule([si])
