@@ -271,10 +271,8 @@ def _pads(r: UOp, T: int) -> bool:
 
 def _tile_base(outer: UOp, n: int, T: int) -> UOp:
   """The first index of tile `outer` of an axis of n cut into tiles of T, the last one overlapping when T does not divide n."""
-  # min(outer*T, n-T): its bounds are exact (0 and n-T), so an index built on it is known to stay in its buffer. Two
-  # tiles start at 0 and n-T: outer*(n-T), linear, so lanes reading x[w // 2] see constant offsets (a span load)
-  if n % T == 0: return outer * T
-  return outer * (n - T) if ceildiv(n, T) == 2 else (outer * T).minimum(n - T)
+  # min(outer*T, n-T): its bounds are exact (0 and n-T), so an index built on it is known to stay in its buffer
+  return outer * T if n % T == 0 else (outer * T).minimum(n - T)
 
 def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, int], tuple | None, tuple[UOp, ...]] | None:
   """Heuristics: (the axis to vectorize or None, vector width, {axis: copies}, the sum cut into blocks or None, the
