@@ -55,8 +55,17 @@ class graph_property:
     u.__dict__[name] = self.fn(u)
     return True
 
-_node_refs: dict[tuple, weakref.ref] = {}
-_weakref, _new_object = weakref.ref, object.__new__
+class _NodeRef(weakref.ref):
+  """The node cache's weak reference to a node, holding the node's key: one callback function for every node (a closure
+  per node would be two more objects for the cyclic garbage collector to track and scan, per node built)."""
+  __slots__ = ("key",)
+
+def _node_gone(w: _NodeRef) -> None:
+  """A node was freed: drop its cache entry (unless a new node of the key took it already)."""
+  if _node_refs.get(key := w.key) is w: del _node_refs[key]
+
+_node_refs: dict[tuple, _NodeRef] = {}
+_new_object = object.__new__
 
 class UOpMeta(type):
   """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
@@ -69,9 +78,8 @@ class UOpMeta(type):
     if (wr := _node_refs.get(key)) is not None and (ret := wr()) is not None: return ret
     ret = _new_object(cls)  # the fields set here, not in an __init__: one Python frame less per node built
     ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
-    def gone(w, key=key):  # the node was freed: drop its cache entry (unless a new node of the key took it already)
-      if _node_refs.get(key) is w: del _node_refs[key]
-    _node_refs[key] = _weakref(ret, gone)
+    (wr := _NodeRef(ret, _node_gone)).key = key
+    _node_refs[key] = wr
     return ret
 
 class UOp(metaclass=UOpMeta):
