@@ -12,7 +12,7 @@ from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_don
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
 from tinycore.multi import split, layout_arg
-from tinycore.gradient import compute_gradient
+from tinycore.gradient import compute_gradient, differentiable_graph
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
 # every live Tensor, by weak reference: a set of refs whose callback is the set's own discard (a WeakSet's add and its
@@ -521,11 +521,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives."""
     self._check_differentiable()
+    return self._gradient(targets, gradient, materialize_grads, None)
+  def _gradient(self, targets, gradient: Tensor | None, materialize_grads: bool, order: dict[UOp, None] | None) -> list[Tensor]:
     if gradient is None:
       if self.shape != (): raise ValueError(f"gradient of a non-scalar tensor {self.shape} needs an explicit `gradient=`")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
+    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets}, order)
     out = []
     for t in targets:
       if t.uop not in grads:
@@ -545,13 +547,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in _all_tensors()):
       raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
-    graph = self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH)  # ordered, sources first
+    graph = differentiable_graph(self.uop)  # ordered, sources first
     live = [t for t in _all_tensors() if t.uop in graph]
     carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
     for u in graph:  # sources come first
       if u not in carries and not carries.isdisjoint(u.src): carries.add(u)
     targets = [t for t in live if t.requires_grad is not False and t.uop in carries and dtypes.is_float(t.dtype)]
-    grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
+    grads = self._gradient(targets, gradient, True, graph)
     for t, g in zip(targets, grads):
       if g.shape != t.shape: raise RuntimeError(f"internal error: gradient shape {g.shape} != tensor shape {t.shape}")
       t.grad = g if t.grad is None else (t.grad + g)
