@@ -6,7 +6,7 @@ import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
-from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
+from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
@@ -561,7 +561,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self
 
   # ***** unary and elementwise building blocks *****
-  def _unary(self, op: Ops) -> Tensor: return Tensor(UOp(op, self.dtype, (self.uop,)))
+  def _unary(self, op: Ops) -> Tensor: return Tensor(seed(UOp(op, (u := self.uop).dtype, (u,)), u.shape, u.device))
   def _alu(self, op: Ops, *others: Tensor) -> Tensor:
     return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
@@ -592,7 +592,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if len(self.shape) > len(shape): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
     if any(s != 1 and s != t for s, t in zip(padded, shape)): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
-    return Tensor(self.uop.reshape(padded).expand(shape))
+    # built directly: UOp.reshape()/expand() would check again what was just checked (ones prepended, size-1 dims grown)
+    u = self.uop
+    if padded != u.shape: u = seed(UOp(Ops.RESHAPE, u.dtype, (u,), padded), padded, u.device)
+    return Tensor(u if padded == shape else seed(UOp(Ops.EXPAND, u.dtype, (u,), shape), shape, u.device))
   def broadcast_to(self, *shape) -> Tensor:
     shape = argfix(*shape)
     return self._broadcast_to(tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)] for i, s in enumerate(shape)))
@@ -1404,8 +1407,9 @@ def _list_form_dim(args: tuple, dim: int) -> int:
   raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
-  au = a.uop
-  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, b.uop)))
+  """a op b, of a's shape (operands broadcast already) and device."""
+  au, bu = a.uop, b.uop
+  return Tensor(seed(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, bu)), au.shape, au.device if au.device is not None else bu.device))
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""
