@@ -1008,7 +1008,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     if mode == "constant":
       out = Tensor(x.uop.pad(tuple(pairs)))
-      if value == 0: return out
+      if value == 0 or out.uop is x.uop: return out   # padding of zeros or of nothing (a pool without padding): no mask
       mask = Tensor(Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
       return mask.where(out, value)
     for d, (b, a) in enumerate(pairs):
