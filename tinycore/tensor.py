@@ -142,7 +142,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @property
   def device(self) -> str: return self.uop.device
   @property
-  def ndim(self) -> int: return len(self.shape)
+  def ndim(self) -> int: return len(self.uop.shape)
   def numel(self) -> Any: return prod(self.shape)
   @property
   def max_shape(self) -> tuple[int, ...]: return tuple(int(s.vmax) if isinstance(s, UOp) else s for s in self.shape)
@@ -963,7 +963,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   # ***** movement *****
   def reshape(self, shape, *args) -> Tensor:
     """New shape (ints, or one sequence); -1 infers a dim, None keeps the dim at that position."""
-    shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
+    shape = argfix(shape, *args)
+    if None in shape: shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
     if shape.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
       # a symbolic dim kept as it is cancels out of the division (the simplifier does not divide by a Variable)
