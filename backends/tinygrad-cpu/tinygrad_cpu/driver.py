@@ -97,6 +97,6 @@ class CPUDriver(Driver):
     done: queue.SimpleQueue = queue.SimpleQueue()   # per launch: launches from several threads never take each other's ends
     inboxes = self._pool.at_least(workers - 1)
     for i in range(1, workers): inboxes[i - 1].put((fn, (*args, bounds[i], bounds[i+1]), done))
-    fn(*args, bounds[0], bounds[1])
-    errors = [e for e in [done.get() for _ in range(1, workers)] if e is not None]
-    if errors: raise errors[0]
+    try: fn(*args, bounds[0], bounds[1])
+    finally: ends = [done.get() for _ in range(1, workers)]   # every slice has ended before the launch returns or raises
+    if errors := [e for e in ends if e is not None]: raise errors[0]
