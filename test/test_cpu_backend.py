@@ -776,3 +776,20 @@ def test_heavy_elementwise_chain_behind_an_expand_is_computed_once():
   np.testing.assert_allclose(heavy.numpy(), (np.sqrt(np.exp(a * 0.5 + 1)) * 3 - 1) @ w, rtol=1e-4, atol=1e-4)
   light = (cpu(a) * 2).relu() @ cpu(w)
   assert len([si for si in light.schedule() if si.ast.op is Ops.SINK]) == 1
+
+def test_parallel_launch_runs_every_slice_and_raises_a_worker_error():
+  """driver.run cuts core ids [0, n) into slices for its worker threads and the calling thread: every id runs once, and
+  an error in a worker's slice is raised in the launching thread (after every slice ended), not lost in the thread."""
+  drv = Device["CPU"].driver
+  old, drv.threads = drv.threads, 4
+  try:
+    seen: list[tuple[int, int]] = []
+    drv.run(lambda tag, lo, hi: seen.append((lo, hi)), ("tag",), 10, True)
+    assert sorted(i for lo, hi in seen for i in range(lo, hi)) == list(range(10)) and len(seen) == 4
+    def fails_past_5(tag, lo, hi):
+      seen.append((lo, hi))
+      if lo >= 5: raise ValueError(f"slice {lo}")
+    seen.clear()
+    with pytest.raises(ValueError, match="slice"): drv.run(fails_past_5, ("tag",), 10, True)
+    assert len(seen) == 4
+  finally: drv.threads = old

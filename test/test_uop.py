@@ -89,3 +89,19 @@ def test_pickle_roundtrip_gives_the_same_node():
 
 def test_truth_value_is_an_error():
   with pytest.raises(TypeError, match="truth value"): bool(Variable("tv", 0, 1) < 1)
+
+def test_seeded_shape_and_device_are_what_the_properties_compute():
+  """Tensor-level builders store a new node's shape and device (seed) instead of the graph properties computing them:
+  every node of a graph built through those paths (constants, broadcasts, binary and unary ops, reshapes, expands,
+  reductions, a conv) holds the values the properties' own rules give from its sources."""
+  from tinycore import Tensor
+  x, w = Tensor.ones(2, 3, 6, 6).contiguous(), Tensor.ones(4, 3, 3, 3).contiguous()
+  y = (x.conv2d(w) * 0.5 + 1).relu().max_pool2d().reshape(2, -1)
+  out = ((y - y.mean(axis=1).reshape(2, 1)) / Tensor([[2.0] * 16, [3.0] * 16]).sqrt() + (-1)).sum(axis=0).exp2()
+  checked = 0
+  for u in out.uop.toposort():
+    for prop in (UOp.shape, UOp.device):
+      if prop.name in u.__dict__:
+        assert u.__dict__[prop.name] == prop.fn(u), (u.op, prop.name, u.__dict__[prop.name], prop.fn(u))
+        checked += 1
+  assert checked > 40

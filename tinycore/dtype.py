@@ -181,10 +181,13 @@ def f32_to_bf16_bits(x: float) -> int:
   return ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
 def bf16_bits_to_f32(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xffff) << 16))[0]
 
-_ROUNDTRIP = {"f": struct.Struct("<f"), "e": struct.Struct("<e")}
+_ROUNDTRIP = {"f": (_F32 := struct.Struct("<f")), "e": struct.Struct("<e")}
 
 def truncate(dt: DType, x):
   """Convert a Python value to what `dt` holds exactly: the semantics constant folding must match."""
+  if dt is dtypes.float32 and x.__class__ is float:   # the common case (every float constant of a model), before the general path
+    try: return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError: pass
   dt = dt.scalar
   if dt == dtypes.bool: return bool(x)
   if dtypes.is_int(dt):

@@ -84,9 +84,14 @@ def _sources(u: UOp) -> tuple[UOp, ...]:
   s = u.src[0].src[0] if u.src[0].op is Ops.SHRINK else u.src[0]
   return (s.src[0],) if s.op is Ops.COPY and isinstance(s.src[0].device, str) else ()
 
-def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
-  """Reverse-mode sweep from root: gradients of every node on a path to a target (missing: no path)."""
-  order = root.toposort(gate=lambda u: u.op is not Ops.DETACH)
+def differentiable_graph(root: UOp) -> dict[UOp, None]:
+  """The nodes a gradient of root can flow through (not under a DETACH), sources first."""
+  return root.toposort(gate=lambda u: u.op is not Ops.DETACH)
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: dict[UOp, None] | None = None) -> dict[UOp, UOp]:
+  """Reverse-mode sweep from root: gradients of every node on a path to a target (missing: no path). `order`:
+  differentiable_graph(root), where the caller has it already."""
+  if order is None: order = differentiable_graph(root)
   on_path: set[UOp] = set()
   for u in order:  # sources come first, so a node is on a path if any source is
     if u in targets or not on_path.isdisjoint(u.src): on_path.add(u)

@@ -1,6 +1,6 @@
 """Small shared utilities: environment flags, Context, math on shapes, timing, progress bars, downloads (tinygrad's helper names)."""
 from __future__ import annotations
-import contextlib, cProfile, functools, gzip, hashlib, math, operator, os, pathlib, pstats, shutil, sys, tempfile, time, urllib.request
+import contextlib, cProfile, functools, gzip, hashlib, itertools, math, operator, os, pathlib, pstats, shutil, sys, tempfile, time, urllib.request
 from typing import Any, Callable, Generic, Iterable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ JIT = ContextVar("JIT", 1)  # 0: TinyJit calls the function every time, capturin
 LRU = ContextVar("LRU", 1)  # 0: a freed buffer goes back to the device at once instead of into the allocator's cache
 
 def prod(xs: Iterable[T], start: Any = 1) -> Any: return functools.reduce(operator.mul, xs, start)
-def all_int(xs: Iterable[Any]) -> bool: return all(isinstance(x, int) for x in xs)
+def all_int(xs: Iterable[Any]) -> bool: return all(map(isinstance, xs, itertools.repeat(int)))  # C-level: no generator frame per call
 def argfix(*x):
   """Accept f(1,2,3) and f((1,2,3)) alike."""
   if x and isinstance(x[0], (tuple, list)):

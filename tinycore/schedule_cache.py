@@ -39,10 +39,12 @@ def _walk(outs: list[UOp]):
   uniq: dict = {}
   binds: dict[str, int] = {}
   done, store = _sched.done_assigns, _sched.buffers
+  index = ids.__getitem__   # the sources' numbers by a C-level map: no Python frame per node
   opened: set[UOp] = set()   # nodes whose sources are on the stack: met again, they are keyed
   stack: list[UOp] = list(reversed(outs))
+  pop, push, extend, append_node, append_key = stack.pop, stack.append, stack.extend, nodes.append, key.append
   while stack:
-    u = stack.pop()
+    u = pop()
     if u in ids: continue
     op = u.op
     if op is _BUFFER:
@@ -54,19 +56,19 @@ def _walk(outs: list[UOp]):
       if binds.setdefault(var.arg[0], val) != val: return None  # one variable bound to two values: left to create_schedule
       k = (op, u.dtype, var, u.src[1].src)
     else:
-      if u.src and u not in opened:
+      if (src := u.src) and u not in opened:
         if op is _ASSIGN and u in done: return None
         opened.add(u)
-        stack.append(u)
-        stack.extend(reversed(u.src))
+        push(u)
+        extend(src[::-1])
         continue
       arg = u.arg
       if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
       elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta
-      k = (op, u.dtype, tuple([ids[s] for s in u.src]), arg)
+      k = (op, u.dtype, tuple(map(index, src)), arg)
     ids[u] = len(nodes)
-    nodes.append(u)
-    key.append(k)
+    append_node(u)
+    append_key(k)
   key.append(tuple(ids[o] for o in outs))
   return tuple(key), nodes, ids, bufs, slot, binds
 

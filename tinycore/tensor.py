@@ -6,13 +6,13 @@ import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
-from tinycore.uop import UOp, Ops, GroupOp, resolve, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
+from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
 from tinycore.runtime.device import Device, Buffer
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
 from tinycore.multi import split, layout_arg
-from tinycore.gradient import compute_gradient
+from tinycore.gradient import compute_gradient, differentiable_graph
 from tinycore.tensor_ops import NNOpsMixin, IndexingMixin, _broadcast_shape
 
 # every live Tensor, by weak reference: a set of refs whose callback is the set's own discard (a WeakSet's add and its
@@ -142,7 +142,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   @property
   def device(self) -> str: return self.uop.device
   @property
-  def ndim(self) -> int: return len(self.shape)
+  def ndim(self) -> int: return len(self.uop.shape)
   def numel(self) -> Any: return prod(self.shape)
   @property
   def max_shape(self) -> tuple[int, ...]: return tuple(int(s.vmax) if isinstance(s, UOp) else s for s in self.shape)
@@ -521,11 +521,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
     """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives."""
     self._check_differentiable()
+    return self._gradient(targets, gradient, materialize_grads, None)
+  def _gradient(self, targets, gradient: Tensor | None, materialize_grads: bool, order: dict[UOp, None] | None) -> list[Tensor]:
     if gradient is None:
       if self.shape != (): raise ValueError(f"gradient of a non-scalar tensor {self.shape} needs an explicit `gradient=`")
       gradient = Tensor(1.0, dtype=self.dtype, device=self.device)
     if gradient.shape != self.shape: raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
-    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets})
+    grads = compute_gradient(self.uop, gradient.uop, {t.uop for t in targets}, order)
     out = []
     for t in targets:
       if t.uop not in grads:
@@ -545,13 +547,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in _all_tensors()):
       raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
-    graph = self.uop.toposort(gate=lambda u: u.op is not Ops.DETACH)  # ordered, sources first
+    graph = differentiable_graph(self.uop)  # ordered, sources first
     live = [t for t in _all_tensors() if t.uop in graph]
     carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
     for u in graph:  # sources come first
       if u not in carries and not carries.isdisjoint(u.src): carries.add(u)
     targets = [t for t in live if t.requires_grad is not False and t.uop in carries and dtypes.is_float(t.dtype)]
-    grads = self.gradient(*targets, gradient=gradient, materialize_grads=True)
+    grads = self._gradient(targets, gradient, True, graph)
     for t, g in zip(targets, grads):
       if g.shape != t.shape: raise RuntimeError(f"internal error: gradient shape {g.shape} != tensor shape {t.shape}")
       t.grad = g if t.grad is None else (t.grad + g)
@@ -559,7 +561,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self
 
   # ***** unary and elementwise building blocks *****
-  def _unary(self, op: Ops) -> Tensor: return Tensor(UOp(op, self.dtype, (self.uop,)))
+  def _unary(self, op: Ops) -> Tensor: return Tensor(seed(UOp(op, (u := self.uop).dtype, (u,)), u.shape, u.device))
   def _alu(self, op: Ops, *others: Tensor) -> Tensor:
     return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
@@ -590,7 +592,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if len(self.shape) > len(shape): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
     if any(s != 1 and s != t for s, t in zip(padded, shape)): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
-    return Tensor(self.uop.reshape(padded).expand(shape))
+    # built directly: UOp.reshape()/expand() would check again what was just checked (ones prepended, size-1 dims grown)
+    u = self.uop
+    if padded != u.shape: u = seed(UOp(Ops.RESHAPE, u.dtype, (u,), padded), padded, u.device)
+    return Tensor(u if padded == shape else seed(UOp(Ops.EXPAND, u.dtype, (u,), shape), shape, u.device))
   def broadcast_to(self, *shape) -> Tensor:
     shape = argfix(*shape)
     return self._broadcast_to(tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)] for i, s in enumerate(shape)))
@@ -958,7 +963,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   # ***** movement *****
   def reshape(self, shape, *args) -> Tensor:
     """New shape (ints, or one sequence); -1 infers a dim, None keeps the dim at that position."""
-    shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(argfix(shape, *args)))
+    shape = argfix(shape, *args)
+    if None in shape: shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
     if shape.count(-1) > 1: raise RuntimeError(f"reshape: only one dimension can be -1, got {shape}")
     if -1 in shape:
       # a symbolic dim kept as it is cancels out of the division (the simplifier does not divide by a Variable)
@@ -1003,7 +1009,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     if mode == "constant":
       out = Tensor(x.uop.pad(tuple(pairs)))
-      if value == 0: return out
+      if value == 0 or out.uop is x.uop: return out   # padding of zeros or of nothing (a pool without padding): no mask
       mask = Tensor(Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
       return mask.where(out, value)
     for d, (b, a) in enumerate(pairs):
@@ -1402,8 +1408,9 @@ def _list_form_dim(args: tuple, dim: int) -> int:
   raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
-  au = a.uop
-  return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, b.uop)))
+  """a op b, of a's shape (operands broadcast already) and device."""
+  au, bu = a.uop, b.uop
+  return Tensor(seed(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, bu)), au.shape, au.device if au.device is not None else bu.device))
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""

@@ -844,12 +844,17 @@ class NNOpsMixin:
     (other than -1) count nowhere, including the mean's denominator."""
     Tensor = type(self)
     log_probs = self.log_softmax(-1)
-    keep = (Y != ignore_index) if ignore_index != -1 else Tensor.ones(Y.shape, dtype=dtypes.bool, device=self.device)
-    y = (Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)) & keep.unsqueeze(-1)
+    # every target counts unless ignore_index is set: then no mask is built (an all-true one adds nodes and changes no value)
+    keep = (Y != ignore_index) if ignore_index != -1 else None
+    y = Y.unsqueeze(-1) == Tensor.arange(self.shape[-1], device=self.device)
+    if keep is not None: y = y & keep.unsqueeze(-1)
     picked = y.where(log_probs, 0).sum(-1)
     # without smoothing the mean over classes is not computed at all (0 * it would be a kernel, and NaN where it is infinite)
-    loss = -((1 - label_smoothing) * picked + label_smoothing * keep.where(log_probs.mean(-1), 0)) if label_smoothing else -picked
-    if reduction == "mean": return loss.sum() / keep.sum()
+    if label_smoothing:
+      smooth = log_probs.mean(-1) if keep is None else keep.where(log_probs.mean(-1), 0)
+      loss = -((1 - label_smoothing) * picked + label_smoothing * smooth)
+    else: loss = -picked
+    if reduction == "mean": return loss.sum() / (keep.sum() if keep is not None else Y.numel())
     return loss._do_reduction(reduction)
 
   def nll_loss(self: Tensor, Y: Tensor, weight: Tensor | None = None, ignore_index: int | None = None, reduction: str = "mean") -> Tensor:

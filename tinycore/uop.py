@@ -55,8 +55,25 @@ class graph_property:
     u.__dict__[name] = self.fn(u)
     return True
 
-_node_refs: dict[tuple, weakref.ref] = {}
-_weakref, _new_object = weakref.ref, object.__new__
+class _NodeRef(weakref.ref):
+  """The node cache's weak reference to a node, holding the node's key: one callback function for every node (a closure
+  per node would be two more objects for the cyclic garbage collector to track and scan, per node built)."""
+  __slots__ = ("key",)
+
+def _node_gone(w: _NodeRef) -> None:
+  """A node was freed: drop its cache entry (unless a new node of the key took it already)."""
+  if _node_refs.get(key := w.key) is w: del _node_refs[key]
+
+def seed(u: UOp, shape: tuple, device: str | tuple[str, ...]) -> UOp:
+  """u with its shape and device stored where its builder knows them (the values the graph properties would compute from
+  u's sources): the next op reads them at once, without first filling them in over sources that were never asked."""
+  d = u.__dict__
+  d.setdefault("shape", shape)
+  d.setdefault("device", device)
+  return u
+
+_node_refs: dict[tuple, _NodeRef] = {}
+_new_object = object.__new__
 
 class UOpMeta(type):
   """Hash-consing: building a UOp with the same (op, dtype, src, arg) returns the live one."""
@@ -69,9 +86,8 @@ class UOpMeta(type):
     if (wr := _node_refs.get(key)) is not None and (ret := wr()) is not None: return ret
     ret = _new_object(cls)  # the fields set here, not in an __init__: one Python frame less per node built
     ret.op, ret.dtype, ret.src, ret.arg = op, dtype, src, arg
-    def gone(w, key=key):  # the node was freed: drop its cache entry (unless a new node of the key took it already)
-      if _node_refs.get(key) is w: del _node_refs[key]
-    _node_refs[key] = _weakref(ret, gone)
+    (wr := _NodeRef(ret, _node_gone)).key = key
+    _node_refs[key] = wr
     return ret
 
 class UOp(metaclass=UOpMeta):
@@ -115,11 +131,12 @@ class UOp(metaclass=UOpMeta):
       c = b if b.dtype == dtype else b.cast(dtype)
       return c.reshape((1,) * len(shape)).expand(shape) if shape else c
     val = truncate(dtype, b)
-    c = UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),) if device is not None else (), val)  # positional: no kwargs dict
+    if device is None: return UOp(Ops.CONST, dtype, (), val)  # positional: no kwargs dict
+    c = seed(UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), val), (), device)
     if not shape: return c
     # built directly: reshape()/expand() would check what holds by construction (a scalar to ones, ones to the shape)
-    c = UOp(Ops.RESHAPE, dtype, (c,), ones := (1,) * len(shape))
-    return c if shape == ones else UOp(Ops.EXPAND, dtype, (c,), shape)
+    c = seed(UOp(Ops.RESHAPE, dtype, (c,), ones := (1,) * len(shape)), ones, device)
+    return c if shape == ones else seed(UOp(Ops.EXPAND, dtype, (c,), shape), shape, device)
   def const_like(self, b: Any) -> UOp:
     """A constant of self's dtype; for tensor-level nodes also of its device and shape."""
     if (device := self.device) is None: return UOp.const(self.dtype, b)
@@ -168,13 +185,13 @@ class UOp(metaclass=UOpMeta):
     if (prod(self.shape) != prod(shape) or min(shape, default=0) < 0) if all_int(self.shape + shape) else \
        resolve(sint_to_uop(prod(self.shape)).ne(prod(shape)), False) or any(resolve(s < 0, False) for s in shape):
       raise ValueError(f"cannot reshape {self.shape} (size {prod(self.shape)}) to {shape} (size {prod(shape)})")
-    return UOp(Ops.RESHAPE, self.dtype, (self,), shape)
+    return seed(UOp(Ops.RESHAPE, self.dtype, (self,), shape), shape, self.device)
   def expand(self, shape: tuple) -> UOp:
     shape = tuple(shape)
     if self.shape == shape: return self
     if len(shape) != len(self.shape) or any(s != n and s != 1 for s, n in zip(self.shape, shape)):
       raise ValueError(f"cannot expand {self.shape} to {shape}: only size-1 dimensions can grow")
-    return UOp(Ops.EXPAND, self.dtype, (self,), shape)
+    return seed(UOp(Ops.EXPAND, self.dtype, (self,), shape), shape, self.device)
   def permute(self, order: tuple[int, ...]) -> UOp:
     order = tuple(order)
     if sorted(order) != list(range(len(self.shape))): raise ValueError(f"permute order {order} is not a permutation of {len(self.shape)} axes")
