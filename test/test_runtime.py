@@ -197,9 +197,9 @@ def test_changing_shapes_stop_growing_the_node_cache():
     gc.collect()
     return len(uop._node_refs)
   with Context(KERNEL_CACHE_SIZE=4):
-    live_after(range(2000, 2030))
-    first = live_after(range(2030, 2060))
-    assert live_after(range(2060, 2120)) <= first
+    live_after(range(200, 208))
+    first = live_after(range(208, 216))
+    assert live_after(range(216, 232)) <= first
 
 # ***** BEAM search *****
 
