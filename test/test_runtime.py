@@ -155,6 +155,52 @@ def test_copy_between_devices_uses_host_memory_directly():
   assert dst.device == "PYTHON:1"
   np.testing.assert_equal(dst.numpy(), np.arange(6))
 
+# ***** the compiled-kernel caches (bounded by KERNEL_CACHE_SIZE) *****
+
+def test_kernel_caches_evict_at_their_bound_and_an_evicted_kernel_comes_back_from_the_disk_cache(cache_dir, monkeypatch):
+  a = Tensor(np.arange(6, dtype=np.float32), device="PYTHON").realize()
+  base = float(random.Random().randint(1000, 10**6))  # constants no earlier test compiled: fresh kernels of one shape
+  outs = [a + (base + i) for i in range(5)]
+  asts = [o.schedule()[-1].ast for o in outs]
+  assembled = []
+  real = Device["PYTHON"].assembler.assemble
+  monkeypatch.setattr(Device["PYTHON"].assembler, "assemble", lambda src: assembled.append(src) or real(src))
+  with Context(KERNEL_CACHE_SIZE=3):
+    names = [engine.get_runner("PYTHON", ast).spec.name for ast in asts]
+    assert len(set(names)) == 5 and len(assembled) == 5, names
+    assert [k[1] for k in engine._runners] == asts[2:] and [k[1] for k in engine._programs] == asts[2:]
+    again = engine.get_runner("PYTHON", asts[0])
+    assert again.spec.name == names[0] and len(assembled) == 5, "made again under its old name, so from the disk cache"
+    assert [k[1] for k in engine._runners] == [*asts[3:], asts[0]]
+    np.testing.assert_equal(outs[0].numpy(), np.arange(6) + base)
+    # a kernel made after the evictions still gets a name of its own
+    assert engine.get_runner("PYTHON", (a * base).schedule()[-1].ast).spec.name not in names
+
+def test_a_captured_jit_replays_after_its_kernels_were_evicted():
+  from tinycore import TinyJit
+  @TinyJit
+  def f(x: Tensor) -> Tensor: return (x * 3 + 1).realize()
+  with Context(KERNEL_CACHE_SIZE=1):
+    for i in range(4):
+      x = Tensor(np.full(5, i, np.float32), device="PYTHON")
+      np.testing.assert_equal(f(x).numpy(), np.full(5, 3 * i + 1))
+      for n in range(3): (Tensor.ones(7 + n, device="PYTHON") * i).realize()   # evicts f's kernel
+      assert all(("PYTHON", si.ast) not in engine._runners for si, _ in f.captured)
+  assert f.cnt == 4 and f.captured, "the last two calls replayed the capture"
+
+def test_changing_shapes_stop_growing_the_node_cache():
+  """A loop whose shapes never repeat: with the kernel caches bounded, the live UOps stay level."""
+  import gc
+  from tinycore import uop
+  def live_after(sizes) -> int:
+    for n in sizes: (Tensor.arange(n, device="PYTHON").float() * 0.5 + 1).sum().realize()
+    gc.collect()
+    return len(uop._node_refs)
+  with Context(KERNEL_CACHE_SIZE=4):
+    live_after(range(200, 208))
+    first = live_after(range(208, 216))
+    assert live_after(range(216, 232)) <= first
+
 # ***** BEAM search *****
 
 def _matmul_kernel(device: str = "PYTHON"):

@@ -178,14 +178,17 @@ def adapter_backends() -> list[str]:
   return sorted({a.info["backend_type"] for a in wgpu.gpu.enumerate_adapters_sync()})
 
 def test_integer_division_on_every_adapter(gpu):
-  """The division test once per adapter wgpu offers here (wgpu picks one per process: WGPU_BACKEND_TYPE selects it)."""
+  """The division test once per adapter wgpu offers here (wgpu picks one per process: WGPU_BACKEND_TYPE selects it),
+  the adapters' processes side by side."""
   backends = adapter_backends()
   assert backends, "an adapter opened, but wgpu enumerates none"
-  for backend in backends:
-    env = {**os.environ, "WGPU_BACKEND_TYPE": backend, "CI": "true"}   # CI: the child fails rather than skips without it
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::test_integer_division_matches_python",
-                        f"{__file__}::test_the_adapter_is_the_one_asked_for"], env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and f"{len(INT_DTYPES) + 1} passed" in r.stdout, f"on the {backend} adapter:\n{r.stdout[-3000:]}{r.stderr[-2000:]}"
+  runs = {backend: subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::test_integer_division_matches_python",
+                                     f"{__file__}::test_the_adapter_is_the_one_asked_for"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env={**os.environ, "WGPU_BACKEND_TYPE": backend, "CI": "true"})   # CI: the child fails rather than skips without it
+          for backend in backends}
+  for backend, proc in runs.items():
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0 and f"{len(INT_DTYPES) + 1} passed" in out, f"on the {backend} adapter:\n{out[-3000:]}{err[-2000:]}"
 
 def test_the_adapter_is_the_one_asked_for(gpu):
   info = gpu.driver.adapter_info

@@ -1,5 +1,6 @@
 """Fixtures for the suite's own tests: the broken backends of broken_backends.py, installed through a real entry point."""
 from __future__ import annotations
+import shutil, subprocess, sys
 import pytest
 from conformance_helpers import HERE, write_dist
 
@@ -9,3 +10,15 @@ def plugin_path(tmp_path_factory) -> list[str]:
   root = tmp_path_factory.mktemp("broken_dist")
   write_dist(root, "tinycore-broken", {"broken": "broken_backends"})
   return [str(root), str(HERE)]
+
+@pytest.fixture(scope="session")
+def example_site(tmp_path_factory) -> str:
+  """A private target directory the example plugin (docs/writing-a-backend.md) is pip-installed into, once per session:
+  the tests that use it read it, or copy it before adding to it."""
+  root = tmp_path_factory.mktemp("example")
+  site, src = root / "site", root / "example_plugin"
+  shutil.copytree(HERE / "example_plugin", src, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))  # builds stay out of the checkout
+  pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site), str(src)],
+                       capture_output=True, text=True, timeout=300)
+  assert pip.returncode == 0, pip.stderr[-3000:]
+  return str(site)

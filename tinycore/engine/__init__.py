@@ -1,9 +1,9 @@
 """Runs a schedule: compiles each kernel AST once (codegen, render, assemble with the disk cache, load) and launches it."""
 from __future__ import annotations
-import time
-from collections import defaultdict
+import time, weakref
+from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from tinycore.helpers import DEBUG, BEAM, colored
+from tinycore.helpers import DEBUG, BEAM, ContextVar, colored
 from tinycore.uop import UOp, Ops, sym_eval, format_uops
 from tinycore.renderer import ProgramSpec
 from tinycore.runtime.device import Device, Buffer, GlobalCounters
@@ -13,37 +13,58 @@ from tinycore import search, trace
 from tinycore.schedule import ScheduleItem
 from tinycore.multi import MultiBuffer, DEVICE_NUM, device_groups, pick_strategy, allreduce_plan, allreduce_on_host, acc_dtype, fold_ast, Plan
 
-_runners: dict[tuple[str, UOp], CompiledRunner] = {}   # (device instance, kernel AST) -> loaded on that instance
-_programs: dict[tuple[object, UOp], ProgramSpec] = {}   # (renderer, kernel AST) -> rendered once for every instance of a backend
+# compiled kernels are kept in two LRU caches of KERNEL_CACHE_SIZE entries each: a process whose shapes keep changing
+# would otherwise keep every kernel AST (and its nodes) alive. An evicted kernel is simply made again on next use (a
+# JIT capture or a schedule template holds the AST, never the runner): rendered anew under its old name, so the same
+# source, and assembled from the disk cache.
+KERNEL_CACHE_SIZE = ContextVar("KERNEL_CACHE_SIZE", 1000)
+_runners: OrderedDict[tuple[str, UOp], CompiledRunner] = OrderedDict()   # (device instance, kernel AST) -> loaded on that instance
+_programs: OrderedDict[tuple[object, UOp], ProgramSpec] = OrderedDict()  # (renderer, kernel AST) -> rendered once for every instance of a backend
 _names: dict[str, dict[str, int]] = defaultdict(dict)  # backend -> kernel name -> how many different kernels carry it
+# kernel AST -> renderer -> the name its program got: held weakly, so it costs nothing once the AST is gone
+_kernel_names: weakref.WeakKeyDictionary[UOp, dict[object, str]] = weakref.WeakKeyDictionary()
+stats = {"rendered": 0, "loaded": 0}   # programs rendered and runners loaded so far (a full cache no longer grows: count these)
 
-def _unique_name(backend: str, name: str) -> str:
-  """Kernels with equal shapes get equal names; a suffix tells them apart (drivers may key loaded code by name)."""
-  n = _names[backend].get(name, 0)
-  _names[backend][name] = n + 1
-  return name if n == 0 else f"{name}n{n}"
+def _keep(cache: OrderedDict, key, value):
+  """value, stored as the most recently used entry of an LRU cache, the least recently used dropped past the bound."""
+  cache[key] = value
+  while len(cache) > KERNEL_CACHE_SIZE.value: cache.popitem(last=False)
+  return value
+
+def _unique_name(backend: str, ren, ast: UOp) -> str:
+  """Kernels with equal shapes get equal names; a suffix tells them apart (drivers may key loaded code by name). A
+  suffix is never handed out twice, and a program made again after eviction gets back the name it had."""
+  if (name := (names := _kernel_names.setdefault(ast, {})).get(ren)) is None:
+    n = _names[backend].get(base := kernel_name(ast), 0)
+    _names[backend][base] = n + 1
+    name = names[ren] = base if n == 0 else f"{base}n{n}"
+  return name
 
 def get_program(device: str, ast: UOp) -> ProgramSpec:
   """The kernel for `ast` on `device`'s backend: optimised and rendered once, then shared by every instance."""
   backend = Device.instance(device)[0]
   ren = Device.renderer(backend)
-  if (spec := _programs.get((ren, ast))) is None:
-    name = _unique_name(backend, kernel_name(ast))
-    with trace.span(device, "compile", f"codegen {name}", group=("kernel", name), backend=backend) as sp:
-      if BEAM >= 1: spec = search.beam_search_program(ast, ren, device, int(BEAM), name=name)
-      else: spec = codegen_program(ast, ren, name=name)
-      if trace.capture is not None: sp.note({"uops": format_uops(spec.uops), "src": spec.src}, {"ast": [ast]})
-    if DEBUG >= 4: print(spec.src)
-    _programs[(ren, ast)] = spec
-  return spec
+  if (spec := _programs.get(key := (ren, ast))) is not None:
+    _programs.move_to_end(key)
+    return spec
+  name = _unique_name(backend, ren, ast)
+  with trace.span(device, "compile", f"codegen {name}", group=("kernel", name), backend=backend) as sp:
+    if BEAM >= 1: spec = search.beam_search_program(ast, ren, device, int(BEAM), name=name)
+    else: spec = codegen_program(ast, ren, name=name)
+    if trace.capture is not None: sp.note({"uops": format_uops(spec.uops), "src": spec.src}, {"ast": [ast]})
+  if DEBUG >= 4: print(spec.src)
+  stats["rendered"] += 1
+  return _keep(_programs, key, spec)
 
 def get_runner(device: str, ast: UOp) -> CompiledRunner:
-  key = (device, ast)
-  if (r := _runners.get(key)) is None:
-    with trace.span(device, "compile", "compile") as sp:
-      r = _runners[key] = CompiledRunner(device, get_program(device, ast))
-      sp.note({"kernel": r.spec.name})
-    if trace.capture is not None: trace.capture.binary(Device.instance(device)[0], r.spec.name, r.binary)
+  if (r := _runners.get(key := (device, ast))) is not None:
+    _runners.move_to_end(key)
+    return r
+  with trace.span(device, "compile", "compile") as sp:
+    r = _keep(_runners, key, CompiledRunner(device, get_program(device, ast)))
+    sp.note({"kernel": r.spec.name})
+  stats["loaded"] += 1
+  if trace.capture is not None: trace.capture.binary(Device.instance(device)[0], r.spec.name, r.binary)
   return r
 
 # set to a list by TinyJit (tinycore/jit.py) while it captures a function: every item run is appended, to be replayed
