@@ -564,6 +564,9 @@ def _span_offsets(idx: UOp, r: UOp, W: int) -> list[int] | None:
   if terms.get(r) != 2 and not any(u.op is Ops.IDIV and u.src[1].op is Ops.CONST and W % u.src[1].arg == 0 and
                                    r in u.src[0].toposort() for u in idx.toposort()): return None
   moving = build_sum({t: k for t, k in terms.items() if r in t.toposort()}, 0, idx.dtype)
+  # an axis of the scalar kernel (choosing the vector axis): its terms must read no other loop (a conv's pool-trick
+  # index (y + 13*a) // 14 mixes two; evaluating every such read of a big kernel cost seconds of compile time)
+  if r.arg[1] != "lane" and any(u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR) and u is not r for u in moving.toposort()): return None
   tile = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("_tile", 0, 1 << 24)) * W if r.arg[1] != "lane" else UOp.const(dtypes.index, 0)
   at = [split_terms(moving.substitute({r: tile + i}).simplify()) for i in range(W)]
   if any(terms != at[0][0] for terms, _ in at): return None   # a lane's index differs from the first's by more than a constant
