@@ -569,7 +569,7 @@ def _span_offsets(idx: UOp, r: UOp, W: int) -> list[int] | None:
   if r.arg[1] != "lane" and any(u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR) and u is not r for u in moving.toposort()): return None
   tile = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("_tile", 0, 1 << 24)) * W if r.arg[1] != "lane" else UOp.const(dtypes.index, 0)
   at = [split_terms(moving.substitute({r: tile + i}).simplify()) for i in range(W)]
-  if any(terms != at[0][0] for terms, _ in at): return None   # a lane's index differs from the first's by more than a constant
+  if any(lane_terms != at[0][0] for lane_terms, _ in at): return None   # a lane's index differs from the first's by more than a constant
   offs = [const - at[0][1] for _, const in at]
   return offs if all(0 <= o < 2 * W for o in offs) else None
 
