@@ -68,8 +68,7 @@ def seed(u: UOp, shape: tuple, device: str | tuple[str, ...]) -> UOp:
   """u with its shape and device stored where its builder knows them (the values the graph properties would compute from
   u's sources): the next op reads them at once, without first filling them in over sources that were never asked."""
   d = u.__dict__
-  d.setdefault("shape", shape)
-  d.setdefault("device", device)
+  if "shape" not in d: d["shape"], d["device"] = shape, device   # (both equal what the properties compute, tested)
   return u
 
 _node_refs: dict[tuple, _NodeRef] = {}
