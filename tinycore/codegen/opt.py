@@ -537,9 +537,7 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
     elif u.op is Ops.CMPLT and not dep[u.src[1]] and (base := lane_base(u.src[0], lane)) is not None:
       # base + lane < n (a padded sum's last vector): lane < n - base, one compare of the lane numbers with a broadcast
       # bound instead of W scalar compares assembled into a mask bit by bit (50 mask instructions per vector on AVX-512).
-      # The bound is clamped to [-1, W] first, so it fits any integer type whatever the index width.
-      room = (new[u.src[1]] - base).maximum(-1).minimum(W).simplify().cast(dtypes.int32)
-      vec[u] = UOp(Ops.CMPLT, dtypes.bool.vec(W), (_lane_numbers(W), UOp(Ops.VECTORIZE, room.dtype.vec(W), (room,) * W)))
+      vec[u] = _lanes_below(new[u.src[1]] - base, W)
     elif any(dep[s] and s not in vec for s in u.src): vec[u] = per_lane(u)  # reads index math: computed lane by lane
     elif u.op in GroupOp.ALU or u.op in (Ops.CAST, Ops.BITCAST, Ops.REDUCE):
       vec[u] = u.replace(dtype=u.dtype.vec(W), src=tuple(as_vec(s) if i == 0 or u.op is not Ops.REDUCE else s for i, s in enumerate(u.src)))
@@ -549,7 +547,12 @@ def vectorize(sink: UOp, lane: UOp) -> UOp:
 def _vec_index(buf: UOp, base: UOp, W: int, mask: UOp | None = None) -> UOp:
   return UOp(Ops.INDEX, buf.dtype.base.vec(W).ptr(buf.dtype.size, buf.dtype.addrspace), (buf, base) + ((mask,) if mask is not None else ()))
 
-def _lane_numbers(W: int) -> UOp: return UOp(Ops.VECTORIZE, dtypes.int32.vec(W), tuple(UOp.const(dtypes.int32, i) for i in range(W)))
+def _lanes_below(room: UOp, W: int) -> UOp:
+  """The W-lane mask of lanes i < room: one compare of the lane numbers with the broadcast bound. The bound is clamped to
+  [-1, W] first, so it fits int32 whatever the index width."""
+  room = room.maximum(-1).minimum(W).simplify().cast(dtypes.int32)
+  lanes = UOp(Ops.VECTORIZE, dtypes.int32.vec(W), tuple(UOp.const(dtypes.int32, i) for i in range(W)))
+  return UOp(Ops.CMPLT, dtypes.bool.vec(W), (lanes, UOp(Ops.VECTORIZE, room.dtype.vec(W), (room,) * W)))
 
 def _ungated(idx: UOp) -> UOp:
   """The index a gated read WHERE(valid, index, 0) reads where it is valid; idx itself where it is not gated."""
@@ -579,10 +582,7 @@ def _span_load(buf: UOp, first: UOp, offs: list[int], dtype) -> UOp | None:
   buffer bounds the load: past its end the elements are not read; None where the first element may lie before it."""
   if first.vmin < 0: return None
   P, n = 1 << max(offs).bit_length(), buf.dtype.size
-  mask = None
-  if first.vmax + P > n:
-    room = (UOp.const(dtypes.index, n) - first).maximum(-1).minimum(P).simplify().cast(dtypes.int32)
-    mask = UOp(Ops.CMPLT, dtypes.bool.vec(P), (_lane_numbers(P), UOp(Ops.VECTORIZE, room.dtype.vec(P), (room,) * P)))
+  mask = _lanes_below(UOp.const(dtypes.index, n) - first, P) if first.vmax + P > n else None
   run = UOp(Ops.LOAD, dtype.vec(P), (_vec_index(buf, first, P, mask),))
   return UOp(Ops.VECTORIZE, dtype.vec(len(offs)), tuple(UOp(Ops.GEP, dtype, (run,), o) for o in offs))
 
