@@ -592,10 +592,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if len(self.shape) > len(shape): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
     padded = (1,) * (len(shape) - len(self.shape)) + self.shape
     if any(s != 1 and s != t for s, t in zip(padded, shape)): raise ValueError(f"cannot broadcast {self.shape} to {shape}")
-    # built directly: UOp.reshape()/expand() would check again what was just checked (ones prepended, size-1 dims grown)
-    u = self.uop
-    if padded != u.shape: u = seed(UOp(Ops.RESHAPE, u.dtype, (u,), padded), padded, u.device)
-    return Tensor(u if padded == shape else seed(UOp(Ops.EXPAND, u.dtype, (u,), shape), shape, u.device))
+    return Tensor(self.uop.broadcast_unchecked(padded, shape))   # checked just above
   def broadcast_to(self, *shape) -> Tensor:
     shape = argfix(*shape)
     return self._broadcast_to(tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)] for i, s in enumerate(shape)))

@@ -132,10 +132,12 @@ class UOp(metaclass=UOpMeta):
     val = truncate(dtype, b)
     if device is None: return UOp(Ops.CONST, dtype, (), val)  # positional: no kwargs dict
     c = seed(UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), val), (), device)
-    if not shape: return c
-    # built directly: reshape()/expand() would check what holds by construction (a scalar to ones, ones to the shape)
-    c = seed(UOp(Ops.RESHAPE, dtype, (c,), ones := (1,) * len(shape)), ones, device)
-    return c if shape == ones else seed(UOp(Ops.EXPAND, dtype, (c,), shape), shape, device)
+    return c.broadcast_unchecked((1,) * len(shape), shape) if shape else c
+  def broadcast_unchecked(self, padded: tuple, shape: tuple) -> UOp:
+    """self reshaped to `padded` (its shape with ones prepended) and expanded to `shape`, built directly, each node with its
+    shape and device stored: for callers that hold by construction what reshape()/expand() would check."""
+    u = self if padded == self.shape else seed(UOp(Ops.RESHAPE, self.dtype, (self,), padded), padded, self.device)
+    return u if padded == shape else seed(UOp(Ops.EXPAND, self.dtype, (u,), shape), shape, self.device)
   def const_like(self, b: Any) -> UOp:
     """A constant of self's dtype; for tensor-level nodes also of its device and shape."""
     if (device := self.device) is None: return UOp.const(self.dtype, b)
