@@ -438,7 +438,7 @@ def test_long_matmul_packs_a_block_of_the_panel(width, regs):
     items, _ = create_schedule([out.uop])
     spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=True))
     loops = [u for u in spec.uops if u.op is Ops.RANGE]
-    if not (locs := [u for u in spec.uops if u.op is Ops.DEFINE_LOCAL]): return []
+    if not (locs := [u for u in spec.uops if u.op is Ops.DEFINE_REG]): return []
     pack = next(u for u in loops if u.arg[1] == "pack")
     i, j = spec.uops.index(pack), spec.uops.index(next(u for u in spec.uops if u.op is Ops.ENDRANGE and u.src[0] is pack))
     inside = spec.uops[i:j]
@@ -464,7 +464,7 @@ def test_sum_block_length_follows_the_described_cache(cache, K, block):
   items, _ = create_schedule([(Tensor.empty(256, K, device="CPU") @ Tensor.empty(K, 256, device="CPU")).uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True, cache_bytes=cache))
   kb = next(u for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
-  scratch = next(u for u in spec.uops if u.op is Ops.DEFINE_LOCAL)
+  scratch = next(u for u in spec.uops if u.op is Ops.DEFINE_REG)
   assert kb.src[0].arg == K // block and scratch.dtype.size % block == 0 and scratch.dtype.size // block == 64, (kb.src[0].arg, scratch.dtype.size)
   assert scratch.dtype.size * 4 <= max(min(cache // 4, PACK_MAX_BYTES), 256 * 64 * 4)
 

@@ -45,7 +45,7 @@ class DType(metaclass=_Interned):
 class PtrDType(DType):
   base: DType = None  # type: ignore[assignment]
   size: int = -1
-  addrspace: str = "global"  # "global", "local" (shared memory) or "reg" (accumulators)
+  addrspace: str = "global"  # "global", "local" (workgroup shared memory) or "reg" (a thread's own scratch)
   def __repr__(self): return f"{self.base!r}.ptr({self.size}, {self.addrspace!r})"
 
 def _d(priority, itemsize, name, fmt): return DType(priority, itemsize, name, fmt)

@@ -14,8 +14,9 @@ class Ops(Enum):
   # movement (tensor-level, resolved into index math by codegen)
   RESHAPE = auto(); EXPAND = auto(); PERMUTE = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
   REDUCE_AXIS = auto()
-  # kernel-level (DEFINE_LOCAL: a scratch buffer of each thread, arg its number)
-  DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_ACC = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto(); REDUCE = auto()
+  # kernel-level. DEFINE_LOCAL: workgroup (shared) memory every thread of a block sees, dtype T.ptr(size, "local"), arg its number;
+  # DEFINE_REG: a scratch buffer of each thread (CPU style), dtype T.ptr(size, "reg"), arg its number
+  DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_REG = auto(); DEFINE_ACC = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto(); REDUCE = auto()
   INDEX = auto(); LOAD = auto(); STORE = auto(); IF = auto(); ENDIF = auto()
   # dtype changes
   CAST = auto(); BITCAST = auto()

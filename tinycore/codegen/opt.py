@@ -475,7 +475,7 @@ def _pack(sink: UOp, loops: list[UOp], kin: UOp, lane: UOp, pack_id: int) -> tup
   at = max(loops.index(r) for r in outside) + 1
   if prod(_const_size(r) or 2 for r in loops[at:]) < 2: return sink, loops   # nothing would read a copy twice
   W, T = _const_size(lane), len(loads) * _const_size(lane)
-  scratch = UOp(Ops.DEFINE_LOCAL, loads[0].dtype.ptr(_const_size(kin) * T, "local"), (), 0)
+  scratch = UOp(Ops.DEFINE_REG, loads[0].dtype.ptr(_const_size(kin) * T, "reg"), (), 0)
   kp = UOp(Ops.RANGE, dtypes.index, (kin.src[0],), (pack_id, "pack"))
   copies = [scratch.index(kp * T + s * W + lane).store(ld.substitute({kin: kp})) for s, ld in enumerate(loads)]
   sink = sink.substitute({ld: scratch.index(kin * T + s * W + lane).load() for s, ld in enumerate(loads)})

@@ -182,7 +182,7 @@ class _LLVMKernel:
       self.br(f"r{i}_latch"); self.label(f"r{i}_latch")
       self.lines += [f"  %r{i}_next = add {ty} %r{i}, 1", f"  br label %r{i}_hdr", f"r{i}_exit:"]
       return ""
-    if op is Ops.DEFINE_LOCAL:  # on the stack of the thread running the kernel
+    if op is Ops.DEFINE_REG:  # on the stack of the thread running the kernel
       self.allocas.append(f"  %local{u.arg} = alloca [{dt.size} x {ltype(dt.base.scalar, mem=True)}], align 64")
       return f"%local{u.arg}"
     if op is Ops.DEFINE_ACC:
