@@ -10,11 +10,11 @@ class Core:
 
 def tinycore_core() -> Core:
   from tinycore.dtype import dtypes
-  from tinycore.uop import UOp, Ops, Variable
+  from tinycore.uop import UOp, Ops, AxisType, Variable
   from tinycore.rewrite import graph_rewrite
   from tinycore.uop import symbolic_rules
   def const(v): return UOp.const(dtypes.index, v)
-  return Core("tinycore", lambda n, lo, hi: Variable(n, lo, hi), lambda i, n: UOp(Ops.RANGE, dtypes.index, (const(n),), (i, "global")),
+  return Core("tinycore", lambda n, lo, hi: Variable(n, lo, hi), lambda i, n: UOp(Ops.RANGE, dtypes.index, (const(n),), (i, AxisType.GLOBAL)),
               const, lambda *us: UOp(Ops.SINK, dtypes.void, us), lambda u: u.toposort(), lambda u: graph_rewrite(u, symbolic_rules))
 
 def tinygrad_core() -> Core | None:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from tinycore import Tensor, Device, dtypes, engine
 from tinycore.dtype import ALL_DTYPES, to_np_dtype
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, AxisType
 from tinycore.tensor import _bin
 from tinycore.codegen import get_program
-from tinycore.codegen.opt import PACK_MAX_BYTES
+from tinycore.codegen.opt.cpu import PACK_MAX_BYTES
 from tinycore.schedule import create_schedule
 from tinycore.runtime.errors import CompileError
 from tinycore.runtime.device import Buffer
@@ -350,7 +350,7 @@ def test_loops_merge_only_where_every_index_reads_them_as_one():
   """x[h, w] read at h*26 + w merges (a sum over both reads them in any order); beside a transposed read (w*26 + h),
   under a pad's mask or a pool's h // 2 the two loops stay."""
   from tinycore.codegen import lower_to_sink
-  from tinycore.codegen.opt import merge_ranges
+  from tinycore.codegen.opt.cpu import merge_ranges
   def loops(t: Tensor) -> list[int]:
     items, _ = create_schedule([t.uop])
     sink = merge_ranges(lower_to_sink(items[-1].ast, LLVMRenderer(threads=1)))
@@ -416,7 +416,7 @@ def test_long_matmul_sums_in_blocks_through_the_output():
   def blocks(out) -> int:
     items, _ = create_schedule([out.uop])
     spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True))
-    return sum(1 for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
+    return sum(1 for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == AxisType.BLOCK)
   a, b = Tensor.empty(256, 1024, device="CPU"), Tensor.empty(1024, 256, device="CPU")
   assert blocks(a @ b) == 1 and blocks(a @ b + 1) == 0 and blocks(Tensor.empty(256, 200, device="CPU") @ Tensor.empty(200, 256, device="CPU")) == 0
   # 40 columns in vectors of 16: the last vector overlaps the one before, and two threads added their blocks there in a race
@@ -439,7 +439,7 @@ def test_long_matmul_packs_a_block_of_the_panel(width, regs):
     spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=True))
     loops = [u for u in spec.uops if u.op is Ops.RANGE]
     if not (locs := [u for u in spec.uops if u.op is Ops.DEFINE_REG]): return []
-    pack = next(u for u in loops if u.arg[1] == "pack")
+    pack = next(u for u in loops if u.arg[1] == AxisType.PACK)
     i, j = spec.uops.index(pack), spec.uops.index(next(u for u in spec.uops if u.op is Ops.ENDRANGE and u.src[0] is pack))
     inside = spec.uops[i:j]
     assert [u.op for u in inside if u.op in (Ops.RANGE, Ops.DEFINE_ACC)] == [Ops.RANGE], "the copy is a loop of its own"
@@ -463,7 +463,7 @@ def test_sum_block_length_follows_the_described_cache(cache, K, block):
   is unknown (0). The copy holds one block."""
   items, _ = create_schedule([(Tensor.empty(256, K, device="CPU") @ Tensor.empty(K, 256, device="CPU")).uop])
   spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=16, vector_registers=32, fma=True, cache_bytes=cache))
-  kb = next(u for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == "block")
+  kb = next(u for u in spec.uops if u.op is Ops.RANGE and u.arg[1] == AxisType.BLOCK)
   scratch = next(u for u in spec.uops if u.op is Ops.DEFINE_REG)
   assert kb.src[0].arg == K // block and scratch.dtype.size % block == 0 and scratch.dtype.size // block == 64, (kb.src[0].arg, scratch.dtype.size)
   assert scratch.dtype.size * 4 <= max(min(cache // 4, PACK_MAX_BYTES), 256 * 64 * 4)
@@ -538,10 +538,10 @@ def test_conv_input_gradient_taps_match_the_python_device(k, stride, padding, di
 def test_an_in_bounds_gate_is_dropped_keeping_the_index_it_guards():
   """A load's gate WHERE(valid, i, 0) (or the simplifier's WHERE(invalid, 0, i)) is dropped where i never leaves the
   buffer; the index kept is i, never the 0 that stood for the masked reads (ONNX's Loop read element 0 instead of 1)."""
-  from tinycore.codegen.opt import ungate_rules
+  from tinycore.codegen.opt.cpu import ungate_rules
   from tinycore.rewrite import graph_rewrite
   buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(5), (), 0)
-  r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 5),), (0, "global"))
+  r = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, 5),), (0, AxisType.GLOBAL))
   one, zero = UOp.const(dtypes.index, 1), UOp.const(dtypes.index, 0)
   for gate in ((r < 4).where(zero, one), (r < 4).logical_not().where(one, zero)):
     ld = graph_rewrite(UOp(Ops.LOAD, dtypes.float32, (buf.index(gate),)), ungate_rules)
@@ -608,7 +608,7 @@ def _pooled_conv_input_gradient(wn: np.ndarray, g_inf: bool = False):
 
 def _merged_taps_kernel(items):
   from tinycore.codegen import lower_to_sink
-  from tinycore.codegen.opt import resolve_taps
+  from tinycore.codegen.opt.cpu import resolve_taps
   from tinycore.codegen.linearize import TERMS
   return next(i for i, si in enumerate(items) if si.ast.op is Ops.SINK and any(u.op is Ops.REDUCE and u.src[0].arg == TERMS
               for u in resolve_taps(lower_to_sink(si.ast, Device["CPU"].renderer)).toposort()))

@@ -8,6 +8,7 @@ from tinycore.runtime.device import Buffer
 from tinycore.runtime import diskcache, runner
 from tinycore.runtime.binary import pack_binary, unpack_binary
 from tinycore.runtime.errors import CompileError
+from tinycore.codegen.opt import OptOps
 from tinycore import engine
 
 @pytest.fixture
@@ -218,9 +219,10 @@ def test_every_beam_option_computes_the_same_result():
   out, si = _matmul_kernel()
   ren = Device.renderer("PYTHON")
   opts = candidate_opts(lower_to_sink(si.ast, ren), ren)
-  assert {o.amount for o in opts} == {2, 4, 8, 16}
+  assert {o.amount for o in opts if o.op is OptOps.UNROLL} == {2, 4, 8, 16} and {o.op for o in opts} == {OptOps.UNROLL, OptOps.UPCAST}
+  pair = next(((a, b) for a in opts for b in candidate_opts(lower_to_sink(si.ast, ren), ren, (a,)) if a.op is not b.op), ())
   results = []
-  for o in [()] + [(x,) for x in opts] + [tuple(opts[i] for i in (0, 4)) if len(opts) > 4 else ()]:
+  for o in [()] + [(x,) for x in opts] + [pair]:
     engine.CompiledRunner("PYTHON", get_program(si.ast, ren, opts=o))(si.bufs, {})
     results.append(si.bufs[0].numpy().copy())
   for r in results[1:]: np.testing.assert_equal(r, results[0])  # small integers: every summation order is exact
@@ -230,15 +232,18 @@ def test_beam_keeps_the_fastest_and_remembers_it(cache_dir, monkeypatch):
   from tinycore.codegen import get_program, lower_to_sink
   _, si = _matmul_kernel()
   ren = Device.renderer("PYTHON")
-  (axis,) = {o.axis for o in search.candidate_opts(lower_to_sink(si.ast, ren), ren)}
+  singles = search.candidate_opts(lower_to_sink(si.ast, ren), ren)
+  (axis,) = {o.axis for o in singles if o.op is OptOps.UNROLL}
   tried = []
-  def fake_measure(ast, ren, device, opts, bufs, var_vals):  # unrolling by 4 is fastest, 8 next
+  def fake_measure(ast, ren, device, opts, bufs, var_vals):  # unrolling by 4 is fastest, 8 next, anything else slower
     tried.append(opts)
-    return {(): 3.0, (search.Opt("UNROLL", axis, 4),): 1.0, (search.Opt("UNROLL", axis, 8),): 2.0}.get(opts, 5.0)
+    return {(): 3.0, (search.Opt(OptOps.UNROLL, axis, 4),): 1.0, (search.Opt(OptOps.UNROLL, axis, 8),): 2.0}.get(opts, 5.0)
   monkeypatch.setattr(search, "measure", fake_measure)
   spec = search.beam_search_program(si.ast, ren, "PYTHON", 2)
-  assert spec.src == get_program(si.ast, ren, opts=(search.Opt("UNROLL", axis, 4),)).src
-  assert () in tried and len(tried) == 5   # the baseline and each single option; no pair: one axis, one unroll
+  assert spec.src == get_program(si.ast, ren, opts=(search.Opt(OptOps.UNROLL, axis, 4),)).src
+  # the baseline and each single option once, then pairs grown from the two best: none faster, so the search stops
+  assert tried[:len(singles) + 1] == [()] + [(o,) for o in singles] and len(tried) == len(set(tried))
+  assert all(len(t) == 2 and t[0] in ((search.Opt(OptOps.UNROLL, axis, 4)), search.Opt(OptOps.UNROLL, axis, 8)) for t in tried[len(singles) + 1:])
   def no_measuring(*a, **k): raise AssertionError("the cached choice must be used")
   monkeypatch.setattr(search, "measure", no_measuring)
   assert search.beam_search_program(si.ast, ren, "PYTHON", 2).src == spec.src
@@ -257,12 +262,12 @@ def test_beam_env_runs_the_search(cache_dir, monkeypatch):
 
 def test_reductions_sharing_a_range_open_it_once():
   """Two sums over one loop, one of them not depending on the output loop: the loop is emitted once, inside."""
-  from tinycore.uop import UOp, Ops
+  from tinycore.uop import UOp, Ops, AxisType
   from tinycore.codegen import linearize, lower_index_dtype
   from tinycore.runtime.builtin import PythonRenderer, PythonProgram
   idx = lambda v: UOp.const(dtypes.index, v)
-  g = UOp(Ops.RANGE, dtypes.index, (idx(4),), (0, "global"))
-  r = UOp(Ops.RANGE, dtypes.index, (idx(3),), (1, "reduce"))
+  g = UOp(Ops.RANGE, dtypes.index, (idx(4),), (0, AxisType.GLOBAL))
+  r = UOp(Ops.RANGE, dtypes.index, (idx(3),), (1, AxisType.REDUCE))
   out, inp = UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(4), (), 0), UOp(Ops.DEFINE_GLOBAL, dtypes.float32.ptr(12), (), 1)
   summed = UOp(Ops.REDUCE, dtypes.float32, (inp.index(g * 3 + r).load(), r), Ops.ADD)
   count = UOp(Ops.REDUCE, dtypes.float32, (UOp.const(dtypes.float32, 1.0), r), Ops.ADD)

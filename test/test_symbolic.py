@@ -6,10 +6,10 @@ import z3
 from hypothesis import example, given, settings, strategies as st
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
-from tinycore.uop import UOp, Ops, Variable, _min_max, _cdiv, _cmod, exec_alu, simplify
+from tinycore.uop import UOp, Ops, AxisType, Variable, _min_max, _cdiv, _cmod, exec_alu, simplify
 
 def c(v: int) -> UOp: return UOp.const(dtypes.index, v)
-def rng(i: int, n: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (c(n),), (i, "global"))
+def rng(i: int, n: int) -> UOp: return UOp(Ops.RANGE, dtypes.index, (c(n),), (i, AxisType.GLOBAL))
 def same(got: UOp, want: UOp): assert got is want, f"got {got.render()}, want {want.render()}"
 
 a, b, n = Variable("a", 0, 7), Variable("b", 0, 3), Variable("n", 1, 64)

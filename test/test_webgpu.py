@@ -359,10 +359,11 @@ def test_views_inside_a_binding_word_are_refused(gpu):
   align = gpu.driver.limits["min-storage-buffer-offset-alignment"]
   base = Buffer("WEBGPU", align + 8, dtypes.uint8).ensure_allocated()
   base.copyin(bytes(align + 8))
+  dims = dict(global_size=runner.spec.global_size, local_size=runner.spec.local_size)
   for off in (1, 2, 3, align - 1):
     with pytest.raises(UnsupportedError, match=f"WEBGPU: kernel .* binds a view at byte offset {off}, not a multiple of"):
-      runner.program(base.view(4, dtypes.uint8, off).ensure_allocated()._buf, *ins, global_size=(4, 1, 1))
-  runner.program(base.view(4, dtypes.uint8, align).ensure_allocated()._buf, *ins, global_size=(4, 1, 1), wait=True)
+      runner.program(base.view(4, dtypes.uint8, off).ensure_allocated()._buf, *ins, **dims)
+  runner.program(base.view(4, dtypes.uint8, align).ensure_allocated()._buf, *ins, **dims, wait=True)
   assert bytes(base.as_bytes()) == bytes(align) + bytes([2, 2, 2, 2]) + bytes(4)
 
 def test_loop_passes_are_counted_per_kernel():

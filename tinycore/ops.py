@@ -17,7 +17,11 @@ class Ops(Enum):
   # kernel-level. DEFINE_LOCAL: workgroup (shared) memory every thread of a block sees, dtype T.ptr(size, "local"), arg its number;
   # DEFINE_REG: a scratch buffer of each thread (CPU style), dtype T.ptr(size, "reg"), arg its number
   DEFINE_GLOBAL = auto(); DEFINE_LOCAL = auto(); DEFINE_REG = auto(); DEFINE_ACC = auto(); SPECIAL = auto(); RANGE = auto(); ENDRANGE = auto(); REDUCE = auto()
+  # LOAD(INDEX, *after): srcs past the index order it (a BARRIER); STORE(INDEX, value, [gate], [after]): a bool gate
+  # stores only where it holds, a BARRIER src orders it after that barrier
   INDEX = auto(); LOAD = auto(); STORE = auto(); IF = auto(); ENDIF = auto()
+  # every thread of a block waits here until all have arrived; srcs: the stores it makes visible, or the loop it runs in
+  BARRIER = auto()
   # dtype changes
   CAST = auto(); BITCAST = auto()
   # unary ALU
@@ -31,6 +35,17 @@ class Ops(Enum):
   VECTORIZE = auto(); GEP = auto()
   def __repr__(self): return f"Ops.{self.name}"
   __hash__ = object.__hash__  # members are singletons; Enum's default hashes the name in Python on every dict lookup
+
+class AxisType(Enum):
+  """What a RANGE's loop is (RANGE arg = (id, AxisType)): the kernel's description that the optimiser's actions change.
+  GLOBAL: an output axis (GPU: a block/grid id; CPU: a loop the cores share); LOCAL: threads of one block (GPU);
+  GROUP_REDUCE: a reduction spread over threads of one block, combined through shared memory; REDUCE: a reduction's loop;
+  UPCAST / UNROLL: an output / reduce axis written out as copies (register tiles); CPU only: LANE (SIMD vector lanes),
+  BLOCK (a sum run in blocks through its output), PACK (a loop filling a thread's scratch buffer, DEFINE_REG)."""
+  GLOBAL = auto(); LOCAL = auto(); GROUP_REDUCE = auto(); REDUCE = auto(); UPCAST = auto(); UNROLL = auto()
+  LANE = auto(); BLOCK = auto(); PACK = auto()
+  def __repr__(self): return f"AxisType.{self.name}"
+  __hash__ = object.__hash__
 
 class GroupOp:
   Unary = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.NEG, Ops.TRUNC}

@@ -1,4 +1,4 @@
-"""BEAM search: try kernel optimisations (codegen/actions.py) on the device, keep the fastest, remember the choice on disk per (device, kernel)."""
+"""BEAM search: try kernel optimisations (codegen/opt/) on the device, keep the fastest, remember the choice on disk per (device, kernel)."""
 from __future__ import annotations
 import hashlib, math
 import numpy as np
@@ -11,9 +11,9 @@ from tinycore.runtime.diskcache import cache_key, diskcache_get_obj, diskcache_p
 from tinycore.runtime.errors import TinycoreError
 from tinycore.runtime.runner import CompiledRunner
 from tinycore.codegen import get_program, lower_to_sink
-from tinycore.codegen.actions import Opt, candidate_opts
+from tinycore.codegen.opt import Opt, OptError, candidate_opts
 
-BEAM_VERSION = 2   # part of the disk cache key: a new set of options (or of heuristics under them) searches again
+BEAM_VERSION = 3   # part of the disk cache key: a new set of options (or of heuristics under them) searches again
 
 # ***** timing on the device *****
 
@@ -40,7 +40,7 @@ def _test_buffers(ast: UOp, device: str) -> list[Buffer]:
 def measure(ast: UOp, ren: Renderer, device: str, opts: tuple[Opt, ...], bufs: list[Buffer], var_vals: dict[str, int], runs: int = 3) -> float:
   """Seconds the kernel takes with `opts` (best of `runs`); inf when the optimisation does not compile."""
   try: runner = CompiledRunner(device, get_program(ast, ren, opts=opts))
-  except TinycoreError as e:
+  except (TinycoreError, OptError) as e:
     if DEBUG >= 3: print(f"BEAM: {opts} failed: {e}")
     return math.inf
   return min(runner(bufs, var_vals, wait=True) or math.inf for _ in range(runs))
@@ -53,7 +53,6 @@ def beam_search_program(ast: UOp, ren: Renderer, device: str, width: int, name: 
     try: return get_program(ast, ren, name, opts=cached)
     except (TinycoreError, ValueError): pass  # a choice made by another version of an optimisation: search again
   base = lower_to_sink(ast, ren)
-  options = candidate_opts(base, ren)
   bufs = _test_buffers(ast, device)
   var_vals = {v.arg[0]: v.arg[2] for v in base.toposort() if v.op is Ops.DEFINE_VAR}
   def timed(opts: tuple[Opt, ...]) -> float: return measure(ast, ren, device, opts, bufs, var_vals)
@@ -61,11 +60,9 @@ def beam_search_program(ast: UOp, ren: Renderer, device: str, width: int, name: 
   beam = [((), best_t)]
   for _ in range(getenv("BEAM_ROUNDS", 3)):
     tried: dict[tuple[Opt, ...], float] = {}
-    for opts, _ in beam:
-      used = {(o.op, o.axis) for o in opts}
-      for o in options:
-        if (o.op, o.axis) in used or (cand := tuple(sorted(opts + (o,), key=lambda x: (x.axis, x.op)))) in tried: continue
-        tried[cand] = timed(cand)
+    for opts, _ in beam:   # each entry grows by one action that applies after its own (they name the ranges it made)
+      for o in candidate_opts(base, ren, opts):
+        if (cand := opts + (o,)) not in tried: tried[cand] = timed(cand)
     if not tried: break
     beam = sorted(tried.items(), key=lambda kv: kv[1])[:width]
     if beam[0][1] >= best_t: break

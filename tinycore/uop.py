@@ -5,7 +5,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max, INTS
 from tinycore.helpers import prod, all_int
-from tinycore.ops import Ops, GroupOp
+from tinycore.ops import Ops, GroupOp, AxisType
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite, graph_substitute
 
 _MOVEMENT = frozenset(GroupOp.Movement)

@@ -1,4 +1,4 @@
-"""The shared codegen: kernel AST -> lowered ranges -> optimisation -> linear UOps -> the renderer's text."""
+"""The shared codegen: kernel AST -> a list of named passes (lower, optimise, expand, thread ids, ...) -> linear UOps -> text."""
 from __future__ import annotations
 from tinycore.dtype import dtypes
 from tinycore.helpers import DEBUG, prod
@@ -7,8 +7,11 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
 from tinycore.runtime.errors import UnsupportedError
 from tinycore.codegen.lowerer import lower_ast
-from tinycore.codegen.actions import apply_opts
-from tinycore.codegen.opt import optimize, tree_sums, kernel_name
+from tinycore.codegen.opt import optimize, gpu_style, Opt
+from tinycore.codegen.opt import cpu
+from tinycore.codegen.expander import expand
+from tinycore.codegen.reduce import group_reduces, tree_sums
+from tinycore.codegen.gpudims import map_gpu_dims
 from tinycore.codegen.linearize import linearize
 
 def _index_dtype(sink: UOp, ren: Renderer):
@@ -26,8 +29,8 @@ def lower_index_dtype(sink: UOp, ren: Renderer) -> UOp:
     return x.replace(dtype=dt, arg=(x.arg[0], x.arg[1], x.arg[2]) if x.op is Ops.DEFINE_VAR else x.arg)
   return graph_rewrite(sink, PatternMatcher([(UPat(dtype=dtypes.index, name="x"), retype)]), bottom_up=False)
 
-def estimate_cost(uops: list[UOp], gsize) -> tuple[int, int]:
-  """FLOPs (ALU ops times trip counts) and bytes touched by loads and stores."""
+def estimate_cost(uops: list[UOp], gsize, lsize=None) -> tuple[int, int]:
+  """FLOPs (ALU ops times trip counts) and bytes of global memory touched by loads and stores, over every thread."""
   mult, flops, mem = 1, 0, 0
   stack = []
   for u in uops:
@@ -36,9 +39,9 @@ def estimate_cost(uops: list[UOp], gsize) -> tuple[int, int]:
       stack.append(mult); mult *= max(end, 0)
     elif u.op is Ops.ENDRANGE: mult = stack.pop()
     elif u.op in GroupOp.ALU and u.dtype != dtypes.bool and u.op not in (Ops.WHERE,) and not dtypes.is_int(u.dtype): flops += mult * u.dtype.count
-    elif u.op is Ops.LOAD: mem += mult * u.dtype.nbytes
-    elif u.op is Ops.STORE: mem += mult * u.src[1].dtype.nbytes
-  g = prod(x if isinstance(x, int) else int(x.vmax) for x in gsize)
+    elif u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.dtype.nbytes
+    elif u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[1].dtype.nbytes
+  g = prod(x if isinstance(x, int) else int(x.vmax) for x in gsize) * prod(lsize or ())
   return flops * g, mem * g
 
 def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
@@ -47,12 +50,27 @@ def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
     if u.op not in (Ops.SINK, Ops.STORE): ren.check_dtype(u.dtype.base if hasattr(u.dtype, "base") and u.dtype.base is not None else u.dtype)
   return graph_rewrite(lower_ast(ast), symbolic_rules)
 
-def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple = ()) -> ProgramSpec:
-  """`opts`: optimisations (codegen.actions.Opt) applied before the target's own passes; BEAM picks them."""
+def kernel_name(ast: UOp) -> str:
+  """tinygrad-style: r_ for kernels with a reduction, E_ otherwise, then the output shape."""
+  has_reduce = any(u.op is Ops.REDUCE_AXIS for u in ast.toposort())
+  shape = ast.src[0].src[1].shape
+  return ("r_" if has_reduce else "E_") + ("_".join(str(s) if isinstance(s, int) else "v" for s in shape) or "1")
+
+def launch_dims(sink: UOp, ren: Renderer) -> tuple[UOp, tuple, tuple | None]:
+  """Thread ids: GPU-style targets' grid and blocks (codegen/gpudims.py), or CPU-style targets' own passes (register
+  tiles, vectors, the outer loop across cores: codegen/opt/cpu.py)."""
+  if gpu_style(ren): return map_gpu_dims(group_reduces(sink), ren)
+  if ren.threads > 0 or ren.vector_width > 1: return (*cpu.optimize(sink, ren), None)
+  return sink, (1, 1, 1), None
+
+def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Opt, ...] = ()) -> ProgramSpec:
+  """`opts`: optimisation actions (codegen/opt/kernel.py) BEAM chose; none: the target's hand-coded choice. The passes,
+  in order: lower (ranges, loads, index math), optimise (actions on typed ranges), expand (upcasts and unrolls written
+  out), thread ids (grouped reductions through shared memory, GPU dims / CPU tiles and threads), long float sums as
+  trees, the renderer's own rules, index width, linearize."""
   sink = lower_to_sink(ast, ren)
-  if opts:
-    sink = graph_rewrite(apply_opts(sink, ren, opts), symbolic_rules)
-  sink, gsize = optimize(sink, ren)
+  sink = expand(optimize(sink, ren, opts))
+  sink, gsize, lsize = launch_dims(sink, ren)
   sink = tree_sums(sink)
   if ren.extra_matcher is not None: sink = graph_rewrite(sink, ren.extra_matcher)
   sink = lower_index_dtype(sink, ren)
@@ -60,9 +78,9 @@ def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple = 
   uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL])
   if DEBUG >= 5: print_uops(uops)
   name = name or kernel_name(ast)
-  flops, mem = estimate_cost(uops, gsize)
+  flops, mem = estimate_cost(uops, gsize, lsize)
   params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
-  written = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE}
+  written = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
   src = ren.render(name, uops)
-  return ProgramSpec(name, src, ren.device, uops, gsize, None, tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)),
+  return ProgramSpec(name, src, ren.device, uops, gsize, lsize, tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)),
                      tuple(sorted(written)), tuple(i for i, _ in params if i not in written), flops, mem)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from tinycore.dtype import dtypes
-from tinycore.uop import UOp, Ops, identity_element
+from tinycore.uop import UOp, Ops, AxisType, identity_element
 
 # A node of a reduction's op (ADD, MAX) whose arg is TERMS, inside that reduction's body, combines terms of the reduction,
 # not values of an elementwise op (codegen/opt.py writes a conv's taps out this way): each term joins the accumulator on
@@ -71,9 +71,15 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
       acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity_element(x.arg, x.dtype)),), n_acc)
       n_acc += 1
       accs.append(emit(acc))
+    bodies = [n for x in group for n in x.src[0].toposort()]
     for rng in rngs:
       emit(rng.src[0])
       out.append(rng); new[rng] = rng; opened.add(rng); emitted.append(rng)
+      # what changes only with the loops open so far is computed here, outside the inner ones (a tile copied into shared
+      # memory once per trip of the outer loop, between its barriers)
+      if rng is not rngs[-1]:
+        for n in bodies:
+          if n not in new and deps[n] <= opened: emit(n)
     for x, acc in zip(group, accs):
       for t in terms(x.src[0], x.arg):
         upd = UOp(x.arg, x.dtype, (acc, emit(t)))
@@ -97,10 +103,10 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   # _pack) before the loops after it read that buffer. Stores are emitted in the order of the loops they need, a store
   # inside a loop before those that only need the loops around it (the copy before its readers, even where their own
   # loops are all one trip long and folded away).
-  loops = sorted((u for u in order if u.op is Ops.RANGE and u.arg[1] != "reduce"), key=lambda u: u.arg[0])
+  loops = sorted((u for u in order if u.op is Ops.RANGE and u.arg[1] != AxisType.REDUCE), key=lambda u: u.arg[0])
   def needs(st: UOp) -> list[UOp]:
-    packs = [lp for lp in loops if lp.arg[1] == "pack" and lp in deps[st]]
-    return [lp for lp in loops if (lp.arg[1] != "pack" or lp in packs) and (not packs or lp.arg[0] <= packs[-1].arg[0])]
+    packs = [lp for lp in loops if lp.arg[1] == AxisType.PACK and lp in deps[st]]
+    return [lp for lp in loops if (lp.arg[1] != AxisType.PACK or lp in packs) and (not packs or lp.arg[0] <= packs[-1].arg[0])]
   stack: list[tuple[UOp, int]] = []   # the loops open, each with how many nodes had been emitted when it opened
   for st, want in sorted(((st, needs(st)) for st in sink.src), key=lambda p: [lp.arg[0] for lp in p[1]] + [math.inf]):
     keep = next((i for i, ((lp, _), w) in enumerate(zip(stack, want)) if lp is not w), min(len(stack), len(want)))

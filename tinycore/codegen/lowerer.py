@@ -4,7 +4,7 @@ import itertools
 from typing import Callable
 from tinycore.dtype import dtypes
 from tinycore.helpers import strides_for_shape
-from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules
+from tinycore.uop import UOp, Ops, AxisType, GroupOp, sint_to_uop, symbolic_rules
 from tinycore.rewrite import graph_rewrite
 
 def _and(a: UOp | None, b: UOp) -> UOp: return b if a is None else a & b
@@ -13,11 +13,11 @@ _placeholders = itertools.count()
 class Lowerer:
   """Walks the AST from the store down, carrying the index of the element being computed through movement ops."""
   def __init__(self): self.n_ranges, self.memo = 0, {}
-  def new_range(self, size, kind: str) -> UOp:
+  def new_range(self, size, kind: AxisType) -> UOp:
     r = UOp(Ops.RANGE, dtypes.index, (sint_to_uop(size),), (self.n_ranges, kind))
     self.n_ranges += 1
     return r
-  def ranges_for(self, shape, kind: str) -> tuple[UOp, ...]:
+  def ranges_for(self, shape, kind: AxisType) -> tuple[UOp, ...]:
     return tuple(UOp.const(dtypes.index, 0) if s == 1 else self.new_range(s, kind) for s in shape)
 
   def lower(self, u: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> UOp:
@@ -80,7 +80,7 @@ class Lowerer:
       return ((src, tuple(new_idx), _and(valid, cond)),), masked
     if op is Ops.REDUCE_AXIS:
       rop, axes = u.arg
-      rng = {a: self.new_range(src.shape[a], "reduce") for a in axes}
+      rng = {a: self.new_range(src.shape[a], AxisType.REDUCE) for a in axes}
       rr = tuple(r for r in rng.values() if r.op is Ops.RANGE)
       return (((src, tuple(rng.get(a, i) for a, i in enumerate(idx)), valid),),
               lambda inner: UOp(Ops.REDUCE, u.dtype, (inner,) + rr, rop) if rr else inner)
@@ -97,7 +97,7 @@ def lower_ast(ast: UOp) -> UOp:
   stores = ast.src
   shape = stores[0].src[1].shape
   if any(s.src[1].shape != shape for s in stores): raise ValueError(f"all outputs of a kernel must have one shape, got {[s.src[1].shape for s in stores]}")
-  ranges = low.ranges_for(shape, "global")
+  ranges = low.ranges_for(shape, AxisType.GLOBAL)
   flat = sum((r * st for r, st in zip(ranges, strides_for_shape(shape))), UOp.const(dtypes.index, 0))
   out = []
   for st in stores:

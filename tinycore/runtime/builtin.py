@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast, math
 import numpy as np
 from tinycore.dtype import DType, PtrDType, dtypes, to_np_dtype, DTYPES_BY_NAME
-from tinycore.uop import UOp, Ops, GroupOp, exec_alu, exec_cast, bf16_to_f32, f32_to_bf16
+from tinycore.uop import UOp, Ops, AxisType, GroupOp, exec_alu, exec_cast, bf16_to_f32, f32_to_bf16
 from tinycore.renderer import Renderer
 from tinycore.runtime.device import Allocator, LRUAllocator, Driver, Assembler
 from tinycore.runtime.errors import CompileError
@@ -19,14 +19,21 @@ def _dec_dtype(t) -> DType:
   return base.ptr(t[2], t[3]) if len(t) == 4 else base
 
 class PythonRenderer(Renderer):
+  """GPU-style, so the definition device runs every GPU feature: every thread of the launch is a lane of one numpy
+  vector, the threads run in lockstep (a barrier is where they already are), a block's shared memory is its row."""
   device = "PYTHON"
-  global_dims = 1   # every output element is a lane of one numpy vector
+  global_dims = 3
+  has_local = has_shared = True
+  local_max = (1024, 1024, 64)
+  max_threads_per_group = 1024
+  shared_max = 48 << 10
   def render(self, name: str, uops: list[UOp]) -> str:
     ids = {u: i for i, u in enumerate(uops)}
     lines = [f"# {name}"]
     for u in uops:
       # Ops by name; inf/nan as strings so every line stays a Python literal
       arg = u.arg.name if isinstance(u.arg, Ops) else repr(u.arg) if isinstance(u.arg, float) and not math.isfinite(u.arg) else u.arg
+      if u.op is Ops.RANGE: arg = (u.arg[0], u.arg[1].name)
       lines.append(repr((u.op.name, _enc_dtype(u.dtype), tuple(ids[s] for s in u.src), arg)))
     return "\n".join(lines)
 
@@ -35,7 +42,8 @@ class PythonProgram:
   def __init__(self, name: str, src: str):
     try:
       rows = [ast.literal_eval(line) for line in src.splitlines() if line and not line.startswith("#")]
-      self.uops = [(Ops[op], _dec_dtype(dt), srcs, Ops[arg] if op in ("REDUCE", "DEFINE_ACC") and isinstance(arg, str) else arg) for op, dt, srcs, arg in rows]
+      self.uops = [(Ops[op], _dec_dtype(dt), srcs, Ops[arg] if op in ("REDUCE", "DEFINE_ACC") and isinstance(arg, str) else
+                    (arg[0], AxisType[arg[1]]) if op == "RANGE" else arg) for op, dt, srcs, arg in rows]
     except Exception as e: raise CompileError(f"PYTHON: cannot load kernel {name!r}: corrupt program text ({type(e).__name__}: {e})") from e
     self.name = name
     self.ends = {src[0]: i for i, (op, _, src, _) in enumerate(self.uops) if op is Ops.ENDRANGE}
@@ -43,8 +51,12 @@ class PythonProgram:
   def __call__(self, *bufs: memoryview, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
     import time
     st = time.perf_counter()
-    n = int(np.prod(global_size))
-    views = [None] * len(bufs)
+    gdims, ldims = tuple(int(g) for g in global_size), tuple(int(x) for x in (local_size or (1, 1, 1)))
+    nblocks, nthreads = int(np.prod(gdims)), int(np.prod(ldims))
+    lane = np.arange(nblocks * nthreads)
+    block, thread = lane // nthreads, lane % nthreads
+    def ids(flat: np.ndarray, dims: tuple[int, ...], d: int) -> np.ndarray: return (flat // int(np.prod(dims[:d]))) % dims[d]
+    views: dict = {}   # buffer key -> flat numpy view: ("g", param) for globals, ("l", pc) for a shared-memory array of every block
     vals_it = iter(vals)
     v: list = [None] * len(self.uops)
     loop_end: dict[int, int] = {}
@@ -55,10 +67,15 @@ class PythonProgram:
       if op is Ops.DEFINE_GLOBAL:
         base = dt.base
         mv = bufs[arg]
-        views[arg] = np.frombuffer(mv, dtype=to_np_dtype(base), count=mv.nbytes // base.itemsize)
-        v[pc] = (arg, base)
+        views[("g", arg)] = np.frombuffer(mv, dtype=to_np_dtype(base), count=mv.nbytes // base.itemsize)
+        v[pc] = (("g", arg), 0)
+      elif op is Ops.DEFINE_LOCAL:
+        views[("l", pc)] = np.zeros(nblocks * dt.size, np.float32 if dt.base == dtypes.bfloat16 else to_np_dtype(dt.base))
+        v[pc] = (("l", pc), block * dt.size)
       elif op is Ops.DEFINE_VAR: v[pc] = np.asarray(next(vals_it), to_np_dtype(dt))
-      elif op is Ops.SPECIAL: v[pc] = np.arange(n, dtype=to_np_dtype(dt))
+      elif op is Ops.SPECIAL:
+        d = int(arg[4:])
+        v[pc] = (ids(thread, ldims, d) if arg.startswith("lidx") else ids(block, gdims, d)).astype(to_np_dtype(dt))
       elif op is Ops.CONST: v[pc] = np.asarray(float(arg) if isinstance(arg, str) else arg, np.float32 if dt == dtypes.bfloat16 else to_np_dtype(dt))
       elif op is Ops.RANGE:  # entered once per loop: ENDRANGE jumps back to the instruction after it
         loop_end[pc] = int(np.max(v[src[0]]))
@@ -68,16 +85,21 @@ class PythonProgram:
         r = src[0]
         v[r] = v[r] + 1
         if int(v[r]) < loop_end[r]: pc = r + 1; continue
-      elif op is Ops.INDEX: v[pc] = (v[src[0]][0], v[src[1]])
-      elif op is Ops.LOAD:
-        bi, idx = v[src[0]]
-        x = views[bi][idx]
-        v[pc] = bf16_to_f32(x) if dt == dtypes.bfloat16 else x
+      elif op is Ops.INDEX: v[pc] = (v[src[0]][0], v[src[0]][1] + v[src[1]])
+      elif op is Ops.LOAD:   # srcs past the index only order it (a barrier: every lane is already there)
+        key, idx = v[src[0]]
+        x = views[key][idx]
+        v[pc] = bf16_to_f32(x) if dt == dtypes.bfloat16 and key[0] == "g" else x
       elif op is Ops.STORE:
-        bi, idx = v[src[0]]
-        val = f32_to_bf16(v[src[1]]) if uops[src[1]][1] == dtypes.bfloat16 else v[src[1]]
+        key, idx = v[src[0]]
+        val = v[src[1]]
+        if key[0] == "g" and uops[src[1]][1] == dtypes.bfloat16: val = f32_to_bf16(val)
         idx, val = np.broadcast_arrays(idx, val)
-        views[bi][idx] = val
+        if (gate := next((s for s in src[2:] if uops[s][1] == dtypes.bool), None)) is not None:
+          keep = np.broadcast_to(v[gate], idx.shape)
+          idx, val = idx[keep], val[keep]
+        views[key][idx] = val
+      elif op is Ops.BARRIER: pass   # lockstep: every thread of every block has arrived
       elif op is Ops.DEFINE_ACC: v[pc] = v[src[0]]
       elif op is Ops.ASSIGN: v[src[0]] = v[pc] = v[src[1]]
       elif op is Ops.CAST: v[pc] = exec_cast(v[src[0]], uops[src[0]][1], dt)

@@ -1,27 +1,20 @@
-"""Kernel optimisations on the lowered graph, chosen from the renderer's description of the target."""
+"""CPU-style kernels: merged loops, conv taps resolved, register tiles, SIMD vectors, blocked sums, the outer loop across threads."""
 from __future__ import annotations
 import functools, itertools, math
-from dataclasses import dataclass
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, strides_for_shape, ceildiv, NOOPT
-from tinycore.uop import UOp, Ops, GroupOp, sint_to_uop, symbolic_rules, split_terms, build_sum
+from tinycore.uop import UOp, Ops, AxisType, GroupOp, sint_to_uop, symbolic_rules, split_terms, build_sum
 from tinycore.renderer import Renderer
 from tinycore.rewrite import graph_substitute, graph_rewrite, PatternMatcher, UPat
 from tinycore.codegen.linearize import TERMS, terms
-
-@dataclass(frozen=True)
-class Opt:
-  op: str        # "UNROLL", or an op name codegen/opt.py knows
-  axis: int      # the id of the RANGE it applies to (RANGE arg[0])
-  amount: int
+from tinycore.codegen.reduce import SUM_CHUNK
 
 def global_ranges(sink: UOp) -> list[UOp]:
-  return sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == "global"), key=lambda r: r.arg[0])
+  return sorted((u for u in sink.toposort() if u.op is Ops.RANGE and u.arg[1] == AxisType.GLOBAL), key=lambda r: r.arg[0])
 
 def optimize(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
-  """The target-driven passes. GPU-style targets (global_dims > 0) map loops to thread ids. CPU-style targets
-  (threads > 0 or vector_width > 1) get register tiling and SIMD vectors, then the outer loop split across threads."""
-  if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return map_globals(sink, ren)
+  """CPU-style targets (threads > 0 or vector_width > 1): register tiling and SIMD vectors, then the outer loop split
+  across threads. Returns the kernel and its launch size."""
   lane = None
   if not NOOPT: sink = merge_ranges(graph_rewrite(resolve_taps(sink), ungate_rules))
   if not NOOPT and (plan := plan_upcasts(sink, ren)) is not None: sink, lane = apply_upcasts(sink, *plan)
@@ -47,7 +40,7 @@ def _merge_candidates(sink: UOp) -> list[tuple[UOp, UOp]]:
   for x in order:
     if x.op is Ops.REDUCE:
       for r in x.src[1:]: owners[r] = owners.get(r, frozenset()) | {x}
-  rngs = [u for u in order if u.op is Ops.RANGE and u.arg[1] in ("global", "reduce") and _const_size(u)]
+  rngs = [u for u in order if u.op is Ops.RANGE and u.arg[1] in (AxisType.GLOBAL, AxisType.REDUCE) and _const_size(u)]
   out = []
   for a, b in itertools.permutations(rngs, 2):
     if a.arg[1] != b.arg[1] or owners.get(a) != owners.get(b): continue
@@ -76,26 +69,6 @@ def merge_ranges(sink: UOp) -> UOp:
     new = graph_rewrite(graph_rewrite(sink.substitute({a: div, b: mod}), PatternMatcher([(UPat(Ops.REDUCE, name="x"), one_loop)])), symbolic_rules)
     if not any(u.op in (Ops.IDIV, Ops.MOD) and m in u.toposort() for u in new.toposort()): sink, tried = new, set()
   return sink
-
-# ***** GPU style: loops become thread ids *****
-
-def map_globals(sink: UOp, ren: Renderer) -> tuple[UOp, tuple]:
-  """GPU-style targets: output loops become SPECIAL thread ids (innermost loop -> dim 0). Returns the launch size."""
-  rngs = global_ranges(sink)
-  if ren.global_dims == 0 or not rngs: return sink, (1, 1, 1)
-  sizes = [r.src[0] for r in rngs]
-  if len(rngs) > ren.global_dims:  # merge the leading loops into one id
-    k = len(rngs) - ren.global_dims + 1
-    lead = prod([s if s.op is not Ops.CONST else s.arg for s in sizes[:k]]) if all(s.op is Ops.CONST for s in sizes[:k]) else None
-    merged = UOp(Ops.SPECIAL, dtypes.index, (sint_to_uop(lead if lead is not None else prod(sizes[:k])),), f"gidx{len(rngs)-k}")
-    lead_shape = [s.arg if s.op is Ops.CONST else s for s in sizes[:k]]
-    sub = {r: (merged // st) % sh for r, st, sh in zip(rngs[:k], strides_for_shape(lead_shape), lead_shape)}
-    rest = rngs[k:]
-  else: sub, rest, merged = {}, rngs, None
-  for d, r in enumerate(reversed(rest)): sub[r] = UOp(Ops.SPECIAL, dtypes.index, (r.src[0],), f"gidx{d}")
-  specials = sorted((v for v in sub.values() if v.op is Ops.SPECIAL), key=lambda s: s.arg) + ([merged] if merged is not None else [])
-  gsize = tuple(s.src[0].arg if s.src[0].op is Ops.CONST else s.src[0] for s in sorted(set(specials), key=lambda s: s.arg))
-  return graph_substitute(sink, sub).simplify(), gsize + (1,)*(3-len(gsize))
 
 # ***** CPU style: split the outer loop across threads *****
 
@@ -192,7 +165,7 @@ def resolve_taps(sink: UOp) -> UOp:
   validity is resolved against the index math it guards (_given_valid)."""
   deps = _range_deps(sink)
   taps = {r for u in sink.toposort() if u.op is Ops.WHERE for c in _clauses(u.src[0]) if any(y.op in (Ops.MOD, Ops.IDIV) for y in c.toposort())
-          for r in deps[c] if r.arg[1] == "reduce" and (n := _const_size(r)) is not None and n <= TAP_TRIPS}
+          for r in deps[c] if r.arg[1] == AxisType.REDUCE and (n := _const_size(r)) is not None and n <= TAP_TRIPS}
   if not taps: return sink
   def write_out(x: UOp) -> UOp | None:
     if not (mine := [r for r in x.src[1:] if r in taps]): return None
@@ -261,13 +234,13 @@ def _tiles(r: UOp, T: int, overlap: bool = True) -> bool:
   the second computation would read what the first one stored."""
   n = _const_size(r)
   if n % T == 0: return True
-  return overlap and r.arg[1] == "global" and n >= T and ceildiv(n, T) * T <= n * 3 // 2
+  return overlap and r.arg[1] == AxisType.GLOBAL and n >= T and ceildiv(n, T) * T <= n * 3 // 2
 
 def _pads(r: UOp, T: int) -> bool:
   """Can a sum's axis r that T does not divide be padded to whole tiles of T? The lanes past its end add a masked 0
   (apply_upcasts): a plain sum gets the same terms, when not much of the last tile is wasted."""
   n = _const_size(r)
-  return n % T != 0 and r.arg[1] == "reduce" and ceildiv(n, T) * T <= n * 3 // 2
+  return n % T != 0 and r.arg[1] == AxisType.REDUCE and ceildiv(n, T) * T <= n * 3 // 2
 
 def _tile_base(outer: UOp, n: int, T: int) -> UOp:
   """The first index of tile `outer` of an axis of n cut into tiles of T, the last one overlapping when T does not divide n."""
@@ -281,7 +254,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   deps = _range_deps(sink)
   reduces = [u for u in order if u.op is Ops.REDUCE]
   reduce_rngs = {r for x in reduces for r in x.src[1:]}
-  rngs = [u for u in order if u.op is Ops.RANGE and (u.arg[1] == "global" or u in reduce_rngs) and _const_size(u)]
+  rngs = [u for u in order if u.op is Ops.RANGE and (u.arg[1] == AxisType.GLOBAL or u in reduce_rngs) and _const_size(u)]
   accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
   loads = [u for u in order if u.op is Ops.LOAD]
   overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
@@ -304,7 +277,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   for weighted, narrowest in ((True, max(4, ren.vector_width // 4)), (False, 2)):
     W = ren.vector_width
     while W >= narrowest and vaxis is None:
-      cands = [(vec_score(r, weighted), _const_size(r) % W == 0, r.arg[1] == "global", r.arg[0], r) for r in rngs if takes(r, W)]
+      cands = [(vec_score(r, weighted), _const_size(r) % W == 0, r.arg[1] == AxisType.GLOBAL, r.arg[0], r) for r in rngs if takes(r, W)]
       if cands and (best := max(cands, key=lambda c: c[:4]))[0] > 0: vaxis = best[4]
       else: W //= 2
     if vaxis is not None: break
@@ -312,14 +285,14 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   # a kernel's other sums over an axis of the same length (a variance after its mean) take the same vectors: each sum
   # is its own loop, and one left scalar would run at a sixteenth of the speed
   twins: list[UOp] = []
-  for x in (reduces if vaxis is not None and vaxis.arg[1] == "reduce" else []):
+  for x in (reduces if vaxis is not None and vaxis.arg[1] == AxisType.REDUCE else []):
     same = [r for r in x.src[1:] if vaxis not in x.src[1:] and _const_size(r) == _const_size(vaxis) and takes(r, W) and vec_score(r, True) > 0]
     if same: twins.append(max(same, key=lambda r: vec_score(r, True)))
-  if vaxis is not None and vaxis.arg[1] == "global" and (not reduces or _k_blocks(sink, reduces, overlap) is None):
+  if vaxis is not None and vaxis.arg[1] == AxisType.GLOBAL and (not reduces or _k_blocks(sink, reduces, overlap) is None):
     # the lanes of an output axis are separate outputs: narrower vectors leave more tiles for the threads (16 channels
     # in one 16-wide vector ran on one core), each output's arithmetic the same at every width and thread count (not
     # where the sum is cut into blocks: their length follows the tile's width)
-    rest = prod(_const_size(r) for r in rngs if r.arg[1] == "global" and r is not vaxis)
+    rest = prod(_const_size(r) for r in rngs if r.arg[1] == AxisType.GLOBAL and r is not vaxis)
     def lanes_busy(w: int) -> tuple[int, int]: return w * min(max(ren.threads, 1), ceildiv(_const_size(vaxis), w) * rest), -w
     W = max((w for w in (W >> i for i in range(W.bit_length())) if w > 1 and _tiles(vaxis, w, overlap)), key=lanes_busy)
   copies: dict[UOp, int] = {}
@@ -337,7 +310,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
     # register tiles: copy the global axes that some load in the reduce loop does not depend on (it is loaded once
     # and used by every copy); the axis with most such loads first
     def reuse(r: UOp) -> int: return sum(1 for ld in loads if r not in deps[ld] and deps[ld] & reduce_rngs)
-    glob = sorted((r for r in rngs if r.arg[1] == "global" and reuse(r) > 0), key=lambda r: (-reuse(r), r is vaxis, r.arg[0]))
+    glob = sorted((r for r in rngs if r.arg[1] == AxisType.GLOBAL and reuse(r) > 0), key=lambda r: (-reuse(r), r is vaxis, r.arg[0]))
     rows = next((r for r in glob if r is not vaxis), None)
     if vaxis is not None and vaxis in glob and rows is not None:
       # a sum cut into blocks needs tiles that divide their axes (an overlapping tile would add its block twice, and
@@ -350,7 +323,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       cols = vaxis if fits(vaxis, 2) else next((r for r in glob if r is not vaxis and r is not rows), vaxis)
       copies.update(register_tile(ren, rows, cols, W if cols is vaxis else 1, fits, len(reduces)))
       if kblock is not None: kblock = (kblock, _block_length(ren, kblock, copies.get(vaxis, 1) * W, loads, deps, vaxis))
-    elif vaxis is not None and vaxis.arg[1] == "global":
+    elif vaxis is not None and vaxis.arg[1] == AxisType.GLOBAL:
       for r in glob:
         if r is not vaxis: pick(r, 8)
       if vaxis in glob: pick(vaxis, 2)
@@ -359,7 +332,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
       copies.update(register_tile(ren, glob[0], glob[1], 1, ok, len(reduces)))
     else:
       for r in glob[:2]: pick(r, 4 if r is glob[0] else 2)
-    if not copies and (vaxis is None or vaxis.arg[1] == "reduce"):  # a reduction alone: independent accumulators
+    if not copies and (vaxis is None or vaxis.arg[1] == AxisType.REDUCE):  # a reduction alone: independent accumulators
       r = vaxis if vaxis is not None else max((r for r in rngs if r in reduce_rngs), key=lambda r: vec_score(r, False), default=None)
       if r is not None: pick(r, 4)
   if vaxis is None and not copies: return None
@@ -411,12 +384,12 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
   (a reduce range, a block length): the range cut into blocks summed through the output (see _k_blocks); `twins`:
   other sums' axes split by the same lane as vaxis."""
   next_id = max(u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE) + 1
-  lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, W),), (next_id, "lane")) if vaxis is not None else None
+  lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, W),), (next_id, AxisType.LANE)) if vaxis is not None else None
   vec_axes = {vaxis, *twins} if vaxis is not None else set()
   axes = set(copies) | vec_axes
   def tile(r: UOp) -> int: return copies.get(r, 1) * (W if r in vec_axes else 1)
   outer = {r: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(_const_size(r), tile(r))),), r.arg) for r in axes}
-  def padded(r: UOp) -> bool: return r in vec_axes and r.arg[1] == "reduce" and _const_size(r) % tile(r) != 0
+  def padded(r: UOp) -> bool: return r in vec_axes and r.arg[1] == AxisType.REDUCE and _const_size(r) % tile(r) != 0
   def split(r: UOp, c: int) -> UOp:
     w = W if r in vec_axes else 1
     return (outer[r] * tile(r) if padded(r) else _tile_base(outer[r], _const_size(r), tile(r))) + c * w + (lane if r in vec_axes else 0)
@@ -436,21 +409,21 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
     parts = [UOp(Ops.REDUCE, x.dtype, (body(x, combo, mine),) + rest, x.arg) for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
     return _combine(x.arg, parts)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), upcast_reduce)]))
-  glob = [r for r in axes if r.arg[1] == "global"]
+  glob = [r for r in axes if r.arg[1] == AxisType.GLOBAL]
   stores = [st.substitute({r: split(r, c) for r, c in zip(glob, combo)})
             for combo in itertools.product(*[range(copies.get(r, 1)) for r in glob]) for st in sink.src]
   blocks = []
   if kblock is not None:  # block kb of the sum: out = (kb == 0 ? 0 : out) + the block's sum; kb is a plain loop (no thread shares it)
     k, kc = kblock
-    kb = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(k) // kc),), (next_id + 1, "block"))
-    kin = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, kc),), (next_id + 2, "reduce"))
+    kb = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, _const_size(k) // kc),), (next_id + 1, AxisType.BLOCK))
+    kin = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, kc),), (next_id + 2, AxisType.REDUCE))
     def block(st: UOp) -> UOp:
       red = st.src[1]
       part = UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({k: kb * kc + kin}), kin), red.arg)
       return UOp(Ops.STORE, dtypes.void, (st.src[0], kb.eq(0).where(red.const_like(0.0), st.src[0].load()) + part))
     stores, blocks = [block(st) for st in stores], [kb]
   sink = UOp(Ops.SINK, dtypes.void, tuple(stores))
-  if vaxis is not None and vaxis.arg[1] == "global" and any(r.arg[1] == "reduce" for r in sink.toposort() if r.op is Ops.RANGE):
+  if vaxis is not None and vaxis.arg[1] == AxisType.GLOBAL and any(r.arg[1] == AxisType.REDUCE for r in sink.toposort() if r.op is Ops.RANGE):
     # loop order for tiled reductions: the vector axis outermost, so the operand the inner loops share (a panel of
     # columns, K x tile width) is reused from cache by every row tile instead of streamed again for each one; the
     # blocks of the sum next, so that a block of the panel stays in cache while the row tiles use it
@@ -476,7 +449,7 @@ def _pack(sink: UOp, loops: list[UOp], kin: UOp, lane: UOp, pack_id: int) -> tup
   if prod(_const_size(r) or 2 for r in loops[at:]) < 2: return sink, loops   # nothing would read a copy twice
   W, T = _const_size(lane), len(loads) * _const_size(lane)
   scratch = UOp(Ops.DEFINE_REG, loads[0].dtype.ptr(_const_size(kin) * T, "reg"), (), 0)
-  kp = UOp(Ops.RANGE, dtypes.index, (kin.src[0],), (pack_id, "pack"))
+  kp = UOp(Ops.RANGE, dtypes.index, (kin.src[0],), (pack_id, AxisType.PACK))
   copies = [scratch.index(kp * T + s * W + lane).store(ld.substitute({kin: kp})) for s, ld in enumerate(loads)]
   sink = sink.substitute({ld: scratch.index(kin * T + s * W + lane).load() for s, ld in enumerate(loads)})
   return UOp(Ops.SINK, dtypes.void, tuple(copies) + sink.src), loops[:at] + [kp] + loops[at:]
@@ -569,8 +542,8 @@ def _span_offsets(idx: UOp, r: UOp, W: int) -> list[int] | None:
   moving = build_sum({t: k for t, k in terms.items() if r in t.toposort()}, 0, idx.dtype)
   # an axis of the scalar kernel (choosing the vector axis): its terms must read no other loop (a conv's pool-trick
   # index (y + 13*a) // 14 mixes two; evaluating every such read of a big kernel cost seconds of compile time)
-  if r.arg[1] != "lane" and any(u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR) and u is not r for u in moving.toposort()): return None
-  tile = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("_tile", 0, 1 << 24)) * W if r.arg[1] != "lane" else UOp.const(dtypes.index, 0)
+  if r.arg[1] != AxisType.LANE and any(u.op in (Ops.RANGE, Ops.SPECIAL, Ops.DEFINE_VAR) and u is not r for u in moving.toposort()): return None
+  tile = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("_tile", 0, 1 << 24)) * W if r.arg[1] != AxisType.LANE else UOp.const(dtypes.index, 0)
   at = [split_terms(moving.substitute({r: tile + i}).simplify()) for i in range(W)]
   if any(lane_terms != at[0][0] for lane_terms, _ in at): return None   # a lane's index differs from the first's by more than a constant
   offs = [const - at[0][1] for _, const in at]
@@ -589,65 +562,3 @@ def _span_load(buf: UOp, first: UOp, offs: list[int], dtype) -> UOp | None:
 def _padded_base(idx: UOp, r: UOp) -> UOp | None:
   """base when idx is a padded read WHERE(valid, base + r, 0) (the lowerer's gate that keeps masked reads in the buffer)."""
   return lane_base(ungated, r) if (ungated := _ungated(idx)) is not idx else None
-
-# ***** long float sums become a tree of short ones *****
-# A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'
-# magnitudes, and a float32 one stops growing altogether at 2^24 times its term. So every float sum longer than
-# SUM_CHUNK iterations is cut into nested loops of at most SUM_CHUNK iterations each, every level with a fresh
-# accumulator: the error grows with SUM_CHUNK * levels (levels = log(n) / log(SUM_CHUNK)), not with n. The cut depends
-# only on the loop lengths, never on the thread count or the backend. The bound is in docs/architecture.md.
-SUM_CHUNK = 256
-
-def _trips(r: UOp) -> int: return r.src[0].arg if r.src[0].op is Ops.CONST else int(r.src[0].vmax)
-
-def tree_sums(sink: UOp) -> UOp:
-  """REDUCE(ADD) of floats over more than SUM_CHUNK iterations -> nested REDUCEs of at most SUM_CHUNK iterations each."""
-  ids = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
-  cuts: dict[UOp, tuple[UOp, list[UOp]]] = {}   # loop -> (its index as an expression of the new loops, those loops outer first)
-  def cut(r: UOp) -> tuple[UOp, list[UOp]]:
-    if (ret := cuts.get(r)) is not None: return ret
-    n = r.src[0]
-    if _trips(r) <= SUM_CHUNK: ret = (r, [r])
-    else:  # r = outer*SUM_CHUNK + inner; the last chunk is shorter when SUM_CHUNK does not divide n
-      idx, loops = cut(UOp(Ops.RANGE, dtypes.index, (((n + (SUM_CHUNK - 1)) // SUM_CHUNK).simplify(),), (next(ids), "reduce")))
-      end = UOp.const(dtypes.index, SUM_CHUNK) if n.op is Ops.CONST and n.arg % SUM_CHUNK == 0 else (n - idx * SUM_CHUNK).minimum(SUM_CHUNK).simplify()
-      inner = UOp(Ops.RANGE, dtypes.index, (end,), (next(ids), "reduce"))
-      ret = (idx * SUM_CHUNK + inner, loops + [inner])
-    cuts[r] = ret
-    return ret
-  def tree(x: UOp) -> UOp | None:
-    if x.arg is not Ops.ADD or not dtypes.is_float(x.dtype) or prod(_trips(r) for r in x.src[1:]) <= SUM_CHUNK: return None
-    parts = [cut(r) for r in x.src[1:]]
-    body = x.src[0].substitute({r: idx for r, (idx, _) in zip(x.src[1:], parts) if idx is not r})
-    levels: list[list[UOp]] = [[]]   # innermost first, each at most SUM_CHUNK iterations
-    trips = 1
-    for lp in reversed([lp for _, loops in parts for lp in loops]):
-      if levels[-1] and trips * _trips(lp) > SUM_CHUNK: levels, trips = levels + [[]], 1
-      levels[-1].insert(0, lp)
-      trips *= _trips(lp)
-    for level in levels: body = UOp(Ops.REDUCE, x.dtype, (body,) + tuple(level), Ops.ADD)
-    return body
-  out = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), tree)]))
-  return out if out is sink else graph_rewrite(out, symbolic_rules)
-
-# ***** options for BEAM search (tinycore/search.py) *****
-
-def candidate_opts(sink: UOp, ren: Renderer) -> list:
-  """CPU-style targets: UPCAST(axis, k) copies an output axis k times (scalar copies) before the heuristics run, which
-  then tile what is left: with the rows of a matmul, a register tile k times taller than the heuristics pick."""
-  if ren.global_dims > 0 or (ren.threads <= 0 and ren.vector_width <= 1): return []
-  vaxis = plan[0] if (plan := plan_upcasts(sink, ren)) is not None else None  # copies of the vector axis break its vectors
-  return [Opt("UPCAST", r.arg[0], k) for r in global_ranges(sink) if r is not vaxis and (n := _const_size(r)) for k in (2, 4)
-          if n % k == 0 and n > k]
-
-def apply_opt(sink: UOp, ren: Renderer, opt) -> UOp:
-  if opt.op != "UPCAST": raise ValueError(f"unknown optimisation {opt}")
-  r = next((r for r in global_ranges(sink) if r.arg[0] == opt.axis), None)
-  if r is None or not (n := _const_size(r)) or n % opt.amount: raise ValueError(f"{opt} does not apply to this kernel")
-  return apply_upcasts(sink, None, 1, {r: opt.amount})[0]
-
-def kernel_name(ast: UOp) -> str:
-  """tinygrad-style: r_ for kernels with a reduction, E_ otherwise, then the output shape."""
-  has_reduce = any(u.op is Ops.REDUCE_AXIS for u in ast.toposort())
-  shape = ast.src[0].src[1].shape
-  return ("r_" if has_reduce else "E_") + ("_".join(str(s) if isinstance(s, int) else "v" for s in shape) or "1")

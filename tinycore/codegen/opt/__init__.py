@@ -1,0 +1,36 @@
+"""Kernel optimisation: the actions (Opt) and the kernel they act on, the hand-coded choice per target style, BEAM's options."""
+from __future__ import annotations
+from tinycore.helpers import NOOPT
+from tinycore.uop import UOp, AxisType
+from tinycore.renderer import Renderer
+from tinycore.codegen.opt.kernel import OptOps, Opt, OptError, Kernel, apply_opt, const_size
+from tinycore.codegen.opt import gpu
+
+def gpu_style(ren: Renderer) -> bool: return ren.global_dims > 0
+
+def optimize(sink: UOp, ren: Renderer, opts: tuple[Opt, ...] = ()) -> UOp:
+  """The lowered kernel with `opts` applied (BEAM's choice), or with no opts given, a GPU-style target's hand-coded ones.
+  (CPU-style targets add their own register tiles and vectors after expansion: codegen/opt/cpu.py.)"""
+  k = Kernel(sink, ren)
+  for o in opts: k = apply_opt(k, o)
+  if not opts and gpu_style(ren) and not NOOPT: k = gpu.hand_coded(k)
+  return k.sink
+
+def candidate_opts(sink: UOp, ren: Renderer, applied: tuple[Opt, ...] = ()) -> list[Opt]:
+  """The actions that apply to the kernel after `applied` (BEAM grows its beam by one of these at a time)."""
+  k = Kernel(sink, ren)
+  for o in applied: k = apply_opt(k, o)
+  amounts = {OptOps.UPCAST: (2, 4, 8), OptOps.UNROLL: (2, 4, 8, 16), OptOps.LOCAL: (2, 4, 8, 16, 32), OptOps.GROUP: (16, 32, 64, 128, 256),
+             OptOps.GROUPTOP: (16, 32, 64, 128, 256), OptOps.STAGE: (8, 16, 32)}
+  ops = (OptOps.UPCAST, OptOps.UNROLL) + ((OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.STAGE) if gpu_style(ren) else ())
+  out = []
+  for op in ops:
+    for r in k.ranges:
+      for amt in amounts[op]:
+        if (n := const_size(r)) is None or n % amt or n == amt and op is OptOps.STAGE: continue
+        try: apply_opt(k, o := Opt(op, r.arg[0], amt))
+        except OptError: continue
+        out.append(o)
+  return out
+
+__all__ = ["OptOps", "Opt", "OptError", "Kernel", "apply_opt", "optimize", "candidate_opts", "AxisType"]

@@ -1,0 +1,72 @@
+"""GPU-style heuristics: thread blocks, register tiles, grouped reductions and shared-memory tiles sized from the renderer's limits."""
+from __future__ import annotations
+from tinycore.dtype import dtypes
+from tinycore.helpers import prod
+from tinycore.uop import UOp, Ops, AxisType, split_terms
+from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size
+
+def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
+  """k with the action applied, or k unchanged where it does not apply."""
+  try: return apply_opt(k, Opt(op, r if isinstance(r, int) else r.arg[0], amount))
+  except OptError: return k
+
+def _divisor(n: int, most: int, least: int = 2) -> int | None:
+  """The largest power of two in [least, most] dividing n."""
+  return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and n % d == 0), None)
+
+def _strides(k: Kernel, r: UOp) -> list[int]:
+  """r's coefficient in each global load's address that reads it (0 where it is not a plain term)."""
+  return [split_terms(u.src[0].src[1])[0].get(r, 0) for u in k.order
+          if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
+
+def _matmul(k: Kernel) -> tuple[UOp, UOp, UOp] | None:
+  """(rows, cols, the sum's axis) of a product's reduction whose two operands each skip an output axis (C[i, j] +=
+  A[i, k] * B[k, j]: B does not change with i, A with j): the block's threads can share them. cols is the output's
+  contiguous axis where it can be."""
+  if len(k.reduces) != 1 or (x := k.reduces[0]).arg is not Ops.ADD or not dtypes.is_float(x.dtype): return None
+  loads = [u for u in x.src[0].toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+  glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None and const_size(r) >= 16]
+  skipped = [[r for r in glob if r not in k.deps[ld]] for ld in loads]
+  pairs = [(a, b) for la, sa in zip(loads, skipped) for lb, sb in zip(loads, skipped) if la is not lb
+           for a in sb if a in k.deps[la] for b in sa if b in k.deps[lb] and a is not b]
+  if not pairs: return None
+  rows, cols = max(pairs, key=lambda p: (k.output_coefficient(p[1]) == 1, const_size(p[0]) * const_size(p[1])))
+  red = [r for r in x.src[1:] if const_size(r) is not None]
+  return (rows, cols, max(red, key=const_size)) if red else None
+
+def hand_coded(k: Kernel) -> Kernel:
+  ren = k.ren
+  if not ren.has_local: return k
+  if ren.has_shared and (mm := _matmul(k)) is not None: return _tile_matmul(k, *mm)
+  glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
+  outputs = prod(const_size(r) for r in glob)
+  red = [r for x in k.reduces for r in x.src[1:] if const_size(r) is not None]
+  if ren.has_shared and red:
+    # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours)
+    r = max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
+    want = min(256, ren.max_threads_per_group)
+    if const_size(r) >= 64 and outputs * 8 <= const_size(r) * 1024 and (g := _divisor(const_size(r), want, 16)) is not None:
+      k = _try(k, OptOps.GROUP, r, g)
+  # output axes across the threads of a block, the contiguous one fastest
+  room = min(256, ren.max_threads_per_group) // prod(const_size(t) for t in k.threads())
+  for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
+    if room < 2 or (n := _divisor(const_size(r), room)) is None: continue
+    before = len(k.applied)
+    k = _try(k, OptOps.LOCAL, r, n)
+    if len(k.applied) > before: room //= n
+  return k
+
+def _tile_matmul(k: Kernel, rows: UOp, cols: UOp, red: UOp) -> Kernel:
+  """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile), the sum staged in
+  shared memory 16 at a time (tiles of both operands: 8 KiB in float32) and unrolled."""
+  rid, cid, kid = rows.arg[0], cols.arg[0], red.arg[0]
+  lim = min(ren_threads := k.ren.max_threads_per_group, 256)
+  for r, cap in ((cols, 16), (rows, lim // 16)):
+    if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: k = _try(k, OptOps.LOCAL, r, n)
+  for i in (cid, rid):
+    if (n := _divisor(const_size(k.rng(i)), 4)) is not None: k = _try(k, OptOps.UPCAST, i, n)
+  for bk in (16, 8, 4):
+    inner = k.next_id   # the id STAGE gives the tile's range
+    if const_size(k.rng(kid)) % bk == 0 and len((staged := _try(k, OptOps.STAGE, kid, bk)).applied) > len(k.applied):
+      return _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
+  return k

@@ -1,0 +1,81 @@
+"""Reductions: grouped ones combined through shared memory, long float sums cut into a tree of short ones (accuracy)."""
+from __future__ import annotations
+import itertools
+from tinycore.dtype import dtypes
+from tinycore.helpers import prod
+from tinycore.uop import UOp, Ops, AxisType, symbolic_rules
+from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
+from tinycore.codegen.gpudims import thread_axes
+
+# ***** grouped reductions *****
+# A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, writes its partial into
+# shared memory, and after a barrier every thread of the group combines the G partials in the same order (so each gets
+# the same bits); the group's first thread stores the result.
+
+def group_reduces(sink: UOp) -> UOp:
+  order = sink.toposort()
+  threads = thread_axes(sink, [u for u in order if u.op is Ops.RANGE])
+  grouped = [x for x in order if x.op is Ops.REDUCE and any(r.arg[1] is AxisType.GROUP_REDUCE for r in x.src[1:])]
+  if not grouped: return sink
+  ids = itertools.count(max(u.arg[0] for u in order if u.op is Ops.RANGE) + 1)
+  nlocal = itertools.count(max((u.arg + 1 for u in order if u.op is Ops.DEFINE_LOCAL), default=0))
+  slot, stride = UOp.const(dtypes.index, 0), 1
+  for t in reversed(threads): slot, stride = slot + t * stride, stride * t.src[0].arg
+  def lower(x: UOp) -> UOp | None:
+    if not (group := [r for r in x.src[1:] if r.arg[1] is AxisType.GROUP_REDUCE]): return None
+    rest = tuple(r for r in x.src[1:] if r not in group)
+    partial = UOp(Ops.REDUCE, x.dtype, (x.src[0],) + rest, x.arg) if rest else x.src[0]
+    smem = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride, "local"), (), next(nlocal))
+    done = UOp(Ops.BARRIER, dtypes.void, (smem.index(slot).store(partial),))
+    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, prod(g.src[0].arg for g in group)),), (next(ids), AxisType.REDUCE))
+    coords, n = {}, 1
+    for g in reversed(group): coords[g], n = (j // n) % g.src[0].arg, n * g.src[0].arg
+    return UOp(Ops.REDUCE, x.dtype, (UOp(Ops.LOAD, x.dtype, (smem.index(slot.substitute(coords)), done)), j), x.arg)
+  sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), lower)]))
+  def gate(st: UOp) -> UOp:   # the group's first thread stores what every thread of it computed
+    if st.src[0].src[0].op is not Ops.DEFINE_GLOBAL: return st
+    if not (gs := [r for r in st.toposort() if r.op is Ops.RANGE and r.arg[1] is AxisType.GROUP_REDUCE]): return st
+    first = gs[0].eq(0)
+    for g in gs[1:]: first = first & g.eq(0)
+    return st.replace(src=st.src[:2] + (first,))
+  return graph_rewrite(sink.replace(src=tuple(gate(st) for st in sink.src)), symbolic_rules)
+
+# ***** long float sums become a tree of short ones *****
+# A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'
+# magnitudes, and a float32 one stops growing altogether at 2^24 times its term. So every float sum longer than
+# SUM_CHUNK iterations is cut into nested loops of at most SUM_CHUNK iterations each, every level with a fresh
+# accumulator: the error grows with SUM_CHUNK * levels (levels = log(n) / log(SUM_CHUNK)), not with n. The cut depends
+# only on the loop lengths, never on the thread count or the backend. The bound is in docs/architecture.md.
+SUM_CHUNK = 256
+
+def _trips(r: UOp) -> int: return r.src[0].arg if r.src[0].op is Ops.CONST else int(r.src[0].vmax)
+
+def tree_sums(sink: UOp) -> UOp:
+  """REDUCE(ADD) of floats over more than SUM_CHUNK iterations -> nested REDUCEs of at most SUM_CHUNK iterations each."""
+  ids = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
+  cuts: dict[UOp, tuple[UOp, list[UOp]]] = {}   # loop -> (its index as an expression of the new loops, those loops outer first)
+  def cut(r: UOp) -> tuple[UOp, list[UOp]]:
+    if (ret := cuts.get(r)) is not None: return ret
+    n = r.src[0]
+    if _trips(r) <= SUM_CHUNK: ret = (r, [r])
+    else:  # r = outer*SUM_CHUNK + inner; the last chunk is shorter when SUM_CHUNK does not divide n
+      idx, loops = cut(UOp(Ops.RANGE, dtypes.index, (((n + (SUM_CHUNK - 1)) // SUM_CHUNK).simplify(),), (next(ids), AxisType.REDUCE)))
+      end = UOp.const(dtypes.index, SUM_CHUNK) if n.op is Ops.CONST and n.arg % SUM_CHUNK == 0 else (n - idx * SUM_CHUNK).minimum(SUM_CHUNK).simplify()
+      inner = UOp(Ops.RANGE, dtypes.index, (end,), (next(ids), AxisType.REDUCE))
+      ret = (idx * SUM_CHUNK + inner, loops + [inner])
+    cuts[r] = ret
+    return ret
+  def tree(x: UOp) -> UOp | None:
+    if x.arg is not Ops.ADD or not dtypes.is_float(x.dtype) or prod(_trips(r) for r in x.src[1:]) <= SUM_CHUNK: return None
+    parts = [cut(r) for r in x.src[1:]]
+    body = x.src[0].substitute({r: idx for r, (idx, _) in zip(x.src[1:], parts) if idx is not r})
+    levels: list[list[UOp]] = [[]]   # innermost first, each at most SUM_CHUNK iterations
+    trips = 1
+    for lp in reversed([lp for _, loops in parts for lp in loops]):
+      if levels[-1] and trips * _trips(lp) > SUM_CHUNK: levels, trips = levels + [[]], 1
+      levels[-1].insert(0, lp)
+      trips *= _trips(lp)
+    for level in levels: body = UOp(Ops.REDUCE, x.dtype, (body,) + tuple(level), Ops.ADD)
+    return body
+  out = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), tree)]))
+  return out if out is sink else graph_rewrite(out, symbolic_rules)
