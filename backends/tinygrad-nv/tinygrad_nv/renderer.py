@@ -55,6 +55,8 @@ class PTXRenderer(Renderer):
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # gridDim.y/z <= 65535 is met by the driver launching slices, never by truncating
   has_local = True                    # SPECIAL lidxN: threads of a block; global_size then counts blocks
+  has_shared = False                  # (True once the PTX emulator runs .shared and bar.sync) DEFINE_LOCAL: .shared arrays, the global layout; BARRIER: bar.sync
+  shared_max = 48 << 10               # static .shared per block without opting in to more
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   index_bits = 64
@@ -74,6 +76,7 @@ class _Kernel:
     self.regs: dict[UOp, str] = {}
     self.counts: dict[str, int] = defaultdict(int)
     self.lines: list[str] = []
+    self.shared: list[str] = []   # .shared declarations, before the instructions
     self.params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
     self.vars = sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)
 
@@ -95,7 +98,7 @@ class _Kernel:
     params += [".param .u32 block_y0", ".param .u32 block_z0"]
     head = [f"// {self.name}", LAUNCH_GROUPS if groups else LAUNCH_THREADS, f".version {PTX_VERSION}", f".target {self.arch}",
             ".address_size 64", f".visible .entry {self.name}(", "\t" + ",\n\t".join(params) + ")", "{"]
-    decls = [f"\t.reg {REG_DECL[k]} %{k}<{n}>;" for k, n in sorted(self.counts.items())]
+    decls = [f"\t.reg {REG_DECL[k]} %{k}<{n}>;" for k, n in sorted(self.counts.items())] + self.shared
     return "\n".join(head + decls + self.lines + ["\tret;", "}", ""])
 
   # ***** thread ids *****
@@ -173,6 +176,11 @@ class _Kernel:
     elif op is Ops.ASSIGN:
       self.mov(self.ref(u.src[0]), self.ref(u.src[1]), dt)
       self.regs[u] = self.ref(u.src[0])
+    elif op is Ops.DEFINE_LOCAL:
+      self.shared.append(f"\t.shared .align 16 .b8 smem{u.arg}[{u.dtype.size * u.dtype.base.itemsize}];")
+      self.regs[u] = r = self.new(dtypes.uint64)
+      self.ins(f"mov.u64 {r}, smem{u.arg}")
+    elif op is Ops.BARRIER: self.ins("bar.sync 0")
     elif op is Ops.INDEX:
       buf, idx = u.src[0], u.src[1]
       size = buf.dtype.base.itemsize
@@ -182,7 +190,9 @@ class _Kernel:
       self.ins(f"add.s64 {off}, {off}, {self.ref(buf)}")
       self.regs[u] = off
     elif op is Ops.LOAD: self.regs[u] = self.load(u.src[0], dt)
-    elif op is Ops.STORE: self.store(u.src[0], u.src[1])
+    elif op is Ops.STORE:
+      gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None)
+      self.store(u.src[0], u.src[1], None if gate is None else self.ref(gate))
     elif op is Ops.CAST: self.regs[u] = self.cast(u.src[0], dt)
     elif op is Ops.BITCAST: self.regs[u] = self.bitcast(u.src[0], dt)
     elif op in GroupOp.ALU: self.regs[u] = self.alu(op, dt, u.src)
@@ -194,29 +204,29 @@ class _Kernel:
   # ***** memory *****
 
   def load(self, idx: UOp, dt: DType) -> str:
-    addr, s = self.ref(idx), dt.scalar
+    addr, s, space = self.ref(idx), dt.scalar, "shared" if idx.src[0].op is Ops.DEFINE_LOCAL else "global"
     if s == dtypes.bool:
       raw, out = self.reg("r"), self.reg("p")
-      self.ins(f"ld.global.u8 {raw}, [{addr}]")
+      self.ins(f"ld.{space}.u8 {raw}, [{addr}]")
       self.ins(f"setp.ne.u32 {out}, {raw}, 0")
       return out
     if s == dtypes.float16:
       h, out = self.reg("h"), self.reg("f")
-      self.ins(f"ld.global.b16 {h}, [{addr}]")
+      self.ins(f"ld.{space}.b16 {h}, [{addr}]")
       self.ins(f"cvt.f32.f16 {out}, {h}")
       return out
     if s == dtypes.bfloat16:
       raw, out = self.reg("r"), self.reg("f")
-      self.ins(f"ld.global.u16 {raw}, [{addr}]")
+      self.ins(f"ld.{space}.u16 {raw}, [{addr}]")
       self.ins(f"shl.b32 {raw}, {raw}, 16")
       self.ins(f"mov.b32 {out}, {raw}")
       return out
     out = self.new(s)
-    self.ins(f"ld.global.{mem_type(s)} {out}, [{addr}]")   # 8/16-bit ints are sign/zero-extended into the 32-bit register
+    self.ins(f"ld.{space}.{mem_type(s)} {out}, [{addr}]")   # 8/16-bit ints are sign/zero-extended into the 32-bit register
     return out
 
-  def store(self, idx: UOp, val: UOp) -> None:
-    addr, v, s = self.ref(idx), self.ref(val), val.dtype.scalar
+  def store(self, idx: UOp, val: UOp, gate: str | None = None) -> None:
+    addr, v, s, space = self.ref(idx), self.ref(val), val.dtype.scalar, "shared" if idx.src[0].op is Ops.DEFINE_LOCAL else "global"
     if s == dtypes.bool:
       raw = self.reg("r")
       self.ins(f"selp.u32 {raw}, 1, 0, {v}")
@@ -230,7 +240,7 @@ class _Kernel:
       self.ins(f"mov.b32 {raw}, {v}")
       self.ins(f"shr.u32 {raw}, {raw}, 16")
       v = raw
-    self.ins(f"st.global.{mem_type(s)} [{addr}], {v}")
+    self.ins(f"{'' if gate is None else f'@{gate} '}st.{space}.{mem_type(s)} [{addr}], {v}")
 
   # ***** rounding values back to their type *****
 

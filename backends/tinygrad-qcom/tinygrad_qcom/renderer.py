@@ -112,6 +112,8 @@ class OpenCLRenderer(Renderer):
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True                 # SPECIAL lidxN are get_local_id(N): global_size then counts workgroups
+  has_shared = True                # DEFINE_LOCAL: __local arrays; BARRIER: barrier(CLK_LOCAL_MEM_FENCE)
+  shared_max = 32 << 10            # OpenCL 1.2's guaranteed minimum CL_DEVICE_LOCAL_MEM_SIZE (Adreno: 32 KiB)
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   index_bits = 64
@@ -182,7 +184,7 @@ class _Kernel:
     for u in self.uops:
       if u not in self.names and u.op is not Ops.CONST: self.emit(u)
     body = "\n".join(self.lines)
-    writes = sorted({u.src[0].src[0].arg for u in self.uops if u.op is Ops.STORE})
+    writes = sorted({u.src[0].src[0].arg for u in self.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
     var_types = [self.reg(v.dtype) for v in sorted((u for u in self.uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)]
     head = [f"{KERNEL_HEADER} {self.name}", " ".join(["// writes", *map(str, writes)]), " ".join(["// vars", *var_types])]
     head += [f"// image {i.param} {i.dtype.name} {i.width}x{i.height} {i.access}" for i in sorted(self.images.values(), key=lambda i: i.param)]
@@ -218,9 +220,16 @@ class _Kernel:
       self.line(f"{self.ref(u.src[0])} = {self.ref(u.src[1])};")
       self.names[u] = self.names[u.src[0]]
     elif op is Ops.INDEX: self.names[u] = ""   # LOAD and STORE address through it
+    elif op is Ops.DEFINE_LOCAL:
+      self.names[u] = f"smem{u.arg}"
+      self.line(f"__local {'uchar' if u.dtype.base == dtypes.bool else self.reg(u.dtype.base)} smem{u.arg}[{u.dtype.size}];")
+    elif op is Ops.BARRIER:
+      self.line("barrier(CLK_LOCAL_MEM_FENCE);")
+      self.names[u] = ""
     elif op is Ops.LOAD: self.bind(u, self.load(u.src[0]))
     elif op is Ops.STORE:
-      self.line(self.store(u.src[0], u.src[1]))
+      gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None)
+      self.line(self.store(u.src[0], u.src[1]) if gate is None else f"if ({self.ref(gate)}) {self.store(u.src[0], u.src[1])}")
       self.names[u] = ""
     elif op is Ops.CAST: self.bind(u, self.cast(u.src[0], dt))
     elif op is Ops.BITCAST: self.bind(u, self.bitcast(u.src[0], dt))
@@ -234,6 +243,8 @@ class _Kernel:
 
   def load(self, idx: UOp) -> str:
     buf, dt = idx.src[0], idx.src[0].dtype.base.scalar
+    if buf.op is Ops.DEFINE_LOCAL:   # held in the register type (bool as uchar)
+      return f"({self.ref(buf)}[{self.ref(idx.src[1])}] != 0)" if dt == dtypes.bool else f"{self.ref(buf)}[{self.ref(idx.src[1])}]"
     if len(idx.src) == 3:
       coord = f"(int2)((int){self.ref(idx.src[1])}, (int){self.ref(idx.src[2])})"
       return f"read_image{'h' if dt == dtypes.float16 and self.ren.fp16 else 'f'}({self.ref(buf)}, smp, {coord}).x"
@@ -244,6 +255,7 @@ class _Kernel:
 
   def store(self, idx: UOp, val: UOp) -> str:
     buf, dt, v = idx.src[0], idx.src[0].dtype.base.scalar, self.ref(val)
+    if buf.op is Ops.DEFINE_LOCAL: return f"{self.ref(buf)}[{self.ref(idx.src[1])}] = {'(uchar)' if dt == dtypes.bool else ''}{v};"
     if len(idx.src) == 3:
       coord = f"(int2)((int){self.ref(idx.src[1])}, (int){self.ref(idx.src[2])})"
       h = dt == dtypes.float16 and self.ren.fp16

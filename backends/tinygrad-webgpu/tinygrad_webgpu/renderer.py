@@ -266,6 +266,8 @@ class WGSLRenderer(Renderer):
   global_max = (2**31 - 1,) * 3       # the shader recovers each id from one flat id, so only the total is bounded
   max_buffers = 8                     # WebGPU's guaranteed maxStorageBuffersPerShaderStage (browsers default to it)
   has_local = True                    # SPECIAL lidxN: local ids; the kernel's workgroup size is the lidx sizes
+  has_shared = True                   # DEFINE_LOCAL: var<workgroup> arrays of the register type; BARRIER: workgroupBarrier()
+  shared_max = 16 << 10               # WebGPU's guaranteed maxComputeWorkgroupStorageSize
   local_max = (256, 256, 64)          # WebGPU's guaranteed maxComputeWorkgroupSize{X,Y,Z}
   max_threads_per_group = 256         # WebGPU's guaranteed maxComputeInvocationsPerWorkgroup
   index_bits = 32
@@ -292,7 +294,7 @@ class _Kernel:
     if len(self.params) > max_buffers:
       raise UnsupportedError(f"backend WEBGPU: kernel {name} needs {len(self.params)} storage buffers, but the limit is {max_buffers} "
                              "(maxStorageBuffersPerShaderStage)")
-    self.stored = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE}
+    self.stored = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
     self.vars = [u for u in uops if u.op is Ops.DEFINE_VAR]
     self.params_by_arg = dict(self.params)
     self.names: dict[UOp, str] = {}
@@ -311,6 +313,8 @@ class _Kernel:
       base = u.dtype.base.scalar
       elem = ("atomic<u32>" if p in self.stored else "u32") if base in PACKED else wgsl_type(base)
       out.append(f"@group(0) @binding({p}) var<storage, read_write> data{p}: array<{elem}>;")
+    for u in self.uops:   # shared memory holds values as registers do (a half in an f32), so nothing is packed
+      if u.op is Ops.DEFINE_LOCAL: out.append(f"var<workgroup> smem{u.arg}: array<{wgsl_type(u.dtype.base)}, {u.dtype.size}>;")
     if self.vars:
       nvec = (len(self.vars) + 3) // 4
       out.append(f"@group(0) @binding({self.vars_binding()}) var<uniform> {VARS_BINDING_NAME}: array<vec4<i32>, {nvec}>;")
@@ -375,6 +379,11 @@ class _Kernel:
   def emit(self, u: UOp) -> None:
     op = u.op
     if op in (Ops.DEFINE_GLOBAL, Ops.SPECIAL, Ops.DEFINE_VAR): return
+    if op is Ops.DEFINE_LOCAL: self.names[u] = f"smem{u.arg}"; return
+    if op is Ops.BARRIER:
+      self.line("workgroupBarrier();")
+      self.names[u] = ""
+      return
     if op is Ops.INDEX: self.names[u] = ""; return   # addresses are used by LOAD/STORE directly
     if op is Ops.RANGE:
       n = f"ridx{u.arg[0]}"
@@ -402,7 +411,13 @@ class _Kernel:
       return
     if op is Ops.LOAD: return self.bind(u, self.load(u.src[0]))
     if op is Ops.STORE:
+      if (gate := next((g for g in u.src[2:] if g.dtype == dtypes.bool), None)) is not None:
+        self.line(f"if ({self.ref(gate)}) {{")
+        self.depth += 1
       self.store(u.src[0], u.src[1])
+      if gate is not None:
+        self.depth -= 1
+        self.line("}")
       self.names[u] = ""
       return
     if op is Ops.CAST: return self.bind(u, self.cast(u.src[0], u.dtype))
@@ -428,6 +443,7 @@ class _Kernel:
     return f"{i} >> {per.bit_length() - 1}u", f"(u32({i} & {per - 1}) * {bits}u)", f"{(1 << bits) - 1:#x}u"
 
   def load(self, idx: UOp) -> str:
+    if idx.src[0].op is Ops.DEFINE_LOCAL: return f"{self.ref(idx.src[0])}[{self.ref(idx.src[1])}]"
     p, dt, i = self.address(idx)
     if dt not in PACKED: return f"data{p}[{i}]"
     w, shift, mask = self.packing(dt, i)
@@ -438,6 +454,7 @@ class _Kernel:
     return wrap(f"bitcast<i32>({e})", dt) if signed(dt) else e
 
   def store(self, idx: UOp, val: UOp) -> None:
+    if idx.src[0].op is Ops.DEFINE_LOCAL: return self.line(f"{self.ref(idx.src[0])}[{self.ref(idx.src[1])}] = {self.ref(val)};")
     p, dt, i = self.address(idx)
     if dt not in PACKED: return self.line(f"data{p}[{i}] = {self.ref(val)};")
     # neighbouring threads own the other elements of this word: clear and set ours atomically
