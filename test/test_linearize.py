@@ -40,3 +40,29 @@ def test_an_index_shared_by_a_store_and_a_nested_reduction_is_defined_outside_th
   it = iter(arrays)
   got = conv_pool_net(lambda *s: Tensor(next(it))).numpy()   # the default device (CPU where installed) runs the same net
   np.testing.assert_allclose(got, out.numpy(), rtol=1e-4, atol=1e-6)
+
+def loop_errors(uops) -> list[str]:
+  """Loops opened twice, closed without being open, or never closed."""
+  open_loops, errors = [], []
+  for u in uops:
+    if u.op is Ops.RANGE:
+      if u in open_loops: errors.append(f"RANGE {u.arg} opened again inside itself")
+      open_loops.append(u)
+    elif u.op is Ops.ENDRANGE:
+      if u.src[0] not in open_loops: errors.append(f"ENDRANGE of {u.src[0].arg}, which is not open")
+      else: open_loops.remove(u.src[0])
+  return errors + [f"RANGE {u.arg} never closed" for u in open_loops]
+
+def test_a_constant_summed_over_a_chunk_whose_length_varies_with_the_outer_chunk_loop_stays_inside_it():
+  """tree_sums cuts a float sum of n > SUM_CHUNK terms into an outer loop over chunks and an inner loop whose length,
+  min(n - chunk*SUM_CHUNK, SUM_CHUNK), reads the outer loop. A constant body (ones(257) + 1) reads no loop, so the inner
+  reduction's loop dependencies came from its body alone: it looked loop-invariant, was hoisted above the outer loop, and
+  emitting its length opened the outer loop with no ENDRANGE (LLVM: "use of undefined value '%r0_exit'"; PYTHON: "opens
+  a loop it never closes"). A reduction changes with the loops its own loops' lengths read."""
+  from tinycore.codegen.opt import SUM_CHUNK
+  for n in (SUM_CHUNK + 1, 3 * SUM_CHUNK - 1, SUM_CHUNK * SUM_CHUNK + 1):
+    for t, want in (((Tensor.ones(n) + 1).sum(), 2.0 * n), ((Tensor.ones(n, 3) * 2 + 1).sum(0), np.full(3, 3.0 * n)),
+                    (Tensor.full((n,), 0.5).sum() + Tensor.ones(n).sum(), 1.5 * n)):
+      for uops in kernels(t): assert not loop_errors(uops), (n, loop_errors(uops))
+      np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+  assert (Tensor.ones(SUM_CHUNK + 1, device="PYTHON") * 2).sum().item() == 2.0 * (SUM_CHUNK + 1)

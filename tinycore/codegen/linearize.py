@@ -27,7 +27,10 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
     changed = False
     for u in order:
       if u.op is Ops.RANGE: d = frozenset({u}) | deps[u.src[0]]  # a loop whose length varies with an outer loop sits inside it
-      elif u.op is Ops.REDUCE: d = frozenset().union(*(deps.get(x.src[0], frozenset()) for x in reduces_by_ranges[u.src[1:]])) - set(u.src[1:])
+      # a reduction changes with the outer loops of its group's bodies and of its own loops' lengths: a constant body
+      # summed over a loop whose length varies with an outer loop (a long sum's last, shorter chunk) varies with it too
+      elif u.op is Ops.REDUCE:
+        d = frozenset().union(*(deps.get(x.src[0], frozenset()) for x in reduces_by_ranges[u.src[1:]]), *(deps[r] for r in u.src[1:])) - set(u.src[1:])
       else: d = frozenset().union(*(deps[s] for s in u.src))
       if deps.get(u) != d: deps[u], changed = d, True
     return changed
