@@ -12,6 +12,7 @@ SECTIONS = {
   "fuzz": "random graphs of elementwise, movement and reduce ops (hypothesis) against numpy",
   "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",
   "multi": "two instances of the backend: transfers between them and to and from CPU, all-reduce, sharded reductions and matmuls",
+  "blocks": "thread blocks, shared memory, barriers: grouped reductions and shared-memory tiles by explicit actions, and in common programs",
   "reduce_scale": "sums and means of 2^27 elements (constants, fused expressions, realized data) within a bound that does not grow with n",
   "resources": "no leaked buffers after many launches, many small launches, clean failures on impossible requests",
 }

@@ -17,9 +17,10 @@ def var_kernel(n: int, dt: DType = dtypes.float32) -> UOp:
 
 class Launch:
   """One kernel compiled through the backend's roles directly (renderer, assembler, driver), with its own buffers."""
-  def __init__(self, dev, ast: UOp, sizes: list[tuple[int, DType]]):
+  def __init__(self, dev, ast: UOp, sizes: list[tuple[int, DType]], opts: tuple = ()):
+    """`opts`: optimisation actions (tinycore.codegen.opt.Opt) to compile with, instead of the renderer's own choice."""
     self.dev = dev
-    self.spec = get_program(ast, dev.renderer)
+    self.spec = get_program(ast, dev.renderer, opts=opts)
     self.binary = dev.assembler.assemble(self.spec.src)
     self.program = dev.driver.load(self.spec.name, self.binary, self.spec)
     self.bufs = [Buffer(dev.spec.name, n, dt).ensure_allocated() for n, dt in sizes]
