@@ -59,7 +59,7 @@ def test_a_constant_summed_over_a_chunk_whose_length_varies_with_the_outer_chunk
   reduction's loop dependencies came from its body alone: it looked loop-invariant, was hoisted above the outer loop, and
   emitting its length opened the outer loop with no ENDRANGE (LLVM: "use of undefined value '%r0_exit'"; PYTHON: "opens
   a loop it never closes"). A reduction changes with the loops its own loops' lengths read."""
-  from tinycore.codegen.opt import SUM_CHUNK
+  from tinycore.codegen.reduce import SUM_CHUNK
   for n in (SUM_CHUNK + 1, 3 * SUM_CHUNK - 1, SUM_CHUNK * SUM_CHUNK + 1):
     for t, want in (((Tensor.ones(n) + 1).sum(), 2.0 * n), ((Tensor.ones(n, 3) * 2 + 1).sum(0), np.full(3, 3.0 * n)),
                     (Tensor.full((n,), 0.5).sum() + Tensor.ones(n).sum(), 1.5 * n)):

@@ -4,6 +4,7 @@ import base64, fcntl, gc, json, os, shutil, subprocess, sys, threading, time, we
 from pathlib import Path
 from urllib.parse import urlparse
 import numpy as np
+from tinycore.codegen import PASSES
 import pytest
 from tinycore import Tensor, trace, viz
 from tinycore.nn import Linear
@@ -35,8 +36,12 @@ def test_capture_records_rules_that_fired_with_graphs_before_and_after():
   for g in kernels:
     assert g["src"] and g["uops"] and g["binary"] and g["ast"], g["name"]
     assert data["nodes"][g["ast"][0]][0] == "SINK"
-  steps = [st for g in kernels for call in g["rewrites"] for st in call["steps"]]
+  steps = [st for g in kernels for call in g["rewrites"] for st in call["steps"] if not st["rule"].startswith("pass ")]
   assert steps, "codegen applies rules: some step must be recorded"
+  for g in kernels:   # each codegen pass is a call of its own, with one step where it changed the graph
+    passes = [c for c in g["rewrites"] if c["where"].startswith("pass ")]
+    assert [c["where"][5:] for c in passes] == [p.name for p in PASSES], g["name"]
+    assert all(st["before"] != st["after"] for c in passes for st in c["steps"]) and passes[-1]["steps"], g["name"]
   for st in steps:
     before, after = data["nodes"][st["before"]], data["nodes"][st["after"]]
     assert before != after and "(" in st["rule"] and st["pattern"].startswith("UPat(")

@@ -82,6 +82,16 @@ class Capture:
     call = {"where": where, "input": self.node(sink), "steps": [], "output": None}
     self.group["rewrites"].append(call)
     return call
+  @contextlib.contextmanager
+  def pass_step(self, name: str, sink: Any) -> Iterator[Callable[[Any], Any]]:
+    """A named codegen pass as one rewrite call, recorded before the rewrites it runs inside, with one step (the graph
+    before and after) where it changed the graph; the block hands its result to the callable it is given."""
+    call = self.rewrite_call(sink, f"pass {name}")
+    def done(out: Any) -> Any:
+      if out is not sink: call["steps"].append({"rule": f"pass {name}", "pattern": "", "before": call["input"], "after": self.node(out)})
+      call["output"] = self.node(out)
+      return out
+    yield done
   def step(self, call: dict, rule: tuple[Any, Callable], before: Any, after: Any) -> None:
     pat, fn = rule
     code = getattr(fn, "__code__", None)

@@ -1,7 +1,10 @@
 """The shared codegen: kernel AST -> a list of named passes (lower, optimise, expand, thread ids, ...) -> linear UOps -> text."""
 from __future__ import annotations
+from dataclasses import dataclass
+from typing import Callable
 from tinycore.dtype import dtypes
 from tinycore.helpers import DEBUG, prod
+from tinycore import trace
 from tinycore.uop import UOp, Ops, GroupOp, print_uops, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, ProgramSpec
@@ -56,24 +59,49 @@ def kernel_name(ast: UOp) -> str:
   shape = ast.src[0].src[1].shape
   return ("r_" if has_reduce else "E_") + ("_".join(str(s) if isinstance(s, int) else "v" for s in shape) or "1")
 
-def launch_dims(sink: UOp, ren: Renderer) -> tuple[UOp, tuple, tuple | None]:
-  """Thread ids: GPU-style targets' grid and blocks (codegen/gpudims.py), or CPU-style targets' own passes (register
-  tiles, vectors, the outer loop across cores: codegen/opt/cpu.py)."""
-  if gpu_style(ren): return map_gpu_dims(group_reduces(sink), ren)
-  if ren.threads > 0 or ren.vector_width > 1: return (*cpu.optimize(sink, ren), None)
-  return sink, (1, 1, 1), None
+@dataclass
+class Pass:
+  """One named step from the lowered kernel to the graph the linearizer orders; VIZ shows each as a step."""
+  name: str
+  run: Callable[[UOp, CodegenState], UOp]
+
+@dataclass
+class CodegenState:
+  """What the passes share: the target, BEAM's actions, and the launch size the thread-id pass decides."""
+  ren: Renderer
+  opts: tuple[Opt, ...] = ()
+  global_size: tuple = (1, 1, 1)
+  local_size: tuple | None = None
+
+def thread_ids(sink: UOp, st: CodegenState) -> UOp:
+  """GPU-style targets: grouped reductions through shared memory, then grid and block ids (codegen/gpudims.py). CPU-style
+  targets: their own register tiles, vectors and the outer loop across cores (codegen/opt/cpu.py)."""
+  if gpu_style(st.ren): sink, st.global_size, st.local_size = map_gpu_dims(group_reduces(sink), st.ren)
+  elif st.ren.threads > 0 or st.ren.vector_width > 1: sink, st.global_size = cpu.optimize(sink, st.ren)
+  return sink
+
+PASSES = [
+  Pass("optimize", lambda s, st: optimize(s, st.ren, st.opts)),        # actions on typed ranges: BEAM's, else hand-coded
+  Pass("expand", lambda s, st: expand(s)),                              # UPCAST / UNROLL ranges written out as copies
+  Pass("thread ids", thread_ids),                                       # shared-memory reductions, grid/block ids, CPU tiles
+  Pass("tree sums", lambda s, st: tree_sums(s)),                        # long float sums as trees of short loops (accuracy)
+  Pass("renderer rules", lambda s, st: s if st.ren.extra_matcher is None else graph_rewrite(s, st.ren.extra_matcher)),
+  Pass("index width", lambda s, st: lower_index_dtype(s, st.ren)),      # index math in int32 where it fits, else int64
+]
+
+def run_passes(sink: UOp, st: CodegenState) -> UOp:
+  for p in PASSES:
+    if trace.capture is None or trace.capture.group is None: sink = p.run(sink, st)
+    else:
+      with trace.capture.pass_step(p.name, sink) as done: sink = done(p.run(sink, st))
+  return sink
 
 def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Opt, ...] = ()) -> ProgramSpec:
-  """`opts`: optimisation actions (codegen/opt/kernel.py) BEAM chose; none: the target's hand-coded choice. The passes,
-  in order: lower (ranges, loads, index math), optimise (actions on typed ranges), expand (upcasts and unrolls written
-  out), thread ids (grouped reductions through shared memory, GPU dims / CPU tiles and threads), long float sums as
-  trees, the renderer's own rules, index width, linearize."""
-  sink = lower_to_sink(ast, ren)
-  sink = expand(optimize(sink, ren, opts))
-  sink, gsize, lsize = launch_dims(sink, ren)
-  sink = tree_sums(sink)
-  if ren.extra_matcher is not None: sink = graph_rewrite(sink, ren.extra_matcher)
-  sink = lower_index_dtype(sink, ren)
+  """`opts`: optimisation actions (codegen/opt/kernel.py) BEAM chose; none: the target's hand-coded choice. Lowered, then
+  PASSES in order, then linearized and rendered."""
+  st = CodegenState(ren, opts)
+  sink = run_passes(lower_to_sink(ast, ren), st)
+  gsize, lsize = st.global_size, st.local_size
   # every parameter, used or simplified away, so the kernel's signature is the schedule item's buffer list
   uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL])
   if DEBUG >= 5: print_uops(uops)
