@@ -33,6 +33,9 @@ class Ops(Enum):
   WHERE = auto(); MULACC = auto()
   # SIMD vectors (CPU-style codegen): VECTORIZE builds a vector from scalars, GEP takes lane `arg` of a vector
   VECTORIZE = auto(); GEP = auto()
+  # WMMA(a, b, c) -> d: a tensor core instruction (arg: its renderer.TensorCore) run by the lanes of a warp together,
+  # a, b, c and d each lane's fragment (a vector): D = A @ B + C with the elements where the TensorCore's layout puts them
+  WMMA = auto()
   def __repr__(self): return f"Ops.{self.name}"
   __hash__ = object.__hash__  # members are singletons; Enum's default hashes the name in Python on every dict lookup
 
@@ -40,9 +43,10 @@ class AxisType(Enum):
   """What a RANGE's loop is (RANGE arg = (id, AxisType)): the kernel's description that the optimiser's actions change.
   GLOBAL: an output axis (GPU: a block/grid id; CPU: a loop the cores share); LOCAL: threads of one block (GPU);
   GROUP_REDUCE: a reduction spread over threads of one block, combined through shared memory; REDUCE: a reduction's loop;
-  UPCAST / UNROLL: an output / reduce axis written out as copies (register tiles); CPU only: LANE (SIMD vector lanes),
+  UPCAST / UNROLL: an output / reduce axis written out as copies (register tiles); WARP: the lanes of a warp running a
+  tensor core instruction together (the fastest thread id); CPU only: LANE (SIMD vector lanes),
   BLOCK (a sum run in blocks through its output), PACK (a loop filling a thread's scratch buffer, DEFINE_REG)."""
-  GLOBAL = auto(); LOCAL = auto(); GROUP_REDUCE = auto(); REDUCE = auto(); UPCAST = auto(); UNROLL = auto()
+  GLOBAL = auto(); LOCAL = auto(); GROUP_REDUCE = auto(); REDUCE = auto(); UPCAST = auto(); UNROLL = auto(); WARP = auto()
   LANE = auto(); BLOCK = auto(); PACK = auto()
   def __repr__(self): return f"AxisType.{self.name}"
   __hash__ = object.__hash__

@@ -24,6 +24,34 @@ class ProgramSpec:
   def launch_dims(self, var_vals: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     return tuple(sym_eval(g, var_vals) for g in self.global_size), self.local_size
 
+@dataclass(frozen=True)
+class TensorCore:
+  """A matrix instruction the threads of one warp (or wave) run together: D[M, N] = A[M, K] @ B[K, N] + C, each thread
+  (lane) holding a few elements of each operand in registers (its fragment). Where each element lives is data: for
+  each bit of the lane id, then each bit of an element's position in the fragment, the bit of the tile coordinate it
+  sets, as (coordinate, bit) with coordinates "m", "n", "k"; None where lanes differing in that bit hold the same
+  elements (copies). A's coordinates are m and k, B's k and n, C's and D's m and n."""
+  name: str                                   # what the renderer emits for it (its instruction)
+  dims: tuple[int, int, int]                  # M, N, K
+  dtype_in: DType                             # A's and B's elements
+  dtype_out: DType                            # C's and D's: the products are exact, summed in this type
+  threads: int                                # the lanes running it together (a warp, a wave)
+  a: tuple[tuple, tuple]                      # (lane bits, element bits) of A
+  b: tuple[tuple, tuple]                      # of B
+  c: tuple[tuple, tuple]                      # of C and D
+  def elements(self, operand: str) -> int: return 1 << len(getattr(self, operand)[1])
+  def coords(self, operand: str, lane: int, element: int) -> dict[str, int]:
+    """The tile coordinates of `element` of `lane`'s fragment of `operand` ("a", "b", "c")."""
+    lane_bits, elem_bits = getattr(self, operand)
+    out = {c: 0 for c in {"a": "mk", "b": "kn", "c": "mn"}[operand]}
+    for value, bits in ((lane, lane_bits), (element, elem_bits)):
+      for i, to in enumerate(bits):
+        if to is not None: out[to[0]] |= ((value >> i) & 1) << to[1]
+    return out
+  def literal(self) -> tuple:
+    """As plain values (for program text): the fields in order, dtypes by name."""
+    return (self.name, self.dims, self.dtype_in.name, self.dtype_out.name, self.threads, self.a, self.b, self.c)
+
 class Renderer:
   """Subclass per target. Class attributes describe the target; `render` turns linear UOps into source text."""
   device: str = "NONE"
@@ -45,7 +73,7 @@ class Renderer:
   loop_pass_max: int = 0              # 0: unlimited; else loop passes one thread may make in all (the scheduler splits kernels under it)
   index_bits: int = 64                # widest integer the target uses for addressing
   extra_matcher: PatternMatcher | None = None  # target-specific decompositions applied before linearizing
-  tensor_cores: tuple = ()
+  tensor_cores: tuple[TensorCore, ...] = ()   # the matrix instructions the TC action may use (codegen/opt/tc.py)
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
   def check_dtype(self, dt: DType) -> None:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):

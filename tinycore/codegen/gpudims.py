@@ -7,13 +7,14 @@ from tinycore.rewrite import graph_substitute
 from tinycore.renderer import Renderer
 
 def thread_axes(sink: UOp, rngs: list[UOp]) -> list[UOp]:
-  """A block's thread axes (LOCAL, GROUP_REDUCE) in dim order, the last varying fastest (lidx0): by their stride in the
-  first store's address, largest first, so neighbouring threads write (and mostly read) neighbouring elements; a grouped
-  sum's threads, not in the address, last: neighbours read neighbouring terms."""
+  """A block's thread axes (LOCAL, GROUP_REDUCE, WARP) in dim order, the last varying fastest (lidx0): by their stride in
+  the first store's address, largest first, so neighbouring threads write (and mostly read) neighbouring elements; a
+  grouped sum's threads, not in the address, after them: neighbours read neighbouring terms; a tensor core's lanes last,
+  so each warp is 32 consecutive threads of the block."""
   first = next((st for st in sink.src if st.op is Ops.STORE), None)
   coef = split_terms(first.src[0].src[1])[0] if first is not None else {}
-  return sorted((r for r in rngs if r.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE)),
-                key=lambda r: (-abs(coef.get(r, 0)), r.arg[1] is AxisType.GROUP_REDUCE, r.arg[0]))
+  return sorted((r for r in rngs if r.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP)),
+                key=lambda r: (r.arg[1] is AxisType.WARP, -abs(coef.get(r, 0)), r.arg[1] is AxisType.GROUP_REDUCE, r.arg[0]))
 
 def _ids(rngs: list[UOp], prefix: str, dims: int) -> tuple[dict[UOp, UOp], tuple]:
   """The last range becomes dim 0 (x varies fastest); past `dims` ranges the leading ones share one id, unflattened

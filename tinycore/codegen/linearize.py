@@ -71,7 +71,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
         if n not in new and deps[n] <= opened: emit(n)
     accs = []
     for x in group:
-      acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity_element(x.arg, x.dtype)),), n_acc)
+      acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity_element(x.arg, x.dtype.scalar)),), n_acc)
       n_acc += 1
       accs.append(emit(acc))
     bodies = [n for x in group for n in x.src[0].toposort()]
@@ -85,7 +85,9 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
           if n not in new and deps[n] <= opened: emit(n)
     for x, acc in zip(group, accs):
       for t in terms(x.src[0], x.arg):
-        upd = UOp(x.arg, x.dtype, (acc, emit(t)))
+        # a tensor core's sum of products adds into the accumulator itself: D = A @ B + acc, one instruction per step
+        if t.op is Ops.WMMA and x.arg is Ops.ADD and t.src[2].op is Ops.CONST and t.src[2].arg == 0: upd = t.replace(src=(emit(t.src[0]), emit(t.src[1]), acc))
+        else: upd = UOp(x.arg, x.dtype, (acc, emit(t)))
         out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
     for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
     for x, acc in zip(group, accs): new[x] = acc; emitted.append(x)

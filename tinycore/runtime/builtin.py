@@ -4,7 +4,7 @@ import ast, math
 import numpy as np
 from tinycore.dtype import DType, PtrDType, dtypes, to_np_dtype, DTYPES_BY_NAME
 from tinycore.uop import UOp, Ops, AxisType, GroupOp, exec_alu, exec_cast, bf16_to_f32, f32_to_bf16
-from tinycore.renderer import Renderer
+from tinycore.renderer import Renderer, TensorCore
 from tinycore.runtime.device import Allocator, LRUAllocator, Driver, Assembler
 from tinycore.runtime.errors import CompileError
 from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl, instance_name, virtual_instances
@@ -27,6 +27,13 @@ class PythonRenderer(Renderer):
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   shared_max = 48 << 10
+  # a tensor core of its own, so the TC action and WMMA run everywhere the core does: 8x8x8 over a warp of 32, each lane
+  # two elements of each operand, the lane and element bits spread over the coordinates (a swizzle to get wrong)
+  tensor_cores = tuple(TensorCore(f"wmma_8x8x8_{dt.name}", (8, 8, 8), dt, dtypes.float32, 32,
+                                  a=((("m", 0), ("m", 1), ("m", 2), ("k", 1), ("k", 2)), (("k", 0),)),
+                                  b=((("n", 0), ("n", 1), ("n", 2), ("k", 0), ("k", 1)), (("k", 2),)),
+                                  c=((("n", 0), ("n", 1), ("m", 0), ("m", 1), ("m", 2)), (("n", 2),)))
+                       for dt in (dtypes.float16, dtypes.bfloat16))
   def render(self, name: str, uops: list[UOp]) -> str:
     ids = {u: i for i, u in enumerate(uops)}
     lines = [f"# {name}"]
@@ -34,8 +41,39 @@ class PythonRenderer(Renderer):
       # Ops by name; inf/nan as strings so every line stays a Python literal
       arg = u.arg.name if isinstance(u.arg, Ops) else repr(u.arg) if isinstance(u.arg, float) and not math.isfinite(u.arg) else u.arg
       if u.op is Ops.RANGE: arg = (u.arg[0], u.arg[1].name)
+      if u.op is Ops.WMMA: arg = u.arg.literal()
       lines.append(repr((u.op.name, _enc_dtype(u.dtype), tuple(ids[s] for s in u.src), arg)))
     return "\n".join(lines)
+
+def _tensor_core(t: tuple) -> TensorCore:
+  name, dims, din, dout, threads, a, b, c = t
+  return TensorCore(name, tuple(dims), DTYPES_BY_NAME[din], DTYPES_BY_NAME[dout], threads, a, b, c)
+
+def wmma(tc: TensorCore, a: np.ndarray, b: np.ndarray, c: np.ndarray, lanes: int) -> np.ndarray:
+  """D = A @ B + C per warp (tc.threads consecutive lanes), gathered from and scattered to the lanes' fragments where the
+  TensorCore's layout says each element lives; products and sums in float64, rounded once to dtype_out. Lanes holding
+  copies of an element must agree (the hardware reads one of them: a kernel that lets them differ is wrong)."""
+  M, N, K = tc.dims
+  frag = {op: np.broadcast_to(np.asarray(v, np.float64), (lanes, tc.elements(op))).reshape(-1, tc.threads, tc.elements(op))
+          for op, v in (("a", a), ("b", b), ("c", c))}
+  def gather(op: str, rows: str, cols: str, shape: tuple[int, int]) -> np.ndarray:
+    out, seen = np.zeros((frag[op].shape[0],) + shape), np.zeros(shape, bool)
+    for lane in range(tc.threads):
+      for e in range(tc.elements(op)):
+        at = tc.coords(op, lane, e)
+        r, col, v = at[rows], at[cols], frag[op][:, lane, e]
+        if seen[r, col] and not np.array_equal(out[:, r, col], v, equal_nan=True):
+          raise RuntimeError(f"WMMA {tc.name}: lanes holding copies of {op.upper()}[{r}, {col}] disagree")
+        out[:, r, col], seen[r, col] = v, True
+    return out
+  d = gather("a", "m", "k", (M, K)) @ gather("b", "k", "n", (K, N)) + gather("c", "m", "n", (M, N))
+  out = np.empty(frag["c"].shape)
+  for lane in range(tc.threads):
+    for e in range(tc.elements("c")):
+      at = tc.coords("c", lane, e)
+      out[:, lane, e] = d[:, at["m"], at["n"]]
+  out = out.reshape(lanes, -1).astype(np.float32)
+  return bf16_to_f32(f32_to_bf16(out)) if tc.dtype_out == dtypes.bfloat16 else out.astype(to_np_dtype(tc.dtype_out))
 
 class PythonProgram:
   """Runs a kernel: each UOp's value is a numpy array over all global lanes; loops run in Python."""
@@ -43,7 +81,7 @@ class PythonProgram:
     try:
       rows = [ast.literal_eval(line) for line in src.splitlines() if line and not line.startswith("#")]
       self.uops = [(Ops[op], _dec_dtype(dt), srcs, Ops[arg] if op in ("REDUCE", "DEFINE_ACC") and isinstance(arg, str) else
-                    (arg[0], AxisType[arg[1]]) if op == "RANGE" else arg) for op, dt, srcs, arg in rows]
+                    (arg[0], AxisType[arg[1]]) if op == "RANGE" else _tensor_core(arg) if op == "WMMA" else arg) for op, dt, srcs, arg in rows]
     except Exception as e: raise CompileError(f"PYTHON: cannot load kernel {name!r}: corrupt program text ({type(e).__name__}: {e})") from e
     self.name = name
     self.ends = {src[0]: i for i, (op, _, src, _) in enumerate(self.uops) if op is Ops.ENDRANGE}
@@ -100,6 +138,9 @@ class PythonProgram:
           idx, val = idx[keep], val[keep]
         views[key][idx] = val
       elif op is Ops.BARRIER: pass   # lockstep: every thread of every block has arrived
+      elif op is Ops.VECTORIZE: v[pc] = np.stack(np.broadcast_arrays(*[v[s] for s in src]), axis=-1)
+      elif op is Ops.GEP: v[pc] = v[src[0]][..., arg]
+      elif op is Ops.WMMA: v[pc] = wmma(arg, *[v[s] for s in src], lanes=len(lane))
       elif op is Ops.DEFINE_ACC: v[pc] = v[src[0]]
       elif op is Ops.ASSIGN: v[src[0]] = v[pc] = v[src[1]]
       elif op is Ops.CAST: v[pc] = exec_cast(v[src[0]], uops[src[0]][1], dt)

@@ -4,6 +4,7 @@ from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, AxisType, split_terms
 from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size
+from tinycore.codegen.opt.tc import use_tensor_cores
 
 def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
   """k with the action applied, or k unchanged where it does not apply."""
@@ -37,6 +38,7 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp, UOp] | None:
 def hand_coded(k: Kernel) -> Kernel:
   ren = k.ren
   if not ren.has_local: return k
+  if ren.tensor_cores and (tc := use_tensor_cores(k)) is not None: return tc
   if ren.has_shared and (mm := _matmul(k)) is not None: return _tile_matmul(k, *mm)
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   outputs = prod(const_size(r) for r in glob)

@@ -4,10 +4,10 @@ import functools
 from dataclasses import dataclass
 from enum import Enum, auto
 from tinycore.dtype import dtypes
-from tinycore.helpers import prod
-from tinycore.uop import UOp, Ops, AxisType, symbolic_rules, split_terms
+from tinycore.helpers import prod, ceildiv
+from tinycore.uop import UOp, Ops, AxisType, symbolic_rules, split_terms, identity_element
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
-from tinycore.renderer import Renderer
+from tinycore.renderer import Renderer, TensorCore
 from tinycore.codegen.gpudims import thread_axes
 
 class OptOps(Enum):
@@ -19,6 +19,8 @@ class OptOps(Enum):
   GROUPTOP = auto()   # the same, each thread reading one contiguous run of the axis
   STAGE = auto()      # a reduce axis cut into tiles of `amount`: per tile, every operand the block's threads share is
                       # first copied into shared memory (the last action on a kernel; only UNROLL may follow)
+  PADTO = auto()      # an axis run to the next multiple of `amount`: reads past its end give 0, sums skip them, stores there are dropped
+  TC = auto()         # the reduction over this axis on the renderer's tensor core number `amount` (codegen/opt/tc.py)
   def __repr__(self): return f"OptOps.{self.name}"
 
 class OptError(ValueError):
@@ -91,6 +93,29 @@ def split_range(sink: UOp, r: UOp, amount: int, kind: AxisType, new_id: int, top
   sink = graph_rewrite(sink.substitute({r: expr}), PatternMatcher([(UPat(Ops.REDUCE, name="x"), both)]))
   return graph_rewrite(sink, symbolic_rules), new
 
+def pad_range(k: Kernel, r: UOp, size: int) -> UOp:
+  """r runs to `size`, past its n trips: every load reading it is kept in its buffer and gives 0 there, a reduction's
+  body gives the reduction's identity there, a store there is dropped (a gate)."""
+  n = const_size(r)
+  new = r.replace(src=(UOp.const(dtypes.index, size),))
+  valid = new < n
+  def gate_load(x: UOp) -> UOp | None:
+    idx = x.src[0]
+    if new not in idx.src[1].toposort() or idx.src[1].op is Ops.WHERE and idx.src[1].src[0] is valid: return None
+    return valid.where(x.replace(src=(idx.replace(src=(idx.src[0], valid.where(idx.src[1], UOp.const(dtypes.index, 0))) + idx.src[2:]),) + x.src[1:]), x.const_like(0))
+  def gate_reduce(x: UOp) -> UOp | None:
+    if new not in x.src[1:] or x.src[0].op is Ops.WHERE and x.src[0].src[0] is valid: return None
+    return x.replace(src=(valid.where(x.src[0], x.src[0].const_like(identity_element(x.arg, x.dtype.scalar))),) + x.src[1:])
+  def gate_store(x: UOp) -> UOp | None:
+    if new not in x.src[0].src[1].toposort() or x.src[0].src[0].op is not Ops.DEFINE_GLOBAL: return None
+    gates = [g for g in x.src[2:] if g.dtype == dtypes.bool]
+    if any(valid in g.toposort() for g in gates): return None
+    return x.replace(src=x.src[:2] + (functools.reduce(lambda a, b: a & b, gates + [valid]),) + tuple(g for g in x.src[2:] if g.dtype != dtypes.bool))
+  sink = k.sink.substitute({r: new})
+  sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.LOAD, src=(UPat(Ops.INDEX),), allow_any_len=True, name="x"), gate_load),
+                                            (UPat(Ops.REDUCE, name="x"), gate_reduce), (UPat(Ops.STORE, name="x"), gate_store)]), bottom_up=True)
+  return graph_rewrite(sink, symbolic_rules)
+
 # what each action splits off, and from which kind of axis
 _SPLITS = {OptOps.LOCAL: (AxisType.GLOBAL, AxisType.LOCAL), OptOps.UPCAST: (AxisType.GLOBAL, AxisType.UPCAST),
            OptOps.UNROLL: (AxisType.REDUCE, AxisType.UNROLL), OptOps.GROUP: (AxisType.REDUCE, AxisType.GROUP_REDUCE),
@@ -99,6 +124,15 @@ _SPLITS = {OptOps.LOCAL: (AxisType.GLOBAL, AxisType.LOCAL), OptOps.UPCAST: (Axis
 def apply_opt(k: Kernel, opt: Opt) -> Kernel:
   """The kernel with `opt` applied, or OptError saying why it does not apply."""
   ren, r, amt = k.ren, k.rng(opt.axis), opt.amount
+  if opt.op is OptOps.TC:
+    if any(o.op is not OptOps.PADTO for o in k.applied): raise OptError(f"{opt}: TC is the first action (after PADTO)")
+    if not 0 <= amt < len(ren.tensor_cores): raise OptError(f"{opt}: backend {ren.device} has {len(ren.tensor_cores)} tensor cores")
+    return Kernel(apply_tc(k, r, ren.tensor_cores[amt]), ren, k.applied + (opt,))
+  if opt.op is OptOps.PADTO:
+    if r.arg[1] not in (AxisType.GLOBAL, AxisType.REDUCE) or (n := const_size(r)) is None or amt < 2 or n % amt == 0:
+      raise OptError(f"{opt}: pads a GLOBAL or REDUCE range of constant trips that {amt} does not divide")
+    if ceildiv(n, amt) * amt > n * 2: raise OptError(f"{opt}: more than doubles the range's {n} trips")
+    return Kernel(pad_range(k, r, ceildiv(n, amt) * amt), ren, k.applied + (opt,))
   src_kind, new_kind = _SPLITS[opt.op]
   if r.arg[1] is not src_kind: raise OptError(f"{opt}: range {opt.axis} is {r.arg[1].name}, {opt.op.name} splits a {src_kind.name} range")
   if (n := const_size(r)) is None or amt < 2 or n % amt: raise OptError(f"{opt}: {amt} does not divide the range's {r.src[0]} trips")
@@ -157,3 +191,57 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   if smem_bytes > k.ren.shared_max: raise OptError(f"STAGE: tiles of {smem_bytes} bytes, more than the {k.ren.shared_max} bytes of shared memory")
   post = UOp(Ops.BARRIER, dtypes.void, tuple(copies))
   return graph_rewrite(k.sink.substitute({ld: UOp(Ops.LOAD, ld.dtype, (idx, post)) for ld, idx in sub.items()}), symbolic_rules)
+
+# ***** TC: a matmul-shaped reduction on the renderer's tensor core *****
+# The reduction C[m, n] = sum_k A[m, k] * B[k, n] (products of dtype_in values, summed in dtype_out) is cut into tiles of
+# the instruction's M x N x K: the tile's coordinates become a warp's lanes and each lane's fragment elements, where the
+# TensorCore's layout puts them; the sum over k runs over the tiles of K, each step one WMMA that adds into the lanes'
+# accumulator fragments; each lane stores the output elements its fragment of D holds.
+
+def _mma_operands(x: UOp, tc: TensorCore) -> tuple[UOp, UOp] | None:
+  """(A, B) of dtype_in when x sums products of them in dtype_out: CAST(A * B), CAST(A) * CAST(B), or A * B."""
+  if x.arg is not Ops.ADD or x.dtype != tc.dtype_out: return None
+  body, valid = x.src[0], None
+  if body.op is Ops.WHERE and body.src[2].op is Ops.CONST and body.src[2].arg == 0: valid, body = body.src[0], body.src[1]   # a padded sum
+  if body.op is Ops.CAST and body.dtype == tc.dtype_out and body.src[0].op is Ops.MUL: body = body.src[0]
+  if body.op is not Ops.MUL: return None
+  ops = tuple(s.src[0] if s.op is Ops.CAST and s.dtype == tc.dtype_out else s for s in body.src)
+  if not all(o.dtype == tc.dtype_in for o in ops): return None
+  return ops if valid is None else tuple(valid.where(o, o.const_like(0)) for o in ops)   # past the sum's end a product is 0
+
+def _coord(tc: TensorCore, operand: str, lane: UOp, element: int, name: str) -> UOp:
+  """The tile coordinate `name` of `element` of `lane`'s fragment of `operand`, as index math of the lane id."""
+  lane_bits, elem_bits = getattr(tc, operand)
+  out = UOp.const(dtypes.index, sum(((element >> i) & 1) << to[1] for i, to in enumerate(elem_bits) if to is not None and to[0] == name))
+  for i, to in enumerate(lane_bits):
+    if to is not None and to[0] == name: out = out + ((lane // (1 << i)) % 2) * (1 << to[1])
+  return out
+
+def apply_tc(k: Kernel, r: UOp, tc: TensorCore) -> UOp:
+  M, N, K = tc.dims
+  if not (owners := k.owners.get(r)) or len(owners) != 1 or (ops := _mma_operands(x := owners[0], tc)) is None:
+    raise OptError(f"TC {tc.name}: range {r.arg[0]} is not the axis of one sum of {tc.dtype_in.name} products in {tc.dtype_out.name}")
+  a, b = ops
+  da, db = ({u for u in o.toposort() if u.op is Ops.RANGE} for o in ops)
+  glob = [g for g in k.axes(AxisType.GLOBAL) if const_size(g) is not None]
+  ms = [g for g in glob if g in da and g not in db and const_size(g) % M == 0]
+  ns = [g for g in glob if g in db and g not in da and const_size(g) % N == 0]
+  if not ms or not ns or const_size(r) is None or const_size(r) % K:
+    raise OptError(f"TC {tc.name}: needs output axes read by one operand each and a sum axis that are multiples of {tc.dims} (PADTO first)")
+  if any(t.arg[1] is not AxisType.GLOBAL and t is not r and t not in x.src[1:] for t in k.deps[x]):
+    raise OptError(f"TC {tc.name}: the sum reads loops other than output axes and its own")
+  m, n = ms[-1], max(ns, key=lambda g: (k.output_coefficient(g) == 1, g.arg[0]))
+  ids = k.next_id
+  lane = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, tc.threads),), (ids, AxisType.WARP))
+  tile = {g: UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, const_size(g) // d),), g.arg) if const_size(g) > d else UOp.const(dtypes.index, 0)
+          for g, d in ((m, M), (n, N), (r, K))}
+  def at(operand: str, e: int) -> dict[UOp, UOp]:
+    names = {"a": (("m", m, M), ("k", r, K)), "b": (("k", r, K), ("n", n, N)), "c": (("m", m, M), ("n", n, N))}[operand]
+    return {g: tile[g] * d + _coord(tc, operand, lane, e, c) for c, g, d in names}
+  frag = lambda operand, v: UOp(Ops.VECTORIZE, tc.dtype_in.vec(tc.elements(operand)), tuple(v.substitute(at(operand, e)) for e in range(tc.elements(operand))))
+  acc = tc.dtype_out.vec(tc.elements("c"))
+  mma = UOp(Ops.WMMA, acc, (frag("a", a), frag("b", b), UOp.const(acc, 0)), tc)
+  rest = tuple(tile[r] if s is r else s for s in x.src[1:] if s is not r or tile[r].op is Ops.RANGE)
+  summed = UOp(Ops.REDUCE, acc, (mma,) + rest, Ops.ADD) if rest else mma
+  stores = tuple(st.substitute({x: UOp(Ops.GEP, tc.dtype_out, (summed,), e)} | at("c", e)) for st in k.sink.src for e in range(tc.elements("c")))
+  return graph_rewrite(k.sink.replace(src=stores), symbolic_rules)
