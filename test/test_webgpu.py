@@ -833,6 +833,11 @@ def test_export_refuses_a_function_that_writes_a_tensor_in_place(gpu, tmp_path):
     return total * 2
   with pytest.raises(ExportError, match="writes a tensor in place"): tinygrad_webgpu.export(fn, T(np.ones(4, np.float32)), path=tmp_path / "model")
 
+def test_export_refuses_weights_on_another_device(gpu, tmp_path):
+  w = Tensor(np.ones((4, 3), np.float32), device="CPU")
+  with pytest.raises(UnsupportedError, match=r"needs a COPY between devices \(CPU to WEBGPU\); the page has WEBGPU only: move the weights there first"):
+    tinygrad_webgpu.export(lambda x: x @ w.to("WEBGPU"), T(np.ones((2, 4), np.float32)), path=tmp_path / "model")
+
 def test_export_refuses_an_input_dimension_that_is_an_expression(gpu, tmp_path):
   n = Variable("n", 1, 8)
   x = T(np.ones((16, 3), np.float32)).shrink(((0, n.bind(2) * 2), None))
@@ -948,26 +953,28 @@ def test_exported_non_finite_values_round_trip(site):
 
 # ***** the digits convnet and an MLP, in the browser against the CPU device *****
 
-BATCH = Variable("batch", 1, 32)
-
 @pytest.fixture(scope="module")
 def digits(site):
-  """The digits convnet (random weights, BatchNorm statistics made up), exported with a symbolic batch from 1 to 32, and
-  its CPU outputs on 16 test images."""
-  from tinycore.datasets import load_digits_dataset
+  """docs/browser-export.md's export, run as written in the served folder on a checkpoint of the digits convnet (random
+  weights, BatchNorm statistics made up), and the CPU device's outputs on its first 16 images."""
   from tinycore.examples.train_digits import ConvNet
-  from tinycore.nn.state import get_state_dict
-  images = load_digits_dataset(prefer_mnist=False).X_test[:32]
+  from tinycore.nn.state import get_state_dict, load_state_dict, safetensors_load, safetensors_save
   Tensor.manual_seed(0)
-  model = ConvNet()
-  rng = np.random.default_rng(5)
+  model, rng = ConvNet(), np.random.default_rng(5)
   for name, p in get_state_dict(model).items():   # the running statistics are what eval mode uses: make them matter
-    if "running_mean" in name or "running_var" in name: p.assign(Tensor(rng.uniform(0.5, 1.5, p.shape).astype(np.float32), device=p.device)).realize()
-  with Tensor.train(False): want = model(Tensor(images[:16], device="CPU")).numpy()
-  for p in get_state_dict(model).values(): p.to_("WEBGPU")
-  # exported in training mode on purpose: export traces with Tensor.training off (BatchNorm on its running statistics)
-  with Tensor.train(): path = tinygrad_webgpu.export(model, Tensor(images, device="WEBGPU")[:BATCH.bind(16)], path=site.root / "digits")
-  return path, images, want, model
+    if "running_" in name: p.assign(Tensor(rng.uniform(0.5, 1.5, p.shape).astype(np.float32), device=p.device)).realize()
+  (site.root / "out" / "train_digits").mkdir(parents=True)
+  safetensors_save(get_state_dict(model), site.root / "out" / "train_digits" / "digits_convnet.safetensors")
+  code = re.search(r"## 2\. Export it\s+```python\n(.*?)```", (ROOT / "docs" / "browser-export.md").read_text(), re.S).group(1)
+  cwd, ns = os.getcwd(), {}
+  os.chdir(site.root)
+  # in training mode on purpose: export traces with Tensor.training off (BatchNorm on its running statistics)
+  try:
+    with Tensor.train(): exec(compile(code, "docs/browser-export.md", "exec"), ns)
+  finally: os.chdir(cwd)
+  load_state_dict(model, safetensors_load(site.root / "out" / "train_digits" / "digits_convnet.safetensors"))
+  with Tensor.train(False): want = model(Tensor(ns["images"][:16], device="CPU")).numpy()
+  return site.root / "out" / "digits_web", ns["images"], want, ns["model"]
 
 def test_digits_convnet_matches_cpu_in_chromium(site, digits):
   path, images, want, _ = digits

@@ -146,7 +146,9 @@ def export(fn, *example_inputs, path) -> Path:
   for b in in_bufs: buf_id(b, False)
   kernels, sizes, read = [], [], set()
   for si in items:
-    if si.ast.op is not Ops.SINK: raise UnsupportedError(f"export: the function needs a {si.ast.op.name} (copy between devices); keep every tensor on WEBGPU")
+    if si.ast.op is not Ops.SINK:
+      raise UnsupportedError(f"export: the function needs a {si.ast.op.name} between devices ({si.bufs[1].device} to {si.bufs[0].device}); the page "
+                             "has WEBGPU only: move the weights there first (t.to_('WEBGPU') for every t in get_state_dict(model).values())")
     spec = get_program(si.ast, renderer)
     if (unknown := [v.arg[0] for v in spec.vars if v.arg[0] not in var_bounds]):
       raise ExportError(f"export: the kernels use the Variable {unknown[0]!r}, which is no dimension of an input: the page could not know its "
