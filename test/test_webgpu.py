@@ -833,6 +833,11 @@ def test_export_refuses_a_function_that_writes_a_tensor_in_place(gpu, tmp_path):
     return total * 2
   with pytest.raises(ExportError, match="writes a tensor in place"): tinygrad_webgpu.export(fn, T(np.ones(4, np.float32)), path=tmp_path / "model")
 
+def test_export_refuses_a_variable_that_is_no_input_dimension(gpu, tmp_path):
+  n = Variable("n", 1, 8).bind(3)
+  with pytest.raises(ExportError, match="the kernels use the Variable 'n', which is no dimension of an input: the page could not know its value"):
+    tinygrad_webgpu.export(lambda x: x[:n] * 2, T(np.arange(8, dtype=np.float32)), path=tmp_path / "model")
+
 def test_export_refuses_weights_on_another_device(gpu, tmp_path):
   w = Tensor(np.ones((4, 3), np.float32), device="CPU")
   with pytest.raises(UnsupportedError, match=r"needs a COPY between devices \(CPU to WEBGPU\); the page has WEBGPU only: move the weights there first"):
@@ -982,7 +987,9 @@ def test_digits_convnet_matches_cpu_in_chromium(site, digits):
   np.testing.assert_allclose(np.array(example["outputs"][0]).reshape(16, 10), want, atol=1e-5, rtol=0)
   got = site.run(path, f"""const model = await mod.load();
     const images = Float32Array.from({json.dumps(images[:16].ravel().tolist())});
-    return {{inputs: model.inputs, vars: model.vars, sixteen: plain(await model.run(images))[0], three: plain(await model.run({{x: images.subarray(5 * 784, 8 * 784)}}))[0]}};""")
+    // two runs at once, of two batch sizes: each queues its own inputs and sizes before its kernels
+    const [sixteen, three] = await Promise.all([model.run(images), model.run({{x: images.subarray(5 * 784, 8 * 784)}})]);
+    return {{inputs: model.inputs, vars: model.vars, sixteen: plain(sixteen)[0], three: plain(three)[0]}};""")
   assert "error" not in got, got["error"]
   got = got["value"]
   assert got["inputs"] == [{"name": "x", "dtype": "float32", "shape": ["batch", 1, 28, 28], "arrayType": "Float32Array"}] and got["vars"] == {"batch": [1, 32]}
@@ -1050,7 +1057,12 @@ def test_wrong_arrays_and_weights_fail_in_js_terms(site, mlp_export):
   errors = js_errors(site, mlp_export, "const model = await mod.load(), x = new Float32Array(1024), scale = new Float32Array(16)", [
     "await model.run(Array.from(x), scale)", "await model.run(x, new Float64Array(16))", "await model.run(x.subarray(0, 10), scale)",
     "await model.run(x)", "await model.run({x, scales: scale})", "await model.run({x, scale})", "await model.run(x, new Uint16Array(16))",
-    f"await mod.load({{weightsUrl: {json.dumps(missing)}}})", f"await mod.load({{weightsUrl: {json.dumps(wrong)}}})"])
+    f"await mod.load({{weightsUrl: {json.dumps(missing)}}})", f"await mod.load({{weightsUrl: {json.dumps(wrong)}}})",
+    # a GPUDevice of the user's that allows too little, and a browser without WebGPU
+    "await mod.load({device: {limits: {maxStorageBuffersPerShaderStage: 2, maxStorageBufferBindingSize: 1 << 20, maxBufferSize: 1 << 20}}})",
+    "const gpu = Object.getOwnPropertyDescriptor(Navigator.prototype, 'gpu'); "
+    "Object.defineProperty(Navigator.prototype, 'gpu', {get: () => undefined, configurable: true}); "
+    "try { await mod.load(); } finally { Object.defineProperty(Navigator.prototype, 'gpu', gpu); }"])
   assert errors[:7] == [
     "TypeError: run(): input 'x' (float32, shape [16, 64]) must be a Float32Array, got an Array of 1024: convert it with Float32Array.from(array)",
     "TypeError: run(): input 'scale' (float16, shape [16, 1]) must be a Float32Array (or a Uint16Array of its bits), got a Float64Array of 16",
@@ -1059,6 +1071,9 @@ def test_wrong_arrays_and_weights_fail_in_js_terms(site, mlp_export):
     "TypeError: run(): no input is named 'scales'; the inputs are x, scale", None, None]
   assert errors[7] == f"Error: load(): fetching {missing} failed: HTTP 404 File not found"
   assert errors[8].startswith(f"Error: load(): {wrong} is not the weights file of this model.js (tensor w"), errors[8]
+  assert re.fullmatch(r"Error: load\(\): the GPUDevice passed allows maxStorageBuffersPerShaderStage 2, this model needs \d+: request them "
+                      r"with adapter.requestDevice\(\{requiredLimits: \{.*\}\}\)", errors[9]), errors[9]
+  assert errors[10].startswith("Error: load(): WebGPU is not available here (navigator.gpu is undefined): it needs a secure context"), errors[10]
 
 def test_symbolic_batch_out_of_range_is_a_range_error(site, digits):
   sizes = (33 * 784, 784 + 1, 0)
@@ -1082,10 +1097,13 @@ def test_page_runs_the_digits_model_from_json_and_a_drawing(site, digits, tmp_pa
   path, _, _, model = digits
   proc = subprocess.Popen([sys.executable, "-m", "tinygrad_webgpu", "serve", str(path), "--port", "0"], stdout=subprocess.PIPE, text=True)
   try:
+    b = site.browser
+    b.send("Page.navigate", session=True, url=(path / "index.html").as_uri())   # opened as a file, the page cannot load its module
+    assert settled(b, ("ready", "error")) == "error"
+    assert "Serve this folder instead: python -m tinygrad_webgpu serve DIR" in b.js("document.getElementById('status').textContent")
     line = proc.stdout.readline()
     url = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line).group(1)
     with urllib.request.urlopen(url + "model.js", timeout=10) as r: assert r.headers["Content-Type"] == "text/javascript"
-    b = site.browser
     b.send("Page.navigate", session=True, url=url)
     assert settled(b, ("ready", "error")) == "ready", b.js("document.getElementById('status').textContent")
     b.click("#run")

@@ -1,7 +1,7 @@
 """Export a tinycore function to the browser: a folder with model.js (the WGSL kernels, their launch plan and a runtime for
 navigator.gpu), the weights, an example and a page, every input flowing into the kernels."""
 from __future__ import annotations
-import inspect, json, math, shutil, sys, traceback
+import inspect, json, math, os, shutil, sys, traceback
 from pathlib import Path
 import numpy as np
 from tinycore.dtype import dtypes
@@ -45,7 +45,7 @@ def json_values(a: np.ndarray) -> list:
 
 def user_line() -> str:
   """Where the running code left the user's own: the innermost caller outside tinycore and this backend, as file:line: code."""
-  inside = (str(Path(sys.modules["tinycore"].__file__).parent), str(HERE))
+  inside = tuple(os.path.join(folder, "") for folder in (Path(sys.modules["tinycore"].__file__).parent, HERE))   # each with a trailing "/"
   for fr in reversed(traceback.extract_stack()):
     if not fr.filename.startswith(inside): return f"{fr.filename}:{fr.lineno}" + (f": {fr.line.strip()}" if fr.line else "")
   return "(no caller outside tinycore)"
