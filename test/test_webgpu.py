@@ -763,7 +763,7 @@ def test_timed_launch_and_backend_listing(gpu):
 
 from tinycore import Variable   # noqa: E402
 import tinygrad_webgpu   # noqa: E402
-from tinygrad_webgpu.export import ExportError   # noqa: E402
+from tinygrad_webgpu import ExportError   # noqa: E402
 
 def exported_model(tmp_path):
   from tinycore.nn.serialization import safetensors_load_arrays

@@ -45,8 +45,9 @@ function dispatchDims(items, perGroup) {  // workgroups as (x, y, z), each at mo
   const groups = Math.ceil(items / perGroup), x = Math.min(groups, MAX_GROUPS), y = x ? Math.ceil(groups / x) : 0;
   return [x, Math.min(y, MAX_GROUPS), y > MAX_GROUPS ? Math.ceil(y / MAX_GROUPS) : 1];
 }
-const describe = (x) => (x === null || x === undefined ? String(x) : ArrayBuffer.isView(x) || Array.isArray(x) ?
-  `${/^[aeiou]/i.test(x.constructor.name) ? "an" : "a"} ${x.constructor.name} of ${x.length}` : `a ${typeof x}`);
+const article = (word) => `${/^[aeiou]/i.test(word) ? "an" : "a"} ${word}`;
+const describe = (x) => (x === null || x === undefined ? String(x) : typeof x.length === "number" && (ArrayBuffer.isView(x) || Array.isArray(x)) ?
+  `${article(x.constructor.name)} of ${x.length}` : article(x.constructor?.name ?? typeof x));
 const shapeText = (shape) => `[${shape.join(", ")}]`;
 const info = ({ name, dtype, shape }) => ({ name, dtype, shape, arrayType: DTYPES[dtype][0].name });
 
