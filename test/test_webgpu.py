@@ -644,6 +644,11 @@ def test_reductions_and_movement(gpu):
   np.testing.assert_array_equal(Tensor.arange(10, device="WEBGPU").numpy(), np.arange(10))
   np.testing.assert_array_equal(T(np.arange(24, dtype=np.int32).reshape(2, 3, 4)).sum(axis=2).numpy(), np.arange(24).reshape(2, 3, 4).sum(axis=2))
 
+def test_matmul_whose_axes_fit_one_block(gpu):
+  """16 rows: the block's threads take the whole axis, and the tiling went on to look the gone axis up (OptError)."""
+  a, b = np.random.default_rng(3).standard_normal((2, 16, 64)).astype(np.float32)
+  np.testing.assert_allclose((T(a) @ T(b.T)).numpy(), a @ b.T, rtol=1e-4, atol=1e-5)
+
 def test_matmul_and_softmax(gpu):
   rng = np.random.default_rng(3)
   a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 9)).astype(np.float32)
