@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the WEBGPU backend needs on a headless Linux machine: mesa's lavapipe (software Vulkan) and llvmpipe behind EGL (software OpenGL), the wgpu package, and chromium for the export test. Idempotent.
+# Installs what the WEBGPU backend needs on a headless Linux machine: mesa's lavapipe (software Vulkan) and llvmpipe behind EGL (software OpenGL), the wgpu package, and chromium for the browser tests (the WEBGPU export runs on its WebGPU over SwiftShader, which chromium-common ships; VIZ's page). Idempotent.
 set -euo pipefail
 SUDO=""; if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
 # Vulkan: the loader and lavapipe; OpenGL: glvnd's EGL, mesa's EGL vendor and its llvmpipe driver (swrast_dri.so)

@@ -1,5 +1,6 @@
 """Tests of the WEBGPU backend: WGSL rendering without a device, and kernels on a WebGPU adapter checked against numpy."""
-import functools, http.server, json, os, queue, re, shutil, subprocess, sys, threading
+import json, os, re, subprocess, sys, threading
+from pathlib import Path
 import numpy as np
 import pytest
 
@@ -11,6 +12,8 @@ from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.errors import CompileError, DeviceError, UnsupportedError
 from tinygrad_webgpu.renderer import WGSLRenderer
 from tinygrad_webgpu import driver as webgpu_driver
+
+ROOT = Path(__file__).resolve().parents[1]
 
 def require_adapter() -> None:
   """Skip without an adapter, except in CI (CI=true), where a missing adapter is a failure: CI installs lavapipe."""
@@ -641,6 +644,11 @@ def test_reductions_and_movement(gpu):
   np.testing.assert_array_equal(Tensor.arange(10, device="WEBGPU").numpy(), np.arange(10))
   np.testing.assert_array_equal(T(np.arange(24, dtype=np.int32).reshape(2, 3, 4)).sum(axis=2).numpy(), np.arange(24).reshape(2, 3, 4).sum(axis=2))
 
+def test_matmul_whose_axes_fit_one_block(gpu):
+  """16 rows: the block's threads take the whole axis, and the tiling went on to look the gone axis up (OptError)."""
+  a, b = np.random.default_rng(3).standard_normal((2, 16, 64)).astype(np.float32)
+  np.testing.assert_allclose((T(a) @ T(b.T)).numpy(), a @ b.T, rtol=1e-4, atol=1e-5)
+
 def test_matmul_and_softmax(gpu):
   rng = np.random.default_rng(3)
   a, b = rng.standard_normal((33, 17)).astype(np.float32), rng.standard_normal((17, 9)).astype(np.float32)
@@ -758,14 +766,17 @@ def test_timed_launch_and_backend_listing(gpu):
 
 # ***** export to the browser *****
 
+from tinycore import Variable   # noqa: E402
+import tinygrad_webgpu   # noqa: E402
+from tinygrad_webgpu import ExportError   # noqa: E402
+
 def exported_model(tmp_path):
-  import tinygrad_webgpu
   from tinycore.nn.serialization import safetensors_load_arrays
   rng = np.random.default_rng(4)
   w = Tensor(rng.standard_normal((4, 3)).astype(np.float32), device="WEBGPU")
   x = Tensor(rng.standard_normal((5, 4)).astype(np.float32), device="WEBGPU")
   path = tinygrad_webgpu.export(lambda x: ((x @ w).relu().sum(axis=1), x > 0), x, path=tmp_path / "model")
-  assert sorted(os.listdir(path)) == ["example.json", "model.js", "weights.safetensors"]
+  assert sorted(os.listdir(path)) == ["example.json", "index.html", "model.js", "weights.safetensors"]
   weights = safetensors_load_arrays(path / "weights.safetensors")
   assert any(np.array_equal(a, w.numpy().ravel()) for a in weights.values()), "the weight must be saved"
   example = json.loads((path / "example.json").read_text())
@@ -773,89 +784,171 @@ def exported_model(tmp_path):
   assert example["outputs"][1] == (x.numpy() > 0).ravel().tolist()
   return path, example
 
-def test_export_writes_kernels_and_weights(gpu, tmp_path):
+def model_js_constant(path, name: str):
+  return json.loads(re.search(rf"^const {name} = (.*);$", (path / "model.js").read_text(), re.M).group(1))
+
+def test_export_writes_kernels_weights_and_a_page(gpu, tmp_path):
   path, _ = exported_model(tmp_path)
   js = (path / "model.js").read_text()
   assert "export async function load" in js and "@compute @workgroup_size(" in js and "navigator.gpu" in js
-  assert "maxStorageBuffersPerShaderStage < needed" in js, "a kernel binding more buffers than the browser allows must fail clearly"
+  assert model_js_constant(path, "INPUTS") == [{"name": "x", "dtype": "float32", "shape": [5, 4], "buffer": 0}]
+  assert [(o["name"], o["dtype"], o["shape"]) for o in model_js_constant(path, "OUTPUTS")] == [("output0", "float32", [5]), ("output1", "bool", [5, 4])]
+  assert '<script type="module">' in (path / "index.html").read_text()
 
-HARNESS = b"""<!doctype html><script type="module">
-const post = (x) => fetch("/result", {method: "POST", body: JSON.stringify(x)});
-try {
-  const mod = await import("./model.js");
-  const ex = await (await fetch("./example.json")).json();
-  const types = {float: Float32Array, int: Int32Array, uint: Uint32Array, bool: Uint8Array};
-  const model = await mod.load();
-  const outs = await model.run(...ex.inputs.map((x, i) => new types[ex.dtypes[i]](x.map(Number))));
-  // JSON has no NaN or infinities: they travel as the strings String() writes, as example.json holds them
-  await post({outputs: outs.map((o) => Array.from(o, (v) => Number.isFinite(v) ? v : String(v)))});
-} catch (e) { await post({error: String((e && e.stack) || e)}); }
-</script>"""
+# a function that needs the value of something computed from its input while it is traced: the page would answer every
+# input with the example's result. Each body's line is the one the error must name.
+def realizes(x, w): return (x @ w).relu().realize().sum(axis=1)
+def reads_to_numpy(x, w): return Tensor(np.maximum(x.numpy(), 0), device="WEBGPU") @ w
+def decides_in_python(x, w): return x @ w if x.sum().item() > 0 else x @ -w
 
-def run_in_chromium(folder, timeout=90) -> dict:
-  """Serve folder on localhost (a secure context, so navigator.gpu exists), open the harness page headless, wait for its POST."""
-  browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-  if browser is None:
-    if os.environ.get("CI"): pytest.fail("CI is set but no chromium is installed (see .ci/install-webgpu.sh)")
-    pytest.skip("no chromium installed: apt-get install -y chromium")
-  results: queue.Queue = queue.Queue()
-  class Handler(http.server.SimpleHTTPRequestHandler):
-    def do_GET(self):
-      if self.path != "/test.html": return super().do_GET()
-      self.send_response(200); self.send_header("Content-Type", "text/html"); self.end_headers(); self.wfile.write(HARNESS)
-    def do_POST(self):
-      results.put(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-      self.send_response(200); self.end_headers()
-    def log_message(self, *args): pass
-  server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
-  threading.Thread(target=server.serve_forever, daemon=True).start()
-  flags = ["--headless=new", "--no-sandbox", "--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader",
-           "--use-webgpu-adapter=swiftshader", "--disable-gpu-sandbox", "--disable-background-networking", "--no-first-run",
-           f"--user-data-dir={folder.parent / 'chromium-profile'}"]
-  proc = subprocess.Popen([browser, *flags, f"http://127.0.0.1:{server.server_address[1]}/test.html"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-  try: return results.get(timeout=timeout)
-  except queue.Empty: pytest.fail(f"chromium reported nothing in {timeout}s: {proc.stderr.read1(4000).decode(errors='replace') if proc.poll() is not None else ''}")
+@pytest.mark.parametrize("fn", [realizes, reads_to_numpy, decides_in_python], ids=lambda f: f.__name__)
+def test_export_refuses_a_function_that_reads_an_input_while_traced(gpu, tmp_path, fn):
+  import inspect
+  w = T(np.ones((4, 3), np.float32))
+  line, code = inspect.getsourcelines(fn)[1], inspect.getsource(fn).strip()
+  with pytest.raises(ExportError) as e: tinygrad_webgpu.export(lambda x: fn(x, w), T(np.ones((5, 4), np.float32)), path=tmp_path / "model")
+  assert str(e.value).startswith(f"export: input 'x' is read while the function is traced, at {__file__}:{line}: {code}. "), str(e.value)
+  assert "the page would answer every input with this example's result" in str(e.value)
+  assert not (tmp_path / "model").exists(), "nothing is written for a refused function"
+
+def test_the_realize_inside_message_is_pinned(gpu, tmp_path):
+  w = T(np.ones((4, 3), np.float32))
+  def fn(x):
+    h = (x @ w).relu().realize()
+    return h.sum(axis=1)
+  import inspect
+  line = inspect.getsourcelines(fn)[1] + 1
+  with pytest.raises(ExportError) as e: tinygrad_webgpu.export(fn, T(np.ones((5, 4), np.float32)), path=tmp_path / "model")
+  assert str(e.value) == (
+    f"export: input 'x' is read while the function is traced, at {__file__}:{line}: h = (x @ w).relu().realize(). Something computed "
+    "from it is realized inside the function (realize(), numpy(), item(), tolist(), or Python deciding on its value), so the page would "
+    "answer every input with this example's result. Keep the function lazy from its inputs to the tensors it returns; only weights "
+    "(tensors not computed from an input) may be realized in it")
+
+def test_export_refuses_an_input_no_output_depends_on(gpu, tmp_path):
+  x = T(np.ones((5, 4), np.float32))
+  def fn(x, y): return x * 2
+  with pytest.raises(ExportError, match=f"no output of the function defined at {re.escape(__file__)}:\\d+ depends on input 'y': the page would ignore it"):
+    tinygrad_webgpu.export(fn, x, x, path=tmp_path / "model")
+
+def test_export_refuses_a_function_that_writes_a_tensor_in_place(gpu, tmp_path):
+  total = T(np.zeros(4, np.float32))
+  def fn(x):
+    total.assign(total + x)
+    return total * 2
+  with pytest.raises(ExportError, match="writes a tensor in place"): tinygrad_webgpu.export(fn, T(np.ones(4, np.float32)), path=tmp_path / "model")
+
+def test_export_refuses_a_variable_that_is_no_input_dimension(gpu, tmp_path):
+  n = Variable("n", 1, 8).bind(3)
+  with pytest.raises(ExportError, match="the kernels use the Variable 'n', which is no dimension of an input: the page could not know its value"):
+    tinygrad_webgpu.export(lambda x: x[:n] * 2, T(np.arange(8, dtype=np.float32)), path=tmp_path / "model")
+
+def test_export_refuses_weights_on_another_device(gpu, tmp_path):
+  w = Tensor(np.ones((4, 3), np.float32), device="CPU")
+  with pytest.raises(UnsupportedError, match=r"needs a COPY between devices \(CPU to WEBGPU\); the page has WEBGPU only: move the weights there first"):
+    tinygrad_webgpu.export(lambda x: x @ w.to("WEBGPU"), T(np.ones((2, 4), np.float32)), path=tmp_path / "model")
+
+def test_export_refuses_an_input_dimension_that_is_an_expression(gpu, tmp_path):
+  n = Variable("n", 1, 8)
+  x = T(np.ones((16, 3), np.float32)).shrink(((0, n.bind(2) * 2), None))
+  with pytest.raises(ExportError, match="input 'x' has the shape .*must be a bound Variable itself"):
+    tinygrad_webgpu.export(lambda x: x + 1, x, path=tmp_path / "model")
+
+# ***** in headless Chromium: one browser for every test of this file, on a folder served on 127.0.0.1 *****
+
+# Chromium's own WebGPU on SwiftShader, its software Vulkan: no GPU needed (Linux needs --enable-unsafe-webgpu)
+WEBGPU_FLAGS = ["--enable-unsafe-webgpu", "--enable-features=Vulkan", "--use-vulkan=swiftshader", "--use-webgpu-adapter=swiftshader",
+                "--disable-gpu-sandbox", "--disable-quic", "--window-size=1000,1000"]
+# outputs as JSON: typed arrays as lists (non-finite floats as the strings String() writes), with their type and shape
+PLAIN = ("const plain = (outs) => outs.map((o) => ({type: o.constructor.name, shape: o.shape, dtype: o.dtype, "
+         "values: Array.from(o, (v) => (Number.isFinite(v) ? v : String(v)))}));")
+
+class Site:
+  """The shared browser, on the page at the root of a folder `serve` serves; each test exports into a folder of its own."""
+  def __init__(self, browser, root, url):
+    self.browser, self.root, self.url = browser, root, url
+  def home(self) -> None:
+    self.browser.send("Page.navigate", session=True, url=self.url)
+    self.browser.wait_for("document.readyState === 'complete' && location.href === " + json.dumps(self.url))
+  def run(self, folder, body: str, timeout: float = 60):
+    """The async JS `body`, run with `mod` (the folder's model.js) and `base` (the folder's URL) in scope: {"value": what it
+    returns} or {"error": "TypeError: ..."} for what it throws."""
+    base = f"/{folder.relative_to(self.root).as_posix()}/"
+    return self.browser.js(f"(async () => {{ const base = {json.dumps(base)}; try {{ const mod = await import(base + 'model.js'); {PLAIN} "
+                           f"return {{value: await (async () => {{ {body} }})()}}; }} catch (e) {{ return {{error: `${{e.name}}: ${{e.message}}`}}; }} }})()",
+                           timeout=timeout)
+  def outputs(self, folder) -> list[dict]:
+    """The folder's model run on its example's inputs, each as the typed array its dtype takes."""
+    got = self.run(folder, "const ex = await (await fetch(base + 'example.json')).json(); const model = await mod.load(); "
+                           "return plain(await model.run(...ex.inputs.map((x, i) => globalThis[model.inputs[i].arrayType].from(x, Number))));")
+    assert "error" not in got, got["error"]
+    return got["value"]
+
+@pytest.fixture(scope="module")
+def site(gpu, tmp_path_factory):
+  from headless_chromium import Chromium
+  from tinygrad_webgpu.__main__ import server
+  root = tmp_path_factory.mktemp("site")
+  srv = server(root, 0)
+  threading.Thread(target=srv.serve_forever, daemon=True).start()
+  browser = Chromium(tmp_path_factory.mktemp("chromium-profile"), WEBGPU_FLAGS)
+  try:
+    s = Site(browser, root, f"http://127.0.0.1:{srv.server_address[1]}/")
+    s.home()
+    if not browser.js("(async () => Boolean(navigator.gpu && await navigator.gpu.requestAdapter()))()"):
+      why = f"headless chromium gives no WebGPU adapter with {' '.join(WEBGPU_FLAGS)}"
+      if os.environ.get("CI"): pytest.fail(f"CI is set but {why}")
+      pytest.skip(why)
+    yield s
   finally:
-    proc.kill(); proc.wait()
-    server.shutdown()
+    browser.close()
+    srv.shutdown(); srv.server_close()
 
-def test_exported_kernels_with_non_finite_constants_compile_in_chromium(gpu, tmp_path):
+def test_exported_model_runs_in_headless_chromium(site):
+  path, example = exported_model(site.root)
+  got = site.run(path, f"{PLAIN} const model = await mod.load(); const ex = await (await fetch(base + 'example.json')).json(); "
+                       "return {inputs: model.inputs, outputs: model.outputs, vars: model.vars, "
+                       "outs: plain(await model.run(Float32Array.from(ex.inputs[0])))};")
+  assert "error" not in got, got["error"]
+  got = got["value"]
+  assert got["inputs"] == [{"name": "x", "dtype": "float32", "shape": [5, 4], "arrayType": "Float32Array"}]
+  assert got["outputs"] == [{"name": "output0", "dtype": "float32", "shape": [5], "arrayType": "Float32Array"},
+                            {"name": "output1", "dtype": "bool", "shape": [5, 4], "arrayType": "Uint8Array"}] and got["vars"] == {}
+  out, mask = got["outs"]
+  assert (out["type"], out["shape"], out["dtype"], mask["type"], mask["shape"]) == ("Float32Array", [5], "float32", "Uint8Array", [5, 4])
+  np.testing.assert_allclose(out["values"], example["outputs"][0], rtol=1e-5, atol=1e-6)
+  assert mask["values"] == [int(b) for b in example["outputs"][1]]
+
+def test_exported_kernels_with_non_finite_constants_compile_in_chromium(site):
   """Tint refused `bitcast<f32>(0x7fc00000u)` (a NaN const-expression) that every kernel with log2, sin or inf used."""
-  import tinygrad_webgpu
   x = Tensor(np.array([1.0, 0.5, 0.0, 4.0], np.float32), device="WEBGPU")
   fn = lambda x: ((x.log2().maximum(-5.0) + x.sin()) * 2 + ((x + 1) * float("inf")).minimum(7.0) + ((x + 1) / 0.0).minimum(3.0) + (x + 1) * 0.0,)
-  path = tinygrad_webgpu.export(fn, x, path=tmp_path / "model")
+  path = tinygrad_webgpu.export(fn, x, path=site.root / "nonfinite_constants")
   example = json.loads((path / "example.json").read_text())
-  got = run_in_chromium(path)
-  assert "error" not in got, got.get("error")
-  np.testing.assert_allclose(got["outputs"][0], example["outputs"][0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(site.outputs(path)[0]["values"], example["outputs"][0], rtol=1e-5, atol=1e-6)
 
-def test_exported_half_and_bfloat16_kernels_run_in_chromium(gpu, tmp_path):
+def test_exported_half_and_bfloat16_kernels_run_in_chromium(site):
   """The half and bfloat16 helpers compile with Tint and give the same bits in the browser (float32 in and out)."""
-  import tinygrad_webgpu
   x = Tensor(np.array([1.0, 2**-11, 0.1, 3.0, 600.0, 2**-24, -2.0, 7.0], np.float32), device="WEBGPU")
   def fn(x):
     h, bf = x.cast(dtypes.float16), x.cast(dtypes.bfloat16)
     return (((h + 2048) - 2048) / (h.abs() + 1).sqrt() * h).cast(dtypes.float32) + h.reciprocal().cast(dtypes.float32).minimum(5.0), \
            ((bf * 1.5 + 256) / 3).cast(dtypes.float32), h.bitcast(dtypes.int16).cast(dtypes.int32)
-  path = tinygrad_webgpu.export(fn, x, path=tmp_path / "model")
+  path = tinygrad_webgpu.export(fn, x, path=site.root / "half_kernels")
   example = json.loads((path / "example.json").read_text())
-  got = run_in_chromium(path)
-  assert "error" not in got, got.get("error")
-  for g, w in zip(got["outputs"], example["outputs"]): np.testing.assert_array_equal(g, w)
+  for g, w in zip(site.outputs(path), example["outputs"]): np.testing.assert_array_equal(g["values"], w)
 
 def strict_json(text: str):
   """json.loads that refuses the NaN/Infinity literals Python writes and browsers cannot parse."""
   def refuse(c): raise ValueError(f"{c} is not JSON")
   return json.loads(text, parse_constant=refuse)
 
-def test_exported_non_finite_values_round_trip(gpu, tmp_path):
+def test_exported_non_finite_values_round_trip(site):
   """Inputs and outputs carrying NaN and infinities: example.json stays JSON (JSON.parse reads it), the values come back
-  bit for bit in Python and in the browser."""
-  import tinygrad_webgpu
+  bit for bit in Python and in the browser, a half output decoded to float32."""
   x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, 3e38, -1.0], np.float32)
   fn = lambda x: (x * 2, (x + 1).log2(), x.cast(dtypes.float16), x.isnan())
-  path = tinygrad_webgpu.export(fn, T(x), path=tmp_path / "model")
+  path = tinygrad_webgpu.export(fn, T(x), path=site.root / "nonfinite_values")
   example = strict_json((path / "example.json").read_text())
   assert example["inputs"][0][:3] == ["NaN", "Infinity", "-Infinity"]
   def floats(v): return np.array([float(e) for e in v], np.float32)
@@ -864,14 +957,185 @@ def test_exported_non_finite_values_round_trip(gpu, tmp_path):
   for got, w in zip(example["outputs"], want): np.testing.assert_array_equal(floats(got), w)
   with np.errstate(over="ignore"): half = x.astype(np.float16).astype(np.float32)   # 3e38 is inf as a half
   np.testing.assert_array_equal(floats(example["outputs"][2]), half)
-  got = run_in_chromium(path)
-  assert "error" not in got, got.get("error")
-  for g, w in zip(got["outputs"][:2], example["outputs"][:2]): np.testing.assert_array_equal(floats(g), floats(w))
-  assert got["outputs"][3] == [int(b) for b in example["outputs"][3]]
+  got = site.outputs(path)
+  for g, w in zip(got[:3], example["outputs"][:3]): np.testing.assert_array_equal(floats(g["values"]), floats(w))
+  assert got[2]["type"] == "Float32Array" and got[3]["values"] == [int(b) for b in example["outputs"][3]]
 
-def test_exported_model_runs_in_headless_chromium(gpu, tmp_path):
-  path, example = exported_model(tmp_path)
-  got = run_in_chromium(path)
-  assert "error" not in got, got.get("error")
-  np.testing.assert_allclose(got["outputs"][0], example["outputs"][0], rtol=1e-5, atol=1e-6)
-  assert got["outputs"][1] == [int(b) for b in example["outputs"][1]]
+# ***** the digits convnet and an MLP, in the browser against the CPU device *****
+
+@pytest.fixture(scope="module")
+def digits(site):
+  """docs/browser-export.md's export, run as written in the served folder on a checkpoint of the digits convnet (random
+  weights, BatchNorm statistics made up), and the CPU device's outputs on its first 16 images."""
+  from tinycore.examples.train_digits import ConvNet
+  from tinycore.nn.state import get_state_dict, load_state_dict, safetensors_load, safetensors_save
+  Tensor.manual_seed(0)
+  model, rng = ConvNet(), np.random.default_rng(5)
+  for name, p in get_state_dict(model).items():   # the running statistics are what eval mode uses: make them matter
+    if "running_" in name: p.assign(Tensor(rng.uniform(0.5, 1.5, p.shape).astype(np.float32), device=p.device)).realize()
+  (site.root / "out" / "train_digits").mkdir(parents=True)
+  safetensors_save(get_state_dict(model), site.root / "out" / "train_digits" / "digits_convnet.safetensors")
+  code = re.search(r"## 2\. Export it\s+```python\n(.*?)```", (ROOT / "docs" / "browser-export.md").read_text(), re.S).group(1)
+  cwd, ns = os.getcwd(), {}
+  os.chdir(site.root)
+  # in training mode on purpose: export traces with Tensor.training off (BatchNorm on its running statistics)
+  try:
+    with Tensor.train(): exec(compile(code, "docs/browser-export.md", "exec"), ns)
+  finally: os.chdir(cwd)
+  load_state_dict(model, safetensors_load(site.root / "out" / "train_digits" / "digits_convnet.safetensors"))
+  with Tensor.train(False): want = model(Tensor(ns["images"][:16], device="CPU")).numpy()
+  return site.root / "out" / "digits_web", ns["images"], want, ns["model"]
+
+def test_digits_convnet_matches_cpu_in_chromium(site, digits):
+  path, images, want, _ = digits
+  example = json.loads((path / "example.json").read_text())
+  np.testing.assert_allclose(np.array(example["outputs"][0]).reshape(16, 10), want, atol=1e-5, rtol=0)
+  got = site.run(path, f"""const model = await mod.load();
+    const images = Float32Array.from({json.dumps(images[:16].ravel().tolist())});
+    // two runs at once, of two batch sizes: each queues its own inputs and sizes before its kernels
+    const [sixteen, three] = await Promise.all([model.run(images), model.run({{x: images.subarray(5 * 784, 8 * 784)}})]);
+    return {{inputs: model.inputs, vars: model.vars, sixteen: plain(sixteen)[0], three: plain(three)[0]}};""")
+  assert "error" not in got, got["error"]
+  got = got["value"]
+  assert got["inputs"] == [{"name": "x", "dtype": "float32", "shape": ["batch", 1, 28, 28], "arrayType": "Float32Array"}] and got["vars"] == {"batch": [1, 32]}
+  assert got["sixteen"]["shape"] == [16, 10] and got["three"]["shape"] == [3, 10]
+  assert np.abs(np.array(got["sixteen"]["values"]).reshape(16, 10) - want).max() <= 1e-5
+  assert np.abs(np.array(got["three"]["values"]).reshape(3, 10) - want[5:8]).max() <= 1e-5
+
+W_MLP = [np.random.default_rng(6).standard_normal(s).astype(np.float32) * 0.3 for s in ((64, 32), (32,), (32, 10), (10,))]
+
+def mlp(w1, b1, w2, b2):
+  def fn(x, scale):
+    span = (w2.abs().max() + 1).realize()   # realized from weights only: a constant, which the export allows
+    logits = ((x @ w1 + b1).relu() @ w2 + b2) / span
+    return {"logits": logits, "probs": logits.softmax(-1).cast(dtypes.float16) * scale.minimum(8), "label": logits.argmax(-1).cast(dtypes.int32),
+            "positive": x > 0, "coarse": logits.cast(dtypes.bfloat16), "scale": scale.cast(dtypes.float32)}
+  return fn
+
+# float16 inputs arrive as float32 and are rounded in JS: halfway cases, subnormals, overflow
+SCALES = np.array([1.0, 0.1, 1 / 3, 65519.0, 65520.0, 2**-24 * 1.5, 2**-25, 1 + 2**-11, 1 + 3 * 2**-11, -2.5, 6e-5, 1e-9, -0.0, 2048.5, 7.0, 1e4],
+                  np.float32).reshape(16, 1)
+
+@pytest.fixture(scope="module")
+def mlp_export(site):
+  rng = np.random.default_rng(7)
+  x = rng.standard_normal((16, 64)).astype(np.float32)
+  path = tinygrad_webgpu.export(mlp(*(T(w) for w in W_MLP)), T(x), T(np.ones((16, 1)), np.float16), path=site.root / "mlp")
+  return path
+
+def test_mlp_with_half_bfloat16_and_integer_outputs_matches_cpu_in_chromium(site, mlp_export):
+  x = np.random.default_rng(8).standard_normal((16, 64)).astype(np.float32)   # not the example's inputs
+  with np.errstate(over="ignore"): scale = SCALES.astype(np.float16)
+  want = mlp(*(Tensor(w, device="CPU") for w in W_MLP))(Tensor(x, device="CPU"), Tensor(scale, device="CPU"))
+  got = site.run(mlp_export, f"""const model = await mod.load(), bits = await mod.load({{halfBits: true}});
+    const x = Float32Array.from({json.dumps(x.ravel().tolist())}), scale = Float32Array.from({json.dumps(SCALES.ravel().tolist())});
+    return {{outputs: model.outputs, decoded: plain(await model.run({{scale, x}})), bits: plain(await bits.run(x, scale))}};""")
+  assert "error" not in got, got["error"]
+  outputs, decoded, bits = got["value"]["outputs"], got["value"]["decoded"], got["value"]["bits"]
+  assert [(o["name"], o["dtype"], o["shape"], o["arrayType"]) for o in outputs] == [
+    ("logits", "float32", [16, 10], "Float32Array"), ("probs", "float16", [16, 10], "Float32Array"), ("label", "int32", [16], "Int32Array"),
+    ("positive", "bool", [16, 64], "Uint8Array"), ("coarse", "bfloat16", [16, 10], "Float32Array"), ("scale", "float32", [16, 1], "Float32Array")]
+  assert [d["type"] for d in decoded] == ["Float32Array", "Float32Array", "Int32Array", "Uint8Array", "Float32Array", "Float32Array"]
+  assert [b["type"] for b in bits] == ["Float32Array", "Uint16Array", "Int32Array", "Uint8Array", "Uint16Array", "Float32Array"]
+  vals = {o["name"]: np.array([float(v) for v in d["values"]]).reshape(d["shape"]) for o, d in zip(outputs, decoded)}
+  np.testing.assert_array_equal(vals["scale"], scale.astype(np.float32))   # rounded in JS exactly as numpy rounds to half
+  assert np.abs(vals["logits"] - want["logits"].numpy()).max() <= 1e-5
+  np.testing.assert_array_equal(vals["label"], want["label"].numpy())
+  np.testing.assert_array_equal(vals["positive"], want["positive"].numpy())
+  for name, ulp in (("probs", 2.0**-10), ("coarse", 2.0**-7)):   # 16-bit floats, decoded: within one unit in the last place of CPU's
+    cpu = want[name].numpy().astype(np.float32)
+    assert np.all(np.abs(vals[name] - cpu) <= ulp * np.maximum(np.abs(cpu), 2.0**-14) + 1e-5), name
+  # halfBits: the same values as their bits
+  np.testing.assert_array_equal(np.array(bits[1]["values"], np.uint16).view(np.float16).astype(np.float32), vals["probs"].ravel())
+  np.testing.assert_array_equal((np.array(bits[4]["values"], np.uint32) << 16).view(np.float32), vals["coarse"].ravel())
+
+def js_errors(site, folder, setup: str, calls: list[str]) -> list[str | None]:
+  """What each JS statement in `calls` throws ("TypeError: ..."), run one by one after `setup` (None: it threw nothing)."""
+  got = site.run(folder, f"{setup}; const errors = []; for (const call of [{', '.join(f'async () => {{ {c} }}' for c in calls)}]) "
+                         "{ try { await call(); errors.push(null); } catch (e) { errors.push(`${e.name}: ${e.message}`); } } return errors;")
+  assert "error" not in got, got["error"]
+  return got["value"]
+
+def test_wrong_arrays_and_weights_fail_in_js_terms(site, mlp_export):
+  other, _ = exported_model(site.root / "other")
+  missing, wrong = site.url + "mlp/missing.safetensors", site.url + f"{other.relative_to(site.root).as_posix()}/weights.safetensors"
+  errors = js_errors(site, mlp_export, "const model = await mod.load(), x = new Float32Array(1024), scale = new Float32Array(16)", [
+    "await model.run(Array.from(x), scale)", "await model.run(x, new Float64Array(16))", "await model.run(x.subarray(0, 10), scale)",
+    "await model.run(x)", "await model.run({x, scales: scale})", "await model.run({x, scale})", "await model.run(x, new Uint16Array(16))",
+    f"await mod.load({{weightsUrl: {json.dumps(missing)}}})", f"await mod.load({{weightsUrl: {json.dumps(wrong)}}})",
+    # a GPUDevice of the user's that allows too little, and a browser without WebGPU
+    "await mod.load({device: {limits: {maxStorageBuffersPerShaderStage: 2, maxStorageBufferBindingSize: 1 << 20, maxBufferSize: 1 << 20}}})",
+    "const gpu = Object.getOwnPropertyDescriptor(Navigator.prototype, 'gpu'); "
+    "Object.defineProperty(Navigator.prototype, 'gpu', {get: () => undefined, configurable: true}); "
+    "try { await mod.load(); } finally { Object.defineProperty(Navigator.prototype, 'gpu', gpu); }"])
+  assert errors[:7] == [
+    "TypeError: run(): input 'x' (float32, shape [16, 64]) must be a Float32Array, got an Array of 1024: convert it with Float32Array.from(array)",
+    "TypeError: run(): input 'scale' (float16, shape [16, 1]) must be a Float32Array (or a Uint16Array of its bits), got a Float64Array of 16",
+    "RangeError: run(): input 'x' has shape [16, 64]: it takes 1024 elements, got a Float32Array of 10",
+    "TypeError: run(): the model takes 2 input(s) (x, scale), got 1",
+    "TypeError: run(): no input is named 'scales'; the inputs are x, scale", None, None]
+  assert errors[7] == f"Error: load(): fetching {missing} failed: HTTP 404 File not found"
+  assert errors[8].startswith(f"Error: load(): {wrong} is not the weights file of this model.js (tensor w"), errors[8]
+  assert re.fullmatch(r"Error: load\(\): the GPUDevice passed allows maxStorageBuffersPerShaderStage 2, this model needs \d+: request them "
+                      r"with adapter.requestDevice\(\{requiredLimits: \{.*\}\}\)", errors[9]), errors[9]
+  assert errors[10].startswith("Error: load(): WebGPU is not available here (navigator.gpu is undefined): it needs a secure context"), errors[10]
+
+def test_symbolic_batch_out_of_range_is_a_range_error(site, digits):
+  sizes = (33 * 784, 784 + 1, 0)
+  errors = js_errors(site, digits[0], "const model = await mod.load()", [f"await model.run(new Float32Array({n}))" for n in sizes])
+  assert errors == [("RangeError: run(): input 'x' has shape [batch, 1, 28, 28] with batch from 1 to 32: it takes 784 elements per batch, "
+                     f"784 to 25088 in all, got a Float32Array of {n}") for n in sizes]
+
+# ***** the page: served by `python -m tinygrad_webgpu serve`, run from its JSON and from a drawing *****
+
+def test_serve_refuses_a_folder_without_a_model(tmp_path, capsys):
+  from tinygrad_webgpu.__main__ import main
+  with pytest.raises(SystemExit) as e: main(["serve", str(tmp_path)])
+  assert e.value.code == 2 and f"{tmp_path} has no model.js: write one with tinygrad_webgpu.export(" in capsys.readouterr().err
+
+def settled(browser, states: tuple[str, ...]) -> str:
+  """The page's state (body's data-state) once it is one of `states`."""
+  return browser.wait_for(f"document.body && {json.dumps(states)}.includes(document.body.dataset.state) && document.body.dataset.state", timeout=60)
+
+def test_page_runs_the_digits_model_from_json_and_a_drawing(site, digits, tmp_path):
+  import urllib.request
+  path, _, _, model = digits
+  proc = subprocess.Popen([sys.executable, "-m", "tinygrad_webgpu", "serve", str(path), "--port", "0"], stdout=subprocess.PIPE, text=True)
+  try:
+    b = site.browser
+    b.send("Page.navigate", session=True, url=(path / "index.html").as_uri())   # opened as a file, the page cannot load its module
+    assert settled(b, ("ready", "error")) == "error"
+    assert "Serve this folder instead: python -m tinygrad_webgpu serve DIR" in b.js("document.getElementById('status').textContent")
+    line = proc.stdout.readline()
+    url = re.search(r"at (http://127\.0\.0\.1:\d+/) ", line).group(1)
+    with urllib.request.urlopen(url + "model.js", timeout=10) as r: assert r.headers["Content-Type"] == "text/javascript"
+    b.send("Page.navigate", session=True, url=url)
+    assert settled(b, ("ready", "error")) == "ready", b.js("document.getElementById('status').textContent")
+    b.click("#run")
+    assert settled(b, ("done", "error")) == "done", b.js("document.getElementById('status').textContent")
+    example = json.loads((path / "example.json").read_text())
+    shown = json.loads(b.js("document.getElementById('output-output').textContent"))
+    assert np.abs(np.array(shown) - np.array(example["outputs"][0]).reshape(16, 10)).max() <= 1e-5
+    assert b.js("document.getElementById('argmax-output').textContent") == \
+      "largest per row (argmax): " + ", ".join(map(str, np.array(shown).argmax(1)))
+    # draw a stroke on the canvas: it becomes the first image of the input, and the page runs again
+    b.js("document.body.dataset.state = 'drawing'")
+    box = b.js("(() => { const r = document.getElementById('canvas-x').getBoundingClientRect(); return [r.x, r.y, r.width]; })()")
+    assert box[2] == 280
+    points = [(box[0] + 90 + 10 * i, box[1] + 60 + 18 * i) for i in range(10)]
+    b.send("Input.dispatchMouseEvent", session=True, type="mousePressed", x=points[0][0], y=points[0][1], button="left", clickCount=1)
+    for px, py in points[1:]: b.send("Input.dispatchMouseEvent", session=True, type="mouseMoved", x=px, y=py, button="left", buttons=1)
+    b.send("Input.dispatchMouseEvent", session=True, type="mouseReleased", x=points[-1][0], y=points[-1][1], button="left", clickCount=1)
+    assert settled(b, ("done", "error")) == "done", b.js("document.getElementById('status').textContent")
+    drawn = np.array(json.loads(b.js("document.getElementById('input-x').value")), np.float32).reshape(16, 1, 28, 28)
+    first = drawn[0, 0]
+    assert first[:4].max() == 0 and first[:, :6].max() == 0 and first[6:23, 9:19].max() > 0.9, "the stroke runs from (9, 6) to (18, 22) in 28x28 pixels"
+    np.testing.assert_array_equal(drawn[1:], np.array(example["inputs"][0], np.float32).reshape(16, 1, 28, 28)[1:])
+    with Tensor.train(False): want = model(Tensor(drawn, device="WEBGPU")).numpy()
+    shown = np.array(json.loads(b.js("document.getElementById('output-output').textContent")))
+    assert np.abs(shown - want).max() <= 1e-5
+    b.js("document.getElementById('canvas-x').scrollIntoView()")
+    b.screenshot((ROOT / "docs" / "images" if os.environ.get("UPDATE_SCREENSHOTS") else tmp_path) / "export-page.png")
+  finally:
+    proc.kill(); proc.wait()
+    site.home()

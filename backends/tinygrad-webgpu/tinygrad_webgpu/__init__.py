@@ -1,6 +1,6 @@
 """tinygrad-webgpu: the WEBGPU backend (WGSL through wgpu-native), registered through the tinycore.backends entry point."""
 from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
-from tinygrad_webgpu.export import export  # noqa: F401  (binding the function also keeps the submodule from shadowing it)
+from tinygrad_webgpu.export import export, ExportError  # noqa: F401  (binding the function also keeps the submodule from shadowing it)
 
 def _renderer():
   from tinygrad_webgpu.renderer import WGSLRenderer

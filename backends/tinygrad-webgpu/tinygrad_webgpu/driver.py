@@ -5,7 +5,7 @@ import numpy as np
 from tinycore.helpers import prod
 from tinycore.runtime.device import Driver
 from tinycore.runtime.errors import CompileError, DeviceError, PluginError, UnsupportedError
-from tinygrad_webgpu.renderer import dispatch_for, launch_shape, loop_passes
+from tinygrad_webgpu.renderer import dispatch_for, launch_shape, loop_passes, uniform_binding
 from tinygrad_webgpu.allocator import check_alive
 
 # limits raised to what the adapter offers (the WebGPU defaults are lower); kernels and buffers are checked against them
@@ -72,8 +72,7 @@ class WebGPUProgram:
     import wgpu
     self.driver, self.name, self.src = driver, name, src
     self.params = [int(p) for p in re.findall(r"@binding\((\d+)\) var<storage", src)]
-    vars_binding = re.search(r"@binding\((\d+)\) var<uniform>", src)
-    self.vars_binding = int(vars_binding.group(1)) if vars_binding else None
+    self.vars_binding = uniform_binding(src)
     self.workgroup, self.counts_groups = launch_shape(src)
     lim = driver.limits
     if (any(w > lim[f"max-compute-workgroup-size-{d}"] for w, d in zip(self.workgroup, "xyz"))

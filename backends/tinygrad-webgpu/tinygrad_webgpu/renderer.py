@@ -30,6 +30,10 @@ def launch_shape(src: str) -> tuple[tuple[int, int, int], bool]:
   wg = tuple(int(g) if g else 1 for g in m.groups()) if m else (WORKGROUP_SIZE, 1, 1)
   return (wg[0], wg[1], wg[2]), GROUPS_GRID in src
 
+def uniform_binding(src: str) -> int | None:
+  """The binding of the uniform buffer holding the integer variables of a kernel this renderer wrote (None: it has none)."""
+  return int(m.group(1)) if (m := re.search(r"@binding\((\d+)\) var<uniform>", src)) else None
+
 # Mesa's software drivers (lavapipe, llvmpipe) end every loop of a shader invocation once its loops have made 65535 passes
 # between them: a longer reduction would silently stop early. The kernel states its worst case; the driver compares it
 # with what its adapter allows (it probes that at open)

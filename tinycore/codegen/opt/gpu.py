@@ -65,8 +65,8 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp, red: UOp) -> Kernel:
   lim = min(ren_threads := k.ren.max_threads_per_group, 256)
   for r, cap in ((cols, 16), (rows, lim // 16)):
     if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: k = _try(k, OptOps.LOCAL, r, n)
-  for i in (cid, rid):
-    if (n := _divisor(const_size(k.rng(i)), 4)) is not None: k = _try(k, OptOps.UPCAST, i, n)
+  for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
+    if any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), 4)) is not None: k = _try(k, OptOps.UPCAST, i, n)
   for bk in (16, 8, 4):
     inner = k.next_id   # the id STAGE gives the tile's range
     if const_size(k.rng(kid)) % bk == 0 and len((staged := _try(k, OptOps.STAGE, kid, bk)).applied) > len(k.applied):
