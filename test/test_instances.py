@@ -21,12 +21,12 @@ def test_tensors_move_between_instances():
 def test_a_missing_instance_is_a_clear_error(monkeypatch):
   from tinycore.runtime.builtin import PythonRenderer, PythonDriver, HostAllocator
   from tinycore.runtime.device import Assembler
-  from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION
+  from tinycore.runtime.plugin import BackendSpec
   opened = []
   def driver(index):
     opened.append(index)
     return PythonDriver(index)
-  spec = BackendSpec("TWOGPUS", CONTRACT_VERSION, PythonRenderer, Assembler, driver, lambda drv: HostAllocator(drv.device), instances=lambda: 2)
+  spec = BackendSpec("TWOGPUS", (2, 0), PythonRenderer, Assembler, driver, lambda drv: HostAllocator(drv.device), instances=lambda: 2)
   monkeypatch.setitem(Device.specs, "TWOGPUS", spec)
   monkeypatch.setattr(Device, "_opened", dict(Device._opened))   # the opened TWOGPUS:1 goes with the test
   assert Device["TWOGPUS:1"].name == "TWOGPUS:1" and opened == [1]

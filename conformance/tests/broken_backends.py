@@ -9,7 +9,7 @@ from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.runtime.builtin import PythonRenderer, PythonDriver, PythonProgram, HostAllocator
 from tinycore.runtime.device import Assembler
 from tinycore.runtime.errors import UnsupportedError
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+from tinycore.runtime.plugin import BackendSpec, hookimpl
 
 def renderer_named(name: str, base=PythonRenderer, **attrs):
   return type(f"{name.title()}Renderer", (base,), {"device": name, **attrs})
@@ -126,7 +126,7 @@ class RefusesExp(PythonRenderer):
 NARROW_DTYPES = frozenset({dtypes.bool, dtypes.int32, dtypes.float32})
 
 def spec(name: str, renderer, driver=None, allocator=None, **caps) -> BackendSpec:
-  return BackendSpec(name, CONTRACT_VERSION, renderer, Assembler, driver or (lambda index: NamedDriver(name)),
+  return BackendSpec(name, (2, 0), renderer, Assembler, driver or (lambda index: NamedDriver(name)),
                      allocator or (lambda drv: HostAllocator(name)), priority=-50, capabilities=caps)
 
 @hookimpl
@@ -149,4 +149,6 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_TAIL", renderer_named("BROKEN_TAIL"), driver=lambda index: TailDroppingDriver("BROKEN_TAIL")),
     spec("BROKEN_VARS", renderer_named("BROKEN_VARS"), driver=lambda index: Int16VarsDriver("BROKEN_VARS")),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
+    # states contract 2.0 with contract 1's driver factory (no instance index): a false claim, though the core runs it
+    spec("BROKEN_CONTRACT", renderer_named("BROKEN_CONTRACT"), driver=lambda: NamedDriver("BROKEN_CONTRACT")),
   ]

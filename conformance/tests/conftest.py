@@ -6,9 +6,11 @@ from conformance_helpers import HERE, write_dist
 
 @pytest.fixture(scope="session")
 def plugin_path(tmp_path_factory) -> list[str]:
-  """sys.path entries that register the broken backends (tests/broken_backends.py) as the package tinycore-broken."""
+  """sys.path entries that register the broken backends (tests/broken_backends.py) as the package tinycore-broken, and
+  the contract 1.0 backend (tests/contract1_backend.py) as tinygrad-contract1."""
   root = tmp_path_factory.mktemp("broken_dist")
   write_dist(root, "tinycore-broken", {"broken": "broken_backends"})
+  write_dist(root, "tinygrad-contract1", {"contract1": "contract1_backend"})
   return [str(root), str(HERE)]
 
 @pytest.fixture(scope="session")

@@ -140,6 +140,27 @@ def test_narrow_backend_passes_and_says_why_it_skips(plugin_path, tmp_path):
   assert any("does not declare float16" in s["message"] for s in rep["skips"]), [s["message"] for s in rep["skips"]][:5]
   assert "SKIPS" in proc.stdout
 
+def test_contract_1_plugin_passes_with_a_deprecation_warning(plugin_path, tmp_path):
+  """A backend written for contract 1.0 (its driver factory takes no instance index) passes on this core, adapted to one
+  instance: the report states the contract it runs as, and the warning says what to change. (The sections on the roles
+  the adaptation touches; the others check kernels PYTHON also runs, and CONTRACT1 is PYTHON: the whole suite is run by hand.)"""
+  sections = ("contract", "multi", "resources")
+  proc, rep = run_cli("CONTRACT1", *[a for s in sections for a in ("--section", s)], path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 0, proc.stdout[-5000:]
+  assert (rep["contract"], rep["contract_stated"], rep["contract_status"]) == ("1.0", "1.0", "adapted") and not rep["failures"]
+  assert rep["sections"]["contract"]["passed"] > 30 and rep["sections"]["resources"]["passed"] > 0
+  assert "driver(index)" in rep["contract_note"] and "contract_version=(2, 0)" in rep["contract_note"], rep["contract_note"]
+  assert "plugin contract: 1.0 adapted (deprecated)\n  ContractDeprecationWarning: plugin tinygrad-contract1 0.0.0 provides CONTRACT1" in proc.stdout
+  assert any("declares 1 instance" in s["message"] for s in rep["skips"] if s["section"] == "multi"), [s for s in rep["skips"] if s["section"] == "multi"]
+
+def test_false_contract_claim_is_caught(plugin_path, tmp_path):
+  """Stating contract 2.0 with contract 1's driver factory: the core still runs it (as 1.0), and the suite fails the claim."""
+  proc, rep = run_cli("BROKEN_CONTRACT", "--section", "contract", "-k", "stated_contract_version or allocator_roundtrip", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert [f["op"] for f in rep["failures"]] == ["contract version"], rep["failures"]
+  assert "states contract 2.0, but tinycore runs it as 1.0" in rep["failures"][0]["message"]
+  assert rep["sections"]["contract"]["passed"] == 4 and rep["contract_status"] == "adapted"
+
 def test_pytest_plugin_entry_point(plugin_path, tmp_path):
   """The suite also runs as plain pytest (the pytest11 entry point), selected by marker."""
   env = {**os.environ, "PYTHONPATH": os.pathsep.join(plugin_path)}

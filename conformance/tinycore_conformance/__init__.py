@@ -3,7 +3,7 @@ __version__ = "0.1.0"
 
 # the report's rows, in order; each is a pytest marker applied to one test module
 SECTIONS = {
-  "contract": "each plugin role on its own: renderer without the device, assembler, allocator, driver",
+  "contract": "the contract version the plugin states, then each plugin role on its own: renderer without the device, assembler, allocator, driver",
   "ops": "every Tensor op, forward and backward, against numpy over the backend's declared dtypes",
   "uops": "one-op kernels built from UOps: every ALU op and cast on edge operands, bytes against the definition; fused intermediates",
   "accuracy": "transcendentals swept over each float dtype's whole finite range, within the bounds of tolerances.ACCURACY",

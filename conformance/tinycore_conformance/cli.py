@@ -41,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
           (f"\n  plugin errors: {Device.errors}" if Device.errors else ""), file=sys.stderr)
     return 2
   spec = Device.specs[name]
-  from tinycore_conformance.target import PIN_ENV
+  from tinycore.runtime.plugin import version_str
+  from tinycore_conformance.target import PIN_ENV, contract_lines
   # pytest runs in a child process: a backend that crashes the interpreter still gets a report naming the test it crashed
   # in, and pytest starts again on the tests that have no result yet (up to MAX_CRASHES times)
   with tempfile.TemporaryDirectory() as tmp:
@@ -55,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
       with open(events, "a") as f: f.write(json.dumps({"event": "crash", "nodeid": crashed_in, "exit_code": rc}) + "\n")
       print(f"\ntinycore-conformance: the test process died (exit code {rc}) in {crashed_in}; continuing with the remaining tests", flush=True)
     collector.load(events, time.perf_counter() - start)
-  info = {"package": spec.package, "version": spec.version, "module": spec.module, "profile": args.profile, "pytest_exit": rc}
+  info = {"package": spec.package, "version": spec.version, "module": spec.module, "profile": args.profile, "pytest_exit": rc,
+          "contract": version_str(spec.contract_run_as), "contract_stated": version_str(spec.contract_version),
+          "contract_status": spec.contract_status, "contract_note": spec.contract_note, "contract_lines": contract_lines(spec)}
   print("\n" + format_report(collector, name, info, None if args.all_skips else 40))
   if args.json:
     with open(args.json, "w") as f: json.dump(collector.as_json(name, info), f, indent=1)

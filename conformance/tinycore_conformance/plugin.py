@@ -19,14 +19,15 @@ def pytest_configure(config) -> None:
 
 def pytest_report_header(config) -> list[str] | None:
   if config.getoption("device") is None: return None
-  from tinycore_conformance.target import target_for, dtype_name
+  from tinycore_conformance.target import target_for, dtype_name, contract_lines
   t = target_for(config)
   return [f"tinycore conformance: device {t.name} (package {t.spec.package} {t.spec.version}, module {t.spec.module}), profile {config.getoption('conformance_profile')}",
-          f"  declared dtypes: {', '.join(dtype_name(d) for d in t.dtypes)}; capabilities: {t.spec.capabilities}"]
+          *[f"  {line}" for line in contract_lines(t.spec)], f"  declared dtypes: {', '.join(dtype_name(d) for d in t.dtypes)}; capabilities: {t.spec.capabilities}"]
 
 def pytest_terminal_summary(terminalreporter, config) -> None:
   """Name the plugin module that was tested, whatever the verbosity (-q hides the header)."""
-  from tinycore_conformance.target import _pinned_path, target_for
+  from tinycore_conformance.target import _pinned_path, target_for, contract_lines
   if not _pinned_path: return   # the suite did not run in this session
   t = target_for(config)
   terminalreporter.write_line(f"tinycore conformance: tested {t.name} from {t.spec.module} (package {t.spec.package} {t.spec.version})")
+  for line in contract_lines(t.spec): terminalreporter.write_line(f"  {line}")

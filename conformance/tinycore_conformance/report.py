@@ -112,7 +112,8 @@ def format_report(c: Collector, device: str, info: dict, skips_per_reason: int |
   """The table by section, every failure with what it checked, and the skips grouped by reason (at most
   `skips_per_reason` named per reason; None names all of them; the JSON report always has every one)."""
   lines = [f"tinycore conformance: {device} ({info.get('package', '?')} {info.get('version', '?')}), profile {info.get('profile', '?')}, "
-           f"{len(c.results)} tests in {c.seconds:.1f} s", f"plugin module under test: {info.get('module', '?')}", "",
+           f"{len(c.results)} tests in {c.seconds:.1f} s", f"plugin module under test: {info.get('module', '?')}",
+           *info.get("contract_lines", []), "",
            f"{'section':<11}{'passed':>8}{'failed':>8}{'skipped':>9}{'seconds':>9}"]
   total: Counter = Counter()
   for section, counts in c.summary().items():

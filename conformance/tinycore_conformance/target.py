@@ -83,6 +83,13 @@ def check_pinned(name: str) -> None:
     raise pytest.UsageError(f"tinycore-conformance: {name} was resolved to {file}, but this process loaded it from "
                             f"{Device.specs[name].module}: two copies of the plugin are on the path (check PYTHONPATH)")
 
+def contract_lines(spec: Any) -> list[str]:
+  """The contract version a plugin runs as and its status, then the registry's warning (what to change) where it has one."""
+  from tinycore.runtime.plugin import version_str
+  status = {"adapted": "adapted (deprecated)"}.get(spec.contract_status, spec.contract_status)
+  return [f"plugin contract: {version_str(spec.contract_run_as or spec.contract_version)} {status}",
+          *([f"  ContractDeprecationWarning: {spec.contract_note}"] if spec.contract_note else [])]
+
 def child_env(target: Target) -> dict:
   """The environment for a fresh interpreter that loads the very plugin module under test (checked with check_pinned)."""
   return {**os.environ, "PYTHONPATH": os.pathsep.join(_pinned_path), PIN_ENV: f"{target.name}={target.spec.module}"}

@@ -1,6 +1,6 @@
-"""Section contract: each plugin role on its own: renderer (without the device), assembler, allocator, driver."""
+"""Section contract: the contract version the plugin states, then each plugin role on its own: renderer (without the device), assembler, allocator, driver."""
 from __future__ import annotations
-import gc, json, subprocess, sys, textwrap
+import gc, json, subprocess, sys, textwrap, warnings
 import numpy as np
 import pytest
 from tinycore.dtype import dtypes
@@ -10,12 +10,26 @@ from tinycore.renderer import ProgramSpec
 from tinycore.codegen import get_program
 from tinycore.codegen.linearize import linearize
 from tinycore.runtime.device import Buffer, LRUAllocator
-from tinycore.runtime.errors import DeviceError
+from tinycore.runtime.errors import DeviceError, ContractDeprecationWarning
+from tinycore.runtime.plugin import CONTRACT_VERSION, parse_version, version_str
 from tinycore_conformance import oracle as O
 from tinycore_conformance.kernels import Launch, launch_for, var_kernel
 from tinycore_conformance.target import Target, target_for, dtype_name, child_env
 
 pytestmark = pytest.mark.contract
+
+# ***** the contract version *****
+
+@pytest.mark.covers("contract version")
+def test_stated_contract_version(target: Target):
+  """The version the plugin states (the report's header shows it, and how the core runs it) must be the one its roles
+  keep: stating 2.x with contract 1's driver factory (no instance index) is a false claim. One the core adapts warns,
+  saying what to change. (A version imported from the core states nothing; the registry's warning says so.)"""
+  spec, stated = target.spec, parse_version(target.spec.contract_version)
+  if spec.contract_version is not CONTRACT_VERSION:
+    assert spec.contract_run_as == stated, (f"{target.name} states contract {version_str(stated)}, but tinycore runs it as "
+                                            f"{version_str(spec.contract_run_as)}: {spec.contract_note}")
+  if spec.contract_note: warnings.warn(ContractDeprecationWarning(f"{target.name}: {spec.contract_note}"))
 
 # ***** renderer *****
 

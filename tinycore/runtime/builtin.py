@@ -7,7 +7,7 @@ from tinycore.uop import UOp, Ops, AxisType, GroupOp, exec_alu, exec_cast, bf16_
 from tinycore.renderer import Renderer, TensorCore
 from tinycore.runtime.device import Allocator, LRUAllocator, Driver, Assembler
 from tinycore.runtime.errors import CompileError
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl, instance_name, virtual_instances
+from tinycore.runtime.plugin import BackendSpec, hookimpl, instance_name, virtual_instances
 
 # ***** the text form: one Python literal per UOp, readable and parseable without eval *****
 
@@ -154,7 +154,7 @@ class PythonDriver(Driver):
   def __init__(self, index: int = 0): super().__init__(instance_name("PYTHON", index))
   def load(self, name: str, binary: bytes, spec=None) -> PythonProgram:
     try: src = binary.decode()
-    except UnicodeDecodeError as e: raise CompileError(f"PYTHON: kernel {name!r} is not valid program text") from e
+    except UnicodeDecodeError as e: raise CompileError(f"{self.device}: kernel {name!r} is not valid program text") from e
     return PythonProgram(name, src)
 
 class HostAllocator(LRUAllocator):
@@ -184,8 +184,8 @@ class NullAllocator(Allocator):
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   return [
-    BackendSpec("PYTHON", CONTRACT_VERSION, PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator(drv.device), priority=0, instances=virtual_instances,
+    BackendSpec("PYTHON", (2, 0), PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator(drv.device), priority=0, instances=virtual_instances,
                 capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics", "reduce_scale_elements": 1 << 18}),
-    BackendSpec("NULL", CONTRACT_VERSION, NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator(drv.device), priority=-100, instances=virtual_instances,
+    BackendSpec("NULL", (2, 0), NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator(drv.device), priority=-100, instances=virtual_instances,
                 capabilities={"runs": False}),
   ]

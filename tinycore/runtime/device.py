@@ -8,8 +8,8 @@ import pluggy
 from tinycore.dtype import DType, to_np_dtype
 from tinycore.helpers import LRU
 from tinycore import trace
-from tinycore.runtime.errors import PluginError, DeviceError
-from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, CONTRACT_VERSION, instance_name
+from tinycore.runtime.errors import PluginError, DeviceError, ContractDeprecationWarning
+from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, instance_name, check_contract, version_str
 
 # ***** allocator *****
 
@@ -191,15 +191,16 @@ def _check_hook_result(got: Any) -> list[BackendSpec]:
 class _DeviceRegistry:
   """`Device[name]` opens a device instance lazily ("NAME" is instance 0, "NAME:i" instance i); `Device.DEFAULT` is the
   selected default. Backends are found through the `tinycore.backends` entry-point group with pluggy; a plugin that
-  fails in any way (import, no hook, a bad return value, a duplicate name, another contract version) is reported as a
-  warning and a row of `python -m tinycore devices`, and every other device keeps working."""
+  fails in any way (import, no hook, a bad return value, a duplicate name, a contract version outside the supported
+  range) is reported as a warning and a row of `python -m tinycore devices`, and every other device keeps working. One
+  written for an older contract is adapted (plugin.check_contract), with a ContractDeprecationWarning saying what to change."""
   def __init__(self):
     self._specs: dict[str, BackendSpec] | None = None
     self._opened: dict[str, Compiled] = {}     # by canonical device name
     self._renderers: dict[str, Any] = {}       # by backend name
     self._canonical: dict[str, str] = {}
     self.errors: dict[str, str] = {}    # plugin or device name -> why it is unavailable
-    self.refused: dict[str, BackendSpec] = {}       # devices offered for another contract version, or a name already taken
+    self.refused: dict[str, BackendSpec] = {}       # devices offered for a contract version outside the range, or a name already taken
     self.broken: dict[str, tuple[str, str]] = {}    # plugins that failed to load or to describe themselves -> (package, version)
     self._default: str | None = None
   def _report(self, key: str, why: str) -> None:
@@ -235,17 +236,18 @@ class _DeviceRegistry:
           continue
         for spec in got:
           spec.package, spec.version, spec.module = pkg, ver, getattr(mod, "__file__", None) or "?"
-          name = spec.name.upper()
-          if spec.contract_version != CONTRACT_VERSION:
+          spec, name = check_contract(spec), spec.name.upper()
+          if spec.contract_status == "refused":
             self.refused[name] = spec
-            self._report(name, f"plugin {pkg} provides {name} for contract version {spec.contract_version}, "
-                               f"but this tinycore speaks version {CONTRACT_VERSION}; upgrade the plugin or tinycore")
+            self._report(name, spec.contract_note)
           elif name in specs:
             first = specs[name]
             self.refused[f"{name}[{pkg}]"] = spec
             self._report(f"{name}[{pkg}]", f"device {name} is provided twice: by {first.package} ({first.module}) and by {pkg} "
                                             f"({spec.module}); {first.package}'s is used. Uninstall one of them")
-          else: specs[name] = spec
+          else:
+            specs[name] = spec
+            if spec.contract_note: warnings.warn(spec.contract_note, ContractDeprecationWarning, stacklevel=3)
       self._specs = specs
     return self._specs
   def canonicalize(self, device: str | None) -> str:
@@ -305,8 +307,9 @@ class _DeviceRegistry:
     """Every backend a plugin offered, usable or not: what `python -m tinycore devices` shows."""
     rows = []
     def row(name, spec, ok, err, instances=None):
-      rows.append(dict(name=name, package=spec.package, version=spec.version, module=spec.module, contract=spec.contract_version,
-                       instances=instances, opens=ok, runs_on=self.description(name) if ok else "", error=err))
+      rows.append(dict(name=name, package=spec.package, version=spec.version, module=spec.module, contract=version_str(spec.contract_run_as or spec.contract_version),
+                       contract_status=spec.contract_status, contract_note=spec.contract_note, instances=instances, opens=ok,
+                       runs_on=self.description(name) if ok else "", error=err))
     for name, spec in sorted(self.specs.items()):
       ok, err = self.opens(name)
       try: n = spec.instances()
@@ -314,8 +317,8 @@ class _DeviceRegistry:
       row(name, spec, ok, err, "any" if n is None else n)
     for name, spec in sorted(self.refused.items()): row(name, spec, False, self.errors[name])
     for name, (pkg, ver) in sorted(self.broken.items()):
-      rows.append(dict(name=name, package=pkg, version=ver, module="?", contract=None, instances=None, opens=False, runs_on="",
-                       error=self.errors[name]))
+      rows.append(dict(name=name, package=pkg, version=ver, module="?", contract=None, contract_status=None, contract_note="",
+                       instances=None, opens=False, runs_on="", error=self.errors[name]))
     return rows
   @property
   def DEFAULT(self) -> str:

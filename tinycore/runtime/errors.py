@@ -1,4 +1,4 @@
-"""Exception types users can catch: unsupported features, plugin failures, device errors."""
+"""Exception and warning types users can catch: unsupported features, plugin failures, device errors, deprecated plugins."""
 
 class TinycoreError(Exception):
   """Base of every error tinycore raises on purpose."""
@@ -14,3 +14,7 @@ class CompileError(TinycoreError, RuntimeError):
 
 class DeviceError(TinycoreError, RuntimeError):
   """A backend failed at run time (launch, copy, allocation)."""
+
+class ContractDeprecationWarning(FutureWarning):
+  """A plugin was written for an older plugin-contract version (or states its version by importing the core's): it runs,
+  adapted, and the message says what its package should change. A FutureWarning, so users see it by default."""

@@ -1,7 +1,7 @@
 """tinygrad-amd: the AMD backend (RDNA3 machine code from our own assembler; the RDNA3 emulator with AMD_EMULATE=1, else
 KFD), registered through the tinycore.backends entry point."""
 import os
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+from tinycore.runtime.plugin import BackendSpec, hookimpl
 
 def _renderer():
   from tinygrad_amd.renderer import RDNA3Renderer
@@ -25,6 +25,6 @@ def _instances() -> int:
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("AMD", CONTRACT_VERSION, _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
+  return [BackendSpec("AMD", (2, 0), _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
                       capabilities={"dtypes": "all", "index_bits": 32, "isa": "gfx1100 (RDNA3, wave32)",
                                     "emulator": "AMD_EMULATE=1"})]

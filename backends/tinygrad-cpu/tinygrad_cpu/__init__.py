@@ -1,7 +1,7 @@
 """tinygrad-cpu: the CPU backend (LLVM IR, or C with CPU_RENDERER=C, compiled in process), registered through the tinycore.backends entry point."""
 from __future__ import annotations
 import os
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl, virtual_instances
+from tinycore.runtime.plugin import BackendSpec, hookimpl, virtual_instances
 
 def renderer_factory():
   from tinygrad_cpu.renderer import LLVMRenderer, CRenderer
@@ -24,6 +24,6 @@ def allocator_factory(driver):
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("CPU", CONTRACT_VERSION, renderer_factory, assembler_factory, driver_factory, allocator_factory, priority=100, instances=virtual_instances,
+  return [BackendSpec("CPU", (2, 0), renderer_factory, assembler_factory, driver_factory, allocator_factory, priority=100, instances=virtual_instances,
                       capabilities={"dtypes": "all", "renderers": "LLVM (default), C (CPU_RENDERER=C, needs clang or gcc)",
                                     "threads": "CPU_THREADS (default: every core)", "instances": "virtual: CPU:0, CPU:1, ... as many as asked", "index_bits": 64})]

@@ -1,7 +1,7 @@
 """tinygrad-nv: the NV backend (PTX through ptxas and the CUDA driver, or the PTX emulator with NV_EMULATE=1), registered
 through the tinycore.backends entry point."""
 from tinycore.helpers import getenv
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl, virtual_instances
+from tinycore.runtime.plugin import BackendSpec, hookimpl, virtual_instances
 
 def _renderer():
   from tinygrad_nv.renderer import PTXRenderer
@@ -22,7 +22,7 @@ def _instances() -> int:
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   emulate = bool(getenv("NV_EMULATE", 0))
-  return [BackendSpec("NV", CONTRACT_VERSION, _renderer, _assembler, _driver, _allocator, priority=-10 if emulate else 2,
+  return [BackendSpec("NV", (2, 0), _renderer, _assembler, _driver, _allocator, priority=-10 if emulate else 2,
                       instances=virtual_instances if emulate else _instances,
                       capabilities={"dtypes": "all", "index_bits": 64, "arch": "NV_ARCH (default sm_90)",
                                     "runs on": "the PTX emulator (NV_EMULATE=1)" if emulate else "an NVIDIA GPU through libcuda.so.1",

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import os
 from collections.abc import Mapping
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+from tinycore.runtime.plugin import BackendSpec, hookimpl
 
 def _renderer():
   from tinygrad_remote.renderer import remote_renderer
@@ -32,5 +32,5 @@ class ServerCapabilities(Mapping):
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("REMOTE", CONTRACT_VERSION, _renderer, _assembler, _driver, _allocator, priority=-50, instances=_instances,
+  return [BackendSpec("REMOTE", (2, 0), _renderer, _assembler, _driver, _allocator, priority=-50, instances=_instances,
                       capabilities=ServerCapabilities())]

@@ -1,5 +1,5 @@
 """The EXAMPLE backend's registration: one hook that describes the device, its four roles and its capabilities."""
-from tinycore.runtime.plugin import BackendSpec, CONTRACT_VERSION, hookimpl
+from tinycore.runtime.plugin import BackendSpec, hookimpl
 
 # the role modules are imported inside the factories: `python -m tinycore devices` imports every plugin, and a
 # plugin's import should cost nothing until its device is used
@@ -19,7 +19,8 @@ def allocator(driver):
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   return [BackendSpec(
-    name="EXAMPLE", contract_version=CONTRACT_VERSION,
+    name="EXAMPLE",
+    contract_version=(2, 0),                           # the contract it was written for, stated literally (section 11)
     renderer=renderer,                                 # called with no arguments, never opens the device
     assembler=assembler,                               # called with the renderer
     driver=driver,                                     # called with the instance index: opens the device
