@@ -6,8 +6,11 @@ from tinycore.dtype import dtypes
 from tinycore.rewrite import UPat, PatternMatcher
 
 def _reduce_to(g: UOp, shape: tuple) -> UOp:
-  """Sum g over the axes where `shape` was expanded."""
-  return g.r(Ops.ADD, tuple(i for i, (a, b) in enumerate(zip(shape, g.shape)) if a != b))
+  """Sum g over the axes where `shape` was expanded; 16-bit floats summed in float32 (as a forward sum or matmul is:
+  a half gradient summed over a batch in half loses its low terms, and a tensor core adds products in float32)."""
+  axes = tuple(i for i, (a, b) in enumerate(zip(shape, g.shape)) if a != b)
+  if g.dtype in (dtypes.float16, dtypes.bfloat16): return g.cast(dtypes.float32).r(Ops.ADD, axes).cast(g.dtype)
+  return g.r(Ops.ADD, axes)
 
 def _max_grad(ctx: UOp, ret: UOp) -> tuple:
   a, b = ret.src

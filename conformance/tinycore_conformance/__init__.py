@@ -13,6 +13,7 @@ SECTIONS = {
   "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",
   "multi": "two instances of the backend: transfers between them and to and from CPU, all-reduce, sharded reductions and matmuls",
   "blocks": "thread blocks, shared memory, barriers: grouped reductions and shared-memory tiles by explicit actions, and in common programs",
+  "tensor_cores": "matmuls, batched and transposed, convolutions and inf/nan on each declared tensor core, within bounds from its types",
   "reduce_scale": "sums and means of 2^27 elements (constants, fused expressions, realized data) within a bound that does not grow with n",
   "resources": "no leaked buffers after many launches, many small launches, clean failures on impossible requests",
 }
