@@ -10,19 +10,22 @@ from tinycore.codegen.gpudims import thread_axes
 # ***** grouped reductions *****
 # A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, writes its partial into
 # shared memory, and after a barrier every thread of the group combines the G partials in the same order (so each gets
-# the same bits); the group's first thread stores the result.
+# the same bits); the group's first thread stores the result. A reduction may also be spread over an output axis's
+# threads (LOCAL) that it does not depend on: each of them then goes on to compute its own outputs from the result.
+
+THREADS = (AxisType.GROUP_REDUCE, AxisType.LOCAL)   # a reduction over these is spread over a block's threads
 
 def group_reduces(sink: UOp) -> UOp:
   order = sink.toposort()
   threads = thread_axes(sink, [u for u in order if u.op is Ops.RANGE])
-  grouped = [x for x in order if x.op is Ops.REDUCE and any(r.arg[1] is AxisType.GROUP_REDUCE for r in x.src[1:])]
+  grouped = [x for x in order if x.op is Ops.REDUCE and any(r.arg[1] in THREADS for r in x.src[1:])]
   if not grouped: return sink
   ids = itertools.count(max(u.arg[0] for u in order if u.op is Ops.RANGE) + 1)
   nlocal = itertools.count(max((u.arg + 1 for u in order if u.op is Ops.DEFINE_LOCAL), default=0))
   slot, stride = UOp.const(dtypes.index, 0), 1
   for t in reversed(threads): slot, stride = slot + t * stride, stride * t.src[0].arg
   def lower(x: UOp) -> UOp | None:
-    if not (group := [r for r in x.src[1:] if r.arg[1] is AxisType.GROUP_REDUCE]): return None
+    if not (group := [r for r in x.src[1:] if r.arg[1] in THREADS]): return None
     rest = tuple(r for r in x.src[1:] if r not in group)
     partial = UOp(Ops.REDUCE, x.dtype, (x.src[0],) + rest, x.arg) if rest else x.src[0]
     smem = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride, "local"), (), next(nlocal))
@@ -34,7 +37,8 @@ def group_reduces(sink: UOp) -> UOp:
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), lower)]))
   def gate(st: UOp) -> UOp:   # the group's first thread stores what every thread of it computed
     if st.src[0].src[0].op is not Ops.DEFINE_GLOBAL: return st
-    if not (gs := [r for r in st.toposort() if r.op is Ops.RANGE and r.arg[1] is AxisType.GROUP_REDUCE]): return st
+    addr = set(st.src[0].toposort())
+    if not (gs := [r for r in st.toposort() if r.op is Ops.RANGE and r.arg[1] is AxisType.GROUP_REDUCE and r not in addr]): return st
     first = gs[0].eq(0)
     for g in gs[1:]: first = first & g.eq(0)
     return st.replace(src=st.src[:2] + (first,))

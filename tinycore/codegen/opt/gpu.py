@@ -33,7 +33,7 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp, UOp] | None:
   if not pairs: return None
   rows, cols = max(pairs, key=lambda p: (k.output_coefficient(p[1]) == 1, const_size(p[0]) * const_size(p[1])))
   red = [r for r in x.src[1:] if const_size(r) is not None]
-  return (rows, cols, max(red, key=const_size)) if red else None
+  return (rows, cols, red[-1]) if red else None   # the innermost loop: the tile spans it, the loops outside run alike in every thread
 
 def hand_coded(k: Kernel) -> Kernel:
   ren = k.ren
@@ -43,9 +43,11 @@ def hand_coded(k: Kernel) -> Kernel:
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   outputs = prod(const_size(r) for r in glob)
   red = [r for x in k.reduces for r in x.src[1:] if const_size(r) is not None]
+  def longest(red: list[UOp]) -> UOp:   # the sum's axis its reads run along, else its longest
+    return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
   if ren.has_shared and red:
     # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours)
-    r = max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
+    r = longest(red)
     want = min(256, ren.max_threads_per_group)
     if const_size(r) >= 64 and outputs * 8 <= const_size(r) * 1024 and (g := _divisor(const_size(r), want, 16)) is not None:
       k = _try(k, OptOps.GROUP, r, g)
@@ -56,6 +58,16 @@ def hand_coded(k: Kernel) -> Kernel:
     before = len(k.applied)
     k = _try(k, OptOps.LOCAL, r, n)
     if len(k.applied) > before: room //= n
+  # a sum every thread of a row of outputs would compute alone (softmax's, layernorm's) is spread over those threads
+  tried: set[int] = set()
+  while ren.has_shared:
+    for x in (x for x in k.reduces if not any(t.arg[1] in (AxisType.GROUP_REDUCE, AxisType.LOCAL) for t in x.src[1:])):
+      free = [t for t in k.axes(AxisType.LOCAL) if t not in k.deps[x]]
+      cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(const_size(r) % const_size(t) == 0 for t in free)]
+      if free and cands: break
+    else: break
+    tried.add((r := longest(cands)).arg[0])
+    k = _try(k, OptOps.GROUP, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
   return k
 
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp, red: UOp) -> Kernel:

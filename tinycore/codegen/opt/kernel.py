@@ -79,11 +79,10 @@ def flat(axes: list[UOp]) -> UOp:
     out, stride = out + a * stride, stride * const_size(a)
   return out
 
-def split_range(sink: UOp, r: UOp, amount: int, kind: AxisType, new_id: int, top: bool = False) -> tuple[UOp, UOp]:
-  """r (n trips) -> rest*amount + new (top: new*(n/amount) + rest), new a range of `kind`; reductions over r reduce over
-  both, outer first. Returns the sink and the new range."""
+def split_range(sink: UOp, r: UOp, amount: int, new: UOp, top: bool = False) -> UOp:
+  """r (n trips) -> rest*amount + new (top: new*(n/amount) + rest), `new` a range of `amount` trips (a fresh one, or a
+  block's thread axis the work shares); reductions over r reduce over both, outer first."""
   n = const_size(r)
-  new = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amount),), (new_id, kind))
   rest = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n // amount),), r.arg) if n // amount > 1 else UOp.const(dtypes.index, 0)
   expr = (new * (n // amount) + rest) if top else (rest * amount + new)
   pair = tuple(x for x in ((new, rest) if top else (rest, new)) if x.op is Ops.RANGE)
@@ -91,7 +90,7 @@ def split_range(sink: UOp, r: UOp, amount: int, kind: AxisType, new_id: int, top
     if expr not in x.src[1:]: return None
     return x.replace(src=(x.src[0],) + tuple(y for s in x.src[1:] for y in (pair if s is expr else (s,))))
   sink = graph_rewrite(sink.substitute({r: expr}), PatternMatcher([(UPat(Ops.REDUCE, name="x"), both)]))
-  return graph_rewrite(sink, symbolic_rules), new
+  return graph_rewrite(sink, symbolic_rules)
 
 def pad_range(k: Kernel, r: UOp, size: int) -> UOp:
   """r runs to `size`, past its n trips: every load reading it is kept in its buffer and gives 0 there, a reduction's
@@ -137,16 +136,21 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
   if r.arg[1] is not src_kind: raise OptError(f"{opt}: range {opt.axis} is {r.arg[1].name}, {opt.op.name} splits a {src_kind.name} range")
   if (n := const_size(r)) is None or amt < 2 or n % amt: raise OptError(f"{opt}: {amt} does not divide the range's {r.src[0]} trips")
   if any(o.op is OptOps.STAGE for o in k.applied) and opt.op is not OptOps.UNROLL: raise OptError(f"{opt}: only UNROLL may follow STAGE")
+  grouped = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
+  # a reduction the block's threads along an output axis do not change is spread over those threads (a row's sum in the
+  # kernel that then writes the row: its threads sum the row together) instead of over threads of its own
+  shared = next((t for t in k.axes(AxisType.LOCAL) if const_size(t) == amt and not any(t in k.deps[x] for x in k.owners[r])), None) if grouped else None
   if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP):
     if not ren.has_local: raise OptError(f"{opt}: backend {ren.device} has no thread blocks")
     if opt.op is not OptOps.LOCAL and not ren.has_shared: raise OptError(f"{opt}: backend {ren.device} has no shared memory")
-    if prod(const_size(t) for t in k.threads()) * amt > ren.max_threads_per_group:
+    if shared is None and prod(const_size(t) for t in k.threads()) * amt > ren.max_threads_per_group:
       raise OptError(f"{opt}: a block of more than {ren.max_threads_per_group} threads")
-    if len(k.threads()) >= 3: raise OptError(f"{opt}: at most 3 thread axes")
+    if shared is None and len(k.threads()) >= 3: raise OptError(f"{opt}: at most 3 thread axes")
   if opt.op is OptOps.UPCAST and amt > ren.upcast_max: raise OptError(f"{opt}: more than {ren.upcast_max} copies")
-  if opt.op in (OptOps.GROUP, OptOps.GROUPTOP) and any(x.arg[1] is AxisType.GROUP_REDUCE for x in k.owners[r][0].src[1:]):
+  if grouped and any(x.arg[1] in (AxisType.GROUP_REDUCE, AxisType.LOCAL) for x in k.owners[r][0].src[1:]):
     raise OptError(f"{opt}: the reduction is already grouped")
-  sink, new = split_range(k.sink, r, amt, new_kind, k.next_id, top=opt.op is OptOps.GROUPTOP)
+  new = shared if shared is not None else UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, amt),), (k.next_id, new_kind))
+  sink = split_range(k.sink, r, amt, new, top=opt.op is OptOps.GROUPTOP)
   if opt.op is OptOps.STAGE: sink = stage(Kernel(sink, ren), r.replace(src=(UOp.const(dtypes.index, n // amt),)) if n > amt else None, new)
   return Kernel(sink, ren, k.applied + (opt,))
 
@@ -168,7 +172,8 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   sub, copies, smem_bytes = {}, [], 0
   tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL)
   for x in k.owners.get(inner, []):
-    mine = set(x.src[1:])
+    # the sum's loops inside the tile's loop are the tile's; those outside it run alike in every thread of the block
+    mine = set(x.src[1 + x.src[1:].index(outer) + 1:]) if outer is not None else set(x.src[1:])
     for ld in (u for u in x.src[0].toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and inner in k.deps[u]):
       if ld in sub or all(t in k.deps[ld] for t in threads): continue
       tile = [a for a in k.deps[ld] if a is not outer and (a.arg[1] in tile_kinds or a in mine)]
