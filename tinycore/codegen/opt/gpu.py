@@ -20,8 +20,8 @@ def _strides(k: Kernel, r: UOp) -> list[int]:
   return [split_terms(u.src[0].src[1])[0].get(r, 0) for u in k.order
           if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
 
-def _matmul(k: Kernel) -> tuple[UOp, UOp, UOp] | None:
-  """(rows, cols, the sum's axis) of a product's reduction whose two operands each skip an output axis (C[i, j] +=
+def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
+  """(rows, cols) of a product's reduction whose two operands each skip an output axis (C[i, j] +=
   A[i, k] * B[k, j]: B does not change with i, A with j): the block's threads can share them. cols is the output's
   contiguous axis where it can be."""
   if len(k.reduces) != 1 or (x := k.reduces[0]).arg is not Ops.ADD or not dtypes.is_float(x.dtype): return None
@@ -32,8 +32,7 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp, UOp] | None:
            for a in sb if a in k.deps[la] for b in sa if b in k.deps[lb] and a is not b]
   if not pairs: return None
   rows, cols = max(pairs, key=lambda p: (k.output_coefficient(p[1]) == 1, const_size(p[0]) * const_size(p[1])))
-  red = [r for r in x.src[1:] if const_size(r) is not None]
-  return (rows, cols, red[-1]) if red else None   # the innermost loop: the tile spans it, the loops outside run alike in every thread
+  return rows, cols
 
 def hand_coded(k: Kernel) -> Kernel:
   ren = k.ren
@@ -58,11 +57,12 @@ def hand_coded(k: Kernel) -> Kernel:
     before = len(k.applied)
     k = _try(k, OptOps.LOCAL, r, n)
     if len(k.applied) > before: room //= n
-  # a sum every thread of a row of outputs would compute alone (softmax's, layernorm's) is spread over those threads
+  # a sum every thread of a row of outputs (or of another sum's group) would compute alone (softmax's, layernorm's) is
+  # spread over those threads
   tried: set[int] = set()
   while ren.has_shared:
     for x in (x for x in k.reduces if not any(t.arg[1] in (AxisType.GROUP_REDUCE, AxisType.LOCAL) for t in x.src[1:])):
-      free = [t for t in k.axes(AxisType.LOCAL) if t not in k.deps[x]]
+      free = [t for t in k.axes(AxisType.LOCAL, AxisType.GROUP_REDUCE) if t not in k.deps[x]]
       cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(const_size(r) % const_size(t) == 0 for t in free)]
       if free and cands: break
     else: break
@@ -70,17 +70,19 @@ def hand_coded(k: Kernel) -> Kernel:
     k = _try(k, OptOps.GROUP, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
   return k
 
-def _tile_matmul(k: Kernel, rows: UOp, cols: UOp, red: UOp) -> Kernel:
+def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile), the sum staged in
   shared memory 16 at a time (tiles of both operands: 8 KiB in float32) and unrolled."""
-  rid, cid, kid = rows.arg[0], cols.arg[0], red.arg[0]
+  rid, cid = rows.arg[0], cols.arg[0]
   lim = min(ren_threads := k.ren.max_threads_per_group, 256)
   for r, cap in ((cols, 16), (rows, lim // 16)):
     if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: k = _try(k, OptOps.LOCAL, r, n)
   for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
     if any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), 4)) is not None: k = _try(k, OptOps.UPCAST, i, n)
-  for bk in (16, 8, 4):
-    inner = k.next_id   # the id STAGE gives the tile's range
-    if const_size(k.rng(kid)) % bk == 0 and len((staged := _try(k, OptOps.STAGE, kid, bk)).applied) > len(k.applied):
-      return _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
+  # the innermost sum axis that tiles (a conv's kernel rows and columns do not: its channels do)
+  for r in reversed([r for r in k.reduces[0].src[1:] if const_size(r) is not None]):
+    for bk in (16, 8, 4):
+      inner = k.next_id   # the id STAGE gives the tile's range
+      if const_size(r) % bk == 0 and len((staged := _try(k, OptOps.STAGE, r.arg[0], bk)).applied) > len(k.applied):
+        return _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
   return k

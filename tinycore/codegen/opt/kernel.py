@@ -45,9 +45,11 @@ class Kernel:
   def axes(self, *kinds: AxisType) -> list[UOp]: return [r for r in self.ranges if r.arg[1] in kinds]
   @functools.cached_property
   def deps(self) -> dict[UOp, frozenset[UOp]]:
-    """The ranges each node's value changes with."""
+    """The ranges each node's value changes with (a reduction's not with the ranges it reduces over)."""
     deps: dict[UOp, frozenset[UOp]] = {}
-    for u in self.order: deps[u] = frozenset({u}) if u.op is Ops.RANGE else frozenset().union(*(deps[s] for s in u.src))
+    for u in self.order:
+      deps[u] = frozenset({u}) if u.op is Ops.RANGE else frozenset().union(*(deps[s] for s in u.src))
+      if u.op is Ops.REDUCE: deps[u] = deps[u] - set(u.src[1:]) | frozenset().union(*(deps[r.src[0]] for r in u.src[1:]))
     return deps
   @functools.cached_property
   def reduces(self) -> list[UOp]: return [u for u in self.order if u.op is Ops.REDUCE]
@@ -137,9 +139,11 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
   if (n := const_size(r)) is None or amt < 2 or n % amt: raise OptError(f"{opt}: {amt} does not divide the range's {r.src[0]} trips")
   if any(o.op is OptOps.STAGE for o in k.applied) and opt.op is not OptOps.UNROLL: raise OptError(f"{opt}: only UNROLL may follow STAGE")
   grouped = opt.op in (OptOps.GROUP, OptOps.GROUPTOP)
-  # a reduction the block's threads along an output axis do not change is spread over those threads (a row's sum in the
-  # kernel that then writes the row: its threads sum the row together) instead of over threads of its own
-  shared = next((t for t in k.axes(AxisType.LOCAL) if const_size(t) == amt and not any(t in k.deps[x] for x in k.owners[r])), None) if grouped else None
+  # a reduction the block's threads along an output axis (or another reduction's group) do not change is spread over
+  # those threads (a row's sum in the kernel that then writes the row: its threads sum the row together) instead of
+  # over threads of its own
+  shared = next((t for t in k.axes(AxisType.LOCAL, AxisType.GROUP_REDUCE) if const_size(t) == amt and not any(t in k.deps[x] for x in k.owners[r])),
+                None) if grouped else None
   if opt.op in (OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP):
     if not ren.has_local: raise OptError(f"{opt}: backend {ren.device} has no thread blocks")
     if opt.op is not OptOps.LOCAL and not ren.has_shared: raise OptError(f"{opt}: backend {ren.device} has no shared memory")
