@@ -10,7 +10,7 @@ from tinycore.codegen.gpudims import thread_axes
 # ***** grouped reductions *****
 # A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, writes its partial into
 # shared memory, and after a barrier every thread of the group combines the G partials in the same order (so each gets
-# the same bits); the group's first thread stores the result. A reduction may also be spread over an output axis's
+# the same bits; past 64 in two rounds, rows of sqrt(G) first); the group's first thread stores the result. A reduction may also be spread over an output axis's
 # threads (LOCAL) that it does not depend on: each of them then goes on to compute its own outputs from the result.
 
 THREADS = (AxisType.GROUP_REDUCE, AxisType.LOCAL)   # a reduction over these is spread over a block's threads
@@ -28,12 +28,25 @@ def group_reduces(sink: UOp) -> UOp:
     if not (group := [r for r in x.src[1:] if r.arg[1] in THREADS]): return None
     rest = tuple(r for r in x.src[1:] if r not in group)
     partial = UOp(Ops.REDUCE, x.dtype, (x.src[0],) + rest, x.arg) if rest else x.src[0]
+    G = prod(g.src[0].arg for g in group)
+    def at(i: UOp) -> UOp:   # the slot of the thread at position i of the group (the others where this thread is)
+      coords, n = {}, 1
+      for g in reversed(group): coords[g], n = (i // n) % g.src[0].arg, n * g.src[0].arg
+      return slot.substitute(coords)
+    def combine(smem: UOp, done: UOp, first: UOp, n: int, step: int) -> UOp:   # sum of the n slots first, first+step, ...
+      j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (next(ids), AxisType.REDUCE))
+      return UOp(Ops.REDUCE, x.dtype, (UOp(Ops.LOAD, x.dtype, (smem.index(at(first + j * step)), done)), j), x.arg)
     smem = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride, "local"), (), next(nlocal))
     done = UOp(Ops.BARRIER, dtypes.void, (smem.index(slot).store(partial),))
-    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, prod(g.src[0].arg for g in group)),), (next(ids), AxisType.REDUCE))
-    coords, n = {}, 1
-    for g in reversed(group): coords[g], n = (j // n) % g.src[0].arg, n * g.src[0].arg
-    return UOp(Ops.REDUCE, x.dtype, (UOp(Ops.LOAD, x.dtype, (smem.index(slot.substitute(coords)), done)), j), x.arg)
+    if G < 64: return combine(smem, done, UOp.const(dtypes.index, 0), G, 1)
+    # past 64 partials, in two rounds of sqrt(G) (each thread reads A + B partials, not G): the first A threads each
+    # combine a row of B partials into a second array, then every thread combines the A rows
+    A = 1 << ((G.bit_length() - 1) // 2) if G & (G - 1) == 0 else next(a for a in range(int(G ** 0.5), 0, -1) if G % a == 0)
+    gi = UOp.const(dtypes.index, 0)
+    for g, n in zip(reversed(group), itertools.accumulate([1] + [g.src[0].arg for g in reversed(group)], lambda a, b: a * b)): gi = gi + g * n
+    row = combine(smem, done, (gi % A) * (G // A), G // A, 1)
+    rows = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride, "local"), (), next(nlocal))
+    return combine(rows, UOp(Ops.BARRIER, dtypes.void, (rows.index(at(gi % A)).store(row, gi < A),)), UOp.const(dtypes.index, 0), A, 1)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), lower)]))
   def gate(st: UOp) -> UOp:   # the group's first thread stores what every thread of it computed
     if st.src[0].src[0].op is not Ops.DEFINE_GLOBAL: return st
