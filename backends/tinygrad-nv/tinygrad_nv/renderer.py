@@ -4,7 +4,7 @@ import os, re, struct
 from collections import defaultdict
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.renderer import Renderer
+from tinycore.renderer import Renderer, TensorCore
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 from tinycore.runtime.errors import UnsupportedError
 
@@ -55,13 +55,21 @@ class PTXRenderer(Renderer):
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # gridDim.y/z <= 65535 is met by the driver launching slices, never by truncating
   has_local = True                    # SPECIAL lidxN: threads of a block; global_size then counts blocks
-  has_shared = False                  # (True once the PTX emulator runs .shared and bar.sync) DEFINE_LOCAL: .shared arrays, the global layout; BARRIER: bar.sync
+  has_shared = True                   # DEFINE_LOCAL: .shared arrays (the layout of global memory); BARRIER: bar.sync
   shared_max = 48 << 10               # static .shared per block without opting in to more
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
+  # mma.sync m16n8k16 (sm_80+), fragments as the PTX ISA lays them out: lane = groupID*4 + threadID_in_group; A's element
+  # i at row groupID + 8*((i>>1)&1), column tig*2 + (i&1) + 8*(i>>2); B's at row tig*2 + (i&1) + 8*(i>>1), column
+  # groupID; C's and D's at row groupID + 8*(i>>1), column tig*2 + (i&1)
+  tensor_cores = tuple(TensorCore(f"mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32", (16, 8, 16), dt, dtypes.float32, 32,
+                                  a=((("k", 1), ("k", 2), ("m", 0), ("m", 1), ("m", 2)), (("k", 0), ("m", 3), ("k", 3))),
+                                  b=((("k", 1), ("k", 2), ("n", 0), ("n", 1), ("n", 2)), (("k", 0), ("k", 3))),
+                                  c=((("n", 1), ("n", 2), ("m", 0), ("m", 1), ("m", 2)), (("n", 0), ("m", 3))))
+                       for dt, t in ((dtypes.float16, "f16"), (dtypes.bfloat16, "bf16")))
   def __init__(self, arch: str | None = None):
     self.arch = arch or os.environ.get("NV_ARCH", "sm_90")
     if not re.fullmatch(r"sm_\d+a?", self.arch): raise ValueError(f"NV_ARCH={self.arch!r}: expected an NVIDIA arch like sm_80 or sm_90")
@@ -153,10 +161,14 @@ class _Kernel:
       self.regs[u] = r = self.new(dt)
       self.ins(f"ld.param.{op_type(dt)} {r}, [var{self.vars.index(u)}]")
     elif op is Ops.SPECIAL: self.special(u, groups)
+    elif op is Ops.CONST and dt.count > 1: self.regs[u] = self.vector(dt, render_const(u.arg, dt))
     elif op is Ops.CONST:
       self.regs[u] = r = self.new(dt)
       if dt == dtypes.bool: self.ins(f"setp.ne.u32 {r}, {1 if u.arg else 0}, 0")
       else: self.ins(f"mov.{op_type(dt)} {r}, {render_const(u.arg, dt)}")
+    elif op is Ops.VECTORIZE: self.regs[u] = tuple(self.ref(s) for s in u.src)   # a vector is its elements' registers
+    elif op is Ops.GEP: self.regs[u] = self.ref(u.src[0])[u.arg]
+    elif op is Ops.WMMA: self.regs[u] = self.wmma(u)
     elif op is Ops.RANGE:
       self.regs[u] = r = self.new(dt)
       t, n = op_type(dt), u.arg[0]
@@ -170,11 +182,12 @@ class _Kernel:
       self.ins(f"add.{op_type(u.src[0].dtype)} {r}, {r}, 1")
       self.ins(f"bra $loop{n}")
       self.lines.append(f"$end{n}:")
+    elif op is Ops.DEFINE_ACC and dt.count > 1: self.regs[u] = self.vector(dt, *self.ref(u.src[0]))
     elif op is Ops.DEFINE_ACC:
       self.regs[u] = r = self.new(dt)
       self.mov(r, self.ref(u.src[0]), dt)
     elif op is Ops.ASSIGN:
-      self.mov(self.ref(u.src[0]), self.ref(u.src[1]), dt)
+      for dst, src in zip(*((r,) if isinstance(r := self.ref(x), str) else r for x in u.src)): self.mov(dst, src, dt.scalar)
       self.regs[u] = self.ref(u.src[0])
     elif op is Ops.DEFINE_LOCAL:
       self.shared.append(f"\t.shared .align 16 .b8 smem{u.arg}[{u.dtype.size * u.dtype.base.itemsize}];")
@@ -197,6 +210,37 @@ class _Kernel:
     elif op is Ops.BITCAST: self.regs[u] = self.bitcast(u.src[0], dt)
     elif op in GroupOp.ALU: self.regs[u] = self.alu(op, dt, u.src)
     else: raise UnsupportedError(f"backend NV cannot render {op} in kernel {self.name}")
+
+  def vector(self, dt: DType, *init: str) -> tuple[str, ...]:
+    """dt.count fresh registers, each set to its init (one init: all the same)."""
+    regs = tuple(self.new(dt.scalar) for _ in range(dt.count))
+    for r, v in zip(regs, init * dt.count if len(init) == 1 else init): self.mov(r, v, dt.scalar)
+    return regs
+
+  def wmma(self, u: UOp) -> tuple[str, ...]:
+    """mma.sync: A's and B's 16-bit elements packed two to a .b32 register (the lower element in the low half), the
+    f32 accumulators as they are."""
+    tc, (a, b, c) = u.arg, (self.ref(s) for s in u.src)
+    t = "f16" if tc.dtype_in == dtypes.float16 else "bf16"
+    def pack(regs: tuple[str, ...]) -> list[str]:   # exact: the f32 registers hold values of the type
+      out = []
+      for lo, hi in zip(regs[0::2], regs[1::2]):
+        out.append(r := self.reg("r"))
+        if t == "f16":
+          h = (self.reg("h"), self.reg("h"))
+          for x, y in zip(h, (lo, hi)): self.ins(f"cvt.rn.f16.f32 {x}, {y}")
+          self.ins(f"mov.b32 {r}, {{{h[0]}, {h[1]}}}")
+        else:   # a bfloat16 is the top half of its f32
+          top, low = self.reg("r"), self.reg("r")
+          self.ins(f"mov.b32 {top}, {hi}")
+          self.ins(f"and.b32 {top}, {top}, -65536")
+          self.ins(f"mov.b32 {low}, {lo}")
+          self.ins(f"shr.u32 {low}, {low}, 16")
+          self.ins(f"or.b32 {r}, {top}, {low}")
+      return out
+    d = tuple(self.new(dtypes.float32) for _ in c)
+    self.ins(f"{tc.name} {{{', '.join(d)}}}, {{{', '.join(pack(a))}}}, {{{', '.join(pack(b))}}}, {{{', '.join(c)}}}")
+    return d
 
   def mov(self, dst: str, src: str, dt: DType) -> None:
     self.ins(f"mov.{'pred' if dt == dtypes.bool else 'b' + op_type(dt)[1:]} {dst}, {src}")

@@ -20,6 +20,7 @@ class OptOps(Enum):
   STAGE = auto()      # a reduce axis cut into tiles of `amount`: per tile, every operand the block's threads share is
                       # first copied into shared memory (the last action on a kernel; only UNROLL may follow)
   PADTO = auto()      # an axis run to the next multiple of `amount`: reads past its end give 0, sums skip them, stores there are dropped
+  MERGE = auto()      # the axis and the range numbered `amount` (of its kind) as one range, `amount`'s values varying fastest
   TC = auto()         # the reduction over this axis on the renderer's tensor core number `amount` (codegen/opt/tc.py)
   def __repr__(self): return f"OptOps.{self.name}"
 
@@ -126,9 +127,21 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
   """The kernel with `opt` applied, or OptError saying why it does not apply."""
   ren, r, amt = k.ren, k.rng(opt.axis), opt.amount
   if opt.op is OptOps.TC:
-    if any(o.op is not OptOps.PADTO for o in k.applied): raise OptError(f"{opt}: TC is the first action (after PADTO)")
+    if any(o.op not in (OptOps.PADTO, OptOps.MERGE) for o in k.applied): raise OptError(f"{opt}: TC is the first action (after PADTO, MERGE)")
     if not 0 <= amt < len(ren.tensor_cores): raise OptError(f"{opt}: backend {ren.device} has {len(ren.tensor_cores)} tensor cores")
     return Kernel(apply_tc(k, r, ren.tensor_cores[amt]), ren, k.applied + (opt,))
+  if opt.op is OptOps.MERGE:
+    inner = k.rng(amt)
+    if r is inner or r.arg[1] is not inner.arg[1] or r.arg[1] not in (AxisType.GLOBAL, AxisType.REDUCE) or None in (const_size(r), const_size(inner)):
+      raise OptError(f"{opt}: merges two GLOBAL or two REDUCE ranges of constant trips")
+    if r.arg[1] is AxisType.REDUCE and any((r in x.src[1:]) != (inner in x.src[1:]) for x in k.reduces):
+      raise OptError(f"{opt}: the two ranges are not reduced over together")
+    merged = r.replace(src=(UOp.const(dtypes.index, const_size(r) * const_size(inner)),))
+    def one(x: UOp) -> UOp | None:   # a reduction over both is one over the merged range
+      return x.replace(src=(x.src[0],) + tuple(merged if s is r else s for s in x.src[1:] if s is not inner)) if r in x.src[1:] else None
+    sink = graph_rewrite(k.sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), one)]))
+    sink = sink.substitute({r: merged // const_size(inner), inner: merged % const_size(inner)})
+    return Kernel(graph_rewrite(sink, symbolic_rules), ren, k.applied + (opt,))
   if opt.op is OptOps.PADTO:
     if r.arg[1] not in (AxisType.GLOBAL, AxisType.REDUCE) or (n := const_size(r)) is None or amt < 2 or n % amt == 0:
       raise OptError(f"{opt}: pads a GLOBAL or REDUCE range of constant trips that {amt} does not divide")
