@@ -24,6 +24,14 @@ def test_emulator_matches_the_h100_bit_for_bit(key):
     diff = np.flatnonzero((got[:n].view(np.uint8).reshape(n, -1) != want.view(np.uint8).reshape(n, -1)).any(axis=1))
     assert diff.size == 0, f"{key} output {i}: {diff.size} of {n} differ from the {H100['gpu']}, first at {diff[0]}: {got[diff[0]]!r} vs {want[diff[0]]!r}"
 
+@pytest.mark.parametrize("key", list(K.CASES))
+def test_hand_written_kernels_are_ptx_that_ptxas_accepts(key):
+  from tinygrad_nv.assembler import find_ptxas, run_ptxas
+  if (ptxas := find_ptxas()) is None:
+    if os.environ.get("CI"): pytest.fail("CI must check the hand-written kernels with ptxas: install tinygrad-nv[ptxas]")
+    pytest.skip("ptxas not found: pip install 'tinygrad-nv[ptxas]'")
+  for arch in ("sm_80", "sm_90"): run_ptxas(K.CASES[key](np.random.default_rng(0)).ptx, arch, ptxas)
+
 # ***** the documented semantics, without a GPU *****
 
 def test_shared_memory_tree_and_shuffles_sum_in_their_order():
@@ -141,6 +149,37 @@ st.global.u32 [%rd1], %r7;
 ret;"""
   _, out = run(body)
   assert np.array_equal(out[:64], np.arange(64) ^ 16)
+
+def test_module_scope_and_dynamic_shared_memory():
+  """A .shared variable declared outside the kernel, and .extern dynamic shared memory sized at launch (after the
+  static variables): each thread stores to both and reads its neighbour's; past the launch's size is an error."""
+  ptx = K.kernel("k", 1, """ld.param.u64 %rd0, [data0];
+mov.u32 %r0, %tid.x;
+shl.b32 %r1, %r0, 2;
+mov.u32 %r2, dyn;
+add.u32 %r3, %r2, %r1;
+st.shared.u32 [%r3], %r0;
+mov.u32 %r4, stat;
+add.u32 %r5, %r4, %r1;
+st.shared.u32 [%r5], %r0;
+bar.sync 0;
+xor.b32 %r6, %r1, 4;
+add.u32 %r7, %r2, %r6;
+ld.shared.u32 %r8, [%r7];
+add.u32 %r9, %r4, %r6;
+ld.shared.u32 %r10, [%r9];
+add.u32 %r8, %r8, %r10;
+mul.wide.u32 %rd1, %r0, 4;
+add.s64 %rd1, %rd1, %rd0;
+st.global.u32 [%rd1], %r8;
+ret;""").replace(".visible .entry", ".shared .align 4 .u32 stat[64];\n.extern .shared .align 16 .b8 dyn[];\n.visible .entry")
+  mem = EmulatedMemory()
+  out = mem.alloc(256)
+  kern = EmulatedKernel(ptx, "k", mem)
+  assert kern.static_shared == 256
+  kern({"data0": out}, (1, 1, 1), (64, 1, 1), shared_bytes=256)
+  assert np.array_equal(mem.span(out, 256).view(np.uint32), 2 * (np.arange(64) ^ 1))
+  with pytest.raises(EmulatorError, match="outside the block's 384 bytes"): kern({"data0": out}, (1, 1, 1), (64, 1, 1), shared_bytes=128)
 
 # ***** counters *****
 
