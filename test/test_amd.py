@@ -182,6 +182,106 @@ def test_barrier_orders_lds_across_the_waves_of_a_workgroup():
   got = emulate(body, np.zeros(128, np.uint32), lanes=128, lds=256)
   assert got.tolist() == list(range(63, -1, -1)) * 2
 
+def test_barrier_waits_for_the_waves_still_running():
+  # wave 1 of each workgroup skips the first s_barrier and ends: the barrier waits for the surviving wave only (the ISA's
+  # S_BARRIER); wave 0 then reads back what it stored
+  body = ["v_lshlrev_b32_e32 v5, 2, v0", "ds_store_b32 v5, v0", "v_cmp_gt_u32_e32 vcc_lo, 32, v0", "s_cbranch_vccz skip",
+          "s_waitcnt lgkmcnt(0)", "s_barrier", "ds_load_b32 v4, v5", "s_waitcnt lgkmcnt(0)", "skip:"]
+  got = emulate(body, np.zeros(64, np.uint32), lanes=64, lds=256)
+  assert got.tolist() == list(range(32)) + [0] * 32
+
+def test_lds_b128_with_offsets_and_counters():
+  """64 work-items (two waves) store 16 bytes each at 16 + 16 i, pass a barrier, load their mirror's; the counters: 16
+  bytes per lane each way, one barrier for the workgroup, global traffic of the two loads and the store."""
+  body = ["v_lshlrev_b32_e32 v5, 4, v0", "v_mov_b32_e32 v20, v0", "v_add_nc_u32_e32 v21, 1, v0", "v_add_nc_u32_e32 v22, 2, v0",
+          "v_add_nc_u32_e32 v23, 3, v0", "ds_store_b128 v5, v[20:23] offset:16", "s_waitcnt lgkmcnt(0)", "s_barrier",
+          "v_sub_nc_u32_e32 v6, 63, v0", "v_lshlrev_b32_e32 v6, 4, v6", "ds_load_b128 v[24:27], v6 offset:16", "s_waitcnt lgkmcnt(0)",
+          "v_add_nc_u32_e32 v4, v24, v27"]
+  a = np.zeros(64, np.uint32)
+  out = np.zeros(64, np.uint32)
+  prog = Program(parse(kernel_object(PROLOGUE + body + EPILOGUE, vgprs=32, lds=16 + 64 * 16)))
+  c = launch(prog, [out, a, a], np.array([out.ctypes.data, a.ctypes.data, a.ctypes.data], np.uint64).view(np.uint8), (64, 1, 1), (64, 1, 1))
+  assert out.tolist() == [2 * (63 - i) + 3 for i in range(64)]
+  assert (c.shared_written, c.shared_read, c.barriers, c.threads, c.blocks) == (64 * 16, 64 * 16, 1, 64, 1)
+  assert (c.global_read, c.global_written) == (64 * 8, 64 * 4)
+  assert c.instructions == 2 * len(PROLOGUE + body + EPILOGUE) and c.thread_instructions == 32 * c.instructions
+  with pytest.raises(EmulatorError, match="addresses LDS byte"):
+    emulate(["v_lshlrev_b32_e32 v5, 4, v0", "ds_load_b128 v[24:27], v5 offset:16"], a, lanes=64, lds=64 * 16)
+  with pytest.raises(EmulatorError, match="65537 bytes of LDS"): emulate(["s_nop 0"], a, lds=65537)
+
+def test_fmac_rounds_once_into_its_destination():
+  a, b = f32(-2.0**-24 + 2.0**-47), f32(2.0**-24 + 2.0**-47)
+  assert emulate(["v_mov_b32_e32 v4, v2", "v_fmac_f32_e32 v4, v1, v2"], a, b)[:1].view(np.float32)[0] == np.float32(2.0**-24 + 2.0**-47)
+
+def test_work_item_ids_follow_the_descriptor():
+  """v0 packs x, y and z (10 bits each) for an 8x4x2 workgroup; with the descriptor asking for x only, only x."""
+  lines = ["s_load_b64 s[6:7], s[0:1], 0x0", "s_waitcnt lgkmcnt(0)", "v_and_b32_e32 v1, 0x3ff, v0", "v_bfe_u32 v2, v0, 10, 10",
+           "v_bfe_u32 v3, v0, 20, 10", "v_lshl_add_u32 v4, v3, 2, v2", "v_lshl_add_u32 v4, v4, 3, v1", "v_lshlrev_b32_e32 v5, 2, v4",
+           "global_store_b32 v5, v0, s[6:7]", "s_endpgm"]
+  blob = kernel_object(lines, nbufs=1)
+  def run(blob):
+    out = np.zeros(64, np.uint32)
+    launch(Program(parse(blob)), [out], np.array([out.ctypes.data], np.uint64).view(np.uint8), (8, 4, 2), (8, 4, 2))
+    return out
+  i = np.arange(64)
+  assert run(blob).tolist() == (i % 8 | (i // 8 % 4) << 10 | (i // 32) << 20).tolist()
+  lo = parse(blob)
+  at = blob.find(struct.pack("<II", lo.rsrc1, lo.rsrc2))
+  x_only = blob[:at + 4] + struct.pack("<I", lo.rsrc2 & ~(3 << 11)) + blob[at + 8:]
+  assert parse(x_only).rsrc2 >> 11 & 3 == 0
+  got = run(x_only)   # every work-item writes its x at index x
+  assert got.tolist() == list(range(8)) + [0] * 56
+
+def wmma_kernel(name: str) -> list[str]:
+  return ["s_load_b64 s[6:7], s[0:1], 0x0", "s_load_b64 s[8:9], s[0:1], 0x8", "s_load_b64 s[10:11], s[0:1], 0x10",
+          "s_load_b64 s[12:13], s[0:1], 0x18", "s_waitcnt lgkmcnt(0)", "v_lshlrev_b32_e32 v40, 5, v0",
+          "global_load_b128 v[8:11], v40, s[8:9]", "global_load_b128 v[12:15], v40, s[8:9] offset:16",
+          "global_load_b128 v[16:19], v40, s[10:11]", "global_load_b128 v[20:23], v40, s[10:11] offset:16",
+          "global_load_b128 v[0:3], v40, s[12:13]", "global_load_b128 v[4:7], v40, s[12:13] offset:16", "s_waitcnt vmcnt(0)",
+          f"{name} v[24:31], v[8:15], v[16:23], v[0:7]", "global_store_b128 v40, v[24:27], s[6:7]",
+          "global_store_b128 v40, v[28:31], s[6:7] offset:16", "s_endpgm"]
+
+def run_wmma(name: str, a_lanes: np.ndarray, b_lanes: np.ndarray, c_lanes: np.ndarray, lanes: int = 32) -> np.ndarray:
+  """One wave's WMMA on per-lane registers: a, b (32, 8) u32 words, c (32, 8) f32; the (32, 8) words of D."""
+  out = np.zeros((32, 8), np.uint32)
+  bufs = [out, np.ascontiguousarray(a_lanes), np.ascontiguousarray(b_lanes), np.ascontiguousarray(c_lanes)]
+  prog = Program(parse(build(KernelInfo("k", 48, 16, 0, 32, 4, 0), assemble_code(wmma_kernel(name)))))
+  launch(prog, bufs, np.array([x.ctypes.data for x in bufs], np.uint64).view(np.uint8), (lanes, 1, 1), (32, 1, 1))
+  return out
+
+@pytest.mark.parametrize("ty", ["f16", "bf16"])
+def test_wmma_multiplies_the_documented_lane_layout(ty):
+  """Lane l (and l + 16) holds row l % 16 of A and column l % 16 of B (K along the 8 registers, low half first); VGPR v
+  of C and D holds (row 2 v + l // 16, column l % 16). D = A B + C to within f32 accumulation error."""
+  rng = np.random.default_rng(5)
+  A, B, C = rng.standard_normal((16, 16)), rng.standard_normal((16, 16)), rng.standard_normal((16, 16)).astype(np.float32)
+  def halves(m):   # (16, 16) -> the 16-bit patterns of each row
+    if ty == "f16": return m.astype(np.float16).view(np.uint16), m.astype(np.float16).astype(np.float64)
+    b = (m.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return b, (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+  (a16, A), (b16, Bt) = halves(A), halves(B.T)
+  lane = np.arange(32)
+  a_lanes, b_lanes = a16[lane % 16].view(np.uint32), b16[lane % 16].view(np.uint32)   # (32, 8): two halves per word
+  c_lanes = C[2 * np.arange(8)[None, :] + lane[:, None] // 16, lane[:, None] % 16]
+  name = f"v_wmma_f32_16x16x16_{ty}"
+  d = run_wmma(name, a_lanes, b_lanes, c_lanes).view(np.float32)
+  D = np.zeros((16, 16), np.float32)
+  D[2 * np.arange(8)[None, :] + lane[:, None] // 16, lane[:, None] % 16] = d
+  want = A @ Bt.T + C
+  assert (np.abs(D - want) <= 2.0 ** -21 * (np.abs(A) @ np.abs(Bt.T) + np.abs(C))).all()
+  bad = a_lanes.copy()
+  bad[20, 3] ^= 1
+  with pytest.raises(EmulatorError, match="lanes 16-31 must hold a copy"): run_wmma(name, bad, b_lanes, c_lanes)
+  with pytest.raises(EmulatorError, match="EXEC not all ones"): run_wmma(name, a_lanes, b_lanes, c_lanes, lanes=31)
+
+def test_code_object_with_new_instructions_disassembles_like_llvm_objdump():
+  objdump = llvm_tool("llvm-objdump")
+  blob = build(KernelInfo("k", 48, 16, 1024, 32, 4, 0), assemble_code(wmma_kernel("v_wmma_f32_16x16x16_bf16")[:-1] +
+               ["ds_store_b128 v1, v[4:7] offset:32", "ds_load_b128 v[8:11], v1 offset:1024", "v_fmac_f32_e32 v1, v2, v3", "s_endpgm"]))
+  with tempfile.NamedTemporaryFile(suffix=".co") as f:
+    f.write(blob); f.flush()
+    assert llvm_check.compare_code_objects({f.name: blob}, objdump) == []
+
 def test_unknown_and_unimplemented_instructions_are_errors_naming_them():
   unknown = assemble_code(PROLOGUE) + struct.pack("<I", (0b0111111 << 25) | (0x7f << 9)) + assemble_code(EPILOGUE)
   with pytest.raises(EmulatorError, match="unknown VOP1 opcode 0x7f"):

@@ -1,6 +1,7 @@
 """Data types, their promotion lattice, and conversions to numpy and Python values."""
 from __future__ import annotations
 import functools, math, struct
+from fractions import Fraction
 from dataclasses import dataclass, fields
 import numpy as np
 from tinycore.helpers import DEFAULT_FLOAT, DEFAULT_INT
@@ -180,6 +181,86 @@ def f32_to_bf16_bits(x: float) -> int:
   if (bits & 0x7fffffff) > 0x7f800000: return ((bits >> 16) | 0x40) & 0xffff
   return ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
 def bf16_bits_to_f32(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xffff) << 16))[0]
+
+# ***** fused multiply-add, rounded once (numpy has none): the semantics of every hardware fma the emulators model *****
+
+def _two_sum(a, b):
+  """(s, e) with s = a + b rounded and s + e == a + b exactly (Knuth)."""
+  s = a + b
+  bb = s - a
+  return s, (a - (s - bb)) + (b - bb)
+
+def _round_odd(s, e):
+  """s + e (s the nearest float64, e its exact error) rounded to odd: where inexact and s's last bit is even, the
+  neighbour of s toward s + e. A second rounding of that to 2 or more fewer bits is the correct rounding of s + e."""
+  bits = s.view(np.int64)
+  step = np.where(np.isfinite(s) & (e != 0) & (bits & 1 == 0), np.where(np.signbit(e) == np.signbit(s), 1, -1), 0)
+  return (bits + step).view(np.float64)
+
+def _fma_exact(a: float, b: float, c: float) -> float:
+  """One fma in rational arithmetic (the rare operands the float64 method cannot take)."""
+  x = Fraction(a) * Fraction(b) + Fraction(c)
+  if x == 0: return a * b + c if a == 0 or b == 0 else 0.0   # an exact zero: IEEE's sign rules
+  try: return float(x)   # int / int division, correctly rounded, subnormals included
+  except OverflowError: return math.inf if x > 0 else -math.inf
+
+def _fma_f64(a, b, c):
+  """a * b as an exact pair (Veltkamp split, Dekker product), its sum with c as exact pairs, the small parts rounded to
+  odd, then one rounding (Boldo and Melquiond's emulated fma). Operands where a step could overflow or underflow, or the
+  result is tiny, are done exactly one by one; a zero or non-finite operand follows IEEE (a finite product plus an
+  infinity is that infinity)."""
+  a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
+  def split(x):
+    t = x * 134217729.0   # 2**27 + 1
+    hi = t - (t - x)
+    return hi, x - hi
+  p = a * b
+  (ah, al), (bh, bl) = split(a), split(b)
+  pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+  th, tl = _two_sum(c, p)
+  out = th + _round_odd(*_two_sum(tl, pe))
+  finite = np.isfinite(a) & np.isfinite(b)
+  out = np.where(finite & ~np.isfinite(c), c, np.where(finite & (a != 0) & (b != 0), out, p + c))   # p + c: exact there
+  hard = finite & np.isfinite(c) & ((np.abs(a) > 2.0 ** 995) | (np.abs(b) > 2.0 ** 995) | (np.abs(p) > 2.0 ** 1000) |
+                                    ((np.abs(p) < 2.0 ** -900) & (a != 0) & (b != 0)) | ((np.abs(out) < 2.0 ** -1000) & (p != 0)))
+  for i in zip(*np.nonzero(hard)): out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
+  return out
+
+def fma(a, b, c):
+  """a * b + c rounded once (IEEE fusedMultiplyAdd) in the dtype of a: float16 and float32 through an exact float64
+  product, its exact sum with c rounded to odd, then one rounding to the narrow type; float64 by _fma_f64."""
+  dt = np.asarray(a).dtype
+  if dt == np.float64:
+    with np.errstate(all="ignore"): return _fma_f64(a, b, c)
+  if dt not in (np.float16, np.float32): raise TypeError(f"fma of {dt}: only float16, float32 and float64")
+  with np.errstate(all="ignore"):
+    f = lambda x: np.asarray(x, np.float64)
+    return _round_odd(*_two_sum(f(a) * f(b), f(c))).astype(dt)
+
+def tensor_core_dot(A, B, C, emin: int, frac_bits: int, rounding: str, nan_bits: int | None = None):
+  """D = A B + C as a tensor core computes it: A (..., M, K) and B (..., K, N) hold the inputs' exact values (float64),
+  emin the input format's smallest normal exponent; C (..., M, N) float32. The products are exact (inputs of at most
+  11 significant bits: f16, bf16, tf32). The K products and c are added at once, aligned as the hardware's adder sees
+  them: a term's exponent comes from exponent fields (a product's is the sum of its operands', its significand in
+  [1, 4) not normalised; a subnormal has the smallest normal exponent), every term is cut toward zero to a multiple of
+  2**(E - frac_bits), E the largest of those exponents, the cut terms are added exactly and the sum is rounded to
+  float32 (rz: toward zero, rn: to nearest even). Infinities propagate as in IEEE arithmetic; a NaN result is nan_bits
+  when given. frac_bits <= 46 keeps every step exact in float64."""
+  with np.errstate(all="ignore"):
+    def expo(x, lo):   # the exponent field's value: floor(log2|x|), lo for subnormals, very small for zero
+      return np.where(x == 0, -9999, np.maximum(np.frexp(x)[1] - 1, lo))
+    C = np.asarray(C, np.float64)
+    prods = A[..., :, :, None] * B[..., None, :, :]   # (..., M, K, N)
+    e_prod = np.where(prods == 0, -9999, expo(A, emin)[..., :, :, None] + expo(B, emin)[..., None, :, :])
+    q = np.maximum(e_prod.max(axis=-2), expo(C, -126)) - frac_bits   # (..., M, N): the weight of the last bit kept
+    cut = lambda x, q: np.trunc(np.ldexp(np.where(np.isfinite(x), x, 0.0), -q))
+    v = np.ldexp(cut(prods, q[..., None, :]).sum(axis=-2) + cut(C, q), q)
+    r = v.astype(np.float32)
+    if rounding == "rz": r = np.where(np.abs(r.astype(np.float64)) > np.abs(v), np.nextafter(r, np.float32(0)), r)
+    special = prods.sum(axis=-2) + C   # where any term is not finite: IEEE's infinities and NaN
+    r = np.where(np.isfinite(special), r, special.astype(np.float32))
+    if nan_bits is not None: r = np.where(np.isnan(r), np.array(nan_bits, np.uint32).view(np.float32), r)
+    return r
 
 _ROUNDTRIP = {"f": (_F32 := struct.Struct("<f")), "e": struct.Struct("<e")}
 

@@ -60,10 +60,10 @@ def parse_operand(text: str, kind: str, t: str) -> Operand:
     file, first, count = r
     if count != regs(t): raise AsmError(f"operand {text} spans {count} registers, a {t} operand takes {regs(t)}")
     if file == "v":
-      if kind not in ("v", "a"): raise AsmError(f"{text}: a VGPR is not allowed here")
-      op = Operand(first + (256 if kind == "a" else 0))
+      if kind not in ("v", "a", "w"): raise AsmError(f"{text}: a VGPR is not allowed here")
+      op = Operand(first + (256 if kind in ("a", "w") else 0))
     else:
-      if kind == "v": raise AsmError(f"{text}: this operand must be a VGPR")
+      if kind in ("v", "w"): raise AsmError(f"{text}: this operand must be a VGPR")
       op = Operand(first)
   else:
     if kind not in ("a", "s"): raise AsmError(f"{text}: a constant is not allowed here")
@@ -88,6 +88,7 @@ def encode(inst: Inst, args: list[str], pc: int, labels: dict[str, int], mods: d
   if inst.fmt == "SMEM": vals["soffset"] = NULL
   if inst.fmt == "GLOBAL": vals["seg"] = 2
   if inst.fmt in ("VOP3", "VOP3SD"): vals.update(src0=0, src1=0, src2=0)
+  if inst.fmt == "VOP3P": vals.update(opsel_hi=3, opsel_hi2=1)
   literal: int | None = None
   if len(args) != len(inst.operands): raise AsmError(f"{inst.name} takes {len(inst.operands)} operands, got {len(args)}: {', '.join(args)}")
   for i, ((fld, kind), t, a) in enumerate(zip(inst.operands, inst.types, args)):

@@ -28,19 +28,21 @@ def kernargs(name: str, kernarg_size: int, addrs: list[int], vals) -> np.ndarray
   return out
 
 class EmulatedProgram:
-  """A kernel run by the RDNA3 emulator on host memory."""
+  """A kernel run by the RDNA3 emulator on host memory; `counters` holds what its last launch did (also logged in
+  emulator.LAUNCHES)."""
   def __init__(self, driver: AMDDriver, name: str, binary: bytes):
-    from tinygrad_amd.emulator import Program, EmulatorError
-    self.name = name
+    from tinygrad_amd.emulator import Program, EmulatorError, Counters
+    self.name, self.counters = name, Counters()
     try: self.prog = Program(parse(binary))
     except (CodeObjectError, EmulatorError) as e: raise CompileError(f"AMD: cannot load kernel {name!r}: {e}") from e
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait: bool = False):
-    from tinygrad_amd.emulator import launch, EmulatorError
+    from tinygrad_amd.emulator import launch, EmulatorError, LAUNCHES
     grid, group = launch_shape(global_size, local_size)
     args = kernargs(self.name, self.prog.loaded.kernarg_size, [b.addr for b in bufs], vals)
     st = time.perf_counter()
-    try: launch(self.prog, [b.mem for b in bufs], args, grid, group)
+    try: self.counters = launch(self.prog, [b.mem for b in bufs], args, grid, group)
     except EmulatorError as e: raise DeviceError(f"AMD (emulator): kernel {self.name}: {e}") from e
+    LAUNCHES.append((self.name, self.counters))
     return time.perf_counter() - st if wait else None
 
 class AMDDriver(Driver):

@@ -1,15 +1,39 @@
 """An RDNA3 (gfx1100, wave32) emulator: decodes a code object's machine code once, then runs every wave of a dispatch
 together with numpy (registers are arrays over waves and lanes). Waves at the lowest program counter step together, so
-waves that branch differently still make progress, and s_barrier holds until every wave of a workgroup is there."""
+waves that branch differently still make progress, and s_barrier holds a wave until every wave of its workgroup that has
+not ended waits at one. Every launch is counted (Counters: bytes moved, barriers, instructions)."""
 from __future__ import annotations
-import math
-from fractions import Fraction
+import collections
+from dataclasses import dataclass, fields
 import numpy as np
+from tinycore.dtype import fma, tensor_core_dot
 from tinygrad_amd.isa import EXEC, VCC, NULL, SCC, LITERAL, INLINE_FLOATS, INV_2PI, Inst, inline_int, regs
 from tinygrad_amd.asm import decode, Decoded, AsmError
 from tinygrad_amd.codeobject import Loaded
 
 class EmulatorError(RuntimeError): pass
+
+@dataclass
+class Counters:
+  """What one launch did. Bytes count what the work-items asked for (per active lane: its access size); instructions
+  count one per wave that issues it, thread_instructions one per lane active (in EXEC) then; barriers count each
+  workgroup passing an s_barrier once; threads are the work-items of the grid, blocks its workgroups."""
+  global_read: int = 0
+  global_written: int = 0
+  shared_read: int = 0
+  shared_written: int = 0
+  barriers: int = 0
+  instructions: int = 0
+  thread_instructions: int = 0
+  threads: int = 0
+  blocks: int = 0
+
+LAUNCHES: collections.deque[tuple[str, Counters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
+LDS_MAX = 64 * 1024   # bytes of LDS a workgroup may have on gfx11
+# WMMA's adder: AMD documents neither its internal precision nor its rounding, and no RDNA3 GPU was at hand to measure;
+# the emulator adds the exact products and c keeping 46 bits below the largest exponent (tensor_core_dot) and rounds
+# once to nearest even: within 2**-44 of the exactly rounded sum
+WMMA_FRACTION_BITS, WMMA_ROUNDING = 46, "rn"
 
 LANES = 32
 LANE_BITS = (np.uint32(1) << np.arange(LANES, dtype=np.uint32))
@@ -61,55 +85,6 @@ def _div_fixup(q, d, n):
   nan = np.isnan(n) | np.isnan(d) | ((d == 0) & (n == 0)) | ((np.abs(d) == np.inf) & (np.abs(n) == np.inf))
   return np.where(nan, np.asarray(np.nan, q.dtype), out).astype(q.dtype)
 
-# ***** fused multiply-add, rounded once (numpy has none) *****
-
-def _two_sum(a, b):
-  """(s, e) with s = a + b rounded and s + e == a + b exactly (Knuth)."""
-  s = a + b
-  bb = s - a
-  return s, (a - (s - bb)) + (b - bb)
-
-def _round_odd(s, e):
-  """s + e (s the nearest float64, e its exact error) rounded to odd: where inexact and s's last bit is even, the
-  neighbour of s toward s + e. A second rounding of that to 2 or more fewer bits is the correct rounding of s + e."""
-  bits = s.view(np.int64)
-  step = np.where(np.isfinite(s) & (e != 0) & (bits & 1 == 0), np.where(np.signbit(e) == np.signbit(s), 1, -1), 0)
-  return (bits + step).view(np.float64)
-
-def _fma_f32(a, b, c):
-  """The float64 product of two float32s is exact; its sum with c is exact as a pair, rounded to odd in float64 and
-  then to float32: one correct rounding."""
-  return _round_odd(*_two_sum(_f(a) * _f(b), _f(c))).astype(np.float32)
-
-def _fma_exact(a: float, b: float, c: float) -> float:
-  """One fma in rational arithmetic (the rare operands the float64 method cannot take)."""
-  x = Fraction(a) * Fraction(b) + Fraction(c)
-  if x == 0: return a * b + c if a == 0 or b == 0 else 0.0   # an exact zero: IEEE's sign rules
-  try: return float(x)   # int / int division, correctly rounded, subnormals included
-  except OverflowError: return math.inf if x > 0 else -math.inf
-
-def _fma_f64(a, b, c):
-  """a * b as an exact pair (Veltkamp split, Dekker product), its sum with c as exact pairs, the small parts rounded to
-  odd, then one rounding (Boldo and Melquiond's emulated fma). Operands where a step could overflow or underflow, or the
-  result is tiny, are done exactly one by one; a zero or non-finite operand follows IEEE (a finite product plus an
-  infinity is that infinity)."""
-  a, b, c = np.broadcast_arrays(*(np.asarray(x, np.float64) for x in (a, b, c)))
-  def split(x):
-    t = x * 134217729.0   # 2**27 + 1
-    hi = t - (t - x)
-    return hi, x - hi
-  p = a * b
-  (ah, al), (bh, bl) = split(a), split(b)
-  pe = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-  th, tl = _two_sum(c, p)
-  out = th + _round_odd(*_two_sum(tl, pe))
-  finite = np.isfinite(a) & np.isfinite(b)
-  out = np.where(finite & ~np.isfinite(c), c, np.where(finite & (a != 0) & (b != 0), out, p + c))   # p + c: exact there
-  hard = finite & np.isfinite(c) & ((np.abs(a) > 2.0 ** 995) | (np.abs(b) > 2.0 ** 995) | (np.abs(p) > 2.0 ** 1000) |
-                                    ((np.abs(p) < 2.0 ** -900) & (a != 0) & (b != 0)) | ((np.abs(out) < 2.0 ** -1000) & (p != 0)))
-  for i in zip(*np.nonzero(hard)): out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
-  return out
-
 def _cmp(kind: str):
   return {"f": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool), "tru": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
           "lt": np.less, "eq": np.equal, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
@@ -143,7 +118,7 @@ VALU = {
   "v_alignbit_b32": lambda a, b, c: (((np.asarray(a, U64) << U64(32)) | np.asarray(b, U64)) >> (np.asarray(c, U64) & U64(31))).astype(U32),
   "v_lshl_add_u32": lambda a, b, c: (a << _sh(b)) + c, "v_add3_u32": lambda a, b, c: a + b + c,
   "v_lshl_or_b32": lambda a, b, c: (a << _sh(b)) | c, "v_and_or_b32": lambda a, b, c: (a & b) | c, "v_or3_b32": lambda a, b, c: a | b | c,
-  "v_fma_f32": _fma_f32, "v_fma_f64": _fma_f64,
+  "v_fma_f32": fma, "v_fma_f64": fma, "v_fmac_f32": fma,
   "v_cvt_f32_i32": lambda a: a.astype(np.float32), "v_cvt_f32_u32": lambda a: a.astype(np.float32),
   "v_cvt_i32_f32": lambda a: _sat_int(a, -2**31, 2**31 - 1, np.int32), "v_cvt_u32_f32": lambda a: _sat_int(a, 0, 2**32 - 1, U32),
   "v_cvt_i32_f64": lambda a: _sat_int(a, -2**31, 2**31 - 1, np.int32), "v_cvt_u32_f64": lambda a: _sat_int(a, 0, 2**32 - 1, U32),
@@ -169,6 +144,7 @@ VALU = {
 }
 CARRY_OUT = {"v_add_co_u32", "v_sub_co_u32", "v_add_co_ci_u32", "v_sub_co_ci_u32", "v_mad_u64_u32", "v_mad_i64_i32"}
 MASK_IN = {"v_cndmask_b32", "v_add_co_ci_u32", "v_sub_co_ci_u32"}   # the last source is a lane mask (vcc_lo or an SGPR)
+ACCUMULATE = {"v_fmac_f32"}   # the destination is also the last source: D = S0 * S1 + D
 
 def _u(x): return np.asarray(x, U32)
 def _i(x): return np.asarray(x, U32).view(np.int32)
@@ -243,7 +219,7 @@ def _bytes_to_regs(b: np.ndarray, t: str) -> list[np.ndarray]:
   words = np.ascontiguousarray(b).view(U32)
   return [words[:, i] for i in range(n // 4)]
 
-STORE_BYTES = {"u8": 1, "u16": 2, "b32": 4, "b64": 8}
+STORE_BYTES = {"u8": 1, "u16": 2, "b32": 4, "b64": 8, "b128": 16}
 LOAD_BYTES = {"u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b128": 16}
 
 class State:
@@ -253,10 +229,13 @@ class State:
     self.V = np.zeros((vgprs, waves, LANES), U32)
     self.pc = np.zeros(waves, np.int64)
     self.done = np.zeros(waves, bool)
+    self.waiting = np.zeros(waves, bool)   # at an s_barrier, until the other waves of its workgroup wait or end
     self.lds = np.zeros((lds_groups, max(lds_bytes, 4)), np.uint8)
     self.group = np.zeros(waves, np.int64)   # workgroup of each wave (its LDS)
     self.mem: Memory | None = None
     self.lanes_key, self.lanes_val, self.all_lanes = b"", None, False
+    self.counters = Counters()
+  def active(self, lanes: np.ndarray) -> int: return int(np.count_nonzero(lanes))
   def lanes(self, w) -> np.ndarray:
     """The exec masks of waves w as (waves, 32) bools, kept while they do not change (most instructions leave them)."""
     m = self.S[w, EXEC]
@@ -316,6 +295,7 @@ class Program:
       if fmt == "SMEM": return self.smem(d)
       if fmt == "GLOBAL": return self.global_mem(d)
       if fmt == "DS": return self.ds(d)
+      if fmt == "VOP3P" and inst.base.startswith("v_wmma_"): return self.wmma(d)
     except KeyError as e: raise EmulatorError(f"the emulator does not implement {inst.name} (at byte {d.pc} of {self.loaded.name}): {e}") from None
     raise EmulatorError(f"the emulator does not implement {inst.name} (at byte {d.pc} of {self.loaded.name})")
 
@@ -347,6 +327,7 @@ class Program:
         rd = (lambda rd, t, n, a: lambda st, w: (lambda x: -x if n else x)(np.abs(to_typed(rd(st, w), t)) if a else to_typed(rd(st, w), t)))(rd, t, neg >> j & 1, absb >> j & 1)
         srcs.append((rd, None))
       else: srcs.append((rd, t))
+    if base in ACCUMULATE: srcs.append((self.reader(dst[0], dst[1], d, vgpr_field=True), dst[1]))
     if dst is not None: self.check_vgpr(dst[0], regs(dst[1]), d)
     carry, wide = base in CARRY_OUT, dst is not None and regs(dst[1]) == 2
     def step(st: State, w):
@@ -403,12 +384,10 @@ class Program:
     if name == "s_endpgm":
       def endpgm(st, w): st.done[w] = True
       return endpgm
-    if name == "s_barrier":
+    if name == "s_barrier":   # the waves wait here (run() passes them on once their workgroup's other waves wait or ended)
       def barrier(st, w):
-        groups = np.unique(st.group[w])
-        waiting = np.isin(st.group, groups) & ~st.done
-        if (st.pc[waiting] != i).any():
-          raise EmulatorError(f"{self.loaded.name}: s_barrier at byte {d.pc} reached by only some waves of a workgroup (divergent barrier)")
+        st.waiting[w] = True
+        st.pc[w] -= 1   # the loop adds one
       return barrier
     if name in BRANCHES:
       off = d.fields["simm16"] - (0x10000 if d.fields["simm16"] & 0x8000 else 0)
@@ -450,6 +429,7 @@ class Program:
         lanes = st.lanes(w)
         if not lanes.any(): return
         vals = _bytes_to_regs(st.mem.read(addresses(st, w, lanes), size), t)
+        st.counters.global_read += st.active(lanes) * size
         for k, v in enumerate(vals):
           reg = st.V[dst + k, w]
           reg[lanes] = v
@@ -462,6 +442,7 @@ class Program:
       if not lanes.any(): return
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
       st.mem.write(addresses(st, w, lanes), np.ascontiguousarray(words).view(np.uint8)[:, :size])
+      st.counters.global_written += st.active(lanes) * size
     return gstore
 
   def ds(self, d: Decoded):
@@ -486,6 +467,7 @@ class Program:
         lanes = st.lanes(w)
         if not lanes.any(): return
         g, a = where(st, w, lanes)
+        st.counters.shared_read += st.active(lanes) * size
         for k, v in enumerate(_bytes_to_regs(st.lds[g, a], t)):
           reg = st.V[dst + k, w]
           reg[lanes] = v
@@ -498,7 +480,34 @@ class Program:
       g, a = where(st, w, lanes)
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
       st.lds[g, a] = np.ascontiguousarray(words).view(np.uint8)[:, :size]
+      st.counters.shared_written += st.active(lanes) * size
     return dsstore
+
+  def wmma(self, d: Decoded):
+    """v_wmma_f32_16x16x16_{f16,bf16} D, A, B, C in wave32, laid out as the RDNA3 ISA says: lane l (and lane l + 16,
+    which must hold a copy) has in its 8 VGPRs row l % 16 of A (K = 0..15, two per register, the first in the low half)
+    and column l % 16 of B; VGPR v of C and D holds in lane l the element (row 2 v + l // 16, column l % 16). EXEC must
+    be all ones. The sum: exact products added as WMMA_FRACTION_BITS / WMMA_ROUNDING say."""
+    f, ty = d.fields, "bf16" if "bf16" in d.inst.base else "f16"
+    if f["neg"] or f["neg_hi"] or f["opsel"] or f["clamp"] or f["opsel_hi"] != 3 or f["opsel_hi2"] != 1:
+      raise EmulatorError(f"{d.inst.name} at byte {d.pc}: neg/opsel/clamp modifiers are not supported by the emulator")
+    dst, (a, b, c) = f["vdst"], (f[k] - 256 for k in ("src0", "src1", "src2"))
+    for r in (dst, a, b, c): self.check_vgpr(r, 8, d)
+    lane = np.arange(LANES)
+    def values(regs: np.ndarray) -> np.ndarray:   # (8, waves, 32) words -> (waves, 16, 16) of lanes 0..15, K last
+      halves = np.stack([regs & 0xffff, regs >> 16], axis=-1).transpose(1, 2, 0, 3).reshape(regs.shape[1], LANES, 16).astype(np.uint16)
+      v = halves.view(np.float16).astype(np.float64) if ty == "f16" else (halves.astype(U32) << 16).view(np.float32).astype(np.float64)
+      if not np.array_equal(halves[:, :16], halves[:, 16:]):
+        raise EmulatorError(f"{self.loaded.name}: {d.inst.name} at byte {d.pc}: lanes 16-31 must hold a copy of lanes 0-15's A and B")
+      return v[:, :16]
+    def step(st: State, w):
+      if not st.lanes(w).all(): raise EmulatorError(f"{self.loaded.name}: {d.inst.name} at byte {d.pc} with EXEC not all ones")
+      A, Bt = values(st.V[a:a + 8, w]), values(st.V[b:b + 8, w])
+      C = np.zeros((A.shape[0], 16, 16), np.float32)
+      C[:, 2 * np.arange(8)[:, None] + lane // 16, lane % 16] = st.V[c:c + 8, w].transpose(1, 0, 2).view(np.float32)
+      D = tensor_core_dot(A, Bt.transpose(0, 2, 1), C, -14 if ty == "f16" else -126, WMMA_FRACTION_BITS, WMMA_ROUNDING)
+      st.V[dst:dst + 8, w] = D[:, 2 * np.arange(8)[:, None] + lane // 16, lane % 16].view(U32).transpose(1, 0, 2)
+    return step
 
   # ***** running *****
   def run(self, st: State, max_steps: int = 50_000_000) -> None:
@@ -509,25 +518,38 @@ class Program:
       for _ in range(max_steps):
         if together and p not in control: p += 1   # every live wave still at one instruction: the same ones step on
         else:
-          live = ~st.done
-          if not live.any(): return
+          live = ~st.done & ~st.waiting
+          if not live.any():
+            if not st.waiting.any(): return
+            # every wave not ended waits at an s_barrier: their workgroups pass (the RDNA3 ISA's S_BARRIER: waves that
+            # ended do not hold it, and any s_barrier of the workgroup counts)
+            st.counters.barriers += len(np.unique(st.group[st.waiting]))
+            st.pc[st.waiting] += 1
+            st.waiting[:] = False
+            together = False
+            continue
           pcs = st.pc[live]
           p = int(pcs.min())
           if p >= n: raise EmulatorError(f"{self.loaded.name}: ran past the end of the code")
           together = bool((pcs == p).all())
           w = everyone if together and live.all() else np.flatnonzero(live & (st.pc == p))
         if (fn := steps[p]) is not None: fn(st, w)
+        ex = st.S[w, EXEC]
+        st.counters.instructions += ex.size
+        st.counters.thread_instructions += int(np.bitwise_count(ex).sum())
         st.pc[w] += 1
     raise EmulatorError(f"{self.loaded.name}: no s_endpgm after {max_steps} instructions (an endless loop?)")
 
 def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, grid: tuple[int, int, int], group: tuple[int, int, int],
-           max_waves: int = 4096) -> None:
+           max_waves: int = 4096) -> Counters:
   """Run a dispatch: grid counts work-items per dimension (the last workgroup of a dimension may be partial), group the
-  workgroup size. Workgroups run in batches of at most max_waves waves."""
+  workgroup size. Workgroups run in batches of at most max_waves waves. Returns what the dispatch did."""
   lo = prog.loaded
+  if lo.lds > LDS_MAX: raise EmulatorError(f"{lo.name}: the kernel descriptor asks for {lo.lds} bytes of LDS, a workgroup may have {LDS_MAX}")
   if lo.properties & (1 << 10) == 0: raise EmulatorError(f"{lo.name}: the emulator runs wave32 kernels only")
   user_sgprs = (lo.rsrc2 >> 1) & 0x1f
   wg_id_enabled = [(lo.rsrc2 >> (7 + k)) & 1 for k in range(3)]
+  workitem_ids = ((lo.rsrc2 >> 11) & 3) + 1   # ENABLE_VGPR_WORKITEM_ID: x, x and y, or x, y and z, packed 10 bits each in v0
   if lo.properties & 0b111 or lo.properties & (1 << 3) == 0 or user_sgprs != 2:
     raise EmulatorError(f"{lo.name}: the emulator supports the kernarg pointer as the only user SGPRs")
   mem = Memory(memory_arrays + [kernarg])
@@ -535,7 +557,8 @@ def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, 
   per_group = group[0] * group[1] * group[2]
   wpg = -(-per_group // LANES)
   total = ngroups[0] * ngroups[1] * ngroups[2]
-  if total == 0: return
+  counters = Counters(threads=grid[0] * grid[1] * grid[2], blocks=total)
+  if total == 0: return counters
   batch = max(1, max_waves // wpg)
   t = np.arange(wpg * LANES)
   tx, ty, tz = t % group[0], t // group[0] % group[1], t // (group[0] * group[1])
@@ -543,7 +566,7 @@ def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, 
     gids = np.arange(start, min(total, start + batch))
     gx, gy, gz = gids % ngroups[0], gids // ngroups[0] % ngroups[1], gids // (ngroups[0] * ngroups[1])
     st = State(len(gids) * wpg, prog.vgprs, len(gids), lo.lds)
-    st.mem = mem
+    st.mem, st.counters = mem, counters
     valid = ((t < per_group)[None] & (gx[:, None] * group[0] + tx[None] < grid[0]) & (gy[:, None] * group[1] + ty[None] < grid[1])
              & (gz[:, None] * group[2] + tz[None] < grid[2])).reshape(-1, LANES)
     st.S[:, EXEC] = mask_of(valid)
@@ -554,5 +577,7 @@ def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, 
     s = user_sgprs
     for k, g in enumerate((gx, gy, gz)):
       if wg_id_enabled[k]: st.S[:, s], s = np.repeat(g, wpg), s + 1
-    st.V[0] = np.broadcast_to((tx | ty << 10 | tz << 20).reshape(wpg, LANES)[None], (len(gids), wpg, LANES)).reshape(-1, LANES)
+    ids = sum(x << 10 * k for k, x in enumerate((tx, ty, tz)[:workitem_ids]))
+    st.V[0] = np.broadcast_to(ids.reshape(wpg, LANES)[None], (len(gids), wpg, LANES)).reshape(-1, LANES)
     prog.run(st)
+  return counters

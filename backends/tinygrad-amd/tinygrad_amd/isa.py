@@ -20,6 +20,9 @@ FORMATS: dict[str, tuple[int, tuple[int, int, int], dict[str, tuple[int, int]]]]
   # VOP3 with a scalar destination (carry out, division scale flags): same prefix, told apart by the opcode
   "VOP3SD": (8, (26, 6, 0b110101), {"vdst": (0, 8), "sdst": (8, 7), "clamp": (15, 1), "op": (16, 10),
                                    "src0": (32, 9), "src1": (41, 9), "src2": (50, 9), "omod": (59, 2), "neg": (61, 3)}),
+  # packed math and the matrix instructions (WMMA): the "hi" operand selects default to set (opsel_hi, opsel_hi2)
+  "VOP3P": (8, (23, 9, 0b110011000), {"vdst": (0, 8), "neg_hi": (8, 3), "opsel": (11, 3), "opsel_hi2": (14, 1), "clamp": (15, 1),
+                                     "op": (16, 7), "src0": (32, 9), "src1": (41, 9), "src2": (50, 9), "opsel_hi": (59, 2), "neg": (61, 3)}),
   "DS": (8, (26, 6, 0b110110), {"op": (18, 8), "gds": (17, 1), "offset1": (8, 8), "offset0": (0, 8),
                                "addr": (32, 8), "data0": (40, 8), "data1": (48, 8), "vdst": (56, 8)}),
   "GLOBAL": (8, (26, 6, 0b110111), {"op": (18, 7), "seg": (16, 2), "slc": (15, 1), "glc": (14, 1), "dlc": (13, 1),
@@ -29,7 +32,7 @@ FORMATS: dict[str, tuple[int, tuple[int, int, int], dict[str, tuple[int, int]]]]
 DECODE_ORDER = sorted((f for f in FORMATS if f != "VOP3SD"), key=lambda f: -FORMATS[f][1][1])
 
 # the operands each format writes in assembly, in order; (field, kind): kind s = scalar operand (SGPR or constant),
-# v = VGPR, a = any 9-bit source, m = wave mask (vcc_lo or an SGPR), i = immediate
+# v = VGPR, a = any 9-bit source, w = a 9-bit source that must be a VGPR, m = wave mask (vcc_lo or an SGPR), i = immediate
 OPERANDS: dict[str, tuple[tuple[str, str], ...]] = {
   "SOP1": (("sdst", "s"), ("ssrc0", "s")), "SOP2": (("sdst", "s"), ("ssrc0", "s"), ("ssrc1", "s")),
   "SOPC": (("ssrc0", "s"), ("ssrc1", "s")), "SOPK": (("sdst", "s"), ("simm16", "i")), "SOPP": (("simm16", "i"),),
@@ -39,6 +42,7 @@ OPERANDS: dict[str, tuple[tuple[str, str], ...]] = {
   "VOP3": (("vdst", "v"), ("src0", "a"), ("src1", "a"), ("src2", "a")),
   "VOP3SD": (("vdst", "v"), ("sdst", "m"), ("src0", "a"), ("src1", "a"), ("src2", "a")),
   "GLOBAL_LOAD": (("vdst", "v"), ("addr", "v"), ("saddr", "s")), "GLOBAL_STORE": (("addr", "v"), ("data", "v"), ("saddr", "s")),
+  "WMMA": (("vdst", "v"), ("src0", "w"), ("src1", "w"), ("src2", "w")),
   "DS_LOAD": (("vdst", "v"), ("addr", "v")), "DS_STORE": (("addr", "v"), ("data0", "v")),
 }
 
@@ -55,7 +59,7 @@ class Inst:
   @property
   def base(self) -> str: return self.name.removesuffix("_e64").removesuffix("_e32")
 
-WIDTH = {"b128": 4, "f64": 2, "u64": 2, "i64": 2, "b64": 2}
+WIDTH = {"b128": 4, "f64": 2, "u64": 2, "i64": 2, "b64": 2, "f32x8": 8, "f16x16": 8, "bf16x16": 8}
 def regs(t: str) -> int: return WIDTH.get(t, 1)
 
 TABLE: dict[str, Inst] = {}
@@ -138,11 +142,14 @@ for _n, (_op, _t) in {"global_load_u8": (0x10, "u8"), "global_load_i8": (0x11, "
                       "global_load_i16": (0x13, "i16"), "global_load_b32": (0x14, "b32"), "global_load_b64": (0x15, "b64"),
                       "global_load_b128": (0x17, "b128")}.items(): _add(_n, "GLOBAL", _op, f"{_t} u32 b64", OPERANDS["GLOBAL_LOAD"])
 for _n, (_op, _t) in {"global_store_b8": (0x18, "u8"), "global_store_b16": (0x19, "u16"), "global_store_b32": (0x1a, "b32"),
-                      "global_store_b64": (0x1b, "b64")}.items(): _add(_n, "GLOBAL", _op, f"u32 {_t} b64", OPERANDS["GLOBAL_STORE"])
+                      "global_store_b64": (0x1b, "b64"), "global_store_b128": (0x1d, "b128")}.items(): _add(_n, "GLOBAL", _op, f"u32 {_t} b64", OPERANDS["GLOBAL_STORE"])
 for _n, (_op, _t) in {"ds_load_b32": (0x36, "b32"), "ds_load_i8": (0x39, "i8"), "ds_load_u8": (0x3a, "u8"), "ds_load_i16": (0x3b, "i16"),
-                      "ds_load_u16": (0x3c, "u16"), "ds_load_b64": (0x76, "b64")}.items(): _add(_n, "DS", _op, f"{_t} u32", OPERANDS["DS_LOAD"])
+                      "ds_load_u16": (0x3c, "u16"), "ds_load_b64": (0x76, "b64"), "ds_load_b128": (0xff, "b128")}.items(): _add(_n, "DS", _op, f"{_t} u32", OPERANDS["DS_LOAD"])
 for _n, (_op, _t) in {"ds_store_b32": (0xd, "b32"), "ds_store_b8": (0x1e, "u8"), "ds_store_b16": (0x1f, "u16"),
-                      "ds_store_b64": (0x4d, "b64")}.items(): _add(_n, "DS", _op, f"u32 {_t}", OPERANDS["DS_STORE"])
+                      "ds_store_b64": (0x4d, "b64"), "ds_store_b128": (0xdf, "b128")}.items(): _add(_n, "DS", _op, f"u32 {_t}", OPERANDS["DS_STORE"])
+# WMMA (wave32): D (8 VGPRs of f32) = A (16x16 f16/bf16 in 8 VGPRs) x B (likewise) + C (8 VGPRs of f32)
+for _n, (_op, _t) in {"v_wmma_f32_16x16x16_f16": (0x40, "f16x16"), "v_wmma_f32_16x16x16_bf16": (0x41, "bf16x16")}.items():
+  _add(_n, "VOP3P", _op, f"f32x8 {_t} {_t} f32x8", OPERANDS["WMMA"])
 
 # decoding: (format, opcode) -> instruction; VOP3 and VOP3SD share an encoding space
 BY_OPCODE: dict[tuple[str, int], Inst] = {(("VOP3" if i.fmt == "VOP3SD" else i.fmt), i.op): i for i in TABLE.values()

@@ -56,17 +56,21 @@ def emulated_memory():
   return _memory
 
 class EmulatedProgram:
+  """A kernel run by the PTX emulator; `counters` holds what its last launch did (also logged in emulator.LAUNCHES)."""
   def __init__(self, driver: NVDriver, name: str, ptx: str):
-    from tinygrad_nv.emulator import EmulatedKernel
+    from tinygrad_nv.emulator import EmulatedKernel, Counters
     self.name, self.ptx, self.types = name, ptx, param_types(ptx)
     self.kernel = EmulatedKernel(ptx, name, driver.memory)
+    self.counters = Counters()
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False):
-    from tinygrad_nv.emulator import EmulatorError
+    from tinygrad_nv.emulator import EmulatorError, Counters, LAUNCHES
     st = time.perf_counter()
+    self.counters = total = Counters()
     for grid, block, y0, z0 in launches(self.ptx, global_size, local_size):
       params = dict(zip((n for n, _ in self.types), param_values(self.types, bufs, vals, y0, z0)))
-      try: self.kernel(params, grid, block)
+      try: total += self.kernel(params, grid, block)
       except EmulatorError as e: raise DeviceError(f"NV: kernel {self.name} failed on the emulator: {e}") from e
+    LAUNCHES.append((self.name, total))
     return time.perf_counter() - st if wait else None
 
 # ***** the CUDA driver API *****

@@ -1,10 +1,14 @@
 """A PTX interpreter (NV_EMULATE=1): each kernel is decoded once into Python closures, then run over numpy lanes (all
-threads of many blocks at once), with per-lane program counters when branches diverge; global memory lives in host RAM."""
+threads of many thread blocks at once) with per-lane program counters when branches diverge. It models what the
+hardware gives a kernel: thread blocks of warps of 32 (shuffles and tensor-core instructions work on whole warps),
+each block's shared memory, barriers that hold a block's threads until all of them that have not exited arrive, and
+global memory in host RAM. Every launch is counted (Counters: bytes moved, barriers, instructions)."""
 from __future__ import annotations
-import bisect, re
-from dataclasses import dataclass, field
+import bisect, collections, re
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 import numpy as np
+from tinycore.dtype import fma, tensor_core_dot
 
 class EmulatorError(RuntimeError):
   """The emulated kernel did something PTX does not allow (or the emulator does not know): the message names it."""
@@ -12,7 +16,32 @@ class EmulatorError(RuntimeError):
 NP = {"pred": np.bool_, "b8": np.uint8, "u8": np.uint8, "s8": np.int8, "b16": np.uint16, "u16": np.uint16, "s16": np.int16,
       "f16": np.float16, "b32": np.uint32, "u32": np.uint32, "s32": np.int32, "f32": np.float32, "b64": np.uint64,
       "u64": np.uint64, "s64": np.int64, "f64": np.float64}
-LANES = 1 << 16   # threads run together: whole blocks, up to about this many (kernels without barriers are independent per thread)
+LANES = 1 << 16   # threads run together: whole blocks, up to about this many
+WARP = 32
+MAX_THREADS, MAX_STATIC_SHARED = 1024, 48 * 1024   # per block: the launch limit, and ptxas's limit on static .shared
+SHARED_WINDOW = 1 << 56   # generic addresses [SHARED_WINDOW, SHARED_WINDOW + 2**32) are the block's shared memory (cvta.shared)
+
+# ***** counters *****
+
+@dataclass
+class Counters:
+  """What one launch did. Bytes count what the threads asked for (per active thread: its access size), not cache lines;
+  instructions count one per warp that issues it (with at least one thread active), thread_instructions one per active
+  thread; barriers count each block passing a barrier once."""
+  global_read: int = 0
+  global_written: int = 0
+  shared_read: int = 0
+  shared_written: int = 0
+  barriers: int = 0
+  instructions: int = 0
+  thread_instructions: int = 0
+  threads: int = 0
+  blocks: int = 0
+  def __iadd__(self, o: Counters) -> Counters:
+    for f in fields(self): setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
+    return self
+
+LAUNCHES: collections.deque[tuple[str, Counters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
 
 # ***** global memory *****
 
@@ -39,44 +68,123 @@ class EmulatedMemory:
     arr = self.bufs[base]
     if addr + size > base + arr.size: raise EmulatorError(f"NV emulator: {size} bytes at {addr:#x} run past the end of the buffer at {base:#x} ({arr.size} bytes)")
     return arr[addr - base:addr - base + size]
-  def elements(self, addrs: np.ndarray, ty: str, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """(a typed view of the one buffer every address lies in, element indices), checking bounds and alignment."""
+  def elements(self, addrs: np.ndarray, ty: str, what: str, vec: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(a typed view of the one buffer every address lies in, element indices), checking bounds and alignment (a vector
+    access of vec elements must be aligned to its whole size)."""
     size = np.dtype(NP[ty]).itemsize
     lo, hi = int(addrs.min()), int(addrs.max())
     i = bisect.bisect_right(self.bases, lo) - 1
     base = self.bases[i] if i >= 0 else 0
     arr = self.bufs.get(base)
-    if arr is None or hi + size > base + arr.size:
-      raise EmulatorError(f"NV emulator: {what} of {ty} at addresses [{lo:#x}, {hi:#x}] outside one allocated buffer")
+    if arr is None or hi + size * vec > base + arr.size:
+      raise EmulatorError(f"NV emulator: {what} of {vec if vec > 1 else ''}{'x' if vec > 1 else ''}{ty} at addresses [{lo:#x}, {hi:#x}] outside one allocated buffer")
     off = addrs - np.uint64(base)
-    if size > 1 and np.any(off % np.uint64(size)): raise EmulatorError(f"NV emulator: misaligned {what} of {ty} (addresses must be multiples of {size})")
+    if size * vec > 1 and np.any(off % np.uint64(size * vec)):
+      raise EmulatorError(f"NV emulator: misaligned {what} of {vec}x{ty} (addresses must be multiples of {size * vec})")
     return arr.view(NP[ty]), (off // np.uint64(size)).astype(np.int64)
 
-# ***** decoding *****
+# ***** the threads of one batch of blocks *****
 
 @dataclass
 class Thread:
-  """What the instructions of one running batch see: registers (arrays over lanes), special registers, params, the mask."""
+  """What the instructions of one running batch see: registers (arrays over lanes), special registers, params, the mask,
+  each lane's block (in the batch) and linear thread id, the batch's shared memory (blocks, bytes) and its counters."""
   regs: dict[str, np.ndarray]
   special: dict[str, Any]
   params: dict[str, Any]
   memory: EmulatedMemory
   n: int
   mask: np.ndarray | None = None   # lanes executing this instruction when branches diverged (None: all)
+  block: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+  tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))   # linear thread id in the block
+  warps_per_block: int = 1
+  shared: np.ndarray = field(default_factory=lambda: np.zeros((1, 16), np.uint8))   # (blocks, bytes rounded up to 16)
+  shared_size: int = 0   # bytes of shared memory a block has
+  counters: Counters = field(default_factory=Counters)
+  def __post_init__(self): self.lanes_changed()
+  def lanes_changed(self) -> None:
+    self.warp = self.block * self.warps_per_block + self.tid // WARP   # each lane's warp (its slot in the batch), ascending
+    self.live_warps = int(np.count_nonzero(np.diff(self.warp))) + 1 if self.n else 0
+    self._table: np.ndarray | None = None
   def keep(self, alive: np.ndarray) -> None:
     """Drop the lanes that exited: nothing reads them again."""
     for k, v in self.regs.items(): self.regs[k] = v[alive]
     self.special = {k: (v[alive] if isinstance(v, np.ndarray) else v) for k, v in self.special.items()}
-    self.n = int(alive.sum())
+    self.block, self.tid, self.n = self.block[alive], self.tid[alive], int(alive.sum())
+    self.lanes_changed()
+  def table(self) -> np.ndarray:
+    """(warp slots, 32): the lane index of each thread of each warp, -1 where the thread does not exist or has exited."""
+    if self._table is None:
+      self._table = np.full((self.shared.shape[0] * self.warps_per_block, WARP), -1, np.int64)
+      self._table[self.warp, self.tid % WARP] = np.arange(self.n)
+    return self._table
+  def active(self) -> np.ndarray: return np.ones(self.n, bool) if self.mask is None else self.mask
+  def who(self, lane: int) -> str:
+    """Lane `lane` named as the programmer sees it: its block and thread."""
+    sp = self.special
+    return (f"block ({', '.join(str(int(np.asarray(sp[f'%ctaid.{k}'])[lane])) for k in 'xyz')}) thread "
+            f"({', '.join(str(int(np.asarray(sp[f'%tid.{k}'])[lane])) for k in 'xyz')})")
+  def count(self, what: str, lanes: np.ndarray | None, nbytes: int) -> None:
+    """Add nbytes per active lane (lanes: a mask, or None for all) to counter `what`."""
+    k = self.n if lanes is None else int(np.count_nonzero(lanes))
+    setattr(self.counters, what, getattr(self.counters, what) + k * nbytes)
+
+  # ***** memory accesses by state space: addresses are per active lane *****
+  def shared_index(self, offs: np.ndarray, lanes, size: int, what: str) -> np.ndarray:
+    """Byte offsets in the block's shared memory -> indices of size-byte elements of the batch's flat shared array."""
+    offs = offs.astype(np.int64)
+    limit = self.shared_size
+    bad = (offs < 0) | (offs + size > limit)
+    if bad.any():
+      k = int(np.flatnonzero(bad)[0])
+      lane = k if lanes is None else int(np.flatnonzero(lanes)[k])
+      raise EmulatorError(f"NV emulator: {what} of {size} bytes at shared address {int(offs[k])} by {self.who(lane)} is outside "
+                          f"the block's {limit} bytes of shared memory")
+    if np.any(offs % size): raise EmulatorError(f"NV emulator: misaligned shared {what} of {size} bytes (addresses must be multiples of {size})")
+    blk = self.block if lanes is None else self.block[lanes]
+    return (blk * self.shared.shape[1] + offs) // size
+
+  def load(self, space: str, addrs: np.ndarray, lanes, ty: str, vec: int) -> np.ndarray:
+    """(lanes, vec) values of type ty from the addresses of the active lanes."""
+    size = np.dtype(NP[ty]).itemsize
+    if space == "generic": space, addrs = self.resolve(addrs)
+    if space == "shared":
+      idx = self.shared_index(addrs, lanes, size * vec, "load") * vec
+      self.count("shared_read", lanes, size * vec)
+      return self.shared.reshape(-1).view(NP[ty])[idx[:, None] + np.arange(vec)]
+    view, idx = self.memory.elements(addrs, ty, "load", vec)
+    self.count("global_read", lanes, size * vec)
+    return view[idx[:, None] + np.arange(vec)]
+  def store(self, space: str, addrs: np.ndarray, lanes, ty: str, vals: np.ndarray) -> None:
+    size, vec = np.dtype(NP[ty]).itemsize, vals.shape[1]
+    if space == "generic": space, addrs = self.resolve(addrs)
+    if space == "shared":
+      idx = self.shared_index(addrs, lanes, size * vec, "store") * vec
+      self.count("shared_written", lanes, size * vec)
+      self.shared.reshape(-1).view(NP[ty])[idx[:, None] + np.arange(vec)] = vals
+      return
+    view, idx = self.memory.elements(addrs, ty, "store", vec)
+    self.count("global_written", lanes, size * vec)
+    view[idx[:, None] + np.arange(vec)] = vals
+  def resolve(self, addrs: np.ndarray) -> tuple[str, np.ndarray]:
+    """A generic access: the shared window or global memory (one of them for every lane)."""
+    win = (addrs >= np.uint64(SHARED_WINDOW)) & (addrs < np.uint64(SHARED_WINDOW + 2**32))
+    if win.all(): return "shared", (addrs - np.uint64(SHARED_WINDOW)).astype(np.int64)
+    if win.any(): raise EmulatorError("NV emulator: one generic access reaches both shared and global memory")
+    return "global", addrs
+
+# ***** decoding *****
 
 @dataclass
 class Instr:
   text: str
-  kind: str                               # "op", "bra", "exit"
+  kind: str                               # "op", "bra", "exit", "bar"
   guard: tuple[str, bool] | None          # (predicate register, negated)
   run: Callable[[Thread], None] | None = None
   target: int = -1
   label: str = ""
+  barrier: Callable[[Thread], np.ndarray] | None = None   # bar: the barrier number of each lane
+  aligned: bool = True                    # bar: every thread of a warp must execute this same instruction
 
 def parse_imm(tok: str, ty: str):
   """An immediate operand as a value of type ty; 0f/0d literals are bit patterns (of an f32/f64, or of a .b32/.b64 operand)."""
@@ -90,6 +198,21 @@ def parse_imm(tok: str, ty: str):
   if ty == "pred": return np.array(bool(v))
   bits = 8 * np.dtype(NP[ty]).itemsize
   return np.array(v & ((1 << bits) - 1), f"u{bits // 8}").view(NP[ty])
+
+def split_operands(rest: str) -> list[str]:
+  """Operands split at the commas outside braces: `{%f0, %f1}, [%rd0+8]` -> ['{%f0, %f1}', '[%rd0+8]']."""
+  out, depth, cur = [], 0, ""
+  for ch in rest:
+    depth += (ch == "{") - (ch == "}")
+    if ch == "," and depth == 0: out.append(cur.strip()); cur = ""
+    else: cur += ch
+  return out + [cur.strip()] if cur.strip() else out
+def vector(tok: str) -> list[str]:
+  """The registers of a vector operand `{a, b, ...}`, or [tok]."""
+  return [x.strip() for x in tok.strip()[1:-1].split(",")] if tok.strip().startswith("{") else [tok.strip()]
+
+SHARED_DECL = re.compile(r"(\.extern\s+)?\.shared\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)\s*(?:\[(\d*)\])?\s*;")
+SPECIAL = re.compile(r"%(tid|ntid|ctaid|nctaid)\.[xyz]|%laneid|%warpid")
 
 class Decoder:
   """Turns the text of one kernel into Instrs; unknown instructions are errors naming them."""
@@ -105,6 +228,8 @@ class Decoder:
     body = m.group(3)
     for ty, prefix in re.findall(r"\.reg\s+\.(\w+)\s+%(\w+?)<\d+>\s*;", body): self.reg_types[prefix] = ty
     body = re.sub(r"\.reg\s+[^;]*;", "", body)
+    self.layout_shared(text[:m.start()] + body)
+    body = SHARED_DECL.sub("", body)
     self.instrs: list[Instr] = []
     labels: dict[str, int] = {}
     for stmt in re.split(r";|\n", body):
@@ -113,10 +238,30 @@ class Decoder:
         labels[lm.group(1)] = len(self.instrs)
         stmt = stmt[lm.end():]
       if stmt: self.instrs.append(self.decode(stmt))
+    self.instrs.append(Instr("(end of kernel)", "exit", None))   # running off the end is an exit
     for ins in self.instrs:
       if ins.kind == "bra":
         if ins.label not in labels: raise EmulatorError(f"NV emulator: kernel {name}: branch to unknown label {ins.label}")
         ins.target = labels[ins.label]
+
+  def layout_shared(self, text: str) -> None:
+    """Shared variables at offsets in declaration order, each at its alignment; an .extern array (dynamic shared
+    memory, sized at launch) after them all."""
+    self.symbols: dict[str, int] = {}
+    off, self.dynamic = 0, None
+    for extern, align, ty, name, count in SHARED_DECL.findall(text):
+      size = np.dtype(NP[ty]).itemsize if ty in NP else 0
+      if not size: raise EmulatorError(f"NV emulator: kernel {self.name}: shared variable {name} has type .{ty}, which the emulator does not know")
+      a = int(align or size)
+      off = -(-off // a) * a
+      self.symbols[name] = off
+      if extern:
+        if count != "": raise EmulatorError(f"NV emulator: kernel {self.name}: .extern .shared {name} must be an unsized array")
+        self.dynamic = name
+      else: off += size * int(count or 1)
+    if self.dynamic is not None: off = self.symbols[self.dynamic]
+    if off > MAX_STATIC_SHARED: raise EmulatorError(f"NV emulator: kernel {self.name} declares {off} bytes of static shared memory, more than the {MAX_STATIC_SHARED} a block may have")
+    self.static_shared = off
 
   def rtype(self, reg: str) -> str:
     prefix = re.match(r"%([a-z]+)", reg).group(1)
@@ -125,10 +270,13 @@ class Decoder:
 
   def reader(self, tok: str, ty: str) -> Callable[[Thread], Any]:
     """A function giving operand tok's value as type ty: registers are reinterpreted (a wider one truncated, as PTX allows for
-    ld/st/cvt), immediates are typed constants, %tid.x etc. are the special registers."""
+    ld/st/cvt), immediates are typed constants, %tid.x etc. are the special registers, a shared variable's name its address."""
     tok = tok.strip()
     want = NP[ty]
-    if re.fullmatch(r"%(tid|ntid|ctaid|nctaid)\.[xyz]", tok): return lambda t: np.asarray(t.special[tok]).astype(want)
+    if SPECIAL.fullmatch(tok): return lambda t: np.asarray(t.special[tok]).astype(want)
+    if tok in self.symbols:
+      c = np.array(self.symbols[tok]).astype(want)
+      return lambda t: c
     if tok.startswith("%"):
       have = NP[self.rtype(tok)]
       if have == want: return lambda t: t.regs.get(tok, np.zeros(t.n, have))
@@ -141,6 +289,19 @@ class Decoder:
     try: c = parse_imm(tok, ty)
     except ValueError: raise EmulatorError(f"NV emulator: kernel {self.name}: bad operand {tok!r}") from None
     return lambda t: c
+
+  def address(self, tok: str) -> Callable[[Thread], np.ndarray]:
+    """An address operand [reg], [reg+imm], [name], [name+imm] or [imm] -> each lane's address (uint64); a 32-bit
+    register holds a shared-memory address, zero-extended."""
+    m = re.fullmatch(r"\[\s*([%\w$.]+?)\s*(?:\+\s*(-?\w+))?\s*\]", tok.strip())
+    if m is None: raise EmulatorError(f"NV emulator: kernel {self.name}: bad address {tok!r}")
+    base, off = m.group(1), np.uint64(int(m.group(2) or "0", 0) & (2**64 - 1))
+    if base.startswith("%"):
+      ty = self.rtype(base) if not SPECIAL.fullmatch(base) else "u32"
+      rd = self.reader(base, ty if np.dtype(NP[ty]).itemsize == 8 else "u32")
+      return lambda t: np.asarray(rd(t)).astype(np.uint64) + off
+    const = np.uint64(self.symbols[base] if base in self.symbols else int(base, 0)) + off
+    return lambda t: const
 
   def writer(self, tok: str, ty: str) -> Callable[[Thread, Any], None]:
     """A function storing a value of type ty into register tok: widened by ty's signedness when the register is wider."""
@@ -163,16 +324,25 @@ class Decoder:
     if (gm := re.match(r"@(!?)(%\w+)\s+", stmt)):
       guard, stmt = (gm.group(2), gm.group(1) == "!"), stmt[gm.end():]
     opcode, _, rest = stmt.partition(" ")
-    ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
+    ops = split_operands(rest)
     parts = opcode.split(".")
     if parts[0] == "bra": return Instr(stmt, "bra", guard, label=ops[0])
     if parts[0] in ("exit", "ret"): return Instr(stmt, "exit", guard)
+    if parts[0] in ("bar", "barrier") and "warp" not in parts: return self.barrier(stmt, guard, parts[1:], ops)
     fn = OPS.get(parts[0])
     if fn is None: raise EmulatorError(f"NV emulator: kernel {self.name}: instruction {parts[0]!r} is not implemented ({stmt})")
     try: run = fn(self, parts[1:], ops)
     except EmulatorError: raise
     except Exception as e: raise EmulatorError(f"NV emulator: kernel {self.name}: cannot decode {stmt!r}: {type(e).__name__}: {e}") from e
     return Instr(stmt, "op", guard, run)
+
+  def barrier(self, stmt: str, guard, mods: list[str], ops: list[str]) -> Instr:
+    """bar.sync a / barrier.sync.aligned a (aligned: the whole warp executes this instruction) and barrier.sync a (not
+    aligned), with every thread of the block taking part; a thread count, .arrive and .red are not implemented."""
+    kind = [m for m in mods if m != "cta"]
+    if kind not in (["sync"], ["sync", "aligned"]) or len(ops) != 1:
+      raise EmulatorError(f"NV emulator: kernel {self.name}: {stmt!r} is not implemented (only bar.sync / barrier.sync with a barrier number)")
+    return Instr(stmt, "bar", guard, barrier=self.reader(ops[0], "u32"), aligned=stmt.startswith("bar.") or "aligned" in kind)
 
 # ***** instruction semantics: each builder gets the decoder, the opcode's modifiers and the operands, returns run(thread) *****
 
@@ -243,18 +413,52 @@ def _build_shift(left: bool):
   return build
 
 def _mov(d, mods, ops):
+  """mov (a register, immediate, special register or a shared variable's address), and the packing forms
+  mov.b32 d, {lo, hi} / mov.b32 {lo, hi}, a (and .b64): the first element is the low bits."""
   ty = types_of(mods)[-1]
+  if ops[0].startswith("{") or ops[1].startswith("{"):
+    packed, parts = (ops[1], ops[0]) if ops[0].startswith("{") else (ops[0], ops[1])
+    names, bits = vector(parts), 8 * np.dtype(NP[ty]).itemsize
+    pty = f"b{bits // len(names)}"
+    if ops[0].startswith("{"):   # unpack
+      src, outs = d.reader(packed, ty), [d.writer(x, pty) for x in names]
+      def unpack(t):
+        v = np.asarray(src(t)).astype(np.uint64)
+        for i, w in enumerate(outs): w(t, (v >> np.uint64(i * bits // len(names))).astype(NP[pty]))
+      return unpack
+    srcs, out = [d.reader(x, pty) for x in names], d.writer(packed, ty)
+    def pack(t):
+      v = np.zeros((), np.uint64)
+      for i, r in enumerate(srcs): v = v | (np.asarray(r(t)).astype(np.uint64) << np.uint64(i * bits // len(names)))
+      out(t, v.astype(NP[ty]))
+    return pack
   src, out = d.reader(ops[1], ty), d.writer(ops[0], ty)
   return lambda t: out(t, src(t))
 
-def _fused(d, mods, ops):   # mad.lo (ints, wrapping) and fma.rn (floats: one rounding, via float64 for f32)
+def _cvta(d, mods, ops):
+  """Address conversions: global addresses are the same in both spaces; a shared address is SHARED_WINDOW above its offset."""
+  ty = types_of(mods)[-1]
+  space = next((m for m in mods if m in ("global", "shared", "local", "const", "param")), None)
+  if space == "global": return _mov(d, [ty], ops)
+  if space != "shared" or ty != "u64": raise EmulatorError(f"NV emulator: cvta.{'.'.join(mods)} is not implemented")
+  src, out = d.reader(ops[1], ty), d.writer(ops[0], ty)
+  if "to" not in mods: return lambda t: out(t, src(t) + np.uint64(SHARED_WINDOW))
+  def to_shared(t):
+    a = np.asarray(src(t))
+    if np.any((a < np.uint64(SHARED_WINDOW)) & (t.active() if a.ndim else True)):
+      raise EmulatorError(f"NV emulator: kernel {d.name}: cvta.to.shared of an address outside the shared window")
+    out(t, a - np.uint64(SHARED_WINDOW))
+  return to_shared
+
+def _fused(d, mods, ops):
+  """mad.lo (ints, wrapping) and fma.rn / mad.rn (floats: a * b + c rounded once)."""
   ty = types_of(mods)[-1]
   a, b, c, out = d.reader(ops[1], ty), d.reader(ops[2], ty), d.reader(ops[3], ty), d.writer(ops[0], ty)
+  if ty[0] == "f":
+    if mods != ["rn", ty]: raise EmulatorError(f"NV emulator: fma.{'.'.join(mods)}: only fma.rn.{ty} (no .ftz, .sat, other roundings) is implemented")
+    return lambda t: out(t, fma(*np.broadcast_arrays(a(t), b(t), c(t))))
   def run(t):
-    with np.errstate(all="ignore"):
-      if ty == "f32": out(t, (a(t).astype(np.float64) * b(t) + c(t)).astype(np.float32))
-      elif ty == "f64": raise EmulatorError("NV emulator: fma.f64 is not implemented")
-      else: out(t, a(t) * b(t) + c(t))
+    with np.errstate(all="ignore"): out(t, a(t) * b(t) + c(t))
   return run
 
 CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
@@ -325,40 +529,193 @@ def _cvt(d, mods, ops):
     with np.errstate(all="ignore"): out(t, a(t).astype(NP[dt]))   # float narrowing and int->float round to nearest even; ints wrap/extend
   return conv
 
+SPACES = ("global", "shared", "param", "local", "const")
+def _space(mods, what: str) -> str:
+  space = next((m.split("::")[0] for m in mods if m.split("::")[0] in SPACES), "generic")
+  if space in ("local", "const"): raise EmulatorError(f"NV emulator: {what}.{space} is not implemented")
+  return space
+def _vec(mods) -> int: return next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
+
 def _ld(d, mods, ops):
-  ty = types_of(mods)[-1]
-  out = d.writer(ops[0], ty)
-  addr = ops[1].strip("[] ")
-  if "param" in mods:
-    return lambda t: out(t, np.asarray(t.params[addr]).astype(NP[ty]))
-  if "global" not in mods: raise EmulatorError(f"NV emulator: ld.{'.'.join(mods)} (only .param and .global) is not implemented")
-  base, _, off = addr.partition("+")
-  a = d.reader(base, "u64")
-  offset = np.uint64(int(off, 0)) if off else np.uint64(0)
+  """ld.{param,global,shared,generic}{.nc}{.v2,.v4}.type: a vector access must be aligned to its whole size."""
+  ty, space, vec = types_of(mods)[-1], _space(mods, "ld"), _vec(mods)
+  outs = [d.writer(x, ty) for x in vector(ops[0])]
+  if len(outs) != vec: raise EmulatorError(f"NV emulator: ld with {'.v%d' % vec if vec > 1 else 'one element'} writes {len(outs)} registers")
+  if space == "param":
+    name = ops[1].strip("[] ")
+    return lambda t: outs[0](t, np.asarray(t.params[name]).astype(NP[ty]))
+  addr = d.address(ops[1])
   def run(t):
-    addrs = np.broadcast_to(a(t) + offset, (t.n,))
-    if t.mask is not None:
-      vals = np.zeros(t.n, NP[ty])
-      if t.mask.any():
-        view, idx = t.memory.elements(addrs[t.mask], ty, "load")
-        vals[t.mask] = view[idx]
-      return out(t, vals)
-    view, idx = t.memory.elements(addrs, ty, "load")
-    out(t, view[idx])
+    lanes = t.mask
+    a = np.broadcast_to(addr(t), (t.n,))
+    if lanes is not None:
+      if not lanes.any(): return
+      vals = np.zeros((t.n, vec), NP[ty])
+      vals[lanes] = t.load(space, a[lanes], lanes, ty, vec)
+    else: vals = t.load(space, a, None, ty, vec)
+    for i, out in enumerate(outs): out(t, vals[:, i])
   return run
 
 def _st(d, mods, ops):
-  ty = types_of(mods)[-1]
-  if "global" not in mods: raise EmulatorError(f"NV emulator: st.{'.'.join(mods)} (only .global) is not implemented")
-  base, _, off = ops[0].strip("[] ").partition("+")
-  a, v = d.reader(base, "u64"), d.reader(ops[1], ty)
-  offset = np.uint64(int(off, 0)) if off else np.uint64(0)
+  ty, space, vec = types_of(mods)[-1], _space(mods, "st"), _vec(mods)
+  if space == "param": raise EmulatorError("NV emulator: st.param is not implemented")
+  addr, srcs = d.address(ops[0]), [d.reader(x, ty) for x in vector(ops[1])]
+  if len(srcs) != vec: raise EmulatorError(f"NV emulator: st with {'.v%d' % vec if vec > 1 else 'one element'} reads {len(srcs)} registers")
   def run(t):
-    addrs, vals = np.broadcast_to(a(t) + offset, (t.n,)), np.broadcast_to(v(t), (t.n,))
-    if t.mask is not None: addrs, vals = addrs[t.mask], vals[t.mask]
-    if addrs.size == 0: return
-    view, idx = t.memory.elements(addrs, ty, "store")
-    view[idx] = vals
+    lanes = t.mask
+    a = np.broadcast_to(addr(t), (t.n,))
+    vals = np.stack([np.broadcast_to(s(t), (t.n,)) for s in srcs], axis=1)
+    if lanes is not None:
+      if not lanes.any(): return
+      a, vals = a[lanes], vals[lanes]
+    t.store(space, a, lanes, ty, vals)
+  return run
+
+# ***** warp-wide instructions: the lanes of each warp gathered through Thread.table() *****
+
+def _warp_lanes(t: Thread, what: str) -> np.ndarray:
+  """(warps, 32) lane indices of the warps executing a .sync.aligned warp instruction: each must be whole (no thread
+  exited or elsewhere) and converged, else an error naming a thread that is missing."""
+  act = t.active()
+  warps = np.unique(t.warp[act])
+  lanes = t.table()[warps]
+  ok = (lanes >= 0) & act[np.maximum(lanes, 0)]
+  if not ok.all():
+    w, k = (int(x[0]) for x in np.nonzero(~ok))
+    present = int(lanes[w][ok[w]][0])
+    raise EmulatorError(f"NV emulator: {what} needs all 32 threads of a warp, converged; lane {k} of the warp of {t.who(present)} "
+                        f"{'has exited or does not exist' if lanes[w, k] < 0 else 'is not executing it'}")
+  return lanes
+
+def _shfl(d, mods, ops):
+  """shfl.sync.{up,down,bfly,idx}.b32 d[|p], a, b, c, membermask: the PTX ISA's semantics (source lane j from the
+  mode, b and c's clamp/segment mask; out of range: the thread's own a). The executing thread must be in membermask,
+  every non-exited thread named there must execute it, and a source thread must be executing it: else an error."""
+  mode = next((m for m in mods if m in ("up", "down", "bfly", "idx")), None)
+  if "sync" not in mods or mode is None or mods[-1] != "b32": raise EmulatorError(f"NV emulator: shfl.{'.'.join(mods)} is not implemented (shfl.sync.mode.b32)")
+  dst, _, pred = ops[0].partition("|")
+  out, pout = d.writer(dst.strip(), "b32"), (d.writer(pred.strip(), "pred") if pred else None)
+  a, b, c, mm = (d.reader(o, "u32") for o in ops[1:5])
+  def run(t):
+    act, lane = t.active(), (t.tid % WARP).astype(np.int64)
+    bval, cval = np.asarray(b(t)).astype(np.int64) & 31, np.asarray(c(t)).astype(np.int64) & 31
+    seg = np.asarray(c(t)).astype(np.int64) >> 8 & 31
+    maxlane, minlane = (lane & seg) | (cval & ~seg), lane & seg
+    j = {"up": lane - bval, "down": lane + bval, "bfly": lane ^ bval, "idx": minlane | (bval & ~seg)}[mode]
+    inrange = j >= maxlane if mode == "up" else j <= maxlane
+    j = np.where(inrange, j, lane)
+    table = t.table()
+    mask = np.broadcast_to(np.asarray(mm(t)).astype(np.int64), (t.n,))
+    named = (mask[:, None] >> np.arange(WARP)) & 1 == 1
+    idx = table[t.warp]
+    src = table[t.warp, j]
+    for bad, why in ((act & ~named[np.arange(t.n), lane], "is not in membermask"),
+                     (act & (named & (idx >= 0) & ~act[np.maximum(idx, 0)]).any(axis=1), "names in membermask a thread that is not executing it"),
+                     (act & ((src < 0) | ~act[np.maximum(src, 0)]), "reads a source lane that is not executing it (or has exited)")):
+      if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise EmulatorError(f"NV emulator: kernel {d.name}: shfl.sync.{mode} by {t.who(k)} (lane {lane[k]}, membermask {int(mask[k]):#x}, "
+                            f"source lane {j[k]}) {why}")
+    vals = np.broadcast_to(a(t), (t.n,))
+    out(t, vals[np.maximum(src, 0)])
+    if pout is not None: pout(t, inrange)
+  return run
+
+def _bar_warp(d, mods, ops):
+  """bar.warp.sync membermask: every non-exited thread named in membermask must execute it."""
+  if mods != ["warp", "sync"]: raise EmulatorError(f"NV emulator: bar.{'.'.join(mods)} is not implemented")
+  mm = d.reader(ops[0], "u32")
+  def run(t):
+    act, lane = t.active(), t.tid % WARP
+    mask = np.broadcast_to(np.asarray(mm(t)).astype(np.int64), (t.n,))
+    idx = t.table()[t.warp]
+    named = (mask[:, None] >> np.arange(WARP)) & 1 == 1
+    bad = act & (~named[np.arange(t.n), lane] | (named & (idx >= 0) & ~act[np.maximum(idx, 0)]).any(axis=1))
+    if bad.any(): raise EmulatorError(f"NV emulator: kernel {d.name}: bar.warp.sync by {t.who(int(np.flatnonzero(bad)[0]))}: a thread named in membermask is not executing it")
+  return run
+
+# the fragment layouts of the PTX ISA ("Matrix Fragments for mma.m16n8k16 with floating point type", "for mma.m16n8k8"
+# .tf32): element i of lane l, with g = l >> 2 and q = l % 4, is matrix element (row, col)
+MMA_FRAGMENT: dict[tuple[str, str], Callable] = {
+  ("m16n8k16", "a"): lambda g, q, i: (g + 8 * ((i >> 1) & 1), 2 * q + (i & 1) + 8 * (i >> 2)),   # 8 f16/bf16 in 4 registers
+  ("m16n8k16", "b"): lambda g, q, i: (2 * q + (i & 1) + 8 * (i >> 1), g),                        # 4 f16/bf16 in 2 registers
+  ("m16n8k8", "a"): lambda g, q, i: (g + 8 * (i & 1), q + 4 * (i >> 1)),                         # 4 tf32, one per register
+  ("m16n8k8", "b"): lambda g, q, i: (q + 4 * i, g),                                              # 2 tf32
+  ("c", "c"): lambda g, q, i: (g + 8 * (i >> 1), 2 * q + (i & 1)),                                # 4 f32 accumulators
+}
+MMA_FORMS = {("m16n8k16", "f16"): 16, ("m16n8k16", "bf16"): 16, ("m16n8k8", "tf32"): 8}   # (shape, input type) -> K
+
+def fragment_index(kind: tuple[str, str], count: int) -> tuple[np.ndarray, np.ndarray]:
+  """(rows, cols) of shape (32, count): where each lane's fragment elements sit in the matrix."""
+  l, i = np.arange(WARP)[:, None], np.arange(count)[None, :]
+  return tuple(np.broadcast_to(x, (WARP, count)) for x in MMA_FRAGMENT[kind](l >> 2, l & 3, i))
+
+def _unpack(regs: list[np.ndarray], ty: str) -> np.ndarray:
+  """(..., registers) b32 words -> (..., elements) float64 values: two f16/bf16 per word (low half first), or one tf32
+  (an f32 whose low 13 bits the tensor core does not read)."""
+  w = np.stack(regs, axis=-1).astype(np.uint32)
+  if ty == "tf32": return (w & np.uint32(0xffffe000)).view(np.float32).astype(np.float64)
+  halves = np.stack([w & 0xffff, w >> 16], axis=-1).reshape(*w.shape[:-1], -1).astype(np.uint16)
+  if ty == "f16": return halves.view(np.float16).astype(np.float64)
+  return (halves.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+def _mma(d, mods, ops):
+  """mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32.{f16,bf16,tf32}.{same}.f32 d, a, b, c: D = A B + C for each warp,
+  its operands spread over the lanes as the PTX ISA's fragment tables say; the sums as mma_dot models the tensor core."""
+  shape, layouts, types = mods[2] if len(mods) > 2 else "", mods[3:5], mods[5:]
+  if mods[:2] != ["sync", "aligned"] or layouts != ["row", "col"] or len(types) != 4 or types[0] != "f32" or types[3] != "f32" or \
+     types[1] != types[2] or (shape, types[1]) not in MMA_FORMS:
+    raise EmulatorError(f"NV emulator: mma.{'.'.join(mods)} is not implemented (m16n8k16 .f16/.bf16 and m16n8k8 .tf32, .row.col, f32 accumulators)")
+  ty, K = types[1], MMA_FORMS[(shape, types[1])]
+  per = 1 if ty == "tf32" else 2   # elements per register
+  dregs, aregs, bregs, cregs = (vector(o) for o in ops)
+  if (len(dregs), len(aregs), len(bregs), len(cregs)) != (4, 16 * K // 32 // per, 8 * K // 32 // per, 4):
+    raise EmulatorError(f"NV emulator: mma.{shape}.{ty}: wrong number of registers in {ops}")
+  outs = [d.writer(x, "f32") for x in dregs]
+  ra, rb, rc = ([d.reader(x, t) for x in regs] for regs, t in ((aregs, "b32"), (bregs, "b32"), (cregs, "f32")))
+  (ar, ac), (br, bc), (cr, cc) = fragment_index((shape, "a"), 16 * K // 32), fragment_index((shape, "b"), 8 * K // 32), fragment_index(("c", "c"), 4)
+  def run(t):
+    lanes = _warp_lanes(t, f"mma.sync.aligned.{shape}")
+    W, w = lanes.shape[0], np.arange(lanes.shape[0])[:, None, None]
+    gather = lambda readers: [np.broadcast_to(r(t), (t.n,))[lanes] for r in readers]   # each (W, 32)
+    A, B, C = np.zeros((W, 16, K)), np.zeros((W, K, 8)), np.zeros((W, 16, 8), np.float32)
+    A[w, ar, ac] = _unpack(gather(ra), ty)
+    B[w, br, bc] = _unpack(gather(rb), ty)
+    C[w, cr, cc] = np.stack(gather(rc), axis=-1)
+    D = mma_dot(A, B, C, ty)
+    res = [np.zeros(t.n, np.float32) for _ in outs]
+    for i, r in enumerate(res): r[lanes] = D[w[..., 0], cr[:, i], cc[:, i]]
+    for out, r in zip(outs, res): out(t, r)
+  return run
+
+def _ldmatrix(d, mods, ops):
+  """ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16 r, [p]: lanes 8m..8m+7 give the 16-byte-aligned row
+  addresses of matrix m; lane l receives in register m the elements (l >> 2, 2 (l % 4) + {0, 1}) of matrix m (of its
+  transpose with .trans), the first in the low half."""
+  num = next((int(m[1:]) for m in mods if m in ("x1", "x2", "x4")), 0)
+  rest = [m for m in mods if m not in ("x1", "x2", "x4", "trans")]
+  if rest not in (["sync", "aligned", "m8n8", "shared", "b16"], ["sync", "aligned", "m8n8", "shared::cta", "b16"]) or not num:
+    raise EmulatorError(f"NV emulator: ldmatrix.{'.'.join(mods)} is not implemented (ldmatrix.sync.aligned.m8n8.x1/x2/x4{{.trans}}.shared.b16)")
+  outs, addr, trans = [d.writer(x, "b32") for x in vector(ops[0])], d.address(ops[1]), "trans" in mods
+  if len(outs) != num: raise EmulatorError(f"NV emulator: ldmatrix .x{num} writes {num} registers, got {len(outs)}")
+  l = np.arange(WARP)
+  def run(t):
+    lanes = _warp_lanes(t, "ldmatrix")
+    rows = np.broadcast_to(addr(t), (t.n,))[lanes[:, :8 * num]]   # (W, 8 num): the row addresses
+    if np.any(rows % np.uint64(16)): raise EmulatorError(f"NV emulator: kernel {d.name}: ldmatrix row address not a multiple of 16")
+    blk = np.broadcast_to(t.block[lanes[:, :1]], rows.shape)
+    offs = rows.astype(np.int64)
+    if np.any(offs + 16 > t.shared_size): raise EmulatorError(f"NV emulator: kernel {d.name}: ldmatrix row past the block's {t.shared_size} bytes of shared memory")
+    flat = t.shared.reshape(-1).view(np.uint16)
+    m = flat[((blk * t.shared.shape[1] + offs) // 2)[..., None] + np.arange(8)].reshape(-1, num, 8, 8)   # (W, matrix, row, col)
+    if trans: m = m.swapaxes(-1, -2)
+    t.counters.shared_read += m.size * 2
+    lo, hi = m[:, :, l >> 2, 2 * (l & 3)], m[:, :, l >> 2, 2 * (l & 3) + 1]   # (W, matrix, lane)
+    words = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
+    for k, out in enumerate(outs):
+      r = np.zeros(t.n, np.uint32)
+      r[lanes] = words[:, k, :]
+      out(t, r)
   return run
 
 def _approx(fn):
@@ -374,7 +731,8 @@ def _maxmin(fn):
   return _binary(f)
 
 OPS: dict[str, Callable] = {
-  "mov": _mov, "cvta": _mov, "ld": _ld, "st": _st, "cvt": _cvt, "setp": _setp, "selp": _selp, "bfe": _bfe,
+  "mov": _mov, "cvta": _cvta, "ld": _ld, "st": _st, "cvt": _cvt, "setp": _setp, "selp": _selp, "bfe": _bfe,
+  "shfl": _shfl, "bar": _bar_warp, "barrier": _bar_warp, "mma": _mma, "ldmatrix": _ldmatrix,
   "add": _binary(lambda a, b, ty, m: a + b), "sub": _binary(lambda a, b, ty, m: a - b), "mul": _binary(_mul),
   "div": _binary(_int_div), "rem": _binary(_int_rem), "mad": _fused, "fma": _fused,
   "max": _maxmin(np.maximum), "min": _maxmin(np.minimum),
@@ -393,37 +751,71 @@ def _mul_build(d, mods, ops):
   return lambda t: out(t, _mul(a(t), b(t), ty, mods))
 OPS["mul"] = _mul_build
 
+# ***** the tensor core's arithmetic *****
+
+# measured on an H100 (sm_90) with mma.sync m16n8k16 f16/bf16 and m16n8k8 tf32, f32 accumulators: 2.3 million outputs
+# of random, wide-exponent, cancelling and special (inf, NaN, subnormal) operands, all bit-exact with this model: exact
+# products, the terms cut to 25 bits below the largest exponent (tensor_core_dot), the sum truncated (rz) to f32, NaN
+# as 0x7fffffff; a tf32 operand's low 13 bits are not read
+MMA_EMIN = {"f16": -14, "bf16": -126, "tf32": -126}
+MMA_FRACTION_BITS, MMA_ROUNDING, MMA_NAN = 25, "rz", 0x7fffffff
+
+def mma_dot(A: np.ndarray, B: np.ndarray, C: np.ndarray, ty: str) -> np.ndarray:
+  """D = A B + C per warp (A (W, 16, K), B (W, K, 8) exact values of type ty, C (W, 16, 8) float32) as the tensor core adds."""
+  return tensor_core_dot(A, B, C, MMA_EMIN[ty], MMA_FRACTION_BITS, MMA_ROUNDING, MMA_NAN)
+
 # ***** running a launch *****
 
 class EmulatedKernel:
-  """One decoded kernel: call it with its parameter values, the grid and the block."""
+  """One decoded kernel: call it with its parameter values, the grid, the block (and dynamic shared bytes); `counters`
+  holds what its last call did."""
   def __init__(self, ptx: str, name: str, memory: EmulatedMemory):
     dec = Decoder(ptx, name)
     self.name, self.memory, self.instrs, self.params = name, memory, dec.instrs, dec.param_order
+    self.static_shared = dec.static_shared
+    self.counters = Counters()
 
-  def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int]) -> None:
+  def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> Counters:
     nblocks, per_block = int(np.prod(grid)), int(np.prod(block))
-    if nblocks == 0 or per_block == 0: return
+    if per_block > MAX_THREADS: raise EmulatorError(f"NV emulator: kernel {self.name}: a block of {block} has {per_block} threads, more than {MAX_THREADS}")
+    self.counters = c = Counters(threads=nblocks * per_block, blocks=nblocks)
+    if nblocks == 0 or per_block == 0: return c
+    shared = self.static_shared + shared_bytes
     step = max(1, LANES // per_block)   # blocks per batch
     lane = np.arange(per_block)
     tid = {"x": lane % block[0], "y": lane // block[0] % block[1], "z": lane // (block[0] * block[1])}
+    wpb = -(-per_block // WARP)
     for first in range(0, nblocks, step):
       ids = np.arange(first, min(first + step, nblocks))
       b = np.repeat(ids, per_block)
       special: dict[str, Any] = {f"%tid.{k}": np.tile(v, len(ids)) for k, v in tid.items()}
       special |= {"%ctaid.x": b % grid[0], "%ctaid.y": b // grid[0] % grid[1], "%ctaid.z": b // (grid[0] * grid[1])}
       special |= {f"%ntid.{k}": block[i] for i, k in enumerate("xyz")} | {f"%nctaid.{k}": grid[i] for i, k in enumerate("xyz")}
-      self.run_batch(Thread({}, special, params, self.memory, len(b)))
+      # %warpid is the warp's slot on its SM on the hardware, which no kernel may rely on: here, its place in the block
+      special |= {"%laneid": np.tile(lane % WARP, len(ids)), "%warpid": np.tile(lane // WARP, len(ids))}
+      t = Thread({}, special, params, self.memory, len(b), block=np.repeat(np.arange(len(ids)), per_block),
+                 tid=np.tile(lane, len(ids)), warps_per_block=wpb, shared=np.zeros((len(ids), -(-max(shared, 1) // 16) * 16), np.uint8),
+                 counters=c, shared_size=shared)
+      self.run_batch(t)
+    return c
 
   def run_batch(self, t: Thread) -> None:
-    instrs, pc, pcs = self.instrs, 0, None   # pcs: per-lane program counters while the lanes are diverged
+    """Run the lanes of t to their exits: the lowest pc's lanes step (structured code reconverges there); lanes at a
+    barrier wait (pcs stays there, waiting set) until every lane not exited waits, then their blocks pass together."""
+    instrs, c = self.instrs, t.counters
+    pc, pcs, waiting, barrier_ids = 0, None, None, None   # pcs: per-lane program counters while the lanes are diverged
     while t.n:
-      if pcs is not None:   # diverged: run the lowest pc's lanes (structured code reconverges there)
-        pc = int(pcs.min())
-        t.mask = pcs == pc
-        if t.mask.all(): pcs, t.mask = None, None
-      if pc >= len(instrs): return
+      if pcs is not None:
+        ready = pcs if not waiting.any() else np.where(waiting, len(instrs), pcs)
+        pc = int(ready.min())
+        if pc == len(instrs):   # every lane waits at a barrier: check the blocks agree, then all pass
+          self.release(t, pcs, barrier_ids)
+          pcs, waiting = pcs + 1, np.zeros(t.n, bool)
+          continue
+        t.mask = ready == pc
+        if t.mask.all(): pcs, t.mask, waiting, barrier_ids = None, None, None, None
       ins = instrs[pc]
+      self.count(t)
       go = t.mask
       if ins.guard is not None:
         g = t.regs.get(ins.guard[0], np.zeros(t.n, bool))
@@ -442,9 +834,20 @@ class EmulatedKernel:
         if pcs is None:
           if taken.all(): pc = ins.target; continue
           if not taken.any(): pc += 1; continue
-          pcs = np.full(t.n, pc, np.int64)
-          t.mask = np.ones(t.n, bool)
+          pcs, waiting, t.mask = np.full(t.n, pc, np.int64), np.zeros(t.n, bool), np.ones(t.n, bool)
         pcs = np.where(t.mask & taken, ins.target, np.where(t.mask, pcs + 1, pcs))
+      elif ins.kind == "bar":
+        ids = np.broadcast_to(np.asarray(ins.barrier(t)).astype(np.int64), (t.n,))
+        if pcs is None and go is None and (ids == ids[0]).all():   # every thread of every block arrives at once
+          c.barriers += int(np.count_nonzero(np.diff(t.block))) + 1
+          pc += 1
+          continue
+        if pcs is None: pcs, waiting, t.mask = np.full(t.n, pc, np.int64), np.zeros(t.n, bool), np.ones(t.n, bool)
+        if barrier_ids is None: barrier_ids = np.zeros(t.n, np.int64)
+        arrive = t.mask if go is None else go
+        barrier_ids[arrive] = ids[arrive]
+        waiting |= arrive
+        pcs[t.mask & ~arrive] += 1   # predicated off: they go on
       else:   # exit: these lanes are done
         leaving = np.ones(t.n, bool) if go is None else go
         if leaving.all(): return
@@ -453,5 +856,30 @@ class EmulatedKernel:
         if leaving.any():
           alive = ~leaving
           t.keep(alive)
-          if pcs is not None: pcs = pcs[alive]
+          if pcs is not None: pcs, waiting = pcs[alive], waiting[alive]
+          if barrier_ids is not None: barrier_ids = barrier_ids[alive]
         t.mask = None
+
+  def count(self, t: Thread) -> None:
+    """One instruction issued: once per warp with an active thread, once per active thread."""
+    if t.mask is None:
+      t.counters.instructions += t.live_warps
+      t.counters.thread_instructions += t.n
+    else:
+      w = t.warp[t.mask]
+      if w.size: t.counters.instructions += int(np.count_nonzero(np.diff(w))) + 1
+      t.counters.thread_instructions += w.size
+
+  def release(self, t: Thread, pcs: np.ndarray, barrier_ids: np.ndarray) -> None:
+    """Every lane waits at a barrier: the threads of a block must wait at the same barrier number (else they would wait
+    for each other forever), and an aligned barrier (bar.sync) must be one instruction for a whole warp."""
+    same_block, same_warp = t.block[1:] == t.block[:-1], t.warp[1:] == t.warp[:-1]
+    aligned = np.array([ins.aligned for ins in self.instrs])[pcs]
+    for bad, why in ((same_block & (barrier_ids[1:] != barrier_ids[:-1]), "wait at different barrier numbers: the block would never go on"),
+                     (same_warp & (pcs[1:] != pcs[:-1]) & (aligned[1:] | aligned[:-1]),
+                      "are in one warp but wait at different barrier instructions, and bar.sync is .aligned")):
+      if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise EmulatorError(f"NV emulator: kernel {self.name}: {t.who(k)} (at `{self.instrs[pcs[k]].text}`) and {t.who(k + 1)} "
+                            f"(at `{self.instrs[pcs[k + 1]].text}`) {why}")
+    t.counters.barriers += int(np.count_nonzero(np.diff(t.block))) + 1

@@ -1,0 +1,208 @@
+"""The PTX emulator against the hardware: hand-written kernels (ptx_kernels.py) bit-exact with an H100's recorded
+outputs, the PTX ISA's semantics of each warp and block instruction, the errors for what PTX leaves undefined, and the
+per-launch counters."""
+from __future__ import annotations
+import json, os, pathlib
+import numpy as np
+import pytest
+
+if not os.environ.get("CI"): pytest.importorskip("tinygrad_nv", reason="tinygrad-nv is not installed (pip install -e backends/tinygrad-nv)")
+os.environ.setdefault("NV_EMULATE", "1")
+import ptx_kernels as K
+from tinygrad_nv.emulator import EmulatedKernel, EmulatedMemory, EmulatorError, fragment_index, _unpack, LAUNCHES
+
+HERE = pathlib.Path(__file__).parent
+H100 = json.loads((HERE / "h100_ptx.json").read_text())
+
+@pytest.mark.parametrize("key", list(K.CASES))
+def test_emulator_matches_the_h100_bit_for_bit(key):
+  """Each case's outputs (the first KEPT elements) equal what an H100 computed for the same kernel and inputs."""
+  case = K.CASES[key](np.random.default_rng(0))
+  for i, (got, (dt, _)) in enumerate(zip(K.run_emulated(case), case.outputs)):
+    want = K.decode(H100["cases"][key][i], dt)
+    n = len(want)
+    diff = np.flatnonzero((got[:n].view(np.uint8).reshape(n, -1) != want.view(np.uint8).reshape(n, -1)).any(axis=1))
+    assert diff.size == 0, f"{key} output {i}: {diff.size} of {n} differ from the {H100['gpu']}, first at {diff[0]}: {got[diff[0]]!r} vs {want[diff[0]]!r}"
+
+@pytest.mark.parametrize("key", list(K.CASES))
+def test_hand_written_kernels_are_ptx_that_ptxas_accepts(key):
+  from tinygrad_nv.assembler import find_ptxas, run_ptxas
+  if (ptxas := find_ptxas()) is None:
+    if os.environ.get("CI"): pytest.fail("CI must check the hand-written kernels with ptxas: install tinygrad-nv[ptxas]")
+    pytest.skip("ptxas not found: pip install 'tinygrad-nv[ptxas]'")
+  for arch in ("sm_80", "sm_90"): run_ptxas(K.CASES[key](np.random.default_rng(0)).ptx, arch, ptxas)
+
+# ***** the documented semantics, without a GPU *****
+
+def test_shared_memory_tree_and_shuffles_sum_in_their_order():
+  case = K.block_sum(np.random.default_rng(1))
+  assert np.array_equal(K.run_emulated(case)[0], K.block_sum_reference(case.inputs[0]))
+
+@pytest.mark.parametrize("mode", ["up", "down", "bfly", "idx"])
+def test_shfl_follows_the_ptx_pseudocode(mode):
+  vals, preds = K.run_emulated(K.shfl(mode)(None))
+  want_vals, want_preds = K.shfl_reference(mode, len(K.SHFL_CASES))
+  assert np.array_equal(vals, want_vals) and np.array_equal(preds, want_preds)
+
+def test_exited_threads_release_a_barrier_and_vector_accesses():
+  case = K.exit_barrier(np.random.default_rng(1))
+  x, out = case.inputs[0], K.run_emulated(case)[0]
+  assert np.array_equal(out[:40], x[(np.arange(40) + 1) % 40]) and not out[40:].any()
+  case = K.vectors(np.random.default_rng(1))
+  assert np.array_equal(K.run_emulated(case)[0], case.inputs[0][np.arange(128) ^ 3])
+
+def test_ldmatrix_gives_each_lane_its_fragment():
+  case = K.ldmatrix_case(np.random.default_rng(1))
+  assert np.array_equal(K.run_emulated(case)[0], K.ldmatrix_reference(*case.inputs))
+
+def mma_matrices(ty: str, case: K.Case, out: np.ndarray):
+  """A, B, C, D of each warp, placed by the PTX ISA's fragment tables."""
+  shape = K.MMA_FORMS[ty][0]
+  k = 16 if shape == "m16n8k16" else 8
+  a, b, c = case.inputs
+  W = len(c) // 128
+  A, B, C, D = np.zeros((W, 16, k)), np.zeros((W, k, 8)), np.zeros((W, 16, 8)), np.zeros((W, 16, 8))
+  w = np.arange(W)[:, None, None]
+  (ar, ac), (br, bc), (cr, cc) = fragment_index((shape, "a"), 16 * k // 32), fragment_index((shape, "b"), 8 * k // 32), fragment_index(("c", "c"), 4)
+  A[w, ar, ac] = _unpack(list(a.reshape(W, 32, 4).transpose(2, 0, 1)), ty)
+  B[w, br, bc] = _unpack(list(b.reshape(W, 32, 2).transpose(2, 0, 1)), ty)
+  C[w, cr, cc], D[w, cr, cc] = c.reshape(W, 32, 4), out.reshape(W, 32, 4)
+  return A, B, C, D
+
+@pytest.mark.parametrize("ty", list(K.MMA_FORMS))
+def test_mma_is_the_matrix_product_of_the_documented_fragments(ty):
+  """Independently of the adder's model: D is A B + C to within f32 accumulation error, A and B read from the lanes as
+  the fragment tables say (a wrong layout is off by far more)."""
+  case = K.mma_case(ty, warps=16)(np.random.default_rng(2))
+  A, B, C, D = mma_matrices(ty, case, K.run_emulated(case)[0])
+  scale = np.abs(A) @ np.abs(B) + np.abs(C)
+  assert (np.abs(D - (A @ B + C)) <= 2.0 ** -22 * scale).all()
+
+def single_mma(a_bits: np.ndarray, b_bits: np.ndarray, c: np.ndarray) -> np.ndarray:
+  """One warp's m16n8k16.f16 mma on per-lane registers (a (32, 4), b (32, 2) u32, c (32, 4) f32)."""
+  case = K.Case("mma_f16", K.mma_kernel("f16"), (1, 1, 1), (32, 1, 1), [a_bits.reshape(-1), b_bits.reshape(-1), c.reshape(-1)], [(np.float32, 128)])
+  return K.run_emulated(case)[0].reshape(32, 4)
+
+def test_mma_adds_as_the_h100_does():
+  """The adder measured on the H100: c = 1 plus the product 3*2**-25 (0.75 of 1's last bit, kept whole: 25 bits below
+  1) is truncated to 1, where rounding to nearest would give 1 + 2**-23; a NaN comes out as 0x7fffffff."""
+  a = np.zeros((32, 4), np.uint32)
+  b = np.zeros((32, 2), np.uint32)
+  a[0, 0] = np.array([2.0 ** -12, 0], np.float16).view(np.uint32)[0]   # A[0, 0] (lane 0, register 0, low half)
+  b[0, 0] = np.array([3 * 2.0 ** -13, 0], np.float16).view(np.uint32)[0]   # B[0, 0] (lane 0 holds column 0, rows 0 and 1)
+  c = np.ones((32, 4), np.float32)
+  d = single_mma(a, b, c)
+  assert d[0, 0] == 1.0 and np.float32(1) + np.float32(3 * 2.0 ** -25) == np.float32(1 + 2.0 ** -23)
+  c[0, 1] = np.nan
+  assert single_mma(a, b, c).view(np.uint32)[0, 1] == 0x7fffffff
+
+# ***** undefined behaviour is an error naming what went wrong *****
+
+def run(body: str, block=(64, 1, 1), grid=(1, 1, 1), shared=".shared .align 16 .b8 smem[256];\n"):
+  mem = EmulatedMemory()
+  out = mem.alloc(4096)
+  kern = EmulatedKernel(K.kernel("k", 1, shared + "ld.param.u64 %rd0, [data0];\nmov.u32 %r0, %tid.x;\n" + body), "k", mem)
+  kern({"data0": out}, grid, block)
+  return kern, mem.span(out, 4096).view(np.uint32)
+
+@pytest.mark.parametrize("body,why", [
+  ("setp.lt.u32 %p0, %r0, 16;\n@%p0 bra $a;\nbar.sync 0;\nbra $b;\n$a:\nbar.sync 0;\n$b:\nret;", "different barrier instructions"),
+  ("and.b32 %r1, %r0, 32;\nshr.u32 %r1, %r1, 5;\nbar.sync %r1;\nret;", "different barrier numbers"),
+  ("mov.u32 %r1, smem;\nst.shared.u32 [%r1+256], %r0;\nret;", "outside the block's 256 bytes of shared memory"),
+  ("mov.u32 %r1, smem;\nst.shared.u32 [%r1+2], %r0;\nret;", "misaligned shared store"),
+  ("ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd0+8];\nret;", "misaligned load of 4xu32"),
+  ("setp.lt.u32 %p0, %r0, 8;\n@%p0 exit;\nshfl.sync.idx.b32 %r1, %r0, 0, 31, -1;\nret;", r"source lane 0\) reads a source lane"),
+  ("setp.lt.u32 %p0, %r0, 8;\n@%p0 bra $x;\nshfl.sync.idx.b32 %r1, %r0, 9, 31, -1;\n$x:\nret;", "names in membermask a thread that is not"),
+  ("shfl.sync.idx.b32 %r1, %r0, 0, 31, 0xffff;\nret;", "not in membermask"),
+  ("setp.lt.u32 %p0, %r0, 8;\n@%p0 exit;\nmov.u32 %r1, smem;\nldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r1];\nret;", "needs all 32 threads"),
+  ("mov.u32 %r1, smem;\nadd.u32 %r1, %r1, 8;\nldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r1];\nret;", "not a multiple of 16"),
+  ("bar.sync 0, 64;\nret;", "is not implemented"),
+])
+def test_undefined_behaviour_is_an_error(body, why):
+  with pytest.raises(EmulatorError, match=why): run(body)
+
+def test_launch_and_declaration_limits_are_errors():
+  with pytest.raises(EmulatorError, match="more than 1024"): run("ret;", block=(1025, 1, 1))
+  with pytest.raises(EmulatorError, match="static shared memory"): run("ret;", shared=".shared .align 4 .b8 big[49153];\n")
+
+def test_a_non_aligned_barrier_may_be_reached_at_two_places():
+  """barrier.sync (without .aligned) at two instructions, by the two halves of each warp: both halves wait for each
+  other, then each thread reads the value its neighbour in the other half stored before the barrier."""
+  body = """mov.u32 %r1, smem;
+shl.b32 %r2, %r0, 2;
+add.u32 %r3, %r1, %r2;
+st.shared.u32 [%r3], %r0;
+and.b32 %r4, %r0, 16;
+setp.ne.u32 %p0, %r4, 0;
+@%p0 bra $hi;
+barrier.sync 0;
+bra $join;
+$hi:
+barrier.sync 0;
+$join:
+xor.b32 %r5, %r2, 64;
+add.u32 %r6, %r1, %r5;
+ld.shared.u32 %r7, [%r6];
+mul.wide.u32 %rd1, %r0, 4;
+add.s64 %rd1, %rd1, %rd0;
+st.global.u32 [%rd1], %r7;
+ret;"""
+  _, out = run(body)
+  assert np.array_equal(out[:64], np.arange(64) ^ 16)
+
+def test_module_scope_and_dynamic_shared_memory():
+  """A .shared variable declared outside the kernel, and .extern dynamic shared memory sized at launch (after the
+  static variables): each thread stores to both and reads its neighbour's; past the launch's size is an error."""
+  ptx = K.kernel("k", 1, """ld.param.u64 %rd0, [data0];
+mov.u32 %r0, %tid.x;
+shl.b32 %r1, %r0, 2;
+mov.u32 %r2, dyn;
+add.u32 %r3, %r2, %r1;
+st.shared.u32 [%r3], %r0;
+mov.u32 %r4, stat;
+add.u32 %r5, %r4, %r1;
+st.shared.u32 [%r5], %r0;
+bar.sync 0;
+xor.b32 %r6, %r1, 4;
+add.u32 %r7, %r2, %r6;
+ld.shared.u32 %r8, [%r7];
+add.u32 %r9, %r4, %r6;
+ld.shared.u32 %r10, [%r9];
+add.u32 %r8, %r8, %r10;
+mul.wide.u32 %rd1, %r0, 4;
+add.s64 %rd1, %rd1, %rd0;
+st.global.u32 [%rd1], %r8;
+ret;""").replace(".visible .entry", ".shared .align 4 .u32 stat[64];\n.extern .shared .align 16 .b8 dyn[];\n.visible .entry")
+  mem = EmulatedMemory()
+  out = mem.alloc(256)
+  kern = EmulatedKernel(ptx, "k", mem)
+  assert kern.static_shared == 256
+  kern({"data0": out}, (1, 1, 1), (64, 1, 1), shared_bytes=256)
+  assert np.array_equal(mem.span(out, 256).view(np.uint32), 2 * (np.arange(64) ^ 1))
+  with pytest.raises(EmulatorError, match="outside the block's 384 bytes"): kern({"data0": out}, (1, 1, 1), (64, 1, 1), shared_bytes=128)
+
+# ***** counters *****
+
+def test_counters_of_a_kernel_with_known_traffic():
+  """block_sum over 6 blocks of 256: each thread reads 4 bytes, block 0's thread 0 writes one float per block; shared
+  memory: 256 stores, then 128 + 64 + 32 tree steps of two loads and a store, then 32 loads; four barriers per block."""
+  case = K.block_sum(np.random.default_rng(0))
+  kern = EmulatedKernel(case.ptx, case.name, mem := EmulatedMemory())
+  addrs = [mem.alloc(4 * 6), mem.alloc(case.inputs[0].nbytes)]
+  c = kern({"data0": addrs[0], "data1": addrs[1]}, case.grid, case.block)
+  assert c is kern.counters
+  assert (c.threads, c.blocks, c.barriers) == (6 * 256, 6, 6 * 4)
+  assert (c.global_read, c.global_written) == (6 * 256 * 4, 6 * 4)
+  assert (c.shared_written, c.shared_read) == (6 * 4 * (256 + 224), 6 * 4 * (2 * 224 + 32))
+  assert c.instructions < c.thread_instructions <= 32 * c.instructions   # a warp instruction runs 1..32 threads
+
+def test_counters_of_launches_through_tinycore():
+  """An elementwise add of 1000 floats reads 8000 bytes and writes 4000; the program keeps its last launch's counters
+  and the module's log has them."""
+  from tinycore import Tensor
+  a, b = Tensor.arange(1000, device="NV").float().realize(), Tensor.ones(1000, device="NV").contiguous().realize()
+  LAUNCHES.clear()
+  (a + b).realize()
+  assert len(LAUNCHES) == 1
+  name, c = LAUNCHES[0]
+  assert (c.global_read, c.global_written, c.shared_read, c.barriers) == (8000, 4000, 0, 0) and c.threads >= 1000

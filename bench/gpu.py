@@ -1,0 +1,212 @@
+"""GPU benchmark. With an NVIDIA GPU (NV without NV_EMULATE, and PyTorch seeing CUDA) it times tinycore's NV backend side by
+side with PyTorch on that GPU and prints the ratios. Without one it runs the same kinds of work on the PTX and RDNA3
+emulators (NV_EMULATE=1, AMD_EMULATE=1) and prints what the kernels did: global and shared-memory bytes, barriers,
+instructions, threads and blocks, counted by the emulators per launch. `python bench/gpu.py` picks the mode by itself."""
+from __future__ import annotations
+import argparse, os, pathlib, subprocess, sys, time
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
+import numpy as np
+
+def has_nvidia_gpu() -> bool:
+  if os.environ.get("NV_EMULATE", "") not in ("", "0"): return False
+  try: import torch
+  except ImportError: return False
+  return bool(torch.cuda.is_available())
+
+# ***** counters on the emulators *****
+
+COUNTERS = ("global_read", "global_written", "shared_read", "shared_written", "barriers", "instructions", "thread_instructions", "threads", "blocks")
+
+def counted(device: str, fn) -> tuple[int, dict[str, int]]:
+  """(kernels launched, summed counters) of the launches fn makes on device's emulator."""
+  mod = __import__("tinygrad_nv.emulator" if device == "NV" else "tinygrad_amd.emulator", fromlist=["LAUNCHES"])
+  mod.LAUNCHES.clear()
+  fn()
+  total = dict.fromkeys(COUNTERS, 0)
+  for _, c in mod.LAUNCHES:
+    for k in COUNTERS: total[k] += getattr(c, k)
+  return len(mod.LAUNCHES), total
+
+def emulator_workloads(a):
+  """name -> (make inputs (realized), run, the least global traffic the work needs in bytes): sizes from the options."""
+  from tinycore import Tensor
+  n, b, c, hw, k, (sr, sc), s = a.matmul, a.conv_batch, a.conv_channels, a.conv_size, a.conv_out, a.rows, a.sum
+  def conv_inputs(dev):
+    return (Tensor.randn(b, c, hw, hw, device=dev).realize(), Tensor.randn(k, c, 3, 3, device=dev).realize())
+  def conv_backward(x, w):
+    x, w = x.requires_grad_(), w.requires_grad_()
+    return x.conv2d(w, padding=1).sum().gradient(x, w)
+  return {
+    f"matmul {n}x{n} fp32": (lambda d: (Tensor.randn(n, n, device=d).realize(), Tensor.randn(n, n, device=d).realize()),
+                             lambda x, y: [x @ y], 3 * n * n * 4),
+    f"conv {b}x{c}x{hw}x{hw} * {k}x{c}x3x3 forward": (conv_inputs, lambda x, w: [x.conv2d(w, padding=1)], (b * c + b * k) * hw * hw * 4 + k * c * 36),
+    "conv backward (dx, dw)": (conv_inputs, conv_backward, (2 * b * c + b * k) * hw * hw * 4 + 2 * k * c * 36),
+    f"softmax {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * sr * sc * 4),
+    f"layernorm {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.layernorm()], 2 * sr * sc * 4),
+    f"sum 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(),), lambda x: [x.sum()], s * 4 + 4),
+  }
+
+def show_bytes(x: int) -> str:
+  for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    if x >= f: return f"{x / f:7.2f} {unit}"
+  return f"{x:7d} B "
+
+def run_counters(a) -> None:
+  os.environ.setdefault("NV_EMULATE", "1")
+  os.environ.setdefault("AMD_EMULATE", "1")
+  from tinycore import Tensor, Device
+  print(f"emulated devices: {', '.join(a.devices)} (per workload: kernels launched and the sums of their counters; 'least' is the "
+        "global traffic the work needs, inputs read once and outputs written once)")
+  for dev in a.devices:
+    Device[dev]
+    print(f"\n== {dev} emulator ==")
+    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'(x least)':>9s} {'written':>10s} {'shared r/w':>21s} {'barriers':>9s} "
+          f"{'instr (warp)':>12s} {'instr/thread':>12s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
+    for name, (make, run, least) in emulator_workloads(a).items():
+      Tensor.manual_seed(0)
+      ins = make(dev)
+      st = time.perf_counter()
+      nk, c = counted(dev, lambda: Tensor.realize_all(*run(*ins)))
+      secs = time.perf_counter() - st
+      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {c['global_read'] / least:8.1f}x {show_bytes(c['global_written']):>10s} "
+            f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {c['barriers']:9d} {c['instructions']:12d} "
+            f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
+
+# ***** side by side with PyTorch on an NVIDIA GPU *****
+
+def machine() -> str:
+  import torch
+  drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True, text=True).stdout.strip() \
+        if any(os.access(os.path.join(p, "nvidia-smi"), os.X_OK) for p in os.environ.get("PATH", "").split(os.pathsep)) else "unknown"
+  return f"{torch.cuda.get_device_name(0)}, driver {drv}, PyTorch {torch.__version__} (CUDA {torch.version.cuda})"
+
+def best_time(fn, sync, reps: int, warmup: int = 2) -> float:
+  for _ in range(warmup): fn(); sync()
+  ts = []
+  for _ in range(reps):
+    st = time.perf_counter()
+    fn(); sync()
+    ts.append(time.perf_counter() - st)
+  return min(ts)
+
+def gpu_workloads(a):
+  """name -> (unit, amount per run, make(framework) -> zero-argument function doing the work once): each framework is
+  a dict of the few operations needed."""
+  N = 1 << a.log_elements
+  def matmul(n, dt):
+    def make(fw):
+      x, y = fw["randn"]((n, n), dt), fw["randn"]((n, n), dt)
+      return lambda: fw["run"](x @ y)
+    return ("TFLOP/s", 2 * n ** 3 / 1e12, make)
+  def conv(backward: bool):
+    b, c, hw, k = a.gpu_conv
+    def make(fw):
+      x, w = fw["randn"]((b, c, hw, hw), "float32"), fw["randn"]((k, c, 3, 3), "float32")
+      if not backward: return lambda: fw["run"](fw["conv"](x, w))
+      return lambda: fw["run"](*fw["conv_grads"](x, w))
+    return ("TFLOP/s", (3 if backward else 1) * 2 * b * k * c * 9 * hw * hw / 1e12, make)
+  def elementwise(f, nbytes, shape=(N,)):
+    def make(fw):
+      xs = [fw["randn"](shape, "float32") for _ in range(2)]
+      return lambda: fw["run"](f(fw, *xs))
+    return ("GB/s", nbytes / 1e9, make)
+  r, (big, small) = a.gpu_rows, a.gpu_matmul
+  return {
+    f"fp32 matmul {big}^2": matmul(big, "float32"), f"fp32 matmul {small}^2": matmul(small, "float32"),
+    f"fp16 matmul {big}^2": matmul(big, "float16"), f"bf16 matmul {big}^2": matmul(big, "bfloat16"),
+    f"exp(x*2+1).sum() 2^{a.log_elements}": elementwise(lambda fw, x, y: fw["exp"](x * 2 + 1).sum(), N * 4),
+    f"softmax {r}x{r}": elementwise(lambda fw, x, y: fw["softmax"](x), 2 * r * r * 4, (r, r)),
+    f"a + b 2^{a.log_elements}": elementwise(lambda fw, x, y: x + y, 3 * N * 4),
+    f"layernorm {r}x{r}": elementwise(lambda fw, x, y: fw["layernorm"](x), 2 * r * r * 4, (r, r)),
+    "conv forward " + "x".join(map(str, a.gpu_conv)): conv(False), "conv backward (dx, dw)": conv(True),
+    f"digits convnet training step (batch {a.train_batch})": ("steps/s", 1.0, lambda fw: fw["train_step"](a.train_batch)),
+  }
+
+def torch_fw(dev: str = "cuda"):
+  import torch
+  torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False   # fp32 is fp32 (PyTorch's default for matmul)
+  def conv_grads(x, w):
+    x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+    return torch.autograd.grad(torch.nn.functional.conv2d(x, w, padding=1).sum(), (x, w))
+  def train_step(batch):
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                                torch.nn.Flatten(), torch.nn.Linear(16 * 13 * 13, 10)).to(dev)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randn(batch, 1, 28, 28, device=dev), torch.randint(0, 10, (batch,), device=dev)
+    def step():
+      opt.zero_grad()
+      loss = torch.nn.functional.cross_entropy(model(x), y)
+      loss.backward()
+      opt.step()
+    return step
+  return {"name": "PyTorch", "randn": lambda shape, dt: torch.randn(*shape, device=dev).to(getattr(torch, dt)),
+          "run": lambda *xs: xs, "sync": torch.cuda.synchronize if dev == "cuda" else (lambda: None), "exp": torch.exp, "softmax": lambda x: x.softmax(-1),
+          "layernorm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]), "conv": lambda x, w: torch.nn.functional.conv2d(x, w, padding=1),
+          "conv_grads": conv_grads, "train_step": train_step}
+
+def tinycore_fw():
+  from tinycore import Tensor, Device, dtypes
+  from tinycore.nn import optim
+  from tinycore.nn.state import get_parameters
+  from tinycore.jit import TinyJit
+  from tinycore.examples.train_digits import ConvNet
+  Device.DEFAULT = "NV"
+  def conv_grads(x, w):
+    x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
+    return x.conv2d(w, padding=1).sum().gradient(x, w)
+  def train_step(batch):
+    Tensor.training = True
+    model = ConvNet()
+    opt = optim.Adam(get_parameters(model), lr=1e-3)
+    x, y = Tensor.randn(batch, 1, 28, 28).realize(), Tensor.randint(batch, high=10).cast(dtypes.int32).realize()
+    @TinyJit
+    def step(x, y):
+      opt.zero_grad()
+      loss = model(x).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+      return loss.realize()
+    return lambda: step(x, y)
+  return {"name": "tinycore", "randn": lambda shape, dt: Tensor.randn(*shape).cast(getattr(dtypes, dt)).realize(),
+          "run": lambda *xs: Tensor.realize_all(*xs), "sync": Device["NV"].synchronize, "exp": Tensor.exp,
+          "softmax": lambda x: x.softmax(-1), "layernorm": lambda x: x.layernorm(), "conv": lambda x, w: x.conv2d(w, padding=1),
+          "conv_grads": conv_grads, "train_step": train_step}
+
+def run_gpu(a) -> None:
+  os.environ.pop("NV_EMULATE", None)
+  print(f"machine: {machine()}")
+  fws = [tinycore_fw(), torch_fw()]
+  print(f"{'workload':46s} {'unit':>8s} {'tinycore':>10s} {'PyTorch':>10s} {'ratio':>7s}")
+  for name, (unit, amount, make) in gpu_workloads(a).items():
+    if a.only and a.only not in name: continue
+    rates = []
+    for fw in fws:
+      try:
+        fn = make(fw)
+        rates.append(amount / best_time(fn, fw["sync"], a.reps))
+      except Exception as e:   # a workload one framework cannot run is reported, not fatal
+        print(f"  {fw['name']} failed on {name}: {type(e).__name__}: {str(e)[:200]}")
+        rates.append(float("nan"))
+    print(f"{name:46s} {unit:>8s} {rates[0]:10.3f} {rates[1]:10.3f} {rates[0] / rates[1]:6.3f}x", flush=True)
+
+def main() -> None:
+  p = argparse.ArgumentParser(description=__doc__)
+  p.add_argument("--mode", choices=("auto", "gpu", "counters"), default="auto", help="auto: gpu when an NVIDIA GPU and PyTorch with CUDA are present")
+  p.add_argument("--devices", nargs="+", default=["NV", "AMD"], help="counters mode: the emulated backends")
+  p.add_argument("--matmul", type=int, default=512, help="counters mode: the square matmul's size")
+  p.add_argument("--conv", dest="conv", type=int, nargs=4, default=[4, 16, 32, 32], metavar=("BATCH", "CIN", "SIZE", "COUT"))
+  p.add_argument("--rows", type=int, nargs=2, default=[256, 1024], help="counters mode: softmax and layernorm shape")
+  p.add_argument("--sum", type=int, default=1 << 20, help="counters mode: elements summed")
+  p.add_argument("--gpu-matmul", type=int, nargs=2, default=[4096, 2048], metavar=("BIG", "SMALL"), help="gpu mode: matmul sizes")
+  p.add_argument("--log-elements", type=int, default=26, help="gpu mode: log2 of the elementwise and reduction sizes")
+  p.add_argument("--gpu-rows", type=int, default=4096, help="gpu mode: softmax and layernorm are this square")
+  p.add_argument("--gpu-conv", type=int, nargs=4, default=[32, 64, 56, 64], metavar=("BATCH", "CIN", "SIZE", "COUT"))
+  p.add_argument("--train-batch", type=int, default=256)
+  p.add_argument("--reps", type=int, default=5)
+  p.add_argument("--only", default="", help="gpu mode: only workloads whose name contains this")
+  a = p.parse_args()
+  a.conv_batch, a.conv_channels, a.conv_size, a.conv_out = a.conv
+  mode = a.mode if a.mode != "auto" else ("gpu" if has_nvidia_gpu() else "counters")
+  run_gpu(a) if mode == "gpu" else run_counters(a)
+
+if __name__ == "__main__": main()
