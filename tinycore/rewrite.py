@@ -93,11 +93,12 @@ class PatternMatcher:
         if (ret := (fn(ctx=ctx, **m) if wants_ctx else fn(**m))) is not None and ret is not u: return ret
     return None
 
-def graph_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False) -> dict[UOp, UOp]:
+def graph_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, done: dict[UOp, UOp] | None = None) -> dict[UOp, UOp]:
   """Rewrite the graph under `sink` to a fixed point; returns old node -> new node for every node visited.
-  Top-down (default): sources are rewritten before their user. bottom_up=True tries the user first."""
-  if trace.capture is not None and trace.capture.group is not None: return _recorded_rewrite_map(sink, pm, ctx, bottom_up)
-  replace: dict[UOp, UOp] = {}
+  Top-down (default): sources are rewritten before their user. bottom_up=True tries the user first. `done`: nodes
+  already rewritten (and their results), never visited again; it is filled in and returned (a pass over many sinks)."""
+  if trace.capture is not None and trace.capture.group is not None: return _recorded_rewrite_map(sink, pm, ctx, bottom_up, done)
+  replace: dict[UOp, UOp] = {} if done is None else done
   stack: list[tuple[UOp, int, UOp]] = [(sink, 0, sink)]
   while stack:
     n, stage, new_n = stack.pop()
@@ -133,7 +134,7 @@ class _ReportingMatcher:
           return ret
     return None
 
-def _recorded_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool) -> dict[UOp, UOp]:
+def _recorded_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bool, done: dict[UOp, UOp] | None) -> dict[UOp, UOp]:
   """graph_rewrite_map while VIZ records: one call with its steps in the current group. Rewrites the rules run inside
   it (a rule simplifying with graph_rewrite) are part of their step, not calls of their own."""
   cap = trace.capture
@@ -143,7 +144,7 @@ def _recorded_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bo
   where = f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
   call, group = cap.rewrite_call(sink, where), cap.group
   cap.group = None
-  try: replace = graph_rewrite_map(sink, _ReportingMatcher(pm, cap, call), ctx, bottom_up)  # type: ignore[arg-type]
+  try: replace = graph_rewrite_map(sink, _ReportingMatcher(pm, cap, call), ctx, bottom_up, done)  # type: ignore[arg-type]
   finally: cap.group = group
   call["output"] = cap.node(replace[sink])
   return replace

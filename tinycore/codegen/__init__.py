@@ -16,6 +16,7 @@ from tinycore.codegen.expander import expand
 from tinycore.codegen.reduce import group_reduces, tree_sums
 from tinycore.codegen.gpudims import map_gpu_dims
 from tinycore.codegen.linearize import linearize
+from tinycore.codegen.emulate import emulate
 
 def _index_dtype(sink: UOp, ren: Renderer):
   lim = max([max(abs(u.vmin), abs(u.vmax)) for u in sink.toposort() if u.dtype == dtypes.index], default=0)
@@ -104,9 +105,10 @@ def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Op
   gsize, lsize = st.global_size, st.local_size
   # every parameter, used or simplified away, so the kernel's signature is the schedule item's buffer list
   uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL])
+  flops, mem = estimate_cost(uops, gsize, lsize)
+  uops = emulate(uops, ren)   # the dtypes the renderer lacks (on the linear program: the linearizer makes the accumulators)
   if DEBUG >= 5: print_uops(uops)
   name = name or kernel_name(ast)
-  flops, mem = estimate_cost(uops, gsize, lsize)
   params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
   written = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
   src = ren.render(name, uops)

@@ -132,11 +132,15 @@ class PythonProgram:
         key, idx = v[src[0]]
         val = v[src[1]]
         if key[0] == "g" and uops[src[1]][1] == dtypes.bfloat16: val = f32_to_bf16(val)
-        idx, val = np.broadcast_arrays(idx, val)
-        if (gate := next((s for s in src[2:] if uops[s][1] == dtypes.bool), None)) is not None:
-          keep = np.broadcast_to(v[gate], idx.shape)
-          idx, val = idx[keep], val[keep]
-        views[key][idx] = val
+        # srcs past the value: a bool gate (store where it holds), a uint32 mask (a sub-word store: only the mask's bits
+        # are written, lane after lane, since lanes may share a word), a barrier (order only)
+        gate, mask = (next((v[s] for s in src[2:] if uops[s][1] == d), True) for d in (dtypes.bool, dtypes.uint32))
+        idx, val, keep, mask = np.broadcast_arrays(idx, val, gate, mask)
+        idx, val, mask = idx[keep], val[keep], mask[keep]
+        if mask.dtype == bool: views[key][idx] = val
+        else:
+          np.bitwise_and.at(views[key], idx, ~mask)
+          np.bitwise_or.at(views[key], idx, val & mask)
       elif op is Ops.BARRIER: pass   # lockstep: every thread of every block has arrived
       elif op is Ops.VECTORIZE: v[pc] = np.stack(np.broadcast_arrays(*[v[s] for s in src]), axis=-1)
       elif op is Ops.GEP: v[pc] = v[src[0]][..., arg]

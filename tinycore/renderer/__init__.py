@@ -74,6 +74,14 @@ class Renderer:
   index_bits: int = 64                # widest integer the target uses for addressing
   extra_matcher: PatternMatcher | None = None  # target-specific decompositions applied before linearizing
   tensor_cores: tuple[TensorCore, ...] = ()   # the matrix instructions the TC action may use (codegen/opt/tc.py)
+  # what the target computes natively; codegen/emulate.py rewrites every other supported dtype into these before rendering:
+  alu_dtypes: frozenset[DType] | None = None   # arithmetic (None: every supported dtype). Outside it a 16-bit float op is done in
+                                              # float32 and rounded to nearest even, an 8/16-bit integer op in 32 bits and wrapped,
+                                              # a 64-bit integer is two 32-bit halves (uint32.vec(2): low word first)
+  float_conversions: frozenset[DType] = frozenset()  # 16-bit floats outside alu_dtypes the target converts to and from float32
+                                                     # itself; the others are carried as their bits (uint16), converted in integer code
+  memory_word: int = 1                # bytes of the narrowest load and store; narrower elements are packed in 32-bit words
+                                      # (a store of one is STORE(word index, bits, mask): only the mask's bits are written)
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
   def check_dtype(self, dt: DType) -> None:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
