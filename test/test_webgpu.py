@@ -8,6 +8,7 @@ wgpu = pytest.importorskip("wgpu", reason="the WEBGPU backend needs the wgpu pac
 from tinycore import Tensor, dtypes, Context
 from tinycore.dtype import to_np_dtype
 from tinycore.codegen import get_program
+from tinycore.uop import UOp, Ops
 from tinycore.runtime.device import Device, Buffer
 from tinycore.runtime.errors import CompileError, DeviceError, UnsupportedError
 from tinygrad_webgpu.renderer import WGSLRenderer
@@ -54,12 +55,17 @@ def test_render_needs_no_device():
 def test_renderer_describes_target():
   d = WGSLRenderer().describe()
   assert d["device"] == "WEBGPU" and d["global_dims"] == 3 and d["max_buffers"] == 8
-  assert d["supported_dtypes"] == ["bfloat16", "bool", "char", "float", "half", "int", "short", "uchar", "uint", "ushort"] and WGSLRenderer.index_bits == 32
+  assert d["supported_dtypes"] == ["bfloat16", "bool", "char", "float", "half", "int", "long", "short", "uchar", "uint", "ulong", "ushort"]
+  assert WGSLRenderer.index_bits == 32 and WGSLRenderer.alu_dtypes == {dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32}
   assert d["has_local"] and d["local_max"] == (256, 256, 64)
 
-@pytest.mark.parametrize("dt", [dtypes.float64, dtypes.int64, dtypes.uint64], ids=lambda d: d.name)
-def test_unsupported_dtypes_raise(dt):
-  with pytest.raises(UnsupportedError, match=f"WEBGPU.*{dt.name}"): get_program(ast_of(P([1.0, 2.0]).cast(dt)), WGSLRenderer())
+def test_unsupported_dtypes_raise():
+  with pytest.raises(UnsupportedError, match="WEBGPU.*double"): get_program(ast_of(P([1.0, 2.0]).cast(dtypes.float64)), WGSLRenderer())
+
+def test_int64_is_two_u32_words():
+  """64-bit integers are emulated by the core from 32-bit halves: the shader has no 64-bit type and binds u32 arrays."""
+  src = get_program(ast_of(P([1, 2], np.int64) * 3 + (P([5, 6], np.int64) << 40)), WGSLRenderer()).src
+  assert "array<u32>" in src and "i64" not in src and "u64" not in src
 
 def test_too_many_buffers_for_webgpu_raises():
   xs = [P([float(i)]) for i in range(9)]
@@ -586,8 +592,8 @@ def test_half_matmul_matches_numpy(gpu):
 
 def test_half_division_and_sqrt_round_correctly_from_an_inexact_float32(gpu):
   """WGSL lets f32 division and sqrt be 2.5 ulp off (real GPUs are): the half result is still the correctly rounded one.
-  The helpers are handed the f32 result nudged by up to 3 ulp, around quotients and roots made to lie next to a midpoint."""
-  from tinygrad_webgpu.renderer import helpers_for
+  The renderer's rules are handed the f32 result nudged by up to 3 ulp, around quotients and roots made to lie next to a midpoint."""
+  from tinygrad_webgpu.renderer import f16_quotient, f16_root
   rng = np.random.default_rng(9)
   def h(x): return np.asarray(x, np.float64).astype(np.float16)
   b = h(rng.standard_normal(6000) * rng.choice([2**-20, 2**-8, 1.0, 100.0], 6000))
@@ -605,29 +611,28 @@ def test_half_division_and_sqrt_round_correctly_from_an_inexact_float32(gpu):
     r = rng.choice(halves[(halves > 2**-12) & (halves < 255)], len(a))
     roots = h(((r.astype(np.float64) + np.nextafter(r, np.float16(np.inf)).astype(np.float64)) / 2) ** 2)   # sqrt next to a midpoint
     want = np.stack([np.broadcast_to(a / b, (7, len(a))), np.broadcast_to(np.sqrt(roots), (7, len(a)))], 1).reshape(14, -1).T
-  body = """  let i = g.x;
-  if (i >= arrayLength(&a)) { return; }
-  for (var d = 0u; d < 7u; d++) {
-    let q = a[i] / b[i];
-    out[i * 14u + d * 2u] = f16_quotient(a[i], b[i], bitcast<f32>(bitcast<u32>(q) + d - 3u));
-    let r = sqrt(c[i]);
-    out[i * 14u + d * 2u + 1u] = f16_root(c[i], bitcast<f32>(bitcast<u32>(r) + d - 3u));
-  }"""
-  src = "\n".join(["@group(0) @binding(0) var<storage, read_write> out: array<f32>;"] +
-                  [f"@group(0) @binding({i + 1}) var<storage, read_write> {n}: array<f32>;" for i, n in enumerate("abc")] +
-                  helpers_for(body) + ["@compute @workgroup_size(64)", "fn nudged(@builtin(global_invocation_id) g: vec3<u32>) {", body, "}", ""])
+  n, f32, u32 = len(a), dtypes.float32, dtypes.uint32
+  bufs = [UOp(Ops.DEFINE_GLOBAL, dtypes.float16.ptr(14 * n), (), 0)] + [UOp(Ops.DEFINE_GLOBAL, f32.ptr(n), (), i) for i in (1, 2, 3)]
+  i = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, n),), "gidx0")
+  x, y, c = (buf.index(i).load() for buf in bufs[1:])
+  def nudged(v, d): return (v.bitcast(u32).alu(Ops.ADD, UOp.const(u32, d & 0xffffffff))).bitcast(f32)
+  outs = [bufs[0].index(i * 14 + d * 2 + k).store(v) for d in range(7) for k, v in
+          ((0, f16_quotient(x, y, nudged(x / y, d - 3))), (1, f16_root(c, nudged(c.alu(Ops.SQRT), d - 3))))]
+  from tinycore.codegen import lower_index_dtype, linearize, emulate
+  src = gpu.renderer.render("nudged", emulate(linearize(lower_index_dtype(UOp(Ops.SINK, dtypes.void, tuple(outs)), gpu.renderer)), gpu.renderer))
   prg = gpu.driver.load("nudged", src.encode())
-  bufs = [Buffer("WEBGPU", len(a) * 14, dtypes.float32).ensure_allocated()]
-  for x in (a, b, roots): bufs.append(Buffer("WEBGPU", len(a), dtypes.float32).copyin(memoryview(x.astype(np.float32).tobytes())))
-  prg(*(x._buf for x in bufs), global_size=(len(a), 1, 1), wait=True)
-  got = bufs[0].numpy().reshape(-1, 14).astype(np.float16)
+  out = Buffer("WEBGPU", 14 * n, dtypes.float16).ensure_allocated()
+  ins = [Buffer("WEBGPU", n, f32).copyin(memoryview(v.astype(np.float32).tobytes())) for v in (a, b, roots)]
+  prg(out._buf, *(v._buf for v in ins), global_size=(n, 1, 1), wait=True)
+  got = np.frombuffer(out.as_bytes(), np.float16).reshape(-1, 14)
   bad = ~((got.view(np.uint16) == want.view(np.uint16)) | (np.isnan(got) & np.isnan(want))).all(axis=1)
   assert not bad.any(), f"(a, b, root input, got, want): {list(zip(a[bad], b[bad], roots[bad], got[bad].tolist(), want[bad].tolist()))[:3]}"
   assert want[-5:, 0].tolist() == [0.0, -0.0, 2**-23, np.inf, h(1 / 3)]   # ties to even among the subnormals
 
 def test_half_kernels_use_words_and_no_f16(gpu):
   src = get_program(ast_of(P([1.0, 2.0]).cast(dtypes.float16) * 3), WGSLRenderer()).src
-  assert "array<atomic<u32>>" in src and "f16_bits(" in src and "f16_round(" in src and "enable f16" not in src and "<f16>" not in src
+  # stored into u32 words, rounded to half in integer code (31744u = 0x7c00: half's infinity, where overflow goes)
+  assert "array<atomic<u32>>" in src and "31744u" in src and "enable f16" not in src and "<f16>" not in src
 
 # ***** movement, reductions, matmul *****
 

@@ -6,6 +6,7 @@ from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.helpers import getenv
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.renderer import Renderer
+from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel
 from tinycore.runtime.errors import UnsupportedError
 
 def cpu_threads() -> int:
@@ -453,164 +454,25 @@ _HELPERS = {"exp2": _exp2_f32, "log2": _log2_f32, "bf16_round": _bf16_round, "f6
 
 # ***** C *****
 
-_C = {dtypes.bool: "_Bool", dtypes.int8: "int8_t", dtypes.uint8: "uint8_t", dtypes.int16: "int16_t", dtypes.uint16: "uint16_t",
-      dtypes.int32: "int32_t", dtypes.uint32: "uint32_t", dtypes.int64: "int64_t", dtypes.uint64: "uint64_t", dtypes.float16: "_Float16",
-      dtypes.bfloat16: "float", dtypes.float32: "float", dtypes.float64: "double"}
-_C_MEM = {**_C, dtypes.bfloat16: "uint16_t"}
-_C_PRELUDE = """#include <stdint.h>
-#include <string.h>
-#include <math.h>
-static inline float tc_bf16_round(float x) {  /* nearest bfloat16, ties to even; NaN stays a quiet NaN */
-  uint32_t b; memcpy(&b, &x, 4);
-  b = (x != x) ? ((b & 0xffff0000u) | 0x400000u) : ((b + 0x7fffu + ((b >> 16) & 1u)) & 0xffff0000u);
-  memcpy(&x, &b, 4); return x;
-}
-static inline float tc_bf16_load(uint16_t h) { uint32_t b = (uint32_t)h << 16; float x; memcpy(&x, &b, 4); return x; }
-static inline uint16_t tc_bf16_bits(float x) { uint32_t b; memcpy(&b, &x, 4); return (uint16_t)(b >> 16); }
-"""
-
-def cconst(dt: DType, v) -> str:
-  if dt == dtypes.bool: return "1" if v else "0"
-  if dtypes.is_int(dt):
-    if dt in (dtypes.int64,) and v == -2**63: return "((int64_t)(-9223372036854775807LL-1))"
-    return f"(({_C[dt]}){int(v)}{'ULL' if dtypes.is_unsigned(dt) else 'LL'})"
-  f = "f" if dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16) else ""
-  if math.isnan(v): s = f"__builtin_nan{f}(\"\")"
-  elif math.isinf(v): s = f"({'-' if v < 0 else ''}__builtin_inf{f}())"
-  else: s = float(v).hex() + f
-  return f"((_Float16){s})" if dt == dtypes.float16 else s
-
-class CRenderer(Renderer):
+class CRenderer(CStyleRenderer):
   """C for clang or gcc (CPU_RENDERER=C): scalar code with the same semantics and the same function signature as the LLVM
   renderer; the compiler's own vectorizer does the SIMD. Build flags keep IEEE semantics (no fast-math, no contraction)."""
   device = "CPU"
   global_dims = 0
   supported_dtypes = frozenset(ALL_DTYPES)
+  alu_dtypes = frozenset(ALL_DTYPES) - {dtypes.float16, dtypes.bfloat16}   # half math in float, _Float16 for its conversions
+  float_conversions = frozenset({dtypes.float16})
   upcast_max = 8
-  vector_width = 1
   max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
   def __init__(self, threads: int | None = None): self.threads = cpu_threads() if threads is None else threads
   def render(self, name: str, uops: list[UOp]) -> str:
     _check_uops(self.device, uops)
-    return _CKernel(_fname(name), uops).text()
-
-class _CKernel:
-  def __init__(self, name: str, uops: list[UOp]):
-    self.name, self.uops = name, uops
-    self.lines: list[str] = []
-    self.r: dict[UOp, str] = {}
-    self.params: list[str] = []
-    self.helpers: dict[str, str] = {}
-    self.depth, self.core = 1, False
-  def emit(self, line: str) -> None: self.lines.append("  " * self.depth + line)
-  def let(self, dt: DType, expr: str, u: UOp) -> str:
-    name = f"v{len(self.r)}"
-    self.emit(f"{_C[dt]} {name} = {expr};")
-    return name
-  def text(self) -> str:
-    for u in self.uops:
-      if u.dtype.count > 1 or (u.op is Ops.INDEX and u.dtype.base.count > 1): raise UnsupportedError(f"CPU: the C renderer has no vector types ({u.dtype})")
-      self.r[u] = self.render_uop(u)
-    if self.core: self.depth -= 1; self.emit("}")
-    head = [_signature_line("//", self.name, self.uops), _C_PRELUDE] + list(self.helpers.values())
-    sig = ", ".join(self.params + ["int32_t core_start", "int32_t core_end"])
-    return "\n".join(head + [f"__attribute__((visibility(\"default\"))) void {self.name}({sig}) {{"] + self.lines + ["}"]) + "\n"
-  def render_uop(self, u: UOp) -> str:
-    op, dt, r = u.op, u.dtype, self.r
-    if op is Ops.DEFINE_GLOBAL:
-      self.params.append(f"{_C_MEM[dt.base.scalar]}* data{u.arg}")
-      return f"data{u.arg}"
-    if op is Ops.DEFINE_VAR:
-      self.params.append(f"{_C[dt]} var_{_fname(u.arg[0])}")
-      return f"var_{_fname(u.arg[0])}"
-    if op is Ops.CONST: return cconst(dt, u.arg)
-    if op is Ops.SPECIAL:
-      self.emit("for (int32_t core = core_start; core < core_end; core++) {")
-      self.depth, self.core = self.depth + 1, True
-      return f"(({_C[dt]})core)"
-    if op is Ops.RANGE:
-      name = f"ridx{len(r)}"
-      self.emit(f"for ({_C[dt]} {name} = 0; {name} < {r[u.src[0]]}; {name}++) {{")
-      self.depth += 1
-      return name
-    if op is Ops.ENDRANGE:
-      self.depth -= 1
-      self.emit("}")
-      return ""
-    if op is Ops.DEFINE_ACC:
-      name = f"acc{u.arg}"
-      self.emit(f"{_C[dt]} {name} = {r[u.src[0]]};")
-      return name
-    if op is Ops.ASSIGN:
-      self.emit(f"{r[u.src[0]]} = {r[u.src[1]]};")
-      return r[u.src[0]]
-    if op is Ops.INDEX: return f"({r[u.src[0]]} + {r[u.src[1]]})"
-    if op is Ops.LOAD: return self.let(dt, f"tc_bf16_load(*{r[u.src[0]]})" if dt == dtypes.bfloat16 else f"*{r[u.src[0]]}", u)
-    if op is Ops.STORE:
-      v = r[u.src[1]]
-      self.emit(f"*{r[u.src[0]]} = {'tc_bf16_bits(' + v + ')' if u.src[1].dtype == dtypes.bfloat16 else v};")
-      return ""
-    if op is Ops.CAST: return self.let(dt, self.cast(r[u.src[0]], u.src[0].dtype, dt), u)
-    if op is Ops.BITCAST: return self.let(dt, self.bitcast(r[u.src[0]], u.src[0].dtype, dt), u)
-    if op in GroupOp.ALU: return self.let(dt, self.alu(u, [r[s] for s in u.src]), u)
-    raise UnsupportedError(f"CPU: the C renderer has no rule for {op}")
-
-  def cast(self, x: str, s: DType, d: DType) -> str:
-    if s == d: return x
-    if d == dtypes.bool: return f"({x} != 0)"
-    if d == dtypes.bfloat16: return f"tc_bf16_round((float){x})"
-    if dtypes.is_int(d) and dtypes.is_float(s):
-      fn = f"tc_f2i_{d.name}"
-      if fn not in self.helpers:
-        lo, hi = (0, 2**(8*d.itemsize)-1) if dtypes.is_unsigned(d) else (-2**(8*d.itemsize-1), 2**(8*d.itemsize-1)-1)
-        self.helpers[fn] = (f"static inline {_C[d]} {fn}(double x) {{  /* saturating, NaN -> 0 */\n  if (x != x) return 0;\n  double t = trunc(x);\n"
-                            f"  if (t >= {float(hi)!r}) return {cconst(d, hi)};\n  if (t <= {float(lo)!r}) return {cconst(d, lo)};\n  return ({_C[d]})t;\n}}")
-      return f"{fn}((double){x})"
-    return f"({_C[d]}){x}"
-  def bitcast(self, x: str, s: DType, d: DType) -> str:
-    st = "uint16_t" if s == dtypes.bfloat16 else _C[s]
-    if s == dtypes.bfloat16: x = f"tc_bf16_bits({x})"
-    if d == dtypes.bfloat16: return f"({{ uint16_t _d; {st} _s = {x}; memcpy(&_d, &_s, 2); tc_bf16_load(_d); }})"
-    if d == dtypes.bool: return f"({x} != 0)"
-    return f"({{ {_C[d]} _d; {st} _s = {x}; memcpy(&_d, &_s, sizeof(_d)); _d; }})"
-  def alu(self, u: UOp, a: list[str]) -> str:
-    op, dt = u.op, u.dtype
-    T = _C[dt]
-    if op is Ops.WHERE: return f"({a[0]} ? {a[1]} : {a[2]})"
-    if op in GroupOp.Comparison: return f"({a[0]} {({Ops.CMPLT: '<', Ops.CMPNE: '!=', Ops.CMPEQ: '=='})[op]} {a[1]})"
-    infix = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&"}
-    if dt == dtypes.bool:
-      infix |= {Ops.ADD: "|", Ops.MAX: "|", Ops.MUL: "&", Ops.SUB: "^"}
-      if op is Ops.NEG: return f"(!{a[0]})"
-      if op is Ops.MULACC: return f"(({a[0]} & {a[1]}) | {a[2]})"
-      if op in infix: return f"({a[0]} {infix[op]} {a[1]})"
-      raise UnsupportedError(f"CPU: no bool rule for {op}")
-    if dtypes.is_float(dt):
-      f = "f" if dt in (dtypes.float32, dtypes.bfloat16, dtypes.float16) else ""
-      cf = "(float)" if dt == dtypes.float16 else ""
-      fn = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin"}
-      if op in infix or op is Ops.FDIV: out = f"({a[0]} {infix.get(op, '/')} {a[1]})"
-      elif op is Ops.NEG: out = f"(-{a[0]})"
-      elif op is Ops.RECIP: out = f"(({T})1 / {a[0]})"
-      elif op is Ops.MOD: out = f"fmod{f}({cf}{a[0]}, {cf}{a[1]})"
-      elif op is Ops.IDIV: out = f"floor{f}({cf}({a[0]} / {a[1]}))"
-      elif op is Ops.MAX: out = f"(({a[0]} >= {a[1]} || {a[0]} != {a[0]}) ? {a[0]} : {a[1]})"
-      elif op is Ops.MULACC: out = f"({f'tc_bf16_round({a[0]} * {a[1]})' if dt == dtypes.bfloat16 else f'(({T})({a[0]} * {a[1]}))'} + {a[2]})"
-      elif op in fn: out = f"{fn[op]}{f}({cf}{a[0]})"
-      else: raise UnsupportedError(f"CPU: no float rule for {op}")
-      if dt == dtypes.bfloat16 and op not in (Ops.NEG, Ops.MAX, Ops.TRUNC): return f"tc_bf16_round({out})"
-      return f"(({T}){out})" if dt == dtypes.float16 else out
-    bits = 8 * dt.itemsize
-    if op in infix: return f"(({T})({a[0]} {infix[op]} {a[1]}))"
-    if op is Ops.NEG: return f"(({T})(-{a[0]}))"
-    if op is Ops.MULACC: return f"(({T})({a[0]} * {a[1]} + {a[2]}))"
-    if op is Ops.MAX: return f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
-    if op is Ops.SHL: return f"(({T})({a[0]} << ({a[1]} & {bits - 1})))"
-    if op is Ops.SHR: return f"(({T})({a[0]} >> ({a[1]} & {bits - 1})))"
-    if op in (Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.RECIP):
-      x, y = ("1", a[0]) if op is Ops.RECIP else (a[0], a[1])
-      q = "%" if op is Ops.MOD else "/"
-      if dtypes.is_unsigned(dt): return f"({y} == 0 ? ({T})0 : ({T})({x} {q} {y}))"
-      mn = cconst(dt, -2**(bits-1))
-      return f"({y} == 0 ? ({T})0 : ({x} == {mn} && {y} == -1) ? ({T})({x if q == '/' else 0}) : ({T})({x} {q} {y}))"
-    raise UnsupportedError(f"CPU: no integer rule for {op} on {dt.name}")
+    return super().render(_fname(name), uops)
+  def render_special(self, ctx: CStyleKernel, x: UOp) -> str:   # the core loop around the whole body, closed at the end
+    ctx.open("for (int32_t core = core_start; core < core_end; core++) {")
+    return f"(({ctx.type(x.dtype)})core)"
+  def render_kernel(self, k: CStyleKernel) -> str:
+    params = ", ".join(k.params + ["int32_t core_start", "int32_t core_end"])
+    core_end = ["  }"] if any(u.op is Ops.SPECIAL for u in k.uops) else []
+    return "\n".join([_signature_line("//", k.name, k.uops), self.prelude, *k.helpers.values(),
+                      f'__attribute__((visibility("default"))) void {k.name}({params}) {{', *k.lines, *core_end, "}", ""])

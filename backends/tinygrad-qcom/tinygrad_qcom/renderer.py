@@ -2,9 +2,9 @@
 from __future__ import annotations
 import math, os, re
 from dataclasses import dataclass
-from tinycore.dtype import DType, dtypes, truncate
+from tinycore.dtype import DType, PtrDType, dtypes, INTS
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.renderer import Renderer
+from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel, on
 from tinycore.rewrite import PatternMatcher, UPat, graph_substitute
 from tinycore.uop import split_terms
 from tinycore.runtime.errors import UnsupportedError
@@ -14,8 +14,6 @@ from tinycore.runtime.errors import UnsupportedError
 CL_TYPES = {dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
             dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong", dtypes.float16: "half",
             dtypes.float32: "float", dtypes.float64: "double"}
-UNSIGNED = {dtypes.int8: "uchar", dtypes.int16: "ushort", dtypes.int32: "uint", dtypes.int64: "ulong"}
-EXACT_OPS = (Ops.NEG, Ops.MAX, Ops.TRUNC, Ops.WHERE)   # float results that are already values of the operands' type
 KERNEL_HEADER = "// tinycore-qcom"   # the header lines: "// tinycore-qcom NAME", "// writes P...", "// vars TYPE...", "// image P DTYPE WxH read|write"...
 
 @dataclass(frozen=True)
@@ -83,32 +81,35 @@ def to_images(ren: OpenCLRenderer, sink: UOp) -> UOp | None:
       sub[idx] = UOp(Ops.INDEX, idx.dtype, (buf, (i % shape[0]).simplify(), (i // shape[0]).simplify()), img)
   return graph_substitute(sink, sub) if sub else None
 
-# ***** constants *****
-
-def render_const(v, dt: DType, fp16: bool = True) -> str:
-  if dt == dtypes.bool: return "true" if v else "false"
-  if dtypes.is_int(dt):
-    v = int(v)
-    bits = 8 * dt.itemsize
-    v = v & ((1 << bits) - 1)
-    if not dtypes.is_unsigned(dt) and v >= 1 << (bits - 1): v -= 1 << bits
-    if not dtypes.is_unsigned(dt) and v == -(1 << (bits - 1)): return f"(({CL_TYPES[dt]})({v + 1}{'L' if bits == 64 else ''} - 1))"
-    suffix = {dtypes.uint32: "u", dtypes.int64: "L", dtypes.uint64: "UL"}.get(dt, "")
-    return f"(({CL_TYPES[dt]}){v}{suffix})" if bits < 32 else f"{v}{suffix}" if v >= 0 else f"({v}{suffix})"
-  v = float(truncate(dt, v))
-  if math.isnan(v): text = "NAN"
-  elif math.isinf(v): text = "INFINITY" if v > 0 else "(-INFINITY)"
-  else: text = v.hex() + ("" if dt == dtypes.float64 else "f")   # hex floats are exact
-  if dt == dtypes.float64 and not math.isfinite(v): return f"((double){text})"
-  if dt == dtypes.float16 and fp16: return f"((half){text})"
-  return f"({text})" if text.startswith("-") else text
-
 # ***** the renderer *****
 
-class OpenCLRenderer(Renderer):
+def as_int(t: str, expr: str) -> str:
+  """expr (computed in the unsigned type of t's width, where overflow wraps) as t: signed overflow is undefined in OpenCL C."""
+  return f"({t})({expr})" if t[0] == "u" else f"as_{t}((u{t})({expr}))"
+
+def int_math(ctx: CStyleKernel, x: UOp) -> str:
+  """+ - * (and NEG, MULACC, SHL) in an unsigned type wide enough that no operand promotes to a signed int that could overflow."""
+  t, a = ctx.type(x.dtype), [f"({'ulong' if x.dtype.itemsize == 8 else 'uint'}){v}" for v in ctx.args(x)]
+  if x.op is Ops.SHL: return as_int(t, f"{a[0]} << ({ctx[x.src[1]]} & {8 * x.dtype.itemsize - 1})")
+  if x.op is Ops.NEG: return as_int(t, f"0 - {a[0]}")
+  return as_int(t, f"{a[0]} * {a[1]} + {a[2]}" if x.op is Ops.MULACC else f"{a[0]} {ctx.ren.infix[x.op]} {a[1]}")
+
+def half_in_float(ctx: CStyleKernel, x: UOp) -> bool: return not ctx.ren.fp16 and dtypes.float16 in (x.dtype.scalar, x.src[0].dtype.scalar)
+def image_at(ctx: CStyleKernel, i: UOp) -> str: return f"(int2)((int){ctx[i.src[1]]}, (int){ctx[i.src[2]]})"
+def image_type(ctx: CStyleKernel, dt: DType) -> str: return "h" if dt == dtypes.float16 and ctx.ren.fp16 else "f"   # read_imageh/imagef
+
+# half without cl_khr_fp16: values in float registers, converted to and from half through vstore_half_rte/vload_half
+HALF_HELPERS = {
+  "tc_half": "inline float tc_half(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }",
+  "tc_half_bits": "inline ushort tc_half_bits(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return h; }",
+  "tc_half_from_bits": "inline float tc_half_from_bits(ushort h) { return vload_half(0, (half*)&h); }",
+}
+def half_helper(ctx: CStyleKernel, name: str) -> str: return ctx.helper(name, HALF_HELPERS[name])
+
+class OpenCLRenderer(CStyleRenderer):
   """OpenCL C for Adreno. Defaults describe an Adreno GPU (native half through cl_khr_fp16, no float64, images with the
-  OpenCL 1.2 minimum limits); the driver calls `use_device` with what the opened device reports. Rendering needs no device."""
-  device = "QCOM"
+  OpenCL 1.2 minimum limits); `for_device` reads what an opened device reports. Rendering needs no device."""
+  device, language = "QCOM", "OpenCL C"
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True                 # SPECIAL lidxN are get_local_id(N): global_size then counts workgroups
@@ -118,6 +119,11 @@ class OpenCLRenderer(Renderer):
   max_threads_per_group = 1024
   index_bits = 64
   upcast_max = 4
+  types = CL_TYPES
+  float_suffix = {}                # OpenCL's builtins are overloaded
+  buffer = "__global {type}* {name}"
+  memory_types = {dtypes.bool: "uchar", dtypes.float16: "half"}   # bool pointers cannot be kernel arguments; half is float without fp16
+  shared, barrier = "__local {type} {name}[{size}];", "barrier(CLK_LOCAL_MEM_FENCE);"
 
   def __init__(self, fp16: bool = True, fp64: bool = False, images: bool | None = None, image_max: tuple[int, int] = (8192, 8192),
                max_read_images: int = 128, max_write_images: int = 8):
@@ -129,6 +135,7 @@ class OpenCLRenderer(Renderer):
     self.image_max, self.max_read_images, self.max_write_images = image_max, max_read_images, max_write_images
     self.extra_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda sink: to_images(self, sink))])
     self.supported_dtypes = frozenset(d for d in CL_TYPES if d != dtypes.float64 or fp64)
+    if not fp16: self.alu_dtypes, self.float_conversions, self.types = self.supported_dtypes - {dtypes.float16}, frozenset({dtypes.float16}), {**CL_TYPES, dtypes.float16: "float"}
 
   @classmethod
   def for_device(cls, info) -> OpenCLRenderer:
@@ -137,204 +144,68 @@ class OpenCLRenderer(Renderer):
     return cls("cl_khr_fp16" in info.extensions, "cl_khr_fp64" in info.extensions, None if info.has_images else False,
                info.image_max, info.max_read_images, info.max_write_images)
 
-  def render(self, name: str, uops: list[UOp]) -> str: return _Kernel(self, re.sub(r"\W", "_", name), uops).source()
-
-HALF_HELPERS = {  # half without cl_khr_fp16: values in float registers, rounded to half through vstore_half_rte
-  "tc_half": "inline float tc_half(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }",
-  "tc_half_d": "inline float tc_half_d(double x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }",
-  "tc_half_bits": "inline ushort tc_half_bits(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return h; }",
-  "tc_half_from_bits": "inline float tc_half_from_bits(ushort h) { return vload_half(0, (half*)&h); }",
-}
-
-class _Kernel:
-  """The state of rendering one kernel: names given to values, the body, the indentation, the features it uses."""
-  def __init__(self, ren: OpenCLRenderer, name: str, uops: list[UOp]):
-    self.ren, self.name, self.uops = ren, name, uops
-    self.names: dict[UOp, str] = {}
-    self.lines: list[str] = []
-    self.depth = 1
-    self.images = {u.src[0].arg: u.arg for u in uops if u.op is Ops.INDEX and len(u.src) == 3}
-    self.grouped = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
-
-  def reg(self, dt: DType) -> str:
-    """The type a value of dt is held in: half is float when the device has no half arithmetic."""
-    if dt.count > 1: raise UnsupportedError(f"backend QCOM: the OpenCL renderer has no vector values ({dt})")
-    if dt.scalar not in self.ren.supported_dtypes: raise UnsupportedError(f"backend QCOM does not support dtype {dt.scalar.name} on this device")
-    return "float" if dt == dtypes.float16 and not self.ren.fp16 else CL_TYPES[dt.scalar]
-  def line(self, s: str) -> None: self.lines.append("  " * self.depth + s)
-  def ref(self, u: UOp) -> str: return render_const(u.arg, u.dtype, self.ren.fp16) if u.op is Ops.CONST else self.names[u]
-  def bind(self, u: UOp, expr: str) -> None:
-    self.names[u] = f"v{len(self.names)}"
-    self.line(f"{self.reg(u.dtype)} {self.names[u]} = {expr};")
-
-  def params(self) -> list[str]:
-    out = []
-    for u in sorted((u for u in self.uops if u.op is Ops.DEFINE_GLOBAL), key=lambda u: u.arg):
-      dt, p = u.dtype.base.scalar, u.arg
-      if p in self.images: out.append(f"{self.images[p].access}_only image2d_t data{p}")
-      else: out.append(f"__global {'uchar' if dt == dtypes.bool else CL_TYPES[dt]}* data{p}")
-      self.names[u] = f"data{p}"
-    for v in sorted((u for u in self.uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg):
-      self.names[v] = "var_" + re.sub(r"\W", "_", v.arg[0])
-      out.append(f"{self.reg(v.dtype)} {self.names[v]}")
-    return out
-
-  def source(self) -> str:
-    params = self.params()
-    for u in self.uops:
-      if u not in self.names and u.op is not Ops.CONST: self.emit(u)
-    body = "\n".join(self.lines)
-    writes = sorted({u.src[0].src[0].arg for u in self.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
-    var_types = [self.reg(v.dtype) for v in sorted((u for u in self.uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)]
-    head = [f"{KERNEL_HEADER} {self.name}", " ".join(["// writes", *map(str, writes)]), " ".join(["// vars", *var_types])]
-    head += [f"// image {i.param} {i.dtype.name} {i.width}x{i.height} {i.access}" for i in sorted(self.images.values(), key=lambda i: i.param)]
+  def render(self, name: str, uops: list[UOp]) -> str:
+    if (vec := next((u.dtype for u in uops if u.dtype.count > 1), None)): raise UnsupportedError(f"backend QCOM: the OpenCL renderer has no vector values ({vec})")
+    return super().render(re.sub(r"\W", "_", name), uops)
+  def render_kernel(self, k: CStyleKernel) -> str:
+    images = {u.src[0].arg: u.arg for u in k.uops if u.op is Ops.INDEX and len(u.src) == 3}
+    writes = sorted({u.src[0].src[0].arg for u in k.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})
+    var_types = [k.type(v.dtype) for v in k.uops if v.op is Ops.DEFINE_VAR]
+    head = [f"{KERNEL_HEADER} {k.name}", " ".join(["// writes", *map(str, writes)]), " ".join(["// vars", *var_types])]
+    head += [f"// image {i.param} {i.dtype.name} {i.width}x{i.height} {i.access}" for i in sorted(images.values(), key=lambda i: i.param)]
     head.append("#pragma OPENCL FP_CONTRACT OFF")   # a*b+c stays two roundings, as the reference semantics (no fma contraction)
-    uses_half = any(u.dtype.scalar == dtypes.float16 or (u.op is Ops.DEFINE_GLOBAL and u.dtype.base.scalar == dtypes.float16) for u in self.uops)
-    if uses_half and self.ren.fp16: head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
-    if any(u.dtype.scalar == dtypes.float64 or (u.op is Ops.DEFINE_GLOBAL and u.dtype.base.scalar == dtypes.float64) for u in self.uops):
-      head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
-    if self.images: head.append("__constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;")
-    text = body
-    for name in (n for n in ("tc_half", "tc_half_d", "tc_half_bits", "tc_half_from_bits") if re.search(rf"\b{n}\(", text)): head.append(HALF_HELPERS[name])
-    return "\n".join(head + [f"__kernel void {self.name}({', '.join(params)}) {{", body, "}", ""])
-
-  def emit(self, u: UOp) -> None:
-    op, dt = u.op, u.dtype
-    if op is Ops.SPECIAL:
-      d = int(u.arg[4:])
-      fn = "get_local_id" if u.arg.startswith("lidx") else "get_group_id" if self.grouped else "get_global_id"
-      self.names[u] = f"{u.arg}"
-      self.line(f"{self.reg(dt)} {u.arg} = ({self.reg(dt)}){fn}({d});")
-    elif op is Ops.RANGE:
-      self.names[u] = f"ridx{u.arg[0]}"
-      self.line(f"for ({self.reg(dt)} {self.names[u]} = 0; {self.names[u]} < {self.ref(u.src[0])}; {self.names[u]}++) {{")
-      self.depth += 1
-    elif op is Ops.ENDRANGE:
-      self.depth -= 1
-      self.line("}")
-      self.names[u] = ""
-    elif op is Ops.DEFINE_ACC:
-      self.names[u] = f"acc{u.arg}"
-      self.line(f"{self.reg(dt)} {self.names[u]} = {self.ref(u.src[0])};")
-    elif op is Ops.ASSIGN:
-      self.line(f"{self.ref(u.src[0])} = {self.ref(u.src[1])};")
-      self.names[u] = self.names[u.src[0]]
-    elif op is Ops.INDEX: self.names[u] = ""   # LOAD and STORE address through it
-    elif op is Ops.DEFINE_LOCAL:
-      self.names[u] = f"smem{u.arg}"
-      self.line(f"__local {'uchar' if u.dtype.base == dtypes.bool else self.reg(u.dtype.base)} smem{u.arg}[{u.dtype.size}];")
-    elif op is Ops.BARRIER:
-      self.line("barrier(CLK_LOCAL_MEM_FENCE);")
-      self.names[u] = ""
-    elif op is Ops.LOAD: self.bind(u, self.load(u.src[0]))
-    elif op is Ops.STORE:
-      gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None)
-      self.line(self.store(u.src[0], u.src[1]) if gate is None else f"if ({self.ref(gate)}) {self.store(u.src[0], u.src[1])}")
-      self.names[u] = ""
-    elif op is Ops.CAST: self.bind(u, self.cast(u.src[0], dt))
-    elif op is Ops.BITCAST: self.bind(u, self.bitcast(u.src[0], dt))
-    elif op in GroupOp.ALU:
-      expr = self.alu(op, dt, u.src)
-      if dt == dtypes.float16 and not self.ren.fp16 and op not in EXACT_OPS and op not in GroupOp.Comparison: expr = f"tc_half({expr})"
-      self.bind(u, expr)
-    else: raise UnsupportedError(f"backend QCOM: the OpenCL renderer has no rule for {op} (kernel {self.name})")
-
-  # ***** memory *****
-
-  def load(self, idx: UOp) -> str:
-    buf, dt = idx.src[0], idx.src[0].dtype.base.scalar
-    if buf.op is Ops.DEFINE_LOCAL:   # held in the register type (bool as uchar)
-      return f"({self.ref(buf)}[{self.ref(idx.src[1])}] != 0)" if dt == dtypes.bool else f"{self.ref(buf)}[{self.ref(idx.src[1])}]"
-    if len(idx.src) == 3:
-      coord = f"(int2)((int){self.ref(idx.src[1])}, (int){self.ref(idx.src[2])})"
-      return f"read_image{'h' if dt == dtypes.float16 and self.ren.fp16 else 'f'}({self.ref(buf)}, smp, {coord}).x"
-    at = f"{self.ref(buf)}[{self.ref(idx.src[1])}]"
-    if dt == dtypes.bool: return f"({at} != 0)"
-    if dt == dtypes.float16 and not self.ren.fp16: return f"vload_half({self.ref(idx.src[1])}, {self.ref(buf)})"
-    return at
-
-  def store(self, idx: UOp, val: UOp) -> str:
-    buf, dt, v = idx.src[0], idx.src[0].dtype.base.scalar, self.ref(val)
-    if buf.op is Ops.DEFINE_LOCAL: return f"{self.ref(buf)}[{self.ref(idx.src[1])}] = {'(uchar)' if dt == dtypes.bool else ''}{v};"
-    if len(idx.src) == 3:
-      coord = f"(int2)((int){self.ref(idx.src[1])}, (int){self.ref(idx.src[2])})"
-      h = dt == dtypes.float16 and self.ren.fp16
-      return f"write_image{'h' if h else 'f'}({self.ref(buf)}, {coord}, ({'half4' if h else 'float4'})({v}, 0, 0, 0));"
-    if dt == dtypes.float16 and not self.ren.fp16: return f"vstore_half_rte({v}, {self.ref(idx.src[1])}, {self.ref(buf)});"
-    return f"{self.ref(buf)}[{self.ref(idx.src[1])}] = {'(uchar)' if dt == dtypes.bool else ''}{v};"
-
-  # ***** conversions *****
-
-  def cast(self, x: UOp, dt: DType) -> str:
-    src, a = x.dtype.scalar, self.ref(x)
-    if src == dt: return a
-    T = self.reg(dt)
-    if dt == dtypes.bool: return f"({a} != 0)"
-    if src == dtypes.bool: return f"({T})({a} ? 1 : 0)"
+    used = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar for u in k.uops}
+    if dtypes.float16 in used and self.fp16: head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if dtypes.float64 in used: head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    if images: head.append("__constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;")
+    return "\n".join(head + list(k.helpers.values()) + [f"__kernel void {k.name}({', '.join(k.params)}) {{", *k.lines, "}", ""])
+  def render_const(self, v, dt: DType) -> str:
+    if dt == dtypes.bool: return "true" if v else "false"
     if dtypes.is_int(dt):
-      if dtypes.is_float(src): return f"convert_{T}_sat_rtz({a})"   # saturating, NaN -> 0: the reference semantics
-      return f"({T})({a})" if dtypes.is_unsigned(dt) else f"as_{T}(({UNSIGNED[dt]})({a}))"   # wraps (unsigned conversion is modular)
-    if dt == dtypes.float16 and not self.ren.fp16:   # one rounding to half (ints: exact in float up to 2^24, inf past 65520)
-      return f"tc_half_d({a})" if src == dtypes.float64 else f"tc_half({a if dtypes.is_float(src) else f'convert_float({a})'})"
-    return f"convert_{T}({a})"   # to a float type: round to nearest even
+      suffix = {dtypes.uint32: "u", dtypes.int64: "L", dtypes.uint64: "UL"}.get(dt, "")
+      if v == dtypes.min(dt) and not dtypes.is_unsigned(dt): return f"(({CL_TYPES[dt]})({v + 1}{'L' if dt.itemsize == 8 else ''} - 1))"
+      return f"(({CL_TYPES[dt]}){v}{suffix})" if dt.itemsize < 4 else f"{v}{suffix}" if v >= 0 else f"({v}{suffix})"
+    text = "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "(-INFINITY)") if math.isinf(v) else float(v).hex() + ("" if dt == dtypes.float64 else "f")
+    if dt == dtypes.float64 and not math.isfinite(v): return f"((double){text})"
+    if dt == dtypes.float16 and self.fp16: return f"((half){text})"
+    return f"({text})" if text.startswith("-") else text
+  def render_special(self, ctx: CStyleKernel, x: UOp) -> str:
+    grouped = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in ctx.uops)
+    fn = "get_local_id" if x.arg.startswith("lidx") else "get_group_id" if grouped else "get_global_id"
+    return ctx.declare(self.let, x.arg, x.dtype, f"({ctx.type(x.dtype)}){fn}({x.arg[4:]})")
+  def render_cast(self, ctx: CStyleKernel, x: UOp) -> str:
+    a, src, dst, t = ctx[x.src[0]], x.src[0].dtype, x.dtype, ctx.type(x.dtype)
+    if half_in_float(ctx, x): return f"{half_helper(ctx, 'tc_half')}({a})" if dst == dtypes.float16 else a   # the float holds a half
+    if dst == dtypes.bool: return f"({a} != 0)"
+    if src == dtypes.bool: return f"({t})({a} ? 1 : 0)"
+    if dtypes.is_int(dst): return f"convert_{t}_sat_rtz({a})" if dtypes.is_float(src) else as_int(t, a)   # saturating, NaN -> 0
+    return f"convert_{t}({a})"   # to a float type: round to nearest even
+  def render_bitcast(self, ctx: CStyleKernel, x: UOp) -> str:
+    a, src, dst = ctx[x.src[0]], x.src[0].dtype, x.dtype
+    if half_in_float(ctx, x):   # half values are floats here: through their 16 bits
+      if dst == dtypes.float16: return f"{half_helper(ctx, 'tc_half_from_bits')}(as_ushort({a}))"
+      return f"as_{CL_TYPES[dst]}({half_helper(ctx, 'tc_half_bits')}({a}))"
+    return f"as_{CL_TYPES[dst]}({a})"
 
-  def bitcast(self, x: UOp, dt: DType) -> str:
-    src, a = x.dtype.scalar, self.ref(x)
-    if dt.itemsize != src.itemsize or dtypes.bool in (src, dt): raise UnsupportedError(f"backend QCOM cannot bitcast {src.name} to {dt.name}")
-    if not self.ren.fp16 and dtypes.float16 in (src, dt):   # half values are floats here: go through their 16 bits
-      bits = f"tc_half_bits({a})" if src == dtypes.float16 else f"as_ushort({a})"
-      return f"tc_half_from_bits({bits})" if dt == dtypes.float16 else f"as_{CL_TYPES[dt]}({bits})"
-    return f"as_{CL_TYPES[dt]}({a})"
-
-  # ***** arithmetic *****
-
-  def alu(self, op: Ops, dt: DType, srcs: tuple[UOp, ...]) -> str:
-    s = [self.ref(x) for x in srcs]
-    t = srcs[-1].dtype.scalar   # the operands' dtype (comparisons return bool)
-    if op is Ops.WHERE: return f"({s[0]} ? {s[1]} : {s[2]})"
-    if op in GroupOp.Comparison: return f"({s[0]} {({Ops.CMPLT: '<', Ops.CMPNE: '!=', Ops.CMPEQ: '=='})[op]} {s[1]})"
-    if t == dtypes.bool:
-      boolean = {Ops.ADD: "|", Ops.OR: "|", Ops.MAX: "|", Ops.MUL: "&", Ops.AND: "&", Ops.XOR: "^", Ops.SUB: "^"}
-      if op in boolean: return f"({s[0]} {boolean[op]} {s[1]})"
-      if op is Ops.NEG: return f"(!{s[0]})"
-      if op is Ops.MULACC: return f"(({s[0]} & {s[1]}) | {s[2]})"
-      raise UnsupportedError(f"backend QCOM has no {op} on bool")
-    if dtypes.is_float(t): return self.float_alu(op, t, s)
-    return self.int_alu(op, t, s)
-
-  def float_alu(self, op: Ops, t: DType, s: list[str]) -> str:
-    infix = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/"}
-    if op in infix: return f"({s[0]} {infix[op]} {s[1]})"
-    one = render_const(1.0, t, self.ren.fp16)
-    if op is Ops.MULACC:   # the product rounded to the type before the add, as two ops would be
-      prod = f"tc_half({s[0]} * {s[1]})" if t == dtypes.float16 and not self.ren.fp16 else f"({s[0]} * {s[1]})"
-      return f"({prod} + {s[2]})"
-    if op is Ops.NEG: return f"(-{s[0]})"
-    if op is Ops.RECIP: return f"({one} / {s[0]})"
-    if op is Ops.MAX: return f"(({s[0]} >= {s[1]} || isnan({s[0]})) ? {s[0]} : {s[1]})"   # NaN wins; of equal values the first
-    if op is Ops.MOD: return f"fmod({s[0]}, {s[1]})"
-    if op is Ops.IDIV: return f"floor({s[0]} / {s[1]})"
-    fn = {Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin"}
-    if op in fn: return f"{fn[op]}({s[0]})"
-    raise UnsupportedError(f"backend QCOM has no {op} on {t.name}")
-
-  def int_alu(self, op: Ops, t: DType, s: list[str]) -> str:
-    T, bits, signed = CL_TYPES[t], 8 * t.itemsize, not dtypes.is_unsigned(t)
-    W = "ulong" if bits == 64 else "uint"   # wide enough that no operand promotes to a signed int that could overflow
-    def wrapped(expr: str) -> str: return f"as_{T}(({UNSIGNED[t]})({expr}))" if signed else f"({T})({expr})"
-    arith = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*"}
-    if op in arith: return wrapped(f"({W}){s[0]} {arith[op]} ({W}){s[1]}")
-    if op is Ops.MULACC: return wrapped(f"({W}){s[0]} * ({W}){s[1]} + ({W}){s[2]}")
-    if op is Ops.NEG: return wrapped(f"({W})0 - ({W}){s[0]}")
-    if op in (Ops.XOR, Ops.OR, Ops.AND): return f"({T})({s[0]} {({Ops.XOR: '^', Ops.OR: '|', Ops.AND: '&'})[op]} {s[1]})"
-    if op is Ops.MAX: return f"max({s[0]}, {s[1]})"
-    n = f"({s[1]} & {bits - 1})"   # shift counts are taken mod the width
-    if op is Ops.SHL: return wrapped(f"({W}){s[0]} << {n}")
-    if op is Ops.SHR:   # arithmetic for signed values, written so that no right shift of a negative number is needed
-      return f"({T})({s[0]} < 0 ? ~(~{s[0]} >> {n}) : {s[0]} >> {n})" if signed else f"({T})({s[0]} >> {n})"
-    if op in (Ops.IDIV, Ops.MOD, Ops.RECIP):   # truncating; a zero divisor gives 0 and MIN / -1 wraps (both trap on some hardware)
-      a, b = ("1", s[0]) if op is Ops.RECIP else (s[0], s[1])
-      q = "%" if op is Ops.MOD else "/"
-      bad = f"{b} == 0" + (f" || ({a} == {render_const(-2**(bits - 1), t)} && {b} == -1)" if signed else "")
-      return f"({b} == 0 ? ({T})0 : ({T})({a} {q} ({bad} ? ({T})1 : {b})))"
-    raise UnsupportedError(f"backend QCOM has no {op} on {t.name}")
+  rules = PatternMatcher([
+    (UPat(Ops.DEFINE_GLOBAL, name="x"), lambda ctx, x: ctx.param(f"{i.access}_only image2d_t data{x.arg}", f"data{x.arg}")
+     if (i := next((u.arg for u in ctx.uops if u.op is Ops.INDEX and len(u.src) == 3 and u.src[0] is x), None)) else None),
+    (UPat(Ops.INDEX, src=(UPat(), UPat(), UPat())), lambda ctx: ""),   # an image's coordinates: LOAD and STORE write them
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="i"),), allow_any_len=True, name="x"),
+     lambda ctx, x, i: f"read_image{image_type(ctx, x.dtype)}({ctx[i.src[0]]}, smp, {image_at(ctx, i)}).x"),
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="i"), UPat.var("v")), allow_any_len=True, name="x"),
+     lambda ctx, x, i, v: ctx.line(f"write_image{image_type(ctx, v.dtype)}({ctx[i.src[0]]}, {image_at(ctx, i)}, "
+                                   f"({'half4' if image_type(ctx, v.dtype) == 'h' else 'float4'})({ctx[v]}, 0, 0, 0));")),
+    (UPat(Ops.LOAD, dtypes.bool, name="x"), lambda ctx, x: f"({ctx[x.src[0]]} != 0)"),   # bool lives in memory as uchar
+    (UPat(Ops.STORE, src=(UPat.var("i"), UPat.var("v", dtypes.bool)), allow_any_len=True, name="x"), lambda ctx, x, i, v: ctx.line(f"{ctx[i]} = (uchar){ctx[v]};")),
+    (UPat(Ops.LOAD, dtypes.float16, src=(UPat(Ops.INDEX, name="i"),), allow_any_len=True, name="x"),
+     lambda ctx, x, i: None if ctx.ren.fp16 else "vload_half({1}, {0})".format(*ctx.args(i))),
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="i"), UPat.var("v", dtypes.float16)), allow_any_len=True, name="x"),
+     lambda ctx, x, i, v: None if ctx.ren.fp16 else ctx.line("vstore_half_rte({}, {}, {});".format(ctx[v], ctx[i.src[1]], ctx[i.src[0]]))),
+    (on(Ops.MAX, INTS), lambda ctx, x: "max({}, {})".format(*ctx.args(x))),
+    (on((Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SHL), INTS), int_math),
+    # arithmetic for signed values, written so that no right shift of a negative number is needed
+    (on(Ops.SHR, INTS), lambda ctx, x: "({t})({0} < 0 ? ~(~{0} >> ({1} & {w})) : {0} >> ({1} & {w}))".format(*ctx.args(x), t=ctx.type(x.dtype),
+                                                                                                          w=8 * x.dtype.itemsize - 1)
+     if not dtypes.is_unsigned(x.dtype) else None),
+  ]) + CStyleRenderer.rules
