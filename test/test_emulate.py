@@ -1,5 +1,6 @@
 """codegen/emulate.py: every op and cast of the uops conformance table, emulated for targets that lack dtypes, run on the
 PYTHON interpreter and compared byte for byte with the definition."""
+import contextlib
 import numpy as np
 import pytest
 from tinycore.dtype import ALL_DTYPES, dtypes
@@ -16,10 +17,12 @@ class Words32(PythonRenderer):
   supported_dtypes = frozenset(ALL_DTYPES) - {dtypes.float64}
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32})
   memory_word = 4
+  tensor_cores = ()   # PYTHON's WMMA computes on values, not the bits a half is held as here
 class HalfConverts(PythonRenderer):
   """AMD's and NV's kind: float64, half converted natively but computed in float32, no 64-bit or 8/16-bit integer arithmetic."""
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.float64})
   float_conversions = frozenset({dtypes.float16})
+  tensor_cores = ()
 RENDERERS = {"words32": Words32(), "half_converts": HalfConverts()}
 
 def cases(ren):
@@ -36,7 +39,8 @@ def run(ren, op, dt, to, cols) -> bytes:
   assert not any(u.op in GroupOp.ALU and u.op is not Ops.WHERE and u.src[-1].dtype.scalar in lacking for u in spec.uops), "an emulated op is left"
   # whole 32-bit words for every buffer (a target with memory_word 4 allocates them)
   bufs = [bytearray(-(-n * out_dt.itemsize // 4) * 4)] + [bytearray(to_bytes(c, d)) + bytes(-len(to_bytes(c, d)) % 4) for c, d in zip(cols, in_dts)]
-  PythonProgram(spec.name, spec.src)(*[memoryview(b) for b in bufs], global_size=tuple(int(g) for g in spec.global_size))
+  gsize, lsize = spec.launch_dims({})
+  PythonProgram(spec.name, spec.src)(*[memoryview(b) for b in bufs], global_size=gsize, local_size=lsize)
   return bytes(bufs[0][:n * out_dt.itemsize])
 
 @pytest.mark.parametrize("ren,op,dt,to", ALL, ids=[f"{k}-{op.name}-{dt.name}" + (f"-{to.name}" if to else "") for k, op, dt, to in ALL])
@@ -46,3 +50,33 @@ def test_emulated_op(ren, op, dt, to):
   out_dt, in_dts = signature(op, dt, to)
   bad = T.mismatched_rows(op, dt, out_dt, got, want, operands(in_dts, cols))
   if bad.size: raise AssertionError(table(op, dt, to, cols, got, want, bad))
+
+@contextlib.contextmanager
+def python_renderer(ren):
+  """The PYTHON device rendering with `ren` (its compiled kernels not shared with other tests)."""
+  from tinycore import engine
+  from tinycore.runtime.device import Device
+  dev, saved = Device["PYTHON"], dict(engine._runners)
+  old = Device._renderers.get("PYTHON"), dev.renderer
+  Device._renderers["PYTHON"] = dev.renderer = ren
+  engine._runners.clear()
+  try: yield
+  finally:
+    Device._renderers["PYTHON"], dev.renderer = old
+    engine._runners.clear()
+    engine._runners.update(saved)
+
+PROGRAMS = {"sum": lambda t: t.sum(1), "max": lambda t: t.max(1), "matmul": lambda t: t[:, :32] @ t[:, 32:64].T,
+            "cumsum": lambda t: t[:, :48].cumsum(1), "where": lambda t: (t > t.flip(1)).where(t, t * 3)}
+@pytest.mark.parametrize("ren", list(RENDERERS))
+@pytest.mark.parametrize("name", PROGRAMS)
+@pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_emulated_programs(ren, name, dt):
+  """Whole programs (reductions through shared memory, matmuls, scans) on an emulating target: the PYTHON device's own
+  answers, bit for bit."""
+  from tinycore import Tensor
+  x = np.random.default_rng(3).integers(-40, 40, (4, 4096))   # long rows: sums and maxes through shared memory
+  with python_renderer(type("NoTensorCores", (PythonRenderer,), {"tensor_cores": ()})()):   # the same sums as the emulating targets
+    want = PROGRAMS[name](Tensor(x, device="PYTHON").cast(dt)).numpy()
+  with python_renderer(RENDERERS[ren]): got = PROGRAMS[name](Tensor(x, device="PYTHON").cast(dt)).numpy()
+  assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=got.dtype.kind == "f"), (got, want)

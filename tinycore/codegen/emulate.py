@@ -122,6 +122,9 @@ def bits_rules() -> list:
      lambda ctx, x, w, r: r.bitcast(x.dtype) if is_bits(ctx, w) else None),
     (UPat(Ops.BITCAST, src=(UPat.var("y"),), name="x"),
      lambda ctx, x, y: bits_wrap(y.bitcast(vec(dtypes.uint16, y.dtype)), x.dtype) if is_bits(ctx, x) and y.dtype.scalar != dtypes.uint16 else None),
+    # a tensor core instruction takes 16-bit float fragments held as bits as those bits (its arg says what they are)
+    (UPat(Ops.WMMA, name="x"), lambda ctx, x: x.replace(src=tuple(s.src[0] if s.op is Ops.BITCAST and s.dtype.scalar in ctx.bits else s for s in x.src))
+     if any(s.op is Ops.BITCAST and s.dtype.scalar in ctx.bits for s in x.src) else None),
   ]
 
 # ***** 8/16-bit integers: arithmetic in 32 bits, wrapped back after every op *****
@@ -253,11 +256,11 @@ def long_rules() -> list:
   def is_long(ctx, x): return scalar(x.dtype) in ctx.longs
   def load(ctx, x, i):
     buf, j = i.src[0], i.src[1] * 2
-    return long(x.dtype, buf.index(j).load(), buf.index(j + 1).load()) if is_long(ctx, x) else None
+    return long(x.dtype, buf.index(j).load(*x.src[1:]), buf.index(j + 1).load(*x.src[1:])) if is_long(ctx, x) else None
   def store(ctx, x, i, w, r):
     if not is_long(ctx, w): return None
     (lo, hi), buf, j = halves(w), i.src[0], i.src[1] * 2
-    return UOp.sink(buf.index(j).store(lo), buf.index(j + 1).store(hi))
+    return UOp.sink(buf.index(j).store(lo, *x.src[2:]), buf.index(j + 1).store(hi, *x.src[2:]))
   def acc(ctx, x):
     if not is_long(ctx, x): return None
     lo, hi = halves(x.src[0])
@@ -265,8 +268,8 @@ def long_rules() -> list:
   return [
     (UPat(BUFFERS, name="x"), lambda ctx, x: retype_buffer(x, U32, 2 * x.dtype.size) if is_long(ctx, x) else None),
     (UPat(Ops.CONST, name="x"), lambda ctx, x: long(x.dtype, u32(x.arg & 0xffffffff), u32((x.arg >> 32) & 0xffffffff)) if is_long(ctx, x) else None),
-    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="i"),), name="x"), load),
-    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="i"), wrapped(None, PAIR)), name="x"), store),
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="i"),), allow_any_len=True, name="x"), load),
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="i"), wrapped(None, PAIR)), allow_any_len=True, name="x"), store),
     (UPat(Ops.DEFINE_ACC, name="x"), acc),
     (UPat(Ops.ASSIGN, src=(UPat.var("a"), UPat.var("v")), name="x"),
      lambda ctx, x, a, v: long(x.dtype, *(UOp(Ops.ASSIGN, U32, (s, n)) for s, n in zip(halves(a), halves(v)))) if is_long(ctx, x) else None),
@@ -277,7 +280,7 @@ def long_rules() -> list:
      lambda ctx, x, y: y.bitcast(PAIR).bitcast(x.dtype) if is_long(ctx, x) and y.dtype != PAIR else None),
   ]
 
-# ***** 8/16-bit memory packed in 32-bit words *****
+# ***** 8/16-bit memory: in buffers packed in 32-bit words, in shared memory and scratch widened to 32 bits *****
 
 def word_of(ctx: Emulation, i: UOp, dt: DType) -> tuple[UOp, UOp, UOp]:
   """(the word's INDEX, the element's bit shift in it, the element's mask) for INDEX i of an element of dt."""
@@ -285,19 +288,26 @@ def word_of(ctx: Emulation, i: UOp, dt: DType) -> tuple[UOp, UOp, UOp]:
   pos = i.src[1]
   return i.src[0].index(shr(pos, per.bit_length() - 1)), (pos & (per - 1)).cast(U32) * bits, u32((1 << bits) - 1)
 
+def narrow(ctx: Emulation, dt: DType) -> bool: return dt.itemsize < ctx.word
+def wide(dt: DType) -> DType: return WIDER.get(dt, U32)   # bool too
+
 def packed_load(ctx: Emulation, x: UOp, i: UOp) -> UOp | None:
-  if x.dtype.itemsize >= ctx.word: return None
+  if not narrow(ctx, x.dtype): return None
+  if i.src[0].op is not Ops.DEFINE_GLOBAL: return i.load(*x.src[1:], dtype=wide(x.dtype)).cast(x.dtype)
   idx, shift, mask = word_of(ctx, i, x.dtype)
-  bits = shr(idx.load(), shift) & mask
+  bits = shr(idx.load(*x.src[1:]), shift) & mask
   return bits.ne(u32(0)) if x.dtype == dtypes.bool else bits.cast(x.dtype)
 
 def packed_store(ctx: Emulation, x: UOp, i: UOp, v: UOp) -> UOp | None:
-  if v.dtype.itemsize >= ctx.word: return None
+  """Into a buffer, STORE(word, bits, .., mask): the uint32 src past the value marks the bits this store writes."""
+  if not narrow(ctx, v.dtype): return None
+  if i.src[0].op is not Ops.DEFINE_GLOBAL: return i.store(v.cast(wide(v.dtype)), *x.src[2:])
   idx, shift, mask = word_of(ctx, i, v.dtype)
-  return idx.store(shl(v.cast(U32) & mask, shift), shl(mask, shift))
+  return idx.store(shl(v.cast(U32) & mask, shift), *x.src[2:], shl(mask, shift))
 
 def packed_buffer(ctx: Emulation, x: UOp) -> UOp | None:
-  if x.dtype.base.itemsize >= ctx.word: return None
+  if not narrow(ctx, x.dtype.base): return None
+  if x.op is not Ops.DEFINE_GLOBAL: return retype_buffer(x, wide(x.dtype.base), x.dtype.size)
   return retype_buffer(x, U32, x.dtype.size if x.dtype.size < 0 else -(-x.dtype.size * x.dtype.base.itemsize // ctx.word))
 
 # ***** the pass *****
@@ -310,21 +320,23 @@ folds = [
   (UPat(Ops.CAST, src=(UPat(Ops.CAST, src=(UPat.var("y"),), name="m"),), name="x"),   # out to a type holding all of y's values and back
    lambda x, m, y: y if x.dtype == y.dtype and m.dtype.scalar == WIDER.get(y.dtype.scalar) else None),
   (UPat(Ops.BITCAST, src=(UPat(Ops.BITCAST, src=(UPat.var("y"),)),), name="x"), lambda x, y: y if x.dtype == y.dtype else None),
+  (UPat(Ops.BARRIER, name="x"),   # after stores that became several (a SINK groups them): after each of them
+   lambda x: x.replace(src=tuple(t for s in x.src for t in (s.src if s.op is Ops.SINK else (s,)))) if any(s.op is Ops.SINK for s in x.src) else None),
   (UPat(Ops.BITCAST, src=(UPat.var("y"),), name="x"),   # between integers of one size a bitcast is a cast
    lambda x, y: y.cast(x.dtype) if dtypes.is_int(x.dtype) and dtypes.is_int(y.dtype) and x.dtype.itemsize == y.dtype.itemsize else None),
 ]
 rules = PatternMatcher(folds + [(UPat(GroupOp.ALU, name="x"), f) for f in (float_alu, int_alu, long_alu)] + [
   (UPat(Ops.CAST, src=(UPat.var("y"),), name="x"), float_cast)] + bits_rules() + long_rules() + [
   (UPat(BUFFERS, name="x"), packed_buffer),
-  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="i"),), name="x"), packed_load),
-  (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="i"), UPat.var("v")), name="x"), packed_store),
+  (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="i"),), allow_any_len=True, name="x"), packed_load),
+  (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="i"), UPat.var("v")), allow_any_len=True, name="x"), packed_store),
 ])
 
 def rewrite_linear(uops: list[UOp], pm: PatternMatcher, ctx) -> list[UOp]:
   """pm's rules over a linear program: each UOp, its sources already rewritten, is rewritten with the nodes its rules build
   to a fixed point, and those new nodes take its place (in dependency order; a SINK only groups them). Nodes made inside a
-  loop are gone after it: a later use places them again. Then every node nothing uses is dropped, unless it is void (a
-  store, a loop's end) or a definition, loop or assignment."""
+  loop, but constants, are gone after it: a later use places them again. Then every node nothing uses is dropped, unless
+  it is void (a store, a loop's end, a barrier) or a definition, loop or assignment."""
   done: dict[UOp, UOp] = {}
   out, avail, scopes = [], set(), []
   for u in uops:
@@ -332,7 +344,7 @@ def rewrite_linear(uops: list[UOp], pm: PatternMatcher, ctx) -> list[UOp]:
     for x in r.toposort(gate=lambda x: x not in avail):
       if x in avail or x.op is Ops.SINK: continue
       out.append(x); avail.add(x)
-      if scopes: scopes[-1].append(x)
+      if scopes and x.op is not Ops.CONST: scopes[-1].append(x)   # a constant is declared nowhere: it stays available
     if u.op in (Ops.RANGE, Ops.IF): scopes.append([])
     elif u.op in (Ops.ENDRANGE, Ops.ENDIF): avail.difference_update(scopes.pop())
   keep, used = [], set()

@@ -46,10 +46,11 @@ class CStyleKernel:
     for u in self.uops:
       if u.op is Ops.CONST: continue
       # a store's bool gate (a src past its value): it stores only where the gate holds
-      if gate := (u.op is Ops.STORE and next((g for g in u.src[2:] if g.dtype == dtypes.bool), None)): self.open(f"if ({self[gate]}) {{")
+      gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None) if u.op is Ops.STORE else None
+      if gate is not None: self.open(f"if ({self[gate]}) {{")
       if (text := self.ren.rules.rewrite(u, ctx=self)) is None:
         raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no rule for {u.op} on {u.src[-1].dtype if u.src else u.dtype}")
-      if gate: self.close()
+      if gate is not None: self.close()
       if u.op in BOUND: text = self.declare(self.ren.let, f"v{len(self.lines)}", u.dtype, text)
       self.r[u] = text
     return self.ren.render_kernel(self)

@@ -35,14 +35,15 @@ class PythonRenderer(Renderer):
                                   c=((("n", 0), ("n", 1), ("m", 0), ("m", 1), ("m", 2)), (("n", 2),)))
                        for dt in (dtypes.float16, dtypes.bfloat16))
   def render(self, name: str, uops: list[UOp]) -> str:
-    ids = {u: i for i, u in enumerate(uops)}
+    ids: dict[UOp, int] = {}   # a node computed again after a loop (its first value gone with the loop): its latest line
     lines = [f"# {name}"]
-    for u in uops:
+    for i, u in enumerate(uops):
       # Ops by name; inf/nan as strings so every line stays a Python literal
       arg = u.arg.name if isinstance(u.arg, Ops) else repr(u.arg) if isinstance(u.arg, float) and not math.isfinite(u.arg) else u.arg
       if u.op is Ops.RANGE: arg = (u.arg[0], u.arg[1].name)
       if u.op is Ops.WMMA: arg = u.arg.literal()
       lines.append(repr((u.op.name, _enc_dtype(u.dtype), tuple(ids[s] for s in u.src), arg)))
+      ids[u] = i
     return "\n".join(lines)
 
 def _tensor_core(t: tuple) -> TensorCore:

@@ -316,6 +316,7 @@ class WGSLRenderer(CStyleRenderer):
   bool_infix = {Ops.ADD: "||", Ops.OR: "||", Ops.MAX: "||", Ops.MUL: "&&", Ops.AND: "&&", Ops.XOR: "!="}
   infix = {**CStyleRenderer.infix, Ops.SHL: "<<", Ops.SHR: ">>"}
   let, var, loop = "let {name}: {type} = {expr};", "var {name}: {type} = {expr};", "for (var {name}: {type} = 0; {name} < {end}; {name}++) {{"
+  barrier = "workgroupBarrier();"
 
   def use_device_limits(self, limits: dict[str, int]) -> None:
     """Called by the driver when it opens a device: describe that device's granted limits (the lesser of what the adapter
