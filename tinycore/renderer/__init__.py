@@ -4,7 +4,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, sym_eval
-from tinycore.rewrite import PatternMatcher
+from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.runtime.errors import UnsupportedError
 
 @dataclass
@@ -82,6 +82,8 @@ class Renderer:
                                                      # itself; the others are carried as their bits (uint16), converted in integer code
   memory_word: int = 1                # bytes of the narrowest load and store; narrower elements are packed in 32-bit words
                                       # (a store of one is STORE(word index, bits, mask): only the mask's bits are written)
+  language: str = ""                  # what render() writes (for error messages)
+  rules: PatternMatcher | None = None  # a rule renderer's table from UOps to text (renderer/cstyle.py, renderer/isa.py)
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
   def check_dtype(self, dt: DType) -> None:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
@@ -89,3 +91,24 @@ class Renderer:
   def describe(self) -> dict[str, Any]:
     keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "fma", "cache_bytes", "max_buffers", "loop_pass_max")
     return {k: getattr(self, k) for k in keys} | {"supported_dtypes": sorted(d.name for d in self.supported_dtypes)}
+
+class KernelWriter:
+  """One kernel being written by a renderer's rule table: its rules (ctx is this writer) return each value's text (a
+  name, a register, an inline constant) and add lines; an op with no rule is a clean error naming the backend."""
+  def __init__(self, ren: Renderer, name: str, uops: list[UOp]):
+    self.ren, self.name, self.uops = ren, name, uops
+    self.r: dict[UOp, Any] = {}
+    self.lines: list[str] = []
+  def __getitem__(self, u: UOp): return self.r[u]
+  def args(self, u: UOp) -> list: return [self[s] for s in u.src]
+  def write(self, u: UOp):
+    if self.ren.rules is None or (text := self.ren.rules.rewrite(u, ctx=self)) is None:
+      raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no rule for {u.op} on {u.src[-1].dtype if u.src else u.dtype}")
+    return text
+  def write_all(self) -> KernelWriter:
+    for u in self.uops: self.r[u] = self.write(u)
+    return self
+
+def on(ops, dts=None) -> UPat:
+  """A rule's pattern: the ops `ops` whose first operand is of a dtype in `dts` (named x)."""
+  return UPat(ops, src=(UPat(dtype=dts),), allow_any_len=True, name="x")

@@ -6,23 +6,19 @@ import math, re
 from tinycore.dtype import DType, dtypes, FLOATS, INTS
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
-from tinycore.renderer import Renderer
+from tinycore.renderer import Renderer, KernelWriter, on
 from tinycore.runtime.errors import UnsupportedError
 
 BOUND = GroupOp.ALU | {Ops.LOAD, Ops.CAST, Ops.BITCAST}   # ops whose text is an expression the kernel names in a declaration
 
-class CStyleKernel:
+class CStyleKernel(KernelWriter):
   """One kernel being written: each value's text (its name, or an inline constant), the lines so far, the parameters, the
   helper functions used. Rules write through it: line(), open() and close() a block, param(), helper()."""
   def __init__(self, ren: CStyleRenderer, name: str, uops: list[UOp]):
-    self.ren, self.name, self.uops = ren, name, uops
-    self.r: dict[UOp, str] = {}
-    self.lines: list[str] = []
+    super().__init__(ren, name, uops)
     self.params: list[str] = []
     self.helpers: dict[str, str] = {}
     self.depth = 1
-  def __getitem__(self, u: UOp) -> str: return self.ren.render_const(u.arg, u.dtype) if u.op is Ops.CONST else self.r[u]
-  def args(self, u: UOp) -> list[str]: return [self[s] for s in u.src]
   def type(self, dt: DType) -> str:
     if dt not in self.ren.types: raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no type for {dt}")
     return self.ren.types[dt]
@@ -42,25 +38,16 @@ class CStyleKernel:
   def helper(self, name: str, text: str) -> str:
     self.helpers.setdefault(name, text)
     return name
-  def render(self) -> str:
-    for u in self.uops:
-      if u.op is Ops.CONST: continue
-      # a store's bool gate (a src past its value): it stores only where the gate holds
-      gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None) if u.op is Ops.STORE else None
-      if gate is not None: self.open(f"if ({self[gate]}) {{")
-      if (text := self.ren.rules.rewrite(u, ctx=self)) is None:
-        raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no rule for {u.op} on {u.src[-1].dtype if u.src else u.dtype}")
-      if gate is not None: self.close()
-      if u.op in BOUND: text = self.declare(self.ren.let, f"v{len(self.lines)}", u.dtype, text)
-      self.r[u] = text
-    return self.ren.render_kernel(self)
+  def write(self, u: UOp) -> str:
+    """A value op's expression is declared (bound to a name); a store's bool gate (a src past its value) wraps it in an if."""
+    gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None) if u.op is Ops.STORE else None
+    if gate is not None: self.open(f"if ({self[gate]}) {{")
+    text = super().write(u)
+    if gate is not None: self.close()
+    return self.declare(self.ren.let, f"v{len(self.lines)}", u.dtype, text) if u.op in BOUND else text
   def declare(self, template: str, name: str, dt: DType, expr: str) -> str:
     self.line(template.format(type=self.type(dt), name=name, expr=expr))
     return name
-
-def on(ops, dts=None, **kw) -> UPat:
-  """The ops `ops` whose (first) operand is of a dtype in `dts`."""
-  return UPat(ops, src=(UPat(dtype=dts),), allow_any_len=True, name="x", **kw)
 
 def div_guarded(ctx: CStyleKernel, x: UOp) -> str:
   """Truncating integer division that never traps: a zero divisor gives 0, MIN / -1 wraps (MIN % -1 is 0)."""
@@ -99,7 +86,7 @@ class CStyleRenderer(Renderer):
   barrier = ""
   prelude = "#include <stdint.h>\n#include <string.h>\n#include <math.h>"
 
-  def render(self, name: str, uops: list[UOp]) -> str: return CStyleKernel(self, name, uops).render()
+  def render(self, name: str, uops: list[UOp]) -> str: return self.render_kernel(CStyleKernel(self, name, uops).write_all())
   def render_kernel(self, k: CStyleKernel) -> str:
     return "\n".join([self.prelude, *k.helpers.values(), f"void {k.name}({', '.join(k.params)}) {{", *k.lines, "}", ""])
   def render_const(self, v, dt: DType) -> str:
@@ -120,6 +107,7 @@ class CStyleRenderer(Renderer):
   def render_special(self, ctx: CStyleKernel, x: UOp) -> str: raise UnsupportedError(f"backend {self.device}: no thread id {x.arg}")
 
   rules = PatternMatcher([
+    (UPat(Ops.CONST, name="x"), lambda ctx, x: ctx.ren.render_const(x.arg, x.dtype)),
     (UPat(Ops.DEFINE_GLOBAL, name="x"), lambda ctx, x: ctx.param(ctx.ren.buffer.format(
       type=ctx.ren.memory_types.get(x.dtype.base) or ctx.type(x.dtype.base), name=f"data{x.arg}"), f"data{x.arg}")),
     (UPat(Ops.DEFINE_VAR, name="x"), lambda ctx, x: ctx.param(f"{ctx.type(x.dtype)} {(n := 'var_' + re.sub(r'[^A-Za-z0-9_]', '_', x.arg[0]))}", n)),

@@ -4,7 +4,8 @@ import math, os, re
 from dataclasses import dataclass
 from tinycore.dtype import DType, PtrDType, dtypes, INTS
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel, on
+from tinycore.renderer import on
+from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel
 from tinycore.rewrite import PatternMatcher, UPat, graph_substitute
 from tinycore.uop import split_terms
 from tinycore.runtime.errors import UnsupportedError

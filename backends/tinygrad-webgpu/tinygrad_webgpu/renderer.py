@@ -4,7 +4,8 @@ import math, re, struct
 from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
-from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel, on
+from tinycore.renderer import on
+from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel
 from tinycore.codegen.transcendental import sin_rules, fmod_rules
 from tinycore.runtime.errors import UnsupportedError
 

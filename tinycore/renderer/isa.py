@@ -1,0 +1,36 @@
+"""The base of renderers for instruction sets (PTX, RDNA3 assembly, LLVM IR): a rule table from UOps to instructions, each
+rule returning the register that holds its value; registers named and counted per kind, labels."""
+from __future__ import annotations
+from collections import defaultdict
+from tinycore.dtype import DType
+from tinycore.uop import UOp
+from tinycore.renderer import Renderer, KernelWriter
+
+class ISAKernel(KernelWriter):
+  """One kernel being written: the registers of each kind used so far, the instruction lines, the labels. A target with
+  few registers reuses them itself (AMD frees a value's register after its last use)."""
+  def __init__(self, ren: ISARenderer, name: str, uops: list[UOp]):
+    super().__init__(ren, name, uops)
+    self.counts: dict[str, int] = defaultdict(int)
+  def reg(self, kind: str) -> str:
+    """A fresh register of a kind (ren.reg_kind maps a dtype to one)."""
+    self.counts[kind] += 1
+    return self.ren.reg_name.format(kind=kind, n=self.counts[kind] - 1)
+  def new(self, dt: DType) -> str: return self.reg(self.ren.reg_kind(dt))
+  def ins(self, *text: str) -> str:
+    """Instructions (a text may hold several, one a line), each written as the target writes one."""
+    self.lines.extend(self.ren.instruction.format(i) for t in text for i in t.split("\n"))
+    return ""
+  def label(self, name: str) -> str:
+    self.lines.append(f"{name}:")
+    return ""
+
+class ISARenderer(Renderer):
+  """`reg_kind(dtype)` is the register class a value lives in, `reg_name` how a register is written, `instruction` how
+  an instruction line is; `rules` return each value's register (or operand text); `render_kernel` wraps the lines."""
+  reg_name = "%{kind}{n}"
+  instruction = "\t{};"
+  kernel = ISAKernel
+  def reg_kind(self, dt: DType) -> str: raise NotImplementedError
+  def render_kernel(self, k: ISAKernel) -> str: raise NotImplementedError
+  def render(self, name: str, uops: list[UOp]) -> str: return self.render_kernel(self.kernel(self, name, uops).write_all())
