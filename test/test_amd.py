@@ -311,8 +311,8 @@ def test_renders_without_a_device():
   assert "s_endpgm" in src and "global_store_b32" in src and "s_cbranch_execz" in src
 
 def test_running_out_of_registers_is_a_clear_error():
-  from tinygrad_amd.renderer import _Kernel
-  k = _Kernel("k", [])
+  from tinygrad_amd.renderer import AMDKernel, RDNA3Renderer
+  k = AMDKernel(RDNA3Renderer(), "k", [])
   for _ in range(255): k.vreg()   # v0 holds the work-item ids
   with pytest.raises(UnsupportedError, match="AMD.*256 VGPRs"): k.vreg()
   k.next_s = 105

@@ -166,7 +166,7 @@ class UOp(metaclass=UOpMeta):
   def expr(self) -> str: return self.arg[0]
   def alu(self, op: Ops, *src: UOp | Any) -> UOp:
     srcs = (self,) + tuple(s if isinstance(s, UOp) else self.const_like(s) for s in src)
-    out_dtype = dtypes.bool if op in GroupOp.Comparison else (srcs[-1].dtype if op is Ops.WHERE else self.dtype)
+    out_dtype = dtypes.bool.vec(self.dtype.count) if op in GroupOp.Comparison else (srcs[-1].dtype if op is Ops.WHERE else self.dtype)
     return UOp(op, out_dtype, srcs)
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
   def bitcast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))

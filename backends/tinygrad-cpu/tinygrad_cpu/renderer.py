@@ -5,7 +5,8 @@ import numpy as np
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.helpers import getenv
 from tinycore.uop import UOp, Ops, GroupOp
-from tinycore.renderer import Renderer
+from tinycore.rewrite import PatternMatcher, UPat
+from tinycore.renderer.isa import ISARenderer, ISAKernel
 from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel
 from tinycore.runtime.errors import UnsupportedError
 
@@ -66,16 +67,15 @@ def _check_uops(device: str, uops: list[UOp]) -> None:
 # ***** LLVM IR *****
 
 _LL = {dtypes.bool: "i1", dtypes.int8: "i8", dtypes.uint8: "i8", dtypes.int16: "i16", dtypes.uint16: "i16", dtypes.int32: "i32",
-       dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "half", dtypes.bfloat16: "float",
-       dtypes.float32: "float", dtypes.float64: "double"}
-_LL_MEM = {**_LL, dtypes.bool: "i8", dtypes.bfloat16: "i16"}   # bool is a byte, bfloat16 its 16 bits, in memory
+       dtypes.uint32: "i32", dtypes.int64: "i64", dtypes.uint64: "i64", dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double"}
 _SUFFIX = {"i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "half": "f16", "float": "f32", "double": "f64"}
 _BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64, "half": 16, "float": 32, "double": 64}
 
 def _vec(s: str, n: int) -> str: return s if n == 1 else f"<{n} x {s}>"
 def ltype(dt: DType, mem: bool = False) -> str:
+  """dt's LLVM type; in memory a bool is a byte."""
   if dt.scalar not in _LL: raise UnsupportedError(f"CPU: dtype {dt.scalar.name} has no LLVM type")
-  return _vec((_LL_MEM if mem else _LL)[dt.scalar], dt.count)
+  return _vec("i8" if mem and dt.scalar == dtypes.bool else _LL[dt.scalar], dt.count)
 def lsuffix(ty: str) -> str:
   m = re.match(r"<(\d+) x (\w+)>", ty)
   return f"v{m.group(1)}{_SUFFIX[m.group(2)]}" if m else _SUFFIX[ty]
@@ -91,278 +91,129 @@ def lconst(ty: str, v) -> str:
   if n == 1: return one
   return "zeroinitializer" if one in ("0", "false", _fhex(0.0)) else "<" + ", ".join([f"{s} {one}"] * n) + ">"
 
-class LLVMRenderer(Renderer):
-  """LLVM IR for the host CPU. One function per kernel: void name(ptr data0.., iN var0.., i32 core_start, i32 core_end);
-  the body runs once per core id in [core_start, core_end) (the chunks of the split outer loop). The target is described
-  by the host's features (vector width, vector registers, FMA, L2 size) unless given: a description renders on any machine."""
-  device = "CPU"
-  global_dims = 0
-  supported_dtypes = frozenset(ALL_DTYPES)
-  upcast_max = 8
-  max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
-  def __init__(self, threads: int | None = None, vector_width: int | None = None, vector_registers: int | None = None, fma: bool | None = None,
-               cache_bytes: int | None = None):
-    self.threads = cpu_threads() if threads is None else threads
-    self.cache_bytes = host_cache_bytes() if cache_bytes is None else cache_bytes
-    self.vector_width = host_vector_width() if vector_width is None else vector_width
-    self.vector_registers = host_vector_registers() if vector_registers is None else vector_registers
-    self.fma = host_fma() if fma is None else fma
-  def render(self, name: str, uops: list[UOp]) -> str:
-    _check_uops(self.device, uops)
-    return _LLVMKernel(_fname(name), uops, self.fma).text()
-
-class _LLVMKernel:
-  """One kernel being rendered: value names per UOp, the instruction lines, allocas, declarations, helper functions."""
-  def __init__(self, name: str, uops: list[UOp], fma: bool = False):
-    self.name, self.uops, self.fma = name, uops, fma
-    self.lines: list[str] = []
+class LLVMKernel(ISAKernel):
+  """One kernel being rendered: SSA values (%tN), the instruction lines, allocas, declarations, helper functions."""
+  def __init__(self, ren: LLVMRenderer, name: str, uops: list[UOp]):
+    super().__init__(ren, name, uops)
     self.allocas: list[str] = []
     self.decls: dict[str, str] = {}
     self.helpers: dict[str, str] = {}
-    self.r: dict[UOp, str] = {}
-    self.n = 0
     self.params: list[str] = []
     self.core = False
     self.loops: dict[UOp, int] = {}
-
-  # ***** emission helpers *****
-  def tmp(self) -> str:
-    self.n += 1
-    return f"%t{self.n}"
-  def ins(self, text: str) -> str:
-    """Emit `tmp = text`, return tmp."""
-    t = self.tmp()
-    self.lines.append(f"  {t} = {text}")
+  def let(self, text: str) -> str:
+    """`%tN = text`, returning %tN."""
+    self.ins(f"{(t := self.reg('t'))} = {text}")
     return t
   def call(self, ret: str, fn: str, args: list[tuple[str, str]]) -> str:
     if fn.startswith("llvm."): self.decls[fn] = f"declare {ret} @{fn}({', '.join(t for t, _ in args)})"
-    return self.ins(f"call {ret} @{fn}({', '.join(f'{t} {v}' for t, v in args)})")
+    return self.let(f"call {ret} @{fn}({', '.join(f'{t} {v}' for t, v in args)})")
   def intr(self, name: str, ty: str, *vals: str) -> str: return self.call(ty, f"llvm.{name}.{lsuffix(ty)}", [(ty, v) for v in vals])
-  def val(self, u: UOp) -> str:
-    if u.op is Ops.DEFINE_ACC: return self.ins(f"load {ltype(u.dtype)}, ptr {self.r[u]}")  # an accumulator: its current value
+  def __getitem__(self, u: UOp) -> str:
+    if u.op is Ops.DEFINE_ACC: return self.let(f"load {ltype(u.dtype)}, ptr {self.r[u]}")  # an accumulator: its current value
     return self.r[u]
-  def label(self, name: str) -> None: self.lines.append(f"{name}:")
-  def br(self, name: str) -> None: self.lines.append(f"  br label %{name}")
-
-  def text(self) -> str:
-    for u in self.uops: self.r[u] = self.render_uop(u)
-    if self.core:
-      self.br("core_latch"); self.label("core_latch")
-      self.lines += ["  %core_next = add i32 %core, 1", "  br label %core_hdr", "core_exit:"]
-    self.lines.append("  ret void")
-    params = self.params + ["i32 %core_start", "i32 %core_end"]
-    head = [_signature_line(";", self.name, self.uops), f"define void @{self.name}({', '.join(params)}) #0 {{", "entry:"]
-    return "\n".join(head + self.allocas + ["  br label %body", "body:"] + self.lines + ["}"] + list(self.helpers.values()) +
-                     list(self.decls.values()) + ['attributes #0 = { nounwind "frame-pointer"="none" }', "attributes #1 = { alwaysinline nounwind }"]) + "\n"
-
-  # ***** one UOp *****
-  def render_uop(self, u: UOp) -> str:
-    op, dt = u.op, u.dtype
-    if op is Ops.DEFINE_GLOBAL:
-      self.params.append(f"ptr %data{u.arg}")
-      return f"%data{u.arg}"
-    if op is Ops.DEFINE_VAR:
-      self.params.append(f"{ltype(dt)} %var_{_fname(u.arg[0])}")
-      return f"%var_{_fname(u.arg[0])}"
-    if op is Ops.CONST: return lconst(ltype(dt), u.arg)
-    if op is Ops.SPECIAL:  # the core loop around the whole body
-      self.core = True
-      self.br("core_pre"); self.label("core_pre"); self.br("core_hdr"); self.label("core_hdr")
-      self.lines += ["  %core = phi i32 [%core_start, %core_pre], [%core_next, %core_latch]", "  %core_ok = icmp slt i32 %core, %core_end",
-                     "  br i1 %core_ok, label %core_body, label %core_exit", "core_body:"]
-      return "%core" if ltype(dt) == "i32" else self.ins(f"sext i32 %core to {ltype(dt)}")
-    if op is Ops.RANGE:
-      i = self.loops[u] = len(self.loops)
-      ty, end = ltype(dt), self.val(u.src[0])
-      self.br(f"r{i}_pre"); self.label(f"r{i}_pre"); self.br(f"r{i}_hdr"); self.label(f"r{i}_hdr")
-      self.lines += [f"  %r{i} = phi {ty} [0, %r{i}_pre], [%r{i}_next, %r{i}_latch]", f"  %r{i}_ok = icmp slt {ty} %r{i}, {end}",
-                     f"  br i1 %r{i}_ok, label %r{i}_body, label %r{i}_exit", f"r{i}_body:"]
-      return f"%r{i}"
-    if op is Ops.ENDRANGE:
-      i, ty = self.loops[u.src[0]], ltype(u.src[0].dtype)
-      self.br(f"r{i}_latch"); self.label(f"r{i}_latch")
-      self.lines += [f"  %r{i}_next = add {ty} %r{i}, 1", f"  br label %r{i}_hdr", f"r{i}_exit:"]
-      return ""
-    if op is Ops.DEFINE_REG:  # on the stack of the thread running the kernel
-      self.allocas.append(f"  %local{u.arg} = alloca [{dt.size} x {ltype(dt.base.scalar, mem=True)}], align 64")
-      return f"%local{u.arg}"
-    if op is Ops.DEFINE_ACC:
-      acc = f"%acc{u.arg}"
-      self.allocas.append(f"  {acc} = alloca {ltype(dt)}, align 64")
-      self.lines.append(f"  store {ltype(dt)} {self.val(u.src[0])}, ptr {acc}")
-      return acc
-    if op is Ops.ASSIGN:
-      v = self.val(u.src[1])
-      self.lines.append(f"  store {ltype(dt)} {v}, ptr {self.r[u.src[0]]}")
-      return v
-    if op is Ops.INDEX:  # a masked vector's address (its third source is the mask) may start before the buffer: not inbounds
-      buf = u.src[0]
-      gep = "getelementptr" if len(u.src) > 2 else "getelementptr inbounds"
-      return self.ins(f"{gep} {ltype(buf.dtype.base.scalar, mem=True)}, ptr {self.r[buf]}, {ltype(u.src[1].dtype)} {self.val(u.src[1])}")
-    if op is Ops.LOAD:
-      if len(u.src[0].src) > 2:  # lanes whose mask is off are not read (they read as 0)
-        ty, mask = ltype(dt, mem=True), u.src[0].src[2]
-        raw = self.call(ty, f"llvm.masked.load.{lsuffix(ty)}.p0", [("ptr", self.r[u.src[0]]), ("i32", str(dt.scalar.itemsize)),
-                                                                  (ltype(mask.dtype), self.val(mask)), (ty, lconst(ty, 0))])
-      else: raw = self.ins(f"load {ltype(dt, mem=True)}, ptr {self.r[u.src[0]]}, align {dt.itemsize}")
-      return self.from_mem(raw, dt)
-    if op is Ops.STORE:
-      vdt = u.src[1].dtype
-      self.lines.append(f"  store {ltype(vdt, mem=True)} {self.to_mem(self.val(u.src[1]), vdt)}, ptr {self.r[u.src[0]]}, align {vdt.itemsize}")
-      return ""
-    if op is Ops.GEP: return self.ins(f"extractelement {ltype(u.src[0].dtype)} {self.val(u.src[0])}, i32 {u.arg}")
-    if op is Ops.VECTORIZE: return self.vectorize(u)
-    if op is Ops.CAST: return self.cast(self.val(u.src[0]), u.src[0].dtype, dt)
-    if op is Ops.BITCAST: return self.bitcast(self.val(u.src[0]), u.src[0].dtype, dt)
-    if op in GroupOp.ALU: return self.alu(u)
-    raise UnsupportedError(f"CPU: the LLVM renderer has no rule for {op}")
-
-  def vectorize(self, u: UOp) -> str:
-    ty, sty = ltype(u.dtype), ltype(u.dtype.scalar)
-    if all(s.op is Ops.CONST for s in u.src): return "<" + ", ".join(f"{sty} {self.r[s]}" for s in u.src) + ">"
-    if all(s is u.src[0] for s in u.src):  # a broadcast: insert once, shuffle to every lane
-      one = self.ins(f"insertelement {ty} poison, {sty} {self.val(u.src[0])}, i32 0")
-      return self.ins(f"shufflevector {ty} {one}, {ty} poison, <{len(u.src)} x i32> zeroinitializer")
-    v = "poison"
-    for i, s in enumerate(u.src): v = self.ins(f"insertelement {ty} {v}, {sty} {self.val(s)}, i32 {i}")
-    return v
-
-  # ***** memory forms *****
-  def from_mem(self, raw: str, dt: DType) -> str:
-    if dt.scalar == dtypes.bool: return self.ins(f"icmp ne {ltype(dt, mem=True)} {raw}, {lconst(ltype(dt, mem=True), 0)}")
-    if dt.scalar == dtypes.bfloat16: return self.bf16_bits_to_float(raw, dt.count)
-    return raw
-  def to_mem(self, v: str, dt: DType) -> str:
-    if dt.scalar == dtypes.bool: return self.ins(f"zext {ltype(dt)} {v} to {ltype(dt, mem=True)}")
-    if dt.scalar == dtypes.bfloat16: return self.float_to_bf16_bits(v, dt.count)
-    return v
-  def bf16_bits_to_float(self, bits: str, n: int) -> str:
-    w = self.ins(f"zext {_vec('i16', n)} {bits} to {_vec('i32', n)}")
-    s = self.ins(f"shl {_vec('i32', n)} {w}, {lconst(_vec('i32', n), 16)}")
-    return self.ins(f"bitcast {_vec('i32', n)} {s} to {_vec('float', n)}")
-  def float_to_bf16_bits(self, v: str, n: int) -> str:
-    """The bits of a float that already holds a bfloat16 value."""
-    b = self.ins(f"bitcast {_vec('float', n)} {v} to {_vec('i32', n)}")
-    s = self.ins(f"lshr {_vec('i32', n)} {b}, {lconst(_vec('i32', n), 16)}")
-    return self.ins(f"trunc {_vec('i32', n)} {s} to {_vec('i16', n)}")
-  def round_bf16(self, v: str, n: int) -> str:
-    """float -> the nearest bfloat16 (ties to even, NaN stays a quiet NaN), kept as a float."""
-    return self.call(_vec("float", n), self.helper("bf16_round", _vec("float", n)), [(_vec("float", n), v)])
+  def br(self, name: str) -> str: return self.ins(f"br label %{name}")
+  def loop(self, name: str, ty: str, start: str, end: str) -> None:
+    """A loop header: %name runs from start while below end (its latch adds 1, see end_loop)."""
+    self.br(f"{name}_pre"); self.label(f"{name}_pre"); self.br(f"{name}_hdr"); self.label(f"{name}_hdr")
+    self.ins(f"%{name} = phi {ty} [{start}, %{name}_pre], [%{name}_next, %{name}_latch]", f"%{name}_ok = icmp slt {ty} %{name}, {end}",
+             f"br i1 %{name}_ok, label %{name}_body, label %{name}_exit")
+    self.label(f"{name}_body")
+  def end_loop(self, name: str, ty: str) -> str:
+    self.br(f"{name}_latch"); self.label(f"{name}_latch")
+    self.ins(f"%{name}_next = add {ty} %{name}, 1", f"br label %{name}_hdr")
+    return self.label(f"{name}_exit")
+  def helper(self, kind: str, ty: str) -> str:
+    name = f"tc_{kind}_{lsuffix(ty)}"
+    if name not in self.helpers: self.helpers[name] = _HELPERS[kind](self, name, ty)
+    return name
+  def declare(self, fn: str, ret: str, args: list[str]) -> None: self.decls[fn] = f"declare {ret} @{fn}({', '.join(args)})"
 
   # ***** casts *****
-  def cast(self, x: str, s: DType, d: DType) -> str:
-    sb, db = s.scalar, d.scalar
-    st, dty = ltype(s), ltype(d)
-    if sb == db: return x
-    if db == dtypes.bool:
-      return self.ins(f"{'fcmp une' if dtypes.is_float(sb) else 'icmp ne'} {st} {x}, {lconst(st, 0)}")
-    if dtypes.is_float(db):
-      if sb == dtypes.bool or dtypes.is_int(sb):
-        conv = "sitofp" if dtypes.is_int(sb) and not dtypes.is_unsigned(sb) else "uitofp"
-        out = self.ins(f"{conv} {st} {x} to {dty}")
-        return self.round_bf16(out, d.count) if db == dtypes.bfloat16 else out
-      if db == dtypes.bfloat16:  # through float32, like the reference: double -> float -> bfloat16
-        f = x if st == ltype(dtypes.float32.vec(d.count)) else self.fp_resize(x, st, _vec("float", d.count))
-        return self.round_bf16(f, d.count)
-      if sb == dtypes.float64 and db == dtypes.float16:
-        return self.call(dty, self.helper("f64_to_f16", st), [(st, x)])
-      return self.fp_resize(x, st, dty)
-    # to an int
-    if dtypes.is_float(sb): return self.float_to_int(x, st, d)
-    if st == dty: return x
-    if _BITS[_scalar_of(st)] > _BITS[_scalar_of(dty)]: return self.ins(f"trunc {st} {x} to {dty}")
-    return self.ins(f"{'zext' if sb == dtypes.bool or dtypes.is_unsigned(sb) else 'sext'} {st} {x} to {dty}")
+  def cast(self, x: UOp) -> str:
+    sb, db, v = x.src[0].dtype.scalar, x.dtype.scalar, self[x.src[0]]
+    st, dty = ltype(x.src[0].dtype), ltype(x.dtype)
+    if db == dtypes.bool: return self.let(f"{'fcmp une' if dtypes.is_float(sb) else 'icmp ne'} {st} {v}, {lconst(st, 0)}")
+    if dtypes.is_float(db):   # from float: fpext/fptrunc (half only from and to float: the core converts the rest through it)
+      if dtypes.is_float(sb): return self.let(f"{'fpext' if _BITS[_scalar_of(st)] < _BITS[_scalar_of(dty)] else 'fptrunc'} {st} {v} to {dty}")
+      return self.let(f"{'sitofp' if dtypes.is_int(sb) and not dtypes.is_unsigned(sb) else 'uitofp'} {st} {v} to {dty}")
+    if dtypes.is_float(sb): return self.float_to_int(v, st, x.dtype)
+    if st == dty: return v
+    if _BITS[_scalar_of(st)] > _BITS[_scalar_of(dty)]: return self.let(f"trunc {st} {v} to {dty}")
+    return self.let(f"{'zext' if sb == dtypes.bool or dtypes.is_unsigned(sb) else 'sext'} {st} {v} to {dty}")
   def float_to_int(self, x: str, st: str, d: DType) -> str:
     """Saturating float -> int, NaN -> 0 (the selects vectorize; llvm.fpto*i.sat would be split into scalars on x86)."""
-    if _scalar_of(st) == "half": x, st = self.fp_resize(x, st, _vec("float", d.count)), _vec("float", d.count)
     bits, signed, dty, bty = 8 * d.itemsize, not dtypes.is_unsigned(d), ltype(d), _vec("i1", d.count)
     lo, hi = (-2**(bits-1), 2**(bits-1)) if signed else (0, 2**bits)   # hi: the first value past the top, a power of two
-    big, small = self.ins(f"fcmp oge {st} {x}, {lconst(st, hi)}"), self.ins(f"fcmp ole {st} {x}, {lconst(st, lo)}")
-    nan = self.ins(f"fcmp uno {st} {x}, {x}")
-    out_of_range = self.ins(f"or {bty} {self.ins(f'or {bty} {big}, {small}')}, {nan}")
-    safe = self.ins(f"select {bty} {out_of_range}, {st} {lconst(st, 0)}, {st} {x}")
-    conv = self.ins(f"{'fptosi' if signed else 'fptoui'} {st} {safe} to {dty}")
-    r = self.ins(f"select {bty} {small}, {dty} {lconst(dty, lo)}, {dty} {conv}")
-    return self.ins(f"select {bty} {big}, {dty} {lconst(dty, hi - 1)}, {dty} {r}")
-  def fp_resize(self, x: str, st: str, dty: str) -> str:
-    if st == dty: return x
-    return self.ins(f"{'fpext' if _BITS[_scalar_of(st)] < _BITS[_scalar_of(dty)] else 'fptrunc'} {st} {x} to {dty}")
-  def bitcast(self, x: str, s: DType, d: DType) -> str:
-    n = s.count
-    if s.scalar == dtypes.bfloat16: x, st = self.float_to_bf16_bits(x, n), _vec("i16", n)
-    elif s.scalar == dtypes.bool: x, st = self.ins(f"zext {ltype(s)} {x} to {_vec('i8', n)}"), _vec("i8", n)
-    else: st = ltype(s)
-    if d.scalar == dtypes.bfloat16:
-      bits = x if st == _vec("i16", n) else self.ins(f"bitcast {st} {x} to {_vec('i16', n)}")
-      return self.bf16_bits_to_float(bits, n)
-    if d.scalar == dtypes.bool: return self.ins(f"icmp ne {st} {x}, {lconst(st, 0)}")
-    return x if st == ltype(d) else self.ins(f"bitcast {st} {x} to {ltype(d)}")
+    big, small = self.let(f"fcmp oge {st} {x}, {lconst(st, hi)}"), self.let(f"fcmp ole {st} {x}, {lconst(st, lo)}")
+    nan = self.let(f"fcmp uno {st} {x}, {x}")
+    out_of_range = self.let(f"or {bty} {self.let(f'or {bty} {big}, {small}')}, {nan}")
+    safe = self.let(f"select {bty} {out_of_range}, {st} {lconst(st, 0)}, {st} {x}")
+    conv = self.let(f"{'fptosi' if signed else 'fptoui'} {st} {safe} to {dty}")
+    r = self.let(f"select {bty} {small}, {dty} {lconst(dty, lo)}, {dty} {conv}")
+    return self.let(f"select {bty} {big}, {dty} {lconst(dty, hi - 1)}, {dty} {r}")
+  def bitcast(self, x: UOp) -> str:
+    st, v = ltype(x.src[0].dtype), self[x.src[0]]
+    return v if st == ltype(x.dtype) else self.let(f"bitcast {st} {v} to {ltype(x.dtype)}")
 
   # ***** ALU *****
   def alu(self, u: UOp) -> str:
     op, dt = u.op, u.dtype
-    if self.fma and op is Ops.ADD and u.src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.MUL and dt.scalar in (dtypes.float32, dtypes.float64):
+    if self.ren.fma and op is Ops.ADD and u.src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.MUL and dt.scalar in (dtypes.float32, dtypes.float64):
       # a term of a sum of products joins its accumulator with one rounding (a reduction's order and rounding are free,
       # see docs/architecture.md); the same instruction in every tile and thread, so results stay bit-identical
-      return self.intr("fma", ltype(dt), self.val(u.src[1].src[0]), self.val(u.src[1].src[1]), self.val(u.src[0]))
-    a = [self.val(s) for s in u.src]
+      return self.intr("fma", ltype(dt), self[u.src[1].src[0]], self[u.src[1].src[1]], self[u.src[0]])
+    a = [self[s] for s in u.src]
     ty = ltype(dt)
-    if op is Ops.WHERE: return self.ins(f"select {ltype(u.src[0].dtype)} {a[0]}, {ty} {a[1]}, {ty} {a[2]}")
+    if op is Ops.WHERE: return self.let(f"select {ltype(u.src[0].dtype)} {a[0]}, {ty} {a[1]}, {ty} {a[2]}")
     if op in GroupOp.Comparison:
       sdt, sty = u.src[0].dtype, ltype(u.src[0].dtype)
-      if dtypes.is_float(sdt): return self.ins(f"fcmp {({Ops.CMPLT: 'olt', Ops.CMPNE: 'une', Ops.CMPEQ: 'oeq'})[op]} {sty} {a[0]}, {a[1]}")
+      if dtypes.is_float(sdt): return self.let(f"fcmp {({Ops.CMPLT: 'olt', Ops.CMPNE: 'une', Ops.CMPEQ: 'oeq'})[op]} {sty} {a[0]}, {a[1]}")
       lt = "ult" if dtypes.is_unsigned(sdt) or sdt.scalar == dtypes.bool else "slt"
-      return self.ins(f"icmp {({Ops.CMPLT: lt, Ops.CMPNE: 'ne', Ops.CMPEQ: 'eq'})[op]} {sty} {a[0]}, {a[1]}")
-    if dtypes.is_float(dt):
-      out = self.float_alu(op, dt, ty, a)
-      return self.round_bf16(out, dt.count) if dt.scalar == dtypes.bfloat16 and op not in (Ops.NEG, Ops.MAX, Ops.TRUNC) else out
+      return self.let(f"icmp {({Ops.CMPLT: lt, Ops.CMPNE: 'ne', Ops.CMPEQ: 'eq'})[op]} {sty} {a[0]}, {a[1]}")
+    if dtypes.is_float(dt): return self.float_alu(op, dt, ty, a)
     if dt.scalar == dtypes.bool: return self.bool_alu(op, ty, a)
     return self.int_alu(op, dt, ty, a)
 
   def float_alu(self, op: Ops, dt: DType, ty: str, a: list[str]) -> str:
     simple = {Ops.ADD: "fadd", Ops.SUB: "fsub", Ops.MUL: "fmul", Ops.FDIV: "fdiv", Ops.MOD: "frem"}
-    if op in simple: return self.ins(f"{simple[op]} {ty} {a[0]}, {a[1]}")
-    if op is Ops.NEG: return self.ins(f"fneg {ty} {a[0]}")
-    if op is Ops.RECIP: return self.ins(f"fdiv {ty} {lconst(ty, 1.0)}, {a[0]}")
-    if op is Ops.IDIV: return self.intr("floor", ty, self.ins(f"fdiv {ty} {a[0]}, {a[1]}"))
+    if op in simple: return self.let(f"{simple[op]} {ty} {a[0]}, {a[1]}")
+    if op is Ops.NEG: return self.let(f"fneg {ty} {a[0]}")
+    if op is Ops.RECIP: return self.let(f"fdiv {ty} {lconst(ty, 1.0)}, {a[0]}")
+    if op is Ops.IDIV: return self.intr("floor", ty, self.let(f"fdiv {ty} {a[0]}, {a[1]}"))
     if op is Ops.MAX:  # NaN in either operand gives NaN
-      ge = self.ins(f"fcmp oge {ty} {a[0]}, {a[1]}")
-      nan = self.ins(f"fcmp uno {ty} {a[0]}, {a[0]}")
-      pick = self.ins(f"or {_vec('i1', dt.count)} {ge}, {nan}")
-      return self.ins(f"select {_vec('i1', dt.count)} {pick}, {ty} {a[0]}, {ty} {a[1]}")
-    # a*b rounded to the dtype (bfloat16 lives in float registers), then + c rounded, as defined: llvm.fmuladd lets LLVM fuse
-    # where it likes (the vector body of a loop and its scalar remainder did not agree on FMA CPUs)
-    if op is Ops.MULACC:
-      prod = self.ins(f"fmul {ty} {a[0]}, {a[1]}")
-      return self.ins(f"fadd {ty} {self.round_bf16(prod, dt.count) if dt.scalar == dtypes.bfloat16 else prod}, {a[2]}")
+      ge = self.let(f"fcmp oge {ty} {a[0]}, {a[1]}")
+      nan = self.let(f"fcmp uno {ty} {a[0]}, {a[0]}")
+      pick = self.let(f"or {_vec('i1', dt.count)} {ge}, {nan}")
+      return self.let(f"select {_vec('i1', dt.count)} {pick}, {ty} {a[0]}, {ty} {a[1]}")
+    # a*b rounded, then + c rounded, as defined: llvm.fmuladd lets LLVM fuse where it likes (the vector body of a loop and its
+    # scalar remainder did not agree on FMA CPUs)
+    if op is Ops.MULACC: return self.let(f"fadd {ty} {self.let(f'fmul {ty} {a[0]}, {a[1]}')}, {a[2]}")
     if op in (Ops.SQRT, Ops.TRUNC, Ops.SIN): return self.intr({Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.SIN: "sin"}[op], ty, a[0])
     if op in (Ops.EXP2, Ops.LOG2):
       name = "exp2" if op is Ops.EXP2 else "log2"
-      if dt.scalar == dtypes.float64: return self.intr(name, ty, a[0])
-      fty = _vec("float", dt.count)  # half and bfloat16 compute in float, like the reference
-      x = self.fp_resize(a[0], ty, fty)
-      return self.fp_resize(self.call(fty, self.helper(name, fty), [(fty, x)]), fty, ty)
+      return self.intr(name, ty, a[0]) if dt.scalar == dtypes.float64 else self.call(ty, self.helper(name, ty), [(ty, a[0])])
     raise UnsupportedError(f"CPU: no float rule for {op}")
 
   def bool_alu(self, op: Ops, ty: str, a: list[str]) -> str:
     table = {Ops.ADD: "or", Ops.OR: "or", Ops.MAX: "or", Ops.MUL: "and", Ops.AND: "and", Ops.XOR: "xor", Ops.SUB: "xor"}
-    if op in table: return self.ins(f"{table[op]} {ty} {a[0]}, {a[1]}")
-    if op is Ops.NEG: return self.ins(f"xor {ty} {a[0]}, {lconst(ty, True)}")
-    if op is Ops.MULACC: return self.ins(f"or {ty} {self.ins(f'and {ty} {a[0]}, {a[1]}')}, {a[2]}")
+    if op in table: return self.let(f"{table[op]} {ty} {a[0]}, {a[1]}")
+    if op is Ops.NEG: return self.let(f"xor {ty} {a[0]}, {lconst(ty, True)}")
+    if op is Ops.MULACC: return self.let(f"or {ty} {self.let(f'and {ty} {a[0]}, {a[1]}')}, {a[2]}")
     raise UnsupportedError(f"CPU: no bool rule for {op}")
 
   def int_alu(self, op: Ops, dt: DType, ty: str, a: list[str]) -> str:
     signed = not dtypes.is_unsigned(dt)
     simple = {Ops.ADD: "add", Ops.SUB: "sub", Ops.MUL: "mul", Ops.XOR: "xor", Ops.OR: "or", Ops.AND: "and"}
-    if op in simple: return self.ins(f"{simple[op]} {ty} {a[0]}, {a[1]}")
-    if op is Ops.NEG: return self.ins(f"sub {ty} {lconst(ty, 0)}, {a[0]}")
-    if op is Ops.MULACC: return self.ins(f"add {ty} {self.ins(f'mul {ty} {a[0]}, {a[1]}')}, {a[2]}")
+    if op in simple: return self.let(f"{simple[op]} {ty} {a[0]}, {a[1]}")
+    if op is Ops.NEG: return self.let(f"sub {ty} {lconst(ty, 0)}, {a[0]}")
+    if op is Ops.MULACC: return self.let(f"add {ty} {self.let(f'mul {ty} {a[0]}, {a[1]}')}, {a[2]}")
     if op is Ops.MAX:
-      gt = self.ins(f"icmp {'sgt' if signed else 'ugt'} {ty} {a[0]}, {a[1]}")
-      return self.ins(f"select {_vec('i1', dt.count)} {gt}, {ty} {a[0]}, {ty} {a[1]}")
+      gt = self.let(f"icmp {'sgt' if signed else 'ugt'} {ty} {a[0]}, {a[1]}")
+      return self.let(f"select {_vec('i1', dt.count)} {gt}, {ty} {a[0]}, {ty} {a[1]}")
     if op in (Ops.SHL, Ops.SHR):  # the shift amount is taken modulo the bit width
-      n = self.ins(f"and {ty} {a[1]}, {lconst(ty, 8 * dt.itemsize - 1)}")
-      return self.ins(f"{'shl' if op is Ops.SHL else 'ashr' if signed else 'lshr'} {ty} {a[0]}, {n}")
+      n = self.let(f"and {ty} {a[1]}, {lconst(ty, 8 * dt.itemsize - 1)}")
+      return self.let(f"{'shl' if op is Ops.SHL else 'ashr' if signed else 'lshr'} {ty} {a[0]}, {n}")
     if op in (Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.RECIP):
       x, y = (lconst(ty, 1), a[0]) if op is Ops.RECIP else (a[0], a[1])
       return self.int_divide(op is Ops.MOD, signed, dt, ty, x, y)
@@ -371,29 +222,51 @@ class _LLVMKernel:
   def int_divide(self, mod: bool, signed: bool, dt: DType, ty: str, x: str, y: str) -> str:
     """Truncating division that never traps: a zero divisor gives 0, MIN / -1 wraps to MIN (remainder 0)."""
     bty = _vec("i1", dt.count)
-    zero = self.ins(f"icmp eq {ty} {y}, {lconst(ty, 0)}")
+    zero = self.let(f"icmp eq {ty} {y}, {lconst(ty, 0)}")
     bad = zero
     if signed:
-      is_min = self.ins(f"icmp eq {ty} {x}, {lconst(ty, -2**(8*dt.itemsize-1))}")
-      is_m1 = self.ins(f"icmp eq {ty} {y}, {lconst(ty, -1)}")
-      bad = self.ins(f"or {bty} {zero}, {self.ins(f'and {bty} {is_min}, {is_m1}')}")
-    safe = self.ins(f"select {bty} {bad}, {ty} {lconst(ty, 1)}, {ty} {y}")
-    q = self.ins(f"{('s' if signed else 'u') + ('rem' if mod else 'div')} {ty} {x}, {safe}")
-    return self.ins(f"select {bty} {zero}, {ty} {lconst(ty, 0)}, {ty} {q}")
+      is_min = self.let(f"icmp eq {ty} {x}, {lconst(ty, -2**(8*dt.itemsize-1))}")
+      is_m1 = self.let(f"icmp eq {ty} {y}, {lconst(ty, -1)}")
+      bad = self.let(f"or {bty} {zero}, {self.let(f'and {bty} {is_min}, {is_m1}')}")
+    safe = self.let(f"select {bty} {bad}, {ty} {lconst(ty, 1)}, {ty} {y}")
+    q = self.let(f"{('s' if signed else 'u') + ('rem' if mod else 'div')} {ty} {x}, {safe}")
+    return self.let(f"select {bty} {zero}, {ty} {lconst(ty, 0)}, {ty} {q}")
 
-  # ***** helper functions (internal, always inlined) *****
-  def helper(self, kind: str, ty: str) -> str:
-    name = f"tc_{kind}_{lsuffix(ty)}"
-    if name not in self.helpers: self.helpers[name] = _HELPERS[kind](self, name, ty)
-    return name
-  def declare(self, fn: str, ret: str, args: list[str]) -> None: self.decls[fn] = f"declare {ret} @{fn}({', '.join(args)})"
+  def vectorize(self, u: UOp) -> str:
+    ty, sty = ltype(u.dtype), ltype(u.dtype.scalar)
+    if all(s.op is Ops.CONST for s in u.src): return "<" + ", ".join(f"{sty} {self.r[s]}" for s in u.src) + ">"
+    if all(s is u.src[0] for s in u.src):  # a broadcast: insert once, shuffle to every lane
+      one = self.let(f"insertelement {ty} poison, {sty} {self[u.src[0]]}, i32 0")
+      return self.let(f"shufflevector {ty} {one}, {ty} poison, <{len(u.src)} x i32> zeroinitializer")
+    v = "poison"
+    for i, s in enumerate(u.src): v = self.let(f"insertelement {ty} {v}, {sty} {self[s]}, i32 {i}")
+    return v
+
+def load(ctx: LLVMKernel, x: UOp) -> str:
+  dt, idx = x.dtype, x.src[0]
+  if len(idx.src) > 2:  # lanes whose mask is off are not read (they read as 0)
+    ty, mask = ltype(dt, mem=True), idx.src[2]
+    raw = ctx.call(ty, f"llvm.masked.load.{lsuffix(ty)}.p0", [("ptr", ctx.r[idx]), ("i32", str(dt.scalar.itemsize)), (ltype(mask.dtype), ctx[mask]), (ty, lconst(ty, 0))])
+  else: raw = ctx.let(f"load {ltype(dt, mem=True)}, ptr {ctx.r[idx]}, align {dt.itemsize}")
+  return ctx.let(f"icmp ne {ltype(dt, mem=True)} {raw}, {lconst(ltype(dt, mem=True), 0)}") if dt.scalar == dtypes.bool else raw   # a bool is a byte
+def store(ctx: LLVMKernel, x: UOp) -> str:
+  vdt, v = x.src[1].dtype, ctx[x.src[1]]
+  if vdt.scalar == dtypes.bool: v = ctx.let(f"zext {ltype(vdt)} {v} to {ltype(vdt, mem=True)}")
+  return ctx.ins(f"store {ltype(vdt, mem=True)} {v}, ptr {ctx.r[x.src[0]]}, align {vdt.itemsize}")
+def core_loop(ctx: LLVMKernel, x: UOp) -> str:   # the core loop around the whole body, closed in render_kernel
+  ctx.core = True
+  ctx.loop("core", "i32", "%core_start", "%core_end")
+  return "%core" if ltype(x.dtype) == "i32" else ctx.let(f"sext i32 %core to {ltype(x.dtype)}")
+def acc(ctx: LLVMKernel, x: UOp) -> str:
+  ctx.allocas.append(f"  %acc{x.arg} = alloca {ltype(x.dtype)}, align 64")
+  return ctx.ins(f"store {ltype(x.dtype)} {ctx[x.src[0]]}, ptr %acc{x.arg}") or f"%acc{x.arg}"
 
 def _itype(fty: str, bits: int = 32) -> str: return _vec(f"i{bits}", _lanes(fty))
 
 def _helper_text(name: str, ty: str, arg: str, body: list[str]) -> str:
   return f"define internal {ty} @{name}({arg}) #1 {{\n" + "\n".join(f"  {line}" for line in body) + "\n}"
 
-def _exp2_f32(k: _LLVMKernel, name: str, F: str) -> str:
+def _exp2_f32(k: LLVMKernel, name: str, F: str) -> str:
   """2**x for float32: x = n + f with |f| <= 1/2, 2**f by its Taylor polynomial (degree 7, error < 1e-8 relative),
   then scaled by 2**n in two steps so results near overflow and in the denormal range round once, correctly placed."""
   I, B, c, ci = _itype(F), _vec("i1", _lanes(F)), (lambda v: lconst(F, float(np.float32(v)))), (lambda v: lconst(_itype(F), v))
@@ -411,7 +284,7 @@ def _exp2_f32(k: _LLVMKernel, name: str, F: str) -> str:
   body += [f"%r1 = fmul {F} %q0, %m1", f"%r = fmul {F} %r1, %m2", f"ret {F} %r"]
   return _helper_text(name, F, f"{F} %x", body)
 
-def _log2_f32(k: _LLVMKernel, name: str, F: str) -> str:
+def _log2_f32(k: LLVMKernel, name: str, F: str) -> str:
   """log2(x) for float32: x = 2**e * m with m in [sqrt(1/2), sqrt(2)], log(m) = 2 atanh(t) with t = (m-1)/(m+1), |t| < 0.172,
   by its series to t**9 (error < 3e-9 relative). Denormals are scaled up first; zero, negatives, inf and NaN handled last."""
   I, B, c, ci = _itype(F), _vec("i1", _lanes(F)), (lambda v: lconst(F, float(np.float32(v)))), (lambda v: lconst(_itype(F), v))
@@ -430,27 +303,61 @@ def _log2_f32(k: _LLVMKernel, name: str, F: str) -> str:
            f"%isnan = fcmp uno {F} %x, %x", f"%r = select {B} %isnan, {F} %x, {F} %r3", f"ret {F} %r"]
   return _helper_text(name, F, f"{F} %x", body)
 
-def _bf16_round(k: _LLVMKernel, name: str, F: str) -> str:
-  I, B, ci = _itype(F), _vec("i1", _lanes(F)), (lambda v: lconst(_itype(F), v))
-  body = [f"%b = bitcast {F} %x to {I}", f"%nan = fcmp uno {F} %x, %x", f"%hi = lshr {I} %b, {ci(16)}", f"%lsb = and {I} %hi, {ci(1)}",
-          f"%b1 = add {I} %b, {ci(0x7fff)}", f"%b2 = add {I} %b1, %lsb", f"%rounded = and {I} %b2, {ci(0xffff0000)}",
-          f"%top = and {I} %b, {ci(0xffff0000)}", f"%quiet = or {I} %top, {ci(0x400000)}", f"%bits = select {B} %nan, {I} %quiet, {I} %rounded",
-          f"%r = bitcast {I} %bits to {F}", f"ret {F} %r"]
-  return _helper_text(name, F, f"{F} %x", body)
+_HELPERS = {"exp2": _exp2_f32, "log2": _log2_f32}
 
-def _f64_to_f16(k: _LLVMKernel, name: str, D: str) -> str:
-  """double -> half rounded once: double -> float rounded to odd (exact in the bits half keeps), then float -> half."""
-  n = _lanes(D)
-  F, H, I, B = _vec("float", n), _vec("half", n), _vec("i32", n), _vec("i1", n)
-  body = [f"%f = fptrunc {D} %x to {F}", f"%back = fpext {F} %f to {D}", f"%exact = fcmp ueq {D} %back, %x",
-          f"%ax = call {D} @llvm.fabs.{lsuffix(D)}({D} %x)", f"%aback = call {D} @llvm.fabs.{lsuffix(D)}({D} %back)",
-          f"%away = fcmp ogt {D} %aback, %ax", f"%bits = bitcast {F} %f to {I}", f"%dec = sub {I} %bits, {lconst(I, 1)}",
-          f"%tz = select {B} %away, {I} %dec, {I} %bits", f"%odd = or {I} %tz, {lconst(I, 1)}", f"%pick = select {B} %exact, {I} %bits, {I} %odd",
-          f"%fo = bitcast {I} %pick to {F}", f"%h = fptrunc {F} %fo to {H}", f"ret {H} %h"]
-  k.declare(f"llvm.fabs.{lsuffix(D)}", D, [D])
-  return f"define internal {H} @{name}({D} %x) #1 {{\n" + "\n".join(f"  {line}" for line in body) + "\n}"
+class LLVMRenderer(ISARenderer):
+  """LLVM IR for the host CPU. One function per kernel: void name(ptr data0.., iN var0.., i32 core_start, i32 core_end);
+  the body runs once per core id in [core_start, core_end) (the chunks of the split outer loop). The target is described
+  by the host's features (vector width, vector registers, FMA, L2 size) unless given: a description renders on any machine."""
+  device, language = "CPU", "LLVM IR"
+  global_dims = 0
+  supported_dtypes = frozenset(ALL_DTYPES)
+  alu_dtypes = frozenset(ALL_DTYPES) - {dtypes.float16, dtypes.bfloat16}   # half math in float (fpext/fptrunc), bfloat16 as its bits
+  float_conversions = frozenset({dtypes.float16})
+  upcast_max = 8
+  max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
+  instruction, kernel = "  {}", LLVMKernel
+  def __init__(self, threads: int | None = None, vector_width: int | None = None, vector_registers: int | None = None, fma: bool | None = None,
+               cache_bytes: int | None = None):
+    self.threads = cpu_threads() if threads is None else threads
+    self.cache_bytes = host_cache_bytes() if cache_bytes is None else cache_bytes
+    self.vector_width = host_vector_width() if vector_width is None else vector_width
+    self.vector_registers = host_vector_registers() if vector_registers is None else vector_registers
+    self.fma = host_fma() if fma is None else fma
+  def reg_kind(self, dt: DType) -> str: return "t"
+  def render(self, name: str, uops: list[UOp]) -> str:
+    _check_uops(self.device, uops)
+    return super().render(_fname(name), uops)
+  def render_kernel(self, k: LLVMKernel) -> str:
+    if k.core: k.end_loop("core", "i32")
+    k.ins("ret void")
+    params = k.params + ["i32 %core_start", "i32 %core_end"]
+    head = [_signature_line(";", k.name, k.uops), f"define void @{k.name}({', '.join(params)}) #0 {{", "entry:"]
+    return "\n".join(head + k.allocas + ["  br label %body", "body:"] + k.lines + ["}"] + list(k.helpers.values()) +
+                     list(k.decls.values()) + ['attributes #0 = { nounwind "frame-pointer"="none" }', "attributes #1 = { alwaysinline nounwind }"]) + "\n"
 
-_HELPERS = {"exp2": _exp2_f32, "log2": _log2_f32, "bf16_round": _bf16_round, "f64_to_f16": _f64_to_f16}
+  rules = PatternMatcher([
+    (UPat(Ops.DEFINE_GLOBAL, name="x"), lambda ctx, x: ctx.params.append(f"ptr %data{x.arg}") or f"%data{x.arg}"),
+    (UPat(Ops.DEFINE_VAR, name="x"), lambda ctx, x: ctx.params.append(f"{ltype(x.dtype)} %var_{_fname(x.arg[0])}") or f"%var_{_fname(x.arg[0])}"),
+    (UPat(Ops.CONST, name="x"), lambda ctx, x: lconst(ltype(x.dtype), x.arg)),
+    (UPat(Ops.SPECIAL, name="x"), core_loop),
+    (UPat(Ops.RANGE, name="x"), lambda ctx, x: ctx.loop(f"r{(i := ctx.loops.setdefault(x, len(ctx.loops)))}", ltype(x.dtype), "0", ctx[x.src[0]]) or f"%r{i}"),
+    (UPat(Ops.ENDRANGE, name="x"), lambda ctx, x: ctx.end_loop(f"r{ctx.loops[x.src[0]]}", ltype(x.src[0].dtype))),
+    (UPat(Ops.DEFINE_REG, name="x"), lambda ctx, x: ctx.allocas.append(f"  %local{x.arg} = alloca [{x.dtype.size} x {ltype(x.dtype.base.scalar, mem=True)}], "
+                                                                          "align 64") or f"%local{x.arg}"),   # on the stack of the thread running the kernel
+    (UPat(Ops.DEFINE_ACC, name="x"), acc),
+    (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: ctx.ins(f"store {ltype(x.dtype)} {(v := ctx[x.src[1]])}, ptr {ctx.r[x.src[0]]}") or v),
+    # a masked vector's address (its third source is the mask) may start before the buffer: not inbounds
+    (UPat(Ops.INDEX, name="x"), lambda ctx, x: ctx.let(f"getelementptr{'' if len(x.src) > 2 else ' inbounds'} {ltype(x.src[0].dtype.base.scalar, mem=True)}, "
+                                                    f"ptr {ctx.r[x.src[0]]}, {ltype(x.src[1].dtype)} {ctx[x.src[1]]}")),
+    (UPat(Ops.LOAD, name="x"), load),
+    (UPat(Ops.STORE, name="x"), store),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.let(f"extractelement {ltype(x.src[0].dtype)} {ctx[x.src[0]]}, i32 {x.arg}")),
+    (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: ctx.vectorize(x)),
+    (UPat(Ops.CAST, name="x"), lambda ctx, x: ctx.cast(x)),
+    (UPat(Ops.BITCAST, name="x"), lambda ctx, x: ctx.bitcast(x)),
+    (UPat(GroupOp.ALU, name="x"), lambda ctx, x: ctx.alu(x)),
+  ])
 
 # ***** C *****
 
