@@ -313,9 +313,10 @@ class AMDKernel(ISAKernel):
     if not x.startswith("v["): return self.vop("v_add_nc_u32", d, str(by), x)
     self.add64(d, (str(by), str(min(by, 0))), halves(x))
 
-  def select_words(self, d: str, if_true: str, if_false: str) -> None:
+  def select_words(self, d: str, if_true: str, if_false: str) -> str:
     """d = vcc ? if_true : if_false, for a register or a pair."""
     for dx, tx, fx in zip(*((halves(r) if r.startswith("v[") else (r,)) for r in (d, if_true, if_false))): self.select(dx, tx, fx)
+    return d
 
   def to_vgpr(self, x: str) -> str:
     """x in a VGPR: a constant is moved into a temporary, freed after the current UOp."""
@@ -409,16 +410,14 @@ def end_loop(ctx: AMDKernel, x: UOp) -> str:
 
 def cast(ctx: AMDKernel, x: UOp) -> str:
   y, src, dst = x.src[0], x.src[0].dtype.scalar, x.dtype.scalar
-  if dtypes.float64 in (src, dst): return cast_f64(ctx, x)
-  d, a = ctx.vreg(), ctx[y]
+  a, d = ctx.pair(y) if src == dtypes.float64 else ctx[y], ctx.new(dst)
   if dst == dtypes.bool:
-    ctx.vop("v_cmp_neq_f32" if dtypes.is_float(src) else "v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(y))
+    ctx.vop(f"v_cmp_neq_{FT[src]}" if dtypes.is_float(src) else "v_cmp_ne_u32", "vcc_lo", "0", a if src == dtypes.float64 else ctx.vref(y))
     return ctx.bool_from_vcc(d)
-  if dst == dtypes.float16: ctx.vop("v_cvt_f16_f32", d, a)   # from float32: the core converts everything else through it
-  elif src == dtypes.float16: ctx.vop("v_cvt_f32_f16", d, a)
-  elif dtypes.is_float(dst): ctx.vop("v_cvt_f32_i32" if signed(src) else "v_cvt_f32_u32", d, a)
+  if dtypes.is_float(dst):   # between floats (half from and to float32 only: the core converts the rest through it), from ints
+    ctx.vop(f"v_cvt_{FT[dst]}_{FT.get(src) or ('i32' if signed(src) else 'u32')}", d, a)
   elif dtypes.is_float(src):   # saturating conversion (NaN -> 0), then clamped to a narrower integer's range
-    ctx.vop("v_cvt_i32_f32" if signed(dst) else "v_cvt_u32_f32", d, a)
+    ctx.vop(f"v_cvt_{'i32' if signed(dst) else 'u32'}_{FT[src]}", d, a)
     ctx.saturate(d, dst)
   else:   # between integers (and from bool's 0/1): the same low bits, wrapped to a narrower type
     ctx.ins(f"v_mov_b32_e32 {d}, {a}")
@@ -432,41 +431,21 @@ def bitcast(ctx: AMDKernel, x: UOp) -> str:
   ctx.ins(f"v_mov_b32_e32 {d}, {ctx[y]}")
   return ctx.wrap(d, dst) if src == dtypes.float16 else d   # a half's 16 bits, as a 16-bit int
 
-def cast_f64(ctx: AMDKernel, x: UOp) -> str:
-  y, src, dst = x.src[0], x.src[0].dtype.scalar, x.dtype.scalar
-  if dst == dtypes.float64:
-    d = ctx.vreg(2)
-    if dtypes.is_float(src): ctx.vop("v_cvt_f64_f32", d, ctx[y])
-    else: ctx.vop("v_cvt_f64_i32" if signed(src) else "v_cvt_f64_u32", d, ctx[y])
-    return d
-  d, xp = ctx.vreg(), ctx.pair(y)
-  if dst == dtypes.bool:
-    ctx.vop("v_cmp_neq_f64", "vcc_lo", "0", xp)
-    return ctx.bool_from_vcc(d)
-  if dst == dtypes.float32: ctx.vop("v_cvt_f32_f64", d, xp)   # to half the core rounds to odd first: this is its float32
-  else:
-    ctx.vop("v_cvt_i32_f64" if signed(dst) else "v_cvt_u32_f64", d, xp)
-    ctx.saturate(d, dst)
-  return d
-
 def alu32(ctx: AMDKernel, x: UOp) -> str:
-  """x computed on 32-bit registers (float32 for the floats, i32/u32 for the integers)."""
-  op, t, d = x.op, x.src[-1].dtype.scalar, ctx.vreg()
-  a = ctx.args(x)
+  """x on 32-bit integer registers (and bool as 0/1); comparisons and selections of every dtype."""
+  op, t = x.op, x.src[-1].dtype.scalar
+  a = [ctx.pair(s) if s.dtype == dtypes.float64 else ctx[s] for s in x.src]
   if op is Ops.WHERE:
     ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(x.src[0]))
-    ctx.select(d, a[1], a[2])
-    return d
+    return ctx.select_words(ctx.new(t), a[1], a[2])
   if op in GroupOp.Comparison:
     name = {Ops.CMPLT: "lt", Ops.CMPNE: "neq" if dtypes.is_float(t) else "ne", Ops.CMPEQ: "eq"}[op]
-    ctx.vop(f"v_cmp_{name}_{'f32' if dtypes.is_float(t) else 'i32' if op is Ops.CMPLT and signed(t) else 'u32'}", "vcc_lo", a[0], a[1])
-    return ctx.bool_from_vcc(d)
-  if t == dtypes.bool:
-    if op is Ops.NEG: ctx.vop("v_xor_b32", d, "1", a[0])
-    else: ctx.vop(BOOL_OPS[op], d, a[0], a[1])
-    return d
-  if dtypes.is_float(t): return float_alu(ctx, x, d, a)
-  if op in INT_OPS: ctx.vop(INT_OPS[op].format(s="i" if signed(t) else "u"), d, *a)
+    ctx.vop(f"v_cmp_{name}_{FT.get(t) or ('i32' if op is Ops.CMPLT and signed(t) else 'u32')}", "vcc_lo", a[0], a[1])
+    return ctx.bool_from_vcc(ctx.vreg())
+  if dtypes.is_float(t): return float_alu(ctx, x, ctx.new(t), a, FT[t])
+  d = ctx.vreg()
+  if t == dtypes.bool: ctx.vop("v_xor_b32", d, "1", a[0]) if op is Ops.NEG else ctx.vop(BOOL_OPS[op], d, a[0], a[1])
+  elif op in INT_OPS: ctx.vop(INT_OPS[op].format(s="i" if signed(t) else "u"), d, *a)
   elif op is Ops.NEG: ctx.vop("v_sub_nc_u32", d, "0", a[0])
   elif op in (Ops.SHL, Ops.SHR):   # the shift amount is the first operand, masked to 5 bits by the hardware
     ctx.vop("v_lshlrev_b32" if op is Ops.SHL else "v_ashrrev_i32" if signed(t) else "v_lshrrev_b32", d, a[1], a[0])
@@ -476,61 +455,34 @@ def alu32(ctx: AMDKernel, x: UOp) -> str:
   else: ctx.int_divmod(d, a[0], a[1], signed(t), op is Ops.MOD)
   return d
 
-def float_alu(ctx: AMDKernel, x: UOp, d: str, a: list[str]) -> str:
-  op = x.op
-  if op in FLOAT_OPS: ctx.vop(FLOAT_OPS[op], d, *a)
-  elif op is Ops.SQRT: ctx.square_root(d, ctx.to_vgpr(a[0]), "f32")
-  elif op in (Ops.EXP2, Ops.LOG2): ctx.exp2_log2(d, ctx.to_vgpr(a[0]), op is Ops.EXP2)
-  elif op is Ops.NEG: ctx.vop("v_xor_b32", d, "0x80000000", a[0])
+def float_alu(ctx: AMDKernel, x: UOp, d: str, a: list[str], ft: str) -> str:
+  """float32 in a VGPR, float64 in a pair: the hardware's instructions, exact division and square root built on them."""
+  op, hi = x.op, (lambda r: halves(r)[1] if ft == "f64" else r)   # the word holding the sign
+  if op in (Ops.ADD, Ops.MUL, Ops.TRUNC): ctx.vop(f"v_{op.name.lower()}_{ft}", d, *a)
+  elif op is Ops.SUB: ctx.vop(f"v_add_{ft}", d, a[0], f"-{a[1]}") if ft == "f64" else ctx.vop("v_sub_f32", d, a[0], a[1])
   elif op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be
-    ctx.vop("v_mul_f32", d, a[0], a[1])
-    ctx.vop("v_add_f32", d, a[2], d)
-  elif op is Ops.MAX:   # NaN in either gives NaN; of equal values (0 and -0) the first
-    ctx.vop("v_cmp_lt_f32", "vcc_lo", a[0], a[1])
-    ctx.select(d, a[1], a[0])
-    ctx.vop("v_cmp_u_f32", "vcc_lo", a[0], a[1])
-    ctx.select(d, "0x7fc00000", d)
-  elif op in (Ops.FDIV, Ops.RECIP): ctx.divide(d, ctx.to_vgpr("1.0" if op is Ops.RECIP else a[0]), ctx.to_vgpr(a[-1]), "f32")
-  else: raise UnsupportedError(f"backend AMD has no {op} on {x.dtype.scalar.name}")
-  return d
-
-def alu_f64(ctx: AMDKernel, x: UOp) -> str:
-  """float64 in VGPR pairs, with the hardware's double-precision instructions."""
-  op, srcs = x.op, x.src
-  if op in GroupOp.Comparison:
-    name = {Ops.CMPLT: "v_cmp_lt_f64", Ops.CMPNE: "v_cmp_neq_f64", Ops.CMPEQ: "v_cmp_eq_f64"}[op]
-    ctx.vop(name, "vcc_lo", ctx.pair(srcs[0]), ctx.pair(srcs[1]))
-    return ctx.bool_from_vcc(ctx.vreg())
-  d = ctx.vreg(2)
-  dl, dh = halves(d)
-  if op is Ops.WHERE:
-    ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(srcs[0]))
-    for dx, a, b in zip((dl, dh), ctx.words(srcs[1]), ctx.words(srcs[2])): ctx.select(dx, a, b)
-    return d
-  a = [ctx.pair(s) for s in srcs]
-  if op in (Ops.ADD, Ops.SUB, Ops.MUL): ctx.vop("v_mul_f64" if op is Ops.MUL else "v_add_f64", d, a[0], f"-{a[1]}" if op is Ops.SUB else a[1])
-  elif op is Ops.MULACC:
-    ctx.vop("v_mul_f64", d, a[0], a[1])
-    ctx.vop("v_add_f64", d, d, a[2])
+    ctx.vop(f"v_mul_{ft}", d, a[0], a[1])
+    ctx.vop(f"v_add_{ft}", d, a[2], d)
   elif op is Ops.NEG:
-    ctx.ins(f"v_mov_b32_e32 {dl}, {halves(a[0])[0]}")
-    ctx.vop("v_xor_b32", dh, "0x80000000", halves(a[0])[1])
-  elif op is Ops.TRUNC: ctx.vop("v_trunc_f64", d, a[0])
-  elif op is Ops.SQRT: ctx.square_root(d, a[0], "f64")
-  elif op is Ops.MAX:   # NaN in either gives NaN; of equal values the first
-    ctx.vop("v_cmp_lt_f64", "vcc_lo", a[0], a[1])
-    for dx, p, q in zip((dl, dh), halves(a[0]), halves(a[1])): ctx.select(dx, q, p)
-    ctx.vop("v_cmp_u_f64", "vcc_lo", a[0], a[1])
-    ctx.select(dl, "0", dl)
-    ctx.select(dh, "0x7ff80000", dh)
-  elif op in (Ops.FDIV, Ops.RECIP): ctx.divide(d, ctx.pair(UOp.const(dtypes.float64, 1.0)) if op is Ops.RECIP else a[0], a[-1], "f64")
-  else: raise UnsupportedError(f"backend AMD has no {op} on float64")
+    if ft == "f64": ctx.ins(f"v_mov_b32_e32 {halves(d)[0]}, {halves(a[0])[0]}")
+    ctx.vop("v_xor_b32", hi(d), "0x80000000", hi(a[0]))
+  elif op is Ops.MAX:   # NaN in either gives NaN; of equal values (0 and -0) the first
+    ctx.vop(f"v_cmp_lt_{ft}", "vcc_lo", a[0], a[1])
+    ctx.select_words(d, a[1], a[0])
+    ctx.vop(f"v_cmp_u_{ft}", "vcc_lo", a[0], a[1])
+    ctx.select_words(d, ctx.pair(UOp.const(dtypes.float64, math.nan)) if ft == "f64" else "0x7fc00000", d)
+  elif op is Ops.SQRT: ctx.square_root(d, ctx.to_vgpr(a[0]), ft)
+  elif op in (Ops.EXP2, Ops.LOG2) and ft == "f32": ctx.exp2_log2(d, ctx.to_vgpr(a[0]), op is Ops.EXP2)
+  elif op in (Ops.FDIV, Ops.RECIP):
+    one = ctx.pair(UOp.const(dtypes.float64, 1.0)) if ft == "f64" else ctx.to_vgpr("1.0")
+    ctx.divide(d, one if op is Ops.RECIP else ctx.to_vgpr(a[0]), ctx.to_vgpr(a[-1]), ft)
+  else: raise UnsupportedError(f"backend AMD has no {op} on {x.dtype.scalar.name}")
   return d
 
 BOOL_OPS = {Ops.ADD: "v_or_b32", Ops.OR: "v_or_b32", Ops.MAX: "v_or_b32", Ops.MUL: "v_and_b32", Ops.AND: "v_and_b32", Ops.XOR: "v_xor_b32"}
 INT_OPS = {Ops.ADD: "v_add_nc_u32", Ops.SUB: "v_sub_nc_u32", Ops.MUL: "v_mul_lo_u32", Ops.AND: "v_and_b32", Ops.OR: "v_or_b32",
            Ops.XOR: "v_xor_b32", Ops.MAX: "v_max_{s}32"}
-FLOAT_OPS = {Ops.ADD: "v_add_f32", Ops.SUB: "v_sub_f32", Ops.MUL: "v_mul_f32", Ops.TRUNC: "v_trunc_f32"}
+FT = {dtypes.float16: "f16", dtypes.float32: "f32", dtypes.float64: "f64"}   # the instructions' float types
 
 class RDNA3Renderer(ISARenderer):
   """gfx1100, wave32. global ids from workgroup ids and work-item ids; local ids when the kernel has lidx SPECIALs."""
@@ -571,5 +523,5 @@ class RDNA3Renderer(ISARenderer):
     # a float64's words (a uint32 pair) only meet bitcasts: copies, since a register is freed after its own last use
     (UPat(Ops.VECTORIZE, PAIR, name="x"), lambda ctx, x: ctx.ins("v_mov_b32_e32 {0}, {2}\nv_mov_b32_e32 {1}, {3}".format(*halves(d := ctx.vreg(2)), *ctx.args(x))) or d),
     (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {halves(ctx[x.src[0]])[x.arg]}") or d),
-    (UPat(GroupOp.ALU, name="x"), lambda ctx, x: alu_f64(ctx, x) if x.src[-1].dtype == dtypes.float64 else alu32(ctx, x)),
+    (UPat(GroupOp.ALU, name="x"), alu32),
   ])

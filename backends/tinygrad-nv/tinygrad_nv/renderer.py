@@ -71,7 +71,7 @@ def special(ctx: ISAKernel, x: UOp) -> str:
       if x.src[0].dtype.itemsize == 8: ctx.ins(f"cvt.u32.u64 {(size := ctx.reg('r'))}, {ctx[x.src[0]]}")   # sizes fit 32 bits: global_max
       ctx.ins(f"mov.u32 {(n := ctx.reg('r'))}, %ntid.{axis}", f"mov.u32 {(tid := ctx.reg('r'))}, %tid.{axis}", f"mad.lo.s32 {out}, {out}, {n}, {tid}",
               f"setp.ge.s32 {(outside := ctx.reg('p'))}, {out}, {size}", f"@{outside} exit")
-  if x.dtype.itemsize == 8: ctx.ins(f"cvt.s64.s32 {(out := ctx.reg('rd'))}, {out}")
+  if x.dtype.itemsize == 8: return ctx.ins(f"cvt.s64.s32 {(wide := ctx.reg('rd'))}, {out}") or wide
   return out
 
 def move(ctx: ISAKernel, dst, src, dt: DType) -> str:

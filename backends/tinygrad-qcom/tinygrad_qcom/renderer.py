@@ -95,17 +95,8 @@ def int_math(ctx: CStyleKernel, x: UOp) -> str:
   if x.op is Ops.NEG: return as_int(t, f"0 - {a[0]}")
   return as_int(t, f"{a[0]} * {a[1]} + {a[2]}" if x.op is Ops.MULACC else f"{a[0]} {ctx.ren.infix[x.op]} {a[1]}")
 
-def half_in_float(ctx: CStyleKernel, x: UOp) -> bool: return not ctx.ren.fp16 and dtypes.float16 in (x.dtype.scalar, x.src[0].dtype.scalar)
 def image_at(ctx: CStyleKernel, i: UOp) -> str: return f"(int2)((int){ctx[i.src[1]]}, (int){ctx[i.src[2]]})"
-def image_type(ctx: CStyleKernel, dt: DType) -> str: return "h" if dt == dtypes.float16 and ctx.ren.fp16 else "f"   # read_imageh/imagef
-
-# half without cl_khr_fp16: values in float registers, converted to and from half through vstore_half_rte/vload_half
-HALF_HELPERS = {
-  "tc_half": "inline float tc_half(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }",
-  "tc_half_bits": "inline ushort tc_half_bits(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return h; }",
-  "tc_half_from_bits": "inline float tc_half_from_bits(ushort h) { return vload_half(0, (half*)&h); }",
-}
-def half_helper(ctx: CStyleKernel, name: str) -> str: return ctx.helper(name, HALF_HELPERS[name])
+def image_type(dt: DType) -> str: return "h" if dt == dtypes.float16 else "f"   # read_imageh/imagef (half images only with fp16)
 
 class OpenCLRenderer(CStyleRenderer):
   """OpenCL C for Adreno. Defaults describe an Adreno GPU (native half through cl_khr_fp16, no float64, images with the
@@ -123,12 +114,13 @@ class OpenCLRenderer(CStyleRenderer):
   types = CL_TYPES
   float_suffix = {}                # OpenCL's builtins are overloaded
   buffer = "__global {type}* {name}"
-  memory_types = {dtypes.bool: "uchar", dtypes.float16: "half"}   # bool pointers cannot be kernel arguments; half is float without fp16
+  memory_types = {dtypes.bool: "uchar"}   # bool pointers cannot be kernel arguments
   shared, barrier = "__local {type} {name}[{size}];", "barrier(CLK_LOCAL_MEM_FENCE);"
 
   def __init__(self, fp16: bool = True, fp64: bool = False, images: bool | None = None, image_max: tuple[int, int] = (8192, 8192),
                max_read_images: int = 128, max_write_images: int = 8):
-    """fp16: native half arithmetic (cl_khr_fp16), else float math rounded to half; fp64: double (cl_khr_fp64). The image
+    """fp16: native half arithmetic (cl_khr_fp16), else the core's (float math, half held as its bits); fp64: double
+    (cl_khr_fp64). The image
     limits default to OpenCL 1.2's guaranteed minimums; `for_device` reads them from a device."""
     self.fp16, self.fp64 = fp16, fp64
     # QCOM_IMAGE=1: float tensors a kernel only reads or only writes go through image2d_t (the texture cache on Adreno)
@@ -136,7 +128,7 @@ class OpenCLRenderer(CStyleRenderer):
     self.image_max, self.max_read_images, self.max_write_images = image_max, max_read_images, max_write_images
     self.extra_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda sink: to_images(self, sink))])
     self.supported_dtypes = frozenset(d for d in CL_TYPES if d != dtypes.float64 or fp64)
-    if not fp16: self.alu_dtypes, self.float_conversions, self.types = self.supported_dtypes - {dtypes.float16}, frozenset({dtypes.float16}), {**CL_TYPES, dtypes.float16: "float"}
+    if not fp16: self.alu_dtypes = self.supported_dtypes - {dtypes.float16}
 
   @classmethod
   def for_device(cls, info) -> OpenCLRenderer:
@@ -156,7 +148,7 @@ class OpenCLRenderer(CStyleRenderer):
     head += [f"// image {i.param} {i.dtype.name} {i.width}x{i.height} {i.access}" for i in sorted(images.values(), key=lambda i: i.param)]
     head.append("#pragma OPENCL FP_CONTRACT OFF")   # a*b+c stays two roundings, as the reference semantics (no fma contraction)
     used = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar for u in k.uops}
-    if dtypes.float16 in used and self.fp16: head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    if dtypes.float16 in used: head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
     if dtypes.float64 in used: head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
     if images: head.append("__constant sampler_t smp = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_NONE | CLK_FILTER_NEAREST;")
     return "\n".join(head + list(k.helpers.values()) + [f"__kernel void {k.name}({', '.join(k.params)}) {{", *k.lines, "}", ""])
@@ -168,7 +160,7 @@ class OpenCLRenderer(CStyleRenderer):
       return f"(({CL_TYPES[dt]}){v}{suffix})" if dt.itemsize < 4 else f"{v}{suffix}" if v >= 0 else f"({v}{suffix})"
     text = "NAN" if math.isnan(v) else ("INFINITY" if v > 0 else "(-INFINITY)") if math.isinf(v) else float(v).hex() + ("" if dt == dtypes.float64 else "f")
     if dt == dtypes.float64 and not math.isfinite(v): return f"((double){text})"
-    if dt == dtypes.float16 and self.fp16: return f"((half){text})"
+    if dt == dtypes.float16: return f"((half){text})"
     return f"({text})" if text.startswith("-") else text
   def render_special(self, ctx: CStyleKernel, x: UOp) -> str:
     grouped = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in ctx.uops)
@@ -176,33 +168,23 @@ class OpenCLRenderer(CStyleRenderer):
     return ctx.declare(self.let, x.arg, x.dtype, f"({ctx.type(x.dtype)}){fn}({x.arg[4:]})")
   def render_cast(self, ctx: CStyleKernel, x: UOp) -> str:
     a, src, dst, t = ctx[x.src[0]], x.src[0].dtype, x.dtype, ctx.type(x.dtype)
-    if half_in_float(ctx, x): return f"{half_helper(ctx, 'tc_half')}({a})" if dst == dtypes.float16 else a   # the float holds a half
     if dst == dtypes.bool: return f"({a} != 0)"
     if src == dtypes.bool: return f"({t})({a} ? 1 : 0)"
     if dtypes.is_int(dst): return f"convert_{t}_sat_rtz({a})" if dtypes.is_float(src) else as_int(t, a)   # saturating, NaN -> 0
     return f"convert_{t}({a})"   # to a float type: round to nearest even
-  def render_bitcast(self, ctx: CStyleKernel, x: UOp) -> str:
-    a, src, dst = ctx[x.src[0]], x.src[0].dtype, x.dtype
-    if half_in_float(ctx, x):   # half values are floats here: through their 16 bits
-      if dst == dtypes.float16: return f"{half_helper(ctx, 'tc_half_from_bits')}(as_ushort({a}))"
-      return f"as_{CL_TYPES[dst]}({half_helper(ctx, 'tc_half_bits')}({a}))"
-    return f"as_{CL_TYPES[dst]}({a})"
+  def render_bitcast(self, ctx: CStyleKernel, x: UOp) -> str: return f"as_{CL_TYPES[x.dtype]}({ctx[x.src[0]]})"
 
   rules = PatternMatcher([
     (UPat(Ops.DEFINE_GLOBAL, name="x"), lambda ctx, x: ctx.param(f"{i.access}_only image2d_t data{x.arg}", f"data{x.arg}")
      if (i := next((u.arg for u in ctx.uops if u.op is Ops.INDEX and len(u.src) == 3 and u.src[0] is x), None)) else None),
     (UPat(Ops.INDEX, src=(UPat(), UPat(), UPat())), lambda ctx: ""),   # an image's coordinates: LOAD and STORE write them
     (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="i"),), allow_any_len=True, name="x"),
-     lambda ctx, x, i: f"read_image{image_type(ctx, x.dtype)}({ctx[i.src[0]]}, smp, {image_at(ctx, i)}).x"),
+     lambda ctx, x, i: f"read_image{image_type(x.dtype)}({ctx[i.src[0]]}, smp, {image_at(ctx, i)}).x"),
     (UPat(Ops.STORE, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="i"), UPat.var("v")), allow_any_len=True, name="x"),
-     lambda ctx, x, i, v: ctx.line(f"write_image{image_type(ctx, v.dtype)}({ctx[i.src[0]]}, {image_at(ctx, i)}, "
-                                   f"({'half4' if image_type(ctx, v.dtype) == 'h' else 'float4'})({ctx[v]}, 0, 0, 0));")),
+     lambda ctx, x, i, v: ctx.line(f"write_image{image_type(v.dtype)}({ctx[i.src[0]]}, {image_at(ctx, i)}, "
+                                   f"({'half4' if image_type(v.dtype) == 'h' else 'float4'})({ctx[v]}, 0, 0, 0));")),
     (UPat(Ops.LOAD, dtypes.bool, name="x"), lambda ctx, x: f"({ctx[x.src[0]]} != 0)"),   # bool lives in memory as uchar
     (UPat(Ops.STORE, src=(UPat.var("i"), UPat.var("v", dtypes.bool)), allow_any_len=True, name="x"), lambda ctx, x, i, v: ctx.line(f"{ctx[i]} = (uchar){ctx[v]};")),
-    (UPat(Ops.LOAD, dtypes.float16, src=(UPat(Ops.INDEX, name="i"),), allow_any_len=True, name="x"),
-     lambda ctx, x, i: None if ctx.ren.fp16 else "vload_half({1}, {0})".format(*ctx.args(i))),
-    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="i"), UPat.var("v", dtypes.float16)), allow_any_len=True, name="x"),
-     lambda ctx, x, i, v: None if ctx.ren.fp16 else ctx.line("vstore_half_rte({}, {}, {});".format(ctx[v], ctx[i.src[1]], ctx[i.src[0]]))),
     (on(Ops.MAX, INTS), lambda ctx, x: "max({}, {})".format(*ctx.args(x))),
     (on((Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SHL), INTS), int_math),
     # arithmetic for signed values, written so that no right shift of a negative number is needed
