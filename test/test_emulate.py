@@ -80,3 +80,18 @@ def test_emulated_programs(ren, name, dt):
     want = PROGRAMS[name](Tensor(x, device="PYTHON").cast(dt)).numpy()
   with python_renderer(RENDERERS[ren]): got = PROGRAMS[name](Tensor(x, device="PYTHON").cast(dt)).numpy()
   assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=got.dtype.kind == "f"), (got, want)
+
+# what emulation code looks like: bfloat16's rounding increment and half's overflow threshold and infinity (16-bit float
+# rounding), 64-bit shifts and multiplies of 32-bit words (64-bit integers), and the helpers the backends used to have
+EMULATION_MARKERS = r"0x7fff\b|\b32767\b|0x477ff000|0x7c00|\b31744\b|rev_b64|rev_i64|mad_u64_u32|\bbf16_|\bf16_bits|\bfit\(|half_bits|round_to\("
+def test_renderers_hold_no_emulation():
+  """16-bit float rounding, sub-word packing and 64-bit integers from halves live in codegen/emulate.py only: no backend
+  computes bfloat16 or converts it itself, and no renderer holds code of that kind."""
+  import pathlib, re
+  from tinycore.runtime.device import Device
+  for name in ("CPU", "NV", "AMD", "QCOM", "WEBGPU"):
+    ren = Device.specs[name].renderer()
+    assert dtypes.bfloat16 not in (ren.alu_dtypes or ren.supported_dtypes) | ren.float_conversions, f"{name} computes bfloat16 itself"
+  for path in sorted(pathlib.Path(__file__).parents[1].glob("backends/*/tinygrad_*/renderer.py")):
+    found = [(i + 1, line.strip()) for i, line in enumerate(path.read_text().splitlines()) if re.search(EMULATION_MARKERS, line)]
+    assert not found, f"{path.name} of {path.parent.name} holds emulation code: {found}"

@@ -592,8 +592,8 @@ def test_half_matmul_matches_numpy(gpu):
 
 def test_half_division_and_sqrt_round_correctly_from_an_inexact_float32(gpu):
   """WGSL lets f32 division and sqrt be 2.5 ulp off (real GPUs are): the half result is still the correctly rounded one.
-  The renderer's rules are handed the f32 result nudged by up to 3 ulp, around quotients and roots made to lie next to a midpoint."""
-  from tinygrad_webgpu.renderer import f16_quotient, f16_root
+  The core's rules (WGSLRenderer.exact_division is False) are handed the f32 result nudged by up to 3 ulp, around quotients and roots made to lie next to a midpoint."""
+  from tinycore.codegen.emulate import f16_quotient, f16_root
   rng = np.random.default_rng(9)
   def h(x): return np.asarray(x, np.float64).astype(np.float16)
   b = h(rng.standard_normal(6000) * rng.choice([2**-20, 2**-8, 1.0, 100.0], 6000))

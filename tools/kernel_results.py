@@ -20,7 +20,6 @@ def values(dt, n: int, seed: int) -> Tensor:
 
 def kernels(dev: str, declared) -> dict[str, Tensor]:
   out: dict[str, Tensor] = {}
-  f32 = dtypes.float32
   rng = np.random.default_rng(0)
   a, b = Tensor(rng.standard_normal((33, 40)).astype(np.float32), device=dev), Tensor(rng.standard_normal((40, 27)).astype(np.float32), device=dev)
   x, w = Tensor(rng.standard_normal((2, 3, 11, 11)).astype(np.float32), device=dev), Tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), device=dev)

@@ -29,7 +29,7 @@ class Emulation:
     self.bits = {d for d in self.floats if d not in ren.float_conversions}   # and held as their bits
     self.ints = lacks & {dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
     self.longs = lacks & set(LONGS)
-    self.word = ren.memory_word
+    self.word, self.exact_division = ren.memory_word, ren.exact_division
     self.emulated = self.floats | self.ints | self.longs | {d for d in ren.supported_dtypes if d.itemsize < self.word}
     self.acc = max((u.arg for u in uops if u.op is Ops.DEFINE_ACC), default=-1) + 1
   def new_acc(self) -> int:
@@ -52,8 +52,45 @@ def float_alu(ctx: Emulation, x: UOp) -> UOp | None:
   t = x.src[-1].dtype
   if t.scalar not in ctx.floats or x.op is Ops.WHERE: return None
   if x.op is Ops.MULACC: return UOp(Ops.ADD, x.dtype, (UOp(Ops.MUL, x.dtype, x.src[:2]), x.src[2]))   # the product rounds first
+  if t == F16 and x.op in (Ops.FDIV, Ops.RECIP, Ops.SQRT) and not ctx.exact_division:
+    a, b = (UOp.const(F32, 1.0) if x.op is Ops.RECIP else x.src[0].cast(F32)), x.src[-1].cast(F32)
+    return f16_root(b, b.alu(Ops.SQRT)) if x.op is Ops.SQRT else f16_quotient(a, b, a / b)
   out = UOp(x.op, x.dtype if x.op in GroupOp.Comparison else vec(F32, t), tuple(s.cast(vec(F32, s.dtype)) for s in x.src))
   return out if x.op in GroupOp.Comparison else out.cast(x.dtype)
+
+# half division and square root where float32's are inexact (Renderer.exact_division False: WGSL lets them be 2.5 ulp off),
+# so that one rounded to half is not always the correctly rounded half. The exact result lies past the half midpoint next
+# to the rounding only where the float32 one is that close to it, and the midpoint (12 bits) times b (11 bits), or
+# squared, is exact in float32: comparing decides.
+F16, U16 = dtypes.float16, dtypes.uint16
+def magnitude_bits(x: UOp) -> UOp: return x.bitcast(U32) & 0x7fffffff
+def half_value(bits: UOp) -> UOp: return bits.cast(U16).bitcast(F16).cast(F32)
+def neighbour(h: UOp, up: UOp) -> tuple[UOp, UOp]:
+  """(|h|'s half bits, those of the half next to it away from zero where `up`, else toward zero)."""
+  hb = h.bitcast(U16).cast(U32) & 0x7fff
+  return hb, up.where(hb + 1, hb.alu(Ops.SUB, UOp.const(U32, 1)))
+
+def f16_quotient(a: UOp, b: UOp, q: UOp) -> UOp:
+  """a / b of two halves (float32 values) from q, an f32 quotient within 2.5 ulp; ties (among subnormals) go to even."""
+  h = q.cast(F16)
+  up = magnitude_bits(h.cast(F32)) < magnitude_bits(q)
+  hb, nb = neighbour(h, up)
+  m = hb.maximum(nb).eq(UOp.const(U32, 0x7c00)).where(UOp.const(F32, 65520.0), (half_value(hb) + half_value(nb)) * 0.5)
+  c, x = m * magnitude_bits(b).bitcast(F32), magnitude_bits(a).bitcast(F32)
+  pick = (up.where(c < x, x < c) | (x.eq(c) & (nb & 1).eq(UOp.const(U32, 0)))).where(nb, hb)
+  exact = magnitude_bits(a).eq(UOp.const(U32, 0)) | magnitude_bits(b).eq(UOp.const(U32, 0)) | (magnitude_bits(a) >= 0x7f800000) | \
+          (magnitude_bits(b) >= 0x7f800000) | magnitude_bits(q).eq(magnitude_bits(h.cast(F32)))
+  return exact.where(h, (pick | (q.bitcast(U32).alu(Ops.SHR, UOp.const(U32, 16)) & 0x8000)).cast(U16).bitcast(F16))
+
+def f16_root(x: UOp, r: UOp) -> UOp:
+  """sqrt of a half (a float32 value) from r, an inexact f32 root; the midpoint squared is never a half, so no ties."""
+  h = r.cast(F16)
+  up = h.cast(F32) < r
+  hb, nb = neighbour(h, up)
+  m = (half_value(hb) + half_value(nb)) * 0.5
+  pick = up.where(m * m < x, x < m * m).where(nb, hb)
+  exact = (x.bitcast(U32).alu(Ops.SUB, UOp.const(U32, 1)) >= 0x7f7fffff) | r.eq(h.cast(F32))   # +-0, negative, inf, NaN
+  return exact.where(h, half_value(pick).cast(F16))
 
 def float_cast(ctx: Emulation, x: UOp, y: UOp) -> UOp | None:
   """Every conversion of a 16-bit float computed in float32 goes through float32 (exact for all their values, and one

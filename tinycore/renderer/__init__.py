@@ -1,5 +1,6 @@
 """The Renderer base: how a backend describes its target to the shared codegen, and turns linear UOps into text."""
 from __future__ import annotations
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
@@ -80,6 +81,7 @@ class Renderer:
                                               # a 64-bit integer is two 32-bit halves (uint32.vec(2): low word first)
   float_conversions: frozenset[DType] = frozenset()  # 16-bit floats outside alu_dtypes the target converts to and from float32
                                                      # itself; the others are carried as their bits (uint16), converted in integer code
+  exact_division: bool = True         # float32 FDIV, RECIP and SQRT correctly rounded (else the core rounds half results from them itself)
   memory_word: int = 1                # bytes of the narrowest load and store; narrower elements are packed in 32-bit words
                                       # (a store of one is STORE(word index, bits, mask): only the mask's bits are written)
   language: str = ""                  # what render() writes (for error messages)
@@ -96,7 +98,7 @@ class KernelWriter:
   """One kernel being written by a renderer's rule table: its rules (ctx is this writer) return each value's text (a
   name, a register, an inline constant) and add lines; an op with no rule is a clean error naming the backend."""
   def __init__(self, ren: Renderer, name: str, uops: list[UOp]):
-    self.ren, self.name, self.uops = ren, name, uops
+    self.ren, self.name, self.uops = ren, re.sub(r"\W", "_", name), uops   # the kernel's name as an identifier
     self.r: dict[UOp, Any] = {}
     self.lines: list[str] = []
   def __getitem__(self, u: UOp): return self.r[u]

@@ -40,6 +40,7 @@ class CStyleKernel(KernelWriter):
     return name
   def write(self, u: UOp) -> str:
     """A value op's expression is declared (bound to a name); a store's bool gate (a src past its value) wraps it in an if."""
+    if u.dtype.count > 1: raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no vector values ({u.dtype})")
     gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None) if u.op is Ops.STORE else None
     if gate is not None: self.open(f"if ({self[gate]}) {{")
     text = super().write(u)

@@ -7,7 +7,6 @@ import math, struct
 from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
-from tinycore.renderer import on
 from tinycore.renderer.isa import ISARenderer, ISAKernel
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
@@ -370,10 +369,9 @@ class AMDKernel(ISAKernel):
     for x in tmps: self.release(x)
 
   def add64(self, d: str, a: tuple[str, str], b: tuple[str, str]) -> None:
-    dl, dh = halves(d)
-    b = (b[0], self.to_vgpr(b[1]))
-    self.vop("v_add_co_u32", dl, "vcc_lo", a[0], b[0])
-    self.ins(f"v_add_co_ci_u32_e32 {dh}, vcc_lo, {a[1]}, {b[1]}, vcc_lo")
+    """The bits of a float64 (a pair) plus a 64-bit step: the low words' carry into the high words."""
+    self.vop("v_add_co_u32", halves(d)[0], "vcc_lo", a[0], b[0])
+    self.ins(f"v_add_co_ci_u32_e32 {halves(d)[1]}, vcc_lo, {a[1]}, {self.to_vgpr(b[1])}, vcc_lo")
 
 # ***** one UOp: the rules *****
 

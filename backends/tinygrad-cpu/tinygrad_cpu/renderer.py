@@ -59,10 +59,8 @@ def _signature_line(comment: str, name: str, uops: list[UOp]) -> str:
 
 def _fname(name: str) -> str: return re.sub(r"\W", "_", name)
 
-def _check_uops(device: str, uops: list[UOp]) -> None:
-  for u in uops:
-    if u.op is Ops.SPECIAL and u.arg != "gidx0": raise UnsupportedError(f"{device}: thread id {u.arg} is not supported, only gidx0 (the core id)")
-    if u.op in (Ops.IF, Ops.ENDIF): raise UnsupportedError(f"{device}: {u.op} is not supported")
+def core_id(x: UOp) -> None:
+  if x.arg != "gidx0": raise UnsupportedError(f"CPU: thread id {x.arg} is not supported, only gidx0 (the core id)")
 
 # ***** LLVM IR *****
 
@@ -254,6 +252,7 @@ def store(ctx: LLVMKernel, x: UOp) -> str:
   if vdt.scalar == dtypes.bool: v = ctx.let(f"zext {ltype(vdt)} {v} to {ltype(vdt, mem=True)}")
   return ctx.ins(f"store {ltype(vdt, mem=True)} {v}, ptr {ctx.r[x.src[0]]}, align {vdt.itemsize}")
 def core_loop(ctx: LLVMKernel, x: UOp) -> str:   # the core loop around the whole body, closed in render_kernel
+  core_id(x)
   ctx.core = True
   ctx.loop("core", "i32", "%core_start", "%core_end")
   return "%core" if ltype(x.dtype) == "i32" else ctx.let(f"sext i32 %core to {ltype(x.dtype)}")
@@ -325,9 +324,6 @@ class LLVMRenderer(ISARenderer):
     self.vector_registers = host_vector_registers() if vector_registers is None else vector_registers
     self.fma = host_fma() if fma is None else fma
   def reg_kind(self, dt: DType) -> str: return "t"
-  def render(self, name: str, uops: list[UOp]) -> str:
-    _check_uops(self.device, uops)
-    return super().render(_fname(name), uops)
   def render_kernel(self, k: LLVMKernel) -> str:
     if k.core: k.end_loop("core", "i32")
     k.ins("ret void")
@@ -372,10 +368,8 @@ class CRenderer(CStyleRenderer):
   upcast_max = 8
   max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
   def __init__(self, threads: int | None = None): self.threads = cpu_threads() if threads is None else threads
-  def render(self, name: str, uops: list[UOp]) -> str:
-    _check_uops(self.device, uops)
-    return super().render(_fname(name), uops)
   def render_special(self, ctx: CStyleKernel, x: UOp) -> str:   # the core loop around the whole body, closed at the end
+    core_id(x)
     ctx.open("for (int32_t core = core_start; core < core_end; core++) {")
     return f"(({ctx.type(x.dtype)})core)"
   def render_kernel(self, k: CStyleKernel) -> str:

@@ -95,12 +95,9 @@ def wmma(ctx: ISAKernel, x: UOp) -> tuple[str, ...]:
   return d
 
 def space(x: UOp) -> str: return "shared" if x.src[0].src[0].op is Ops.DEFINE_LOCAL else "global"
-def load(ctx: ISAKernel, x: UOp) -> str:
-  if x.dtype == dtypes.bool:   # bool is a byte in memory
-    ctx.ins(f"ld.{space(x)}.u8 {(raw := ctx.reg('r'))}, [{ctx[x.src[0]]}]", f"setp.ne.u32 {(out := ctx.reg('p'))}, {raw}, 0")
-    return out
-  ctx.ins(f"ld.{space(x)}.{mem_type(x.dtype)} {(out := ctx.new(x.dtype))}, [{ctx[x.src[0]]}]")   # 8/16-bit ints sign/zero-extended
-  return out
+def load(ctx: ISAKernel, x: UOp) -> str:   # 8/16-bit ints are sign/zero-extended; bool is a byte in memory
+  ctx.ins(f"ld.{space(x)}.{mem_type(x.dtype)} {(out := ctx.reg('r') if x.dtype == dtypes.bool else ctx.new(x.dtype))}, [{ctx[x.src[0]]}]")
+  return ctx.ins(f"setp.ne.u32 {(p := ctx.reg('p'))}, {out}, 0") or p if x.dtype == dtypes.bool else out
 def store(ctx: ISAKernel, x: UOp) -> str:
   v = ctx[x.src[1]]
   if x.src[1].dtype == dtypes.bool: ctx.ins(f"selp.u32 {(v := ctx.reg('r'))}, 1, 0, {ctx[x.src[1]]}")
@@ -146,14 +143,9 @@ def shift(ctx: ISAKernel, x: UOp) -> str:
   ctx.ins(f"cvt.u32.u64 {(m := ctx.reg('r'))}, {n}" if t.itemsize == 8 else f"mov.b32 {(m := ctx.reg('r'))}, {n}", f"and.b32 {m}, {m}, {8 * t.itemsize - 1}")
   return emit(ctx, x, "shl.b{b}" if x.op is Ops.SHL else "shr.u{b}" if dtypes.is_unsigned(t) else "shr.s{b}", a, m)
 
-def param(ctx: ISAKernel, x: UOp) -> str:
-  ctx.ins(f"ld.param.u64 {(r := ctx.reg('rd'))}, [data{x.arg}]", f"cvta.to.global.u64 {r}, {r}")
-  return r
-
 def loop(ctx: ISAKernel, x: UOp) -> str:
   ctx.ins(f"mov.{op_type(x.dtype)} {(r := ctx.new(x.dtype))}, 0")
-  ctx.label(f"$loop{x.arg[0]}")
-  return ctx.ins(f"setp.ge.{op_type(x.dtype)} {(done := ctx.reg('p'))}, {r}, {ctx[x.src[0]]}", f"@{done} bra $end{x.arg[0]}") or r
+  return ctx.label(f"$loop{x.arg[0]}") or ctx.ins(f"setp.ge.{op_type(x.dtype)} {(done := ctx.reg('p'))}, {r}, {ctx[x.src[0]]}", f"@{done} bra $end{x.arg[0]}") or r
 
 FLOATS32 = (dtypes.float32, dtypes.float64)
 INTS32 = (dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64)
@@ -199,7 +191,7 @@ class PTXRenderer(ISARenderer):
     return "\n".join(head + decls + k.lines + ["\tret;", "}", ""])
 
   rules = PatternMatcher([
-    (UPat(Ops.DEFINE_GLOBAL, name="x"), param),
+    (UPat(Ops.DEFINE_GLOBAL, name="x"), lambda ctx, x: ctx.ins(f"ld.param.u64 {(r := ctx.reg('rd'))}, [data{x.arg}]", f"cvta.to.global.u64 {r}, {r}") or r),
     (UPat(Ops.DEFINE_VAR, name="x"), lambda ctx, x: ctx.ins(f"ld.param.{op_type(x.dtype)} {(r := ctx.new(x.dtype))}, "
                                                            f"[var{[u for u in ctx.uops if u.op is Ops.DEFINE_VAR].index(x)}]") or r),
     (UPat(Ops.SPECIAL, name="x"), special),

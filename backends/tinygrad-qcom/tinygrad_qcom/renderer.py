@@ -3,12 +3,11 @@ from __future__ import annotations
 import math, os, re
 from dataclasses import dataclass
 from tinycore.dtype import DType, PtrDType, dtypes, INTS
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops
 from tinycore.renderer import on
 from tinycore.renderer.cstyle import CStyleRenderer, CStyleKernel
 from tinycore.rewrite import PatternMatcher, UPat, graph_substitute
 from tinycore.uop import split_terms
-from tinycore.runtime.errors import UnsupportedError
 
 # OpenCL C's names for each dtype, and the unsigned type of the same width (wrapping integer math is done unsigned:
 # signed overflow is undefined in OpenCL C as in C). bool lives in memory as uchar: bool pointers cannot be kernel arguments.
@@ -137,9 +136,6 @@ class OpenCLRenderer(CStyleRenderer):
     return cls("cl_khr_fp16" in info.extensions, "cl_khr_fp64" in info.extensions, None if info.has_images else False,
                info.image_max, info.max_read_images, info.max_write_images)
 
-  def render(self, name: str, uops: list[UOp]) -> str:
-    if (vec := next((u.dtype for u in uops if u.dtype.count > 1), None)): raise UnsupportedError(f"backend QCOM: the OpenCL renderer has no vector values ({vec})")
-    return super().render(re.sub(r"\W", "_", name), uops)
   def render_kernel(self, k: CStyleKernel) -> str:
     images = {u.src[0].arg: u.arg for u in k.uops if u.op is Ops.INDEX and len(u.src) == 3}
     writes = sorted({u.src[0].src[0].arg for u in k.uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL})

@@ -169,46 +169,6 @@ def render_const(x, dt: DType) -> str:
   if dt == dtypes.int32: return f"{int(x)}i" if int(x) >= 0 else f"bitcast<i32>({int(x) & 0xffffffff}u)" if int(x) == -2**31 else f"({int(x)}i)"
   raise UnsupportedError(f"backend WEBGPU cannot render a constant of dtype {dt.name}")
 
-# ***** half division and square root: WGSL lets f32 ones be 2.5 ulp off, and one of those rounded to half is not always the
-# correctly rounded half. The exact result lies past the half midpoint next to the rounding only where the f32 one is that
-# close to it, and the midpoint (12 bits) times b (11 bits), or squared, is exact in f32: comparing decides. *****
-
-F16, F32, U16, U32 = dtypes.float16, dtypes.float32, dtypes.uint16, dtypes.uint32
-def magnitude_bits(x: UOp) -> UOp: return x.bitcast(U32) & 0x7fffffff
-def half_value(bits: UOp) -> UOp: return bits.cast(U16).bitcast(F16).cast(F32)
-def neighbour(h: UOp, up: UOp) -> tuple[UOp, UOp]:
-  """(|h|'s half bits, those of the half next to it away from zero where `up`, else toward zero)."""
-  hb = h.bitcast(U16).cast(U32) & 0x7fff
-  return hb, up.where(hb + 1, hb.alu(Ops.SUB, UOp.const(U32, 1)))
-
-def f16_quotient(a: UOp, b: UOp, q: UOp) -> UOp:
-  """a / b of two halves (float32 values) from q, an f32 quotient within 2.5 ulp; ties (among subnormals) go to even."""
-  h = q.cast(F16)
-  up = magnitude_bits(h.cast(F32)) < magnitude_bits(q)
-  hb, nb = neighbour(h, up)
-  m = hb.maximum(nb).eq(UOp.const(U32, 0x7c00)).where(UOp.const(F32, 65520.0), (half_value(hb) + half_value(nb)) * 0.5)
-  c, x = m * magnitude_bits(b).bitcast(F32), magnitude_bits(a).bitcast(F32)
-  pick = (up.where(c < x, x < c) | (x.eq(c) & (nb & 1).eq(UOp.const(U32, 0)))).where(nb, hb)
-  exact = magnitude_bits(a).eq(UOp.const(U32, 0)) | magnitude_bits(b).eq(UOp.const(U32, 0)) | (magnitude_bits(a) >= 0x7f800000) | \
-          (magnitude_bits(b) >= 0x7f800000) | magnitude_bits(q).eq(magnitude_bits(h.cast(F32)))
-  return exact.where(h, (pick | (q.bitcast(U32).alu(Ops.SHR, UOp.const(U32, 16)) & 0x8000)).cast(U16).bitcast(F16))
-
-def f16_root(x: UOp, r: UOp) -> UOp:
-  """sqrt of a half (a float32 value) from r, an inexact f32 root; the midpoint squared is never a half, so no ties."""
-  h = r.cast(F16)
-  up = h.cast(F32) < r
-  hb, nb = neighbour(h, up)
-  m = (half_value(hb) + half_value(nb)) * 0.5
-  pick = up.where(m * m < x, x < m * m).where(nb, hb)
-  exact = (x.bitcast(U32).alu(Ops.SUB, UOp.const(U32, 1)) >= 0x7f7fffff) | r.eq(h.cast(F32))   # +-0, negative, inf, NaN
-  return exact.where(h, half_value(pick).cast(F16))
-
-half_rules = PatternMatcher([
-  (UPat(Ops.FDIV, F16, src=(UPat.var("a"), UPat.var("b"))), lambda a, b: f16_quotient(a.cast(F32), b.cast(F32), a.cast(F32) / b.cast(F32))),
-  (UPat(Ops.RECIP, F16, src=(UPat.var("a"),)), lambda a: f16_quotient(UOp.const(F32, 1.0), a.cast(F32), UOp.const(F32, 1.0) / a.cast(F32))),
-  (UPat(Ops.SQRT, F16, src=(UPat.var("a"),)), lambda a: f16_root(a.cast(F32), a.cast(F32).alu(Ops.SQRT))),
-])
-
 # ***** the renderer *****
 
 def thread_ids(ctx: CStyleKernel) -> str:
@@ -312,7 +272,8 @@ class WGSLRenderer(CStyleRenderer):
   upcast_max = 4
   # WGSL's sin() is only promised on [-pi, pi] and its float % is inexact: both from the shared exact decompositions,
   # whose float32 forms need only 32-bit integers
-  extra_matcher = sin_rules + fmod_rules + half_rules
+  extra_matcher = sin_rules + fmod_rules
+  exact_division = False              # WGSL lets f32 division and sqrt be 2.5 ulp off (the core still rounds half results exactly)
   types = WGSL_TYPES
   bool_infix = {Ops.ADD: "||", Ops.OR: "||", Ops.MAX: "||", Ops.MUL: "&&", Ops.AND: "&&", Ops.XOR: "!="}
   infix = {**CStyleRenderer.infix, Ops.SHL: "<<", Ops.SHR: ">>"}
@@ -352,10 +313,10 @@ class WGSLRenderer(CStyleRenderer):
     return "\n".join(head + decls + helpers + main + lines + ["}", ""])
   def render_cast(self, ctx: CStyleKernel, x: UOp) -> str:
     a, src, dst = ctx[x.src[0]], x.src[0].dtype, x.dtype
-    if dst == dtypes.bool: return f"((bitcast<u32>({a}) & 0x7fffffffu) != 0u)" if src == F32 else f"({a} != {render_const(0, src)})"
+    if dst == dtypes.bool: return f"((bitcast<u32>({a}) & 0x7fffffffu) != 0u)" if src == dtypes.float32 else f"({a} != {render_const(0, src)})"
     if src == dtypes.bool: return f"select({render_const(0, dst)}, {render_const(1, dst)}, {a})"
-    if dst == F32: return f"f32({a})"   # from an int: f32 rounds it (ints up to 2^24 exactly)
-    if src == F32:   # saturating, NaN -> 0; to a small type the value is in i32/u32 range first
+    if dst == dtypes.float32: return f"f32({a})"   # from an int: f32 rounds it (ints up to 2^24 exactly)
+    if src == dtypes.float32:   # saturating, NaN -> 0; to a small type the value is in i32/u32 range first
       conv = f"f32_to_i32({a})" if signed(dst) else f"f32_to_u32({a})"
       return conv if dst not in SMALL_INTS else f"clamp({conv}, {render_const(dtypes.min(dst), dst)}, {render_const(dtypes.max(dst), dst)})"
     return wrap(f"{WGSL_TYPES[dst]}({a})", dst)   # int <-> int keeps the bits (wraps)
@@ -374,6 +335,6 @@ class WGSLRenderer(CStyleRenderer):
      if (m := store_mask(x)) is not None else None),
     (UPat(Ops.WHERE, name="x"), lambda ctx, x: "select({2}, {1}, {0})".format(*ctx.args(x))),
     (on(Ops.CMPLT, dtypes.bool), lambda ctx, x: "(!{} && {})".format(*ctx.args(x))),
-    (on(GroupOp.ALU, F32), float_alu),
+    (on(GroupOp.ALU, dtypes.float32), float_alu),
     (on(GroupOp.ALU - {Ops.WHERE}, tuple(SMALL_INTS) + (dtypes.int32, dtypes.uint32)), int_alu),
   ]) + CStyleRenderer.rules
