@@ -17,6 +17,7 @@ class Words32(PythonRenderer):
   supported_dtypes = frozenset(ALL_DTYPES) - {dtypes.float64}
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32})
   memory_word = 4
+  exact_division = False   # half quotients and roots through the correction WGSL needs (exact here: PYTHON divides exactly)
   tensor_cores = ()   # PYTHON's WMMA computes on values, not the bits a half is held as here
 class HalfConverts(PythonRenderer):
   """AMD's and NV's kind: float64, half converted natively but computed in float32, no 64-bit or 8/16-bit integer arithmetic."""

@@ -14,7 +14,7 @@ from tinycore.runtime.errors import UnsupportedError
 # BITCAST(its representation -> the dtype), which every rule consuming one takes apart: a half or bfloat16 held as its bits
 # is BITCAST(uint16 -> half), a 64-bit integer BITCAST(uint32.vec(2) -> int64) (low word first). The wrapper keeps the
 # original dtype visible to the users rewritten after it; once they are, nothing reads it and it is dropped.
-F32, U32, PAIR = dtypes.float32, dtypes.uint32, dtypes.uint32.vec(2)
+F16, F32, U16, U32, PAIR = dtypes.float16, dtypes.float32, dtypes.uint16, dtypes.uint32, dtypes.uint32.vec(2)
 SMALL_FLOATS = (dtypes.float16, dtypes.bfloat16)
 WIDER = {dtypes.int8: dtypes.int32, dtypes.int16: dtypes.int32, dtypes.uint8: U32, dtypes.uint16: U32, dtypes.float16: F32, dtypes.bfloat16: F32}
 LONGS = (dtypes.int64, dtypes.uint64)
@@ -62,7 +62,6 @@ def float_alu(ctx: Emulation, x: UOp) -> UOp | None:
 # so that one rounded to half is not always the correctly rounded half. The exact result lies past the half midpoint next
 # to the rounding only where the float32 one is that close to it, and the midpoint (12 bits) times b (11 bits), or
 # squared, is exact in float32: comparing decides.
-F16, U16 = dtypes.float16, dtypes.uint16
 def magnitude_bits(x: UOp) -> UOp: return x.bitcast(U32) & 0x7fffffff
 def half_value(bits: UOp) -> UOp: return bits.cast(U16).bitcast(F16).cast(F32)
 def neighbour(h: UOp, up: UOp) -> tuple[UOp, UOp]:
