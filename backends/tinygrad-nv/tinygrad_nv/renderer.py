@@ -55,6 +55,7 @@ class PTXRenderer(Renderer):
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # gridDim.y/z <= 65535 is met by the driver launching slices, never by truncating
   has_local = True                    # SPECIAL lidxN: threads of a block; global_size then counts blocks
+  fma = True                          # a product joining a float32/float64 accumulator is one fma.rn
   has_shared = True                   # DEFINE_LOCAL: .shared arrays (the layout of global memory); BARRIER: bar.sync
   shared_max = 48 << 10               # static .shared per block without opting in to more
   local_max = (1024, 1024, 64)
@@ -387,6 +388,10 @@ class _Kernel:
     t = srcs[-1].dtype.scalar   # the operands' dtype (comparisons give bool)
     ty = op_type(t)
     out = self.new(dt)
+    if op is Ops.ADD and srcs[0].op is Ops.DEFINE_ACC and srcs[1].op is Ops.MUL and t in (dtypes.float32, dtypes.float64):
+      # a product joining a reduction's accumulator: one fma, one rounding (the reduction's own order, as the CPU's)
+      self.ins(f"fma.rn.{ty} {out}, {self.ref(srcs[1].src[0])}, {self.ref(srcs[1].src[1])}, {s[0]}")
+      return out
     if op is Ops.WHERE:
       if t == dtypes.bool:
         other = self.reg("p")
