@@ -471,12 +471,12 @@ def test_to_and_shard_argument_forms():
   assert s.device == ("CPU", "CPU:1") and s.tolist() == [0, 1, 2, 3]
 
 def test_backward_fills_grad_in_every_form_tinygrad_has():
-  t = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)  # tinygrad's own docstring example
+  t = Tensor([1.0, 2.0, 3.0, 4.0])  # tinygrad master's own docstring example: it has no requires_grad
   t.sum().backward()
   np.testing.assert_equal(t.grad.numpy(), [1, 1, 1, 1])
   plain = Tensor([1.0, 2.0])
-  (plain * 2).sum().backward()  # nothing requires grad: nothing is filled, no error (tinygrad's rule)
-  assert plain.grad is None
+  (plain * 2).sum().backward()  # nothing sets requires_grad: every float tensor of the graph gets a grad (tinygrad master's rule)
+  np.testing.assert_equal(plain.grad.numpy(), [2, 2])
   a, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([[1.0], [3.0]], requires_grad=True)
   data = Tensor([[1.0], [1.0]])  # requires_grad left unset: input data, which gets no gradient
   h = a.reshape(1, 2) @ (w * data)
