@@ -103,6 +103,10 @@ class dtypes(metaclass=_DefaultDtypes):
   @staticmethod
   def fields() -> dict[str, DType]: return dict(DTYPES_BY_NAME_PUBLIC)
 
+class DTypeSet(frozenset):
+  """A renderer's supported dtypes: a frozenset that is also callable, as tinygrad's method `renderer.supported_dtypes()`."""
+  def __call__(self) -> DTypeSet: return self
+
 SINTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 INTS = SINTS + UINTS

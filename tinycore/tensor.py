@@ -7,7 +7,7 @@ from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upp
   dtype_min, dtype_max
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
-from tinycore.runtime.device import Device, Buffer
+from tinycore.runtime.device import Device, Buffer, canonicalize_device
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
@@ -25,13 +25,6 @@ def _all_tensors() -> list[Tensor]: return [t for r in list(_tensor_refs) if (t 
 # every read before the write: `opt.step(); loss.item()` is the loss the step came from, and a BatchNorm's running-stat
 # update sees the weights of its own forward pass, as in eager PyTorch.
 _pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
-
-def _canon_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
-  if not isinstance(device, (tuple, list)): return Device.canonicalize(device)
-  if len(device) == 0: raise ValueError("a tuple of devices needs at least one device")
-  out = tuple(Device.canonicalize(d) for d in device)
-  if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
-  return out
 
 def _device_grid(devices: tuple | list) -> tuple[list, tuple[int, ...]]:
   """A tuple of devices, or a grid of them as nested tuples -> (the devices in row-major order, the grid's sizes)."""
@@ -99,33 +92,33 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
         binds = [b for b in nodes if b.op is Ops.BIND]
         if len(binds) != len([v for v in nodes if v.op is Ops.DEFINE_VAR]):
           raise ValueError(f"a Tensor needs bound variables: {data.render()} has an unbound one; use Variable(...).bind(n)")
-        dev = _canon_device(device)
+        dev = canonicalize_device(device)
         data = data.substitute({b: UOp(Ops.BIND, b.dtype, (b.src[0], UOp.const(b.dtype, b.src[1].arg, dev))) for b in binds})
         data = data.cast(dtype or dtypes.default_int)
       if dtype is not None and data.dtype != dtype: data = data.cast(dtype)
       self.uop = data
     elif data is None or isinstance(data, (bool, int, float)):
       dtype = dtype or (dtypes.default_float if data is None else dtypes.from_py(data))
-      self.uop = UOp.const(dtype, 0 if data is None else data, _canon_device(device))
+      self.uop = UOp.const(dtype, 0 if data is None else data, canonicalize_device(device))
     elif isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)  # the bytes reinterpreted as `dtype`, like torch.frombuffer
       if dtype is not None and len(raw) % dtype.itemsize: raise ValueError(f"{len(raw)} bytes do not divide into {dtype} elements of {dtype.itemsize} bytes")
       arr = np.frombuffer(raw, np.uint8)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8)
+      self.uop = _np_to_buffer_uop(arr, canonicalize_device(device), dtypes.uint8)
       if dtype not in (None, dtypes.uint8): self.uop = Tensor(self.uop).bitcast(dtype).uop
     elif isinstance(data, (list, tuple)):
       if dtype is None: dtype = _infer_dtype(data)
       arr = np.array(data, dtype=np.float64 if dtypes.is_float(dtype) else (np.bool_ if dtype == dtypes.bool else object))
       if arr.dtype == object and any(isinstance(v, (list, tuple)) for v in arr.reshape(-1)): raise ValueError(f"ragged nested list: every row must have the same length, got {data!r}")
       if dtypes.is_int(dtype): arr = _wrap_ints(arr, dtype)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
+      self.uop = _np_to_buffer_uop(arr, canonicalize_device(device), dtype)
     elif isinstance(data, np.ndarray) or np.isscalar(data):
       arr = np.asarray(data)
       if dtype is None: dtype = from_np_dtype(arr.dtype)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
+      self.uop = _np_to_buffer_uop(arr, canonicalize_device(device), dtype)
     elif isinstance(data, Tensor): self.uop = data.uop if dtype is None else data.uop.cast(dtype)
     else: raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array, bytes or UOp")
-    if device is not None and isinstance(data, (UOp, Tensor)) and self.device != _canon_device(device): self.uop = self.to(device).uop
+    if device is not None and isinstance(data, (UOp, Tensor)) and self.device != canonicalize_device(device): self.uop = self.to(device).uop
     # a tensor made to require grad is a leaf of its own: hash-consing would make two Tensor.zeros(3, requires_grad=True)
     # (two LayerNorm biases) one node, and the gradient of either would be that of both
     if requires_grad and not _plain(self.uop) and not (self.uop.op is Ops.CONTIGUOUS and self.uop.arg is not None):
@@ -234,7 +227,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
   def to(self, device: str | tuple | None) -> Tensor:
     """A copy on another device; to a tuple of devices, the whole tensor on each (replicated; see shard)."""
-    device = _canon_device(device)
+    device = canonicalize_device(device)
     if device == self.device: return self
     cp = UOp(Ops.COPY, self.dtype, (self.uop,), device)
     ret = Tensor(UOp(Ops.MULTI, self.dtype, (cp,), None) if isinstance(device, tuple) and isinstance(self.device, str) else cp)
@@ -253,7 +246,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     flat, grid = _device_grid(devices)
     if isinstance(self.device, tuple): raise RuntimeError(f"shard: this tensor is already on {self.device}; .to() one device first")
     if len(flat) == 1: return self.to(flat[0])
-    devices = _canon_device(flat)
+    devices = canonicalize_device(flat)
     axes = axis if isinstance(axis, tuple) else (axis,)
     if len(axes) != len(grid): raise ValueError(f"shard over a grid of {'x'.join(map(str, grid))} devices needs one axis (or None) per grid dimension, got axis={axis}")
     axes = tuple(None if a is None else normalize_axis(a, self.ndim) for a in axes)
@@ -353,7 +346,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    return Tensor(UOp.const(dt, fill_value, _canon_device(device), shape), requires_grad=requires_grad)
+    return Tensor(UOp.const(dt, fill_value, canonicalize_device(device), shape), requires_grad=requires_grad)
   @staticmethod
   def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0 if "dtype" not in kw else 0, **({"dtype": dtypes.default_float} | kw))
   @staticmethod
@@ -362,7 +355,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def empty(*shape, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
     shape = argfix(*shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    return Tensor(new_buffer_uop(_canon_device(device), prod(shape), dt).reshape(shape), **kw)
+    return Tensor(new_buffer_uop(canonicalize_device(device), prod(shape), dt).reshape(shape), **kw)
   @staticmethod
   def from_url(url: str, gunzip: bool = False, **kw) -> Tensor:
     """The bytes at url as a uint8 Tensor (or `dtype=`), through helpers.fetch's download cache (offline: OSError)."""
@@ -392,7 +385,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       dt = dtypes.default_int if all(dtypes.default_int.min <= v <= dtypes.default_int.max for v in ends) else dtypes.int64
     if not all(dt.min <= v <= dt.max for v in ends): raise OverflowError(f"arange [{start}, {stop}) step {step} does not fit {dt}: pick a wider dtype")
     if n == 0: return Tensor.full((0,), 0, dtype=dt, device=device)
-    iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=_canon_device(device)),), n))
+    iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=canonicalize_device(device)),), n))
     out = iota * step + start if (start, step) != (0, 1) else iota
     out.requires_grad = requires_grad
     return out
@@ -450,7 +443,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     """n uint32 words: threefry2x32-20 of (counter, call index) under the key (seed, 0)."""
     Tensor._rng_counter += 1
     call = Tensor._rng_counter
-    dev = _canon_device(device)
+    dev = canonicalize_device(device)
     c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32)
     if n == 0: return c0
     slot = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev)
