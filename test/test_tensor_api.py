@@ -413,7 +413,6 @@ TINYGRAD_CALL_SHAPES = {
   "tinygrad.device.Compiled": "device, allocator, renderers, runtime, graph=None, arch=None",
   "tinygrad.device.LRUAllocator": "dev, **kwargs", "tinygrad.device.MultiBuffer": "device, size, dtype",
   "tinygrad.device.canonicalize_device": "device", "tinygrad.renderer.Renderer": "target",
-
 }
 # yes names whose parameters differ from tinygrad's, with why (docs/tensor-api.md's row for the name says so too)
 CALL_SHAPE_DIFFERENCES = {
