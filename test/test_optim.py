@@ -161,3 +161,11 @@ def test_schedule_changes_the_step():
     opt.step()
     sched.step()
   np.testing.assert_allclose(w.numpy(), [-(1 + 0.1 + 0.01)], rtol=1e-6)
+
+def test_tinygrads_device_and_fused_arguments_are_accepted():
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  for opt in (optim.SGD([w], 0.1, 0.9, 0.0, False, False, "CPU", True), optim.Adam([w], device=w.device, fused=False),
+              optim.LARS([w], 0.1, 0.9, 1e-4, 0, None, True), optim.Muon([w], fused=True), optim.LAMB([w], device=None)):
+    assert opt.device == w.device
+  with pytest.raises(ValueError, match="parameters' device"): optim.SGD([w], device="PYTHON")
+  with pytest.raises(NotImplementedError, match="Muon"): optim.LARS([w], 0.1, 0.9, 0.0, 5, (3.4445, -4.775, 2.0315))

@@ -89,11 +89,12 @@ def test_lru_can_be_turned_off():
   assert not any(x is raw for x in alloc.cache.get((4 * 12349, None), []))
 
 def test_mem_used_follows_buffers():
-  before = GlobalCounters.mem_used
+  before, on_python = GlobalCounters.mem_used, GlobalCounters.mem_used_per_device["PYTHON"]
   b = Buffer("PYTHON", 1000, dtypes.float32).ensure_allocated()
   assert GlobalCounters.mem_used == before + 4000 and GlobalCounters.mem_peak >= before + 4000
+  assert GlobalCounters.mem_used_per_device["PYTHON"] == on_python + 4000   # tinygrad's per-device count
   del b
-  assert GlobalCounters.mem_used == before
+  assert GlobalCounters.mem_used == before and GlobalCounters.mem_used_per_device["PYTHON"] == on_python
 
 def test_host_data_waits_for_a_device_that_opens_later(monkeypatch):
   """A Tensor made from host data for a device that does not open yet keeps the data, and its buffer gets it when it is

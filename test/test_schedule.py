@@ -99,6 +99,13 @@ def test_constant_reductions_fold():
   big = Tensor.full((1 << 13, 1 << 12), 3.0).sum()
   assert has_reduce(kernels(big)[-1])   # 3 * 2^25 partial sums are no longer exact in float32
 
+def test_padded_constant_reductions_count_the_padding():
+  # a pad adds zeros: the ones padded by 64 columns still sum to 256 per row, and the max of padded -1s is 0
+  np.testing.assert_equal(Tensor.ones(256, 256).pad(((0, 0), (0, 64))).sum(axis=1).numpy(), np.full(256, 256.0))
+  np.testing.assert_equal(Tensor.full((4, 4), -1).pad(((0, 0), (1, 1))).max(axis=1).numpy(), np.zeros(4, np.int32))
+  x = Tensor.ones(10, requires_grad=True)  # cumsum's gradient is a sum over a padded broadcast of ones
+  np.testing.assert_equal(x.cumsum(0).sum().gradient(x)[0].numpy(), np.arange(10, 0, -1, dtype=np.float32))
+
 def test_unrealized_constant_parameter_is_folded_into_its_users():
   w = Tensor.ones(8, requires_grad=True)   # a unique contiguous constant: a leaf of its own for autograd
   x = rnd(4, 8)

@@ -41,6 +41,10 @@ class DType(metaclass=_Interned):
     if self.count != 1: raise ValueError(f"cannot vectorize {self}, it is already a vector")
     return self if n == 1 else DType(self.priority, self.itemsize, self.name, None, n)
   def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, addrspace)
+  @property
+  def min(self): return dtype_min(self)   # tinygrad's dtypes.int32.min: the smallest value (-inf for floats, False for bool)
+  @property
+  def max(self): return dtype_max(self)
 
 @dataclass(frozen=True, eq=False)
 class PtrDType(DType):
@@ -99,6 +103,10 @@ class dtypes(metaclass=_DefaultDtypes):
   @staticmethod
   def fields() -> dict[str, DType]: return dict(DTYPES_BY_NAME_PUBLIC)
 
+class DTypeSet(frozenset):
+  """A renderer's supported dtypes: a frozenset that is also callable, as tinygrad's method `renderer.supported_dtypes()`."""
+  def __call__(self) -> DTypeSet: return self
+
 SINTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 INTS = SINTS + UINTS
@@ -115,10 +123,13 @@ def _default(var, is_float: bool) -> DType:
     raise TypeError(f"{var.key}={var.value!r} must name {'a float' if is_float else 'an integer'} dtype")
   return dt
 
+class UnknownDTypeError(AttributeError, TypeError):
+  """What is no dtype: an AttributeError, as tinygrad's lookup `dtypes.<name>` raises, and a TypeError, as PyTorch's."""
+
 def to_dtype(x: DType | str) -> DType:
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in DTYPES_BY_NAME_PUBLIC: return DTYPES_BY_NAME_PUBLIC[x]
-  raise TypeError(f"{x!r} is not a dtype; use one of {sorted(DTYPES_BY_NAME_PUBLIC)}")
+  raise UnknownDTypeError(f"{x!r} is not a dtype; use one of {sorted(DTYPES_BY_NAME_PUBLIC)}")
 
 # promotion lattice (JAX/tinygrad's, made a true lattice): an edge a -> b means a promotes to b.
 # Every pair must have one least upper bound, or the join depends on the order it is taken in. In JAX's and tinygrad's

@@ -71,14 +71,16 @@ def _expand_ratio(u: UOp) -> float:
 
 def _broadcast_const(u: UOp) -> Any:
   """The value a node broadcasts from a CONST through movement ops and casts (the casts applied, innermost first), or
-  None where it is not one: such a value costs nothing in any kernel."""
-  casts = []
+  None where it is not one (a PAD of another value adds zeros): such a value costs nothing in any kernel."""
+  steps = []
   while u.op in GroupOp.Movement or u.op is Ops.CAST:
-    if u.op is Ops.CAST: casts.append(u.dtype)
+    if u.op in (Ops.CAST, Ops.PAD): steps.append(u)
     u = u.src[0]
   if u.op is not Ops.CONST: return None
   v = u.arg
-  for dt in reversed(casts): v = truncate(dt, v)
+  for s in reversed(steps):
+    if s.op is Ops.CAST: v = truncate(s.dtype, v)
+    elif v != 0: return None
   return v
 
 def _in_kernel(value: UOp, realize: set[UOp]) -> dict[UOp, None]:

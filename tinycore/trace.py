@@ -2,7 +2,7 @@
 from __future__ import annotations
 import atexit, contextlib, json, os, tempfile, time, weakref
 from typing import Any, Callable, Iterator
-from tinycore.helpers import getenv
+from tinycore.helpers import getenv, PROFILE, VIZ
 
 HOST = "HOST"   # the track group of the Python process's own work: its "realize" queue holds schedule and run spans
 
@@ -192,7 +192,7 @@ def _save_at_exit(prof: Profile, path: str) -> None:
 
 # PROFILE=1 records the whole run and writes the trace at exit; VIZ=1 records rewrites and the timeline (tinycore.viz
 # serves them at exit)
-if getenv("PROFILE", 0) or getenv("VIZ", 0): profiling = Profile()
-if getenv("PROFILE", 0) and profiling is not None:
+if PROFILE or VIZ: profiling = Profile()
+if PROFILE and profiling is not None:
   atexit.register(_save_at_exit, profiling, getenv("PROFILE_PATH", os.path.join(tempfile.gettempdir(), "tinycore_profile.json")))
-if getenv("VIZ", 0): capture = Capture()
+if VIZ: capture = Capture()

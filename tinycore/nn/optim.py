@@ -4,11 +4,14 @@ import math
 from tinycore.dtype import dtypes
 from tinycore.tensor import Tensor, _plain, _storage
 from tinycore.schedule import buffers
+from tinycore.runtime.device import canonicalize_device
 
 class Optimizer:
   """Holds the parameters (tensors with requires_grad) and the buffers (requires_grad=False, e.g. BatchNorm running stats,
-  realized with each step). lr is a 1-element tensor, so a learning-rate change reaches a TinyJit-captured step."""
-  def __init__(self, params: list[Tensor], lr: float):
+  realized with each step). lr is a 1-element tensor, so a learning-rate change reaches a TinyJit-captured step. tinygrad's
+  `device` (where the state lives) may only name the parameters' device, and `fused` (one buffer for every parameter) is
+  accepted with no effect: the step is one scheduled graph already."""
+  def __init__(self, params: list[Tensor], lr: float, device: str | tuple | None = None, fused: bool = False):
     for t in params:
       if t.requires_grad is None: t.requires_grad = True
     unique = list({id(t): t for t in params}.values())
@@ -17,6 +20,8 @@ class Optimizer:
     if not self.params: raise ValueError("optimizer: none of the given tensors requires grad")
     if len(devices := {t.device for t in self.params}) > 1: raise ValueError(f"optimizer: parameters are on several devices {sorted(devices)}")
     self.device = self.params[0].device
+    if device is not None and canonicalize_device(device) != self.device:
+      raise ValueError(f"optimizer: the state lives on the parameters' device {self.device}, not {device}; move the parameters there")
     self._own_buffers(self.params + self.buffers)
     self.lr = Tensor([lr], device=self.device, requires_grad=False)
 
@@ -80,8 +85,8 @@ class SGD(Optimizer):
   """g = grad + weight_decay*w; with momentum b = momentum*b + g and g = b (nesterov: g + momentum*b); w -= lr*g.
   classic=True applies lr before the momentum buffer instead (b = momentum*b + lr*g; w -= b)."""
   def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-               classic: bool = False):
-    super().__init__(params, lr)
+               classic: bool = False, device: str | tuple | None = None, fused: bool = False):
+    super().__init__(params, lr, device, fused)
     if nesterov and momentum == 0: raise ValueError("SGD: nesterov needs momentum > 0")
     self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
     self.b = [self._zeros(t) for t in self.params] if momentum else []
@@ -108,10 +113,13 @@ class SGD(Optimizer):
 
 class LARS(SGD):
   """SGD whose gradient is first scaled per tensor by the trust ratio tcoef*|w| / (|g| + weight_decay*|w|) (1 where a norm
-  is 0), then weight decay and momentum as SGD (classic: lr inside the momentum buffer, as the LARS paper has it)."""
-  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, nesterov: bool = False,
-               classic: bool = True, tcoef: float = 0.001):
-    super().__init__(params, lr, momentum, weight_decay, nesterov, classic)
+  is 0), then weight decay and momentum as SGD (classic: lr inside the momentum buffer, as the LARS paper has it). tinygrad
+  builds Muon from LARS (ns_steps, ns_coefficients, pre_wd=False): here that is the Muon class."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, ns_steps: int = 0,
+               ns_coefficients: tuple[float, float, float] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True,
+               tcoef: float = 0.001, device: str | tuple | None = None, fused: bool = False):
+    if ns_steps or ns_coefficients or not pre_wd: raise NotImplementedError("LARS with Newton-Schulz steps or decoupled weight decay is Muon: use optim.Muon")
+    super().__init__(params, lr, momentum, weight_decay, nesterov, classic, device, fused)
     self.tcoef = tcoef
   def _grad(self, t: Tensor, g: Tensor) -> Tensor:
     w_norm, g_norm = t.detach().float().square().sum().sqrt(), g.float().square().sum().sqrt()
@@ -123,8 +131,9 @@ class Muon(SGD):
   orthogonal by ns_steps Newton-Schulz iterations with the quintic ns_coefficients, scaled by sqrt(max(1, rows/cols));
   weight decay is decoupled (w -= lr*weight_decay*w). Vectors (biases, norms) take the plain momentum step."""
   def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
-               ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315), nesterov: bool = True):
-    super().__init__(params, lr, momentum, 0.0, nesterov)
+               ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315), nesterov: bool = True, device: str | tuple | None = None,
+               fused: bool = False):
+    super().__init__(params, lr, momentum, 0.0, nesterov, device=device, fused=fused)
     self.decay, self.ns_steps, self.ns_coefficients = weight_decay, ns_steps, ns_coefficients
   def _direction(self, t: Tensor, g: Tensor) -> Tensor:
     if t.ndim >= 2:
@@ -136,8 +145,8 @@ class LAMB(Optimizer):
   """Adam moments with bias correction; up = m_hat/(sqrt(v_hat)+eps) + weight_decay*w. LAMB scales the step by the
   trust ratio |w|/|up| per tensor; adam=True leaves it out (Adam/AdamW: decoupled weight decay)."""
   def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
-               weight_decay: float = 0.0, adam: bool = False):
-    super().__init__(params, lr)
+               weight_decay: float = 0.0, adam: bool = False, device: str | tuple | None = None, fused: bool = False):
+    super().__init__(params, lr, device, fused)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.b1_t, self.b2_t = Tensor([1.0], device=self.device, requires_grad=False), Tensor([1.0], device=self.device, requires_grad=False)  # b1**t, b2**t
     # the moments stay float32 for half-precision parameters: v underflows in float16
@@ -163,11 +172,13 @@ class LAMB(Optimizer):
       t.assign((t.detach() - step).cast(t.dtype))
     return [self.b1_t, self.b2_t, *self.m, *self.v, *self.params]
 
-def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> LAMB:
-  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)
+def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, device: str | tuple | None = None,
+         fused: bool = False) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True, device=device, fused=fused)
 
-def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01) -> LAMB:
-  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01,
+          device: str | tuple | None = None, fused: bool = False) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True, device=device, fused=fused)
 
 # ***** learning-rate schedules *****
 

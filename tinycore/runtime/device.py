@@ -1,12 +1,12 @@
 """Runtime: the Allocator and Driver bases, Buffer, and the Device registry that finds backends through entry points."""
 from __future__ import annotations
-import importlib.metadata, os, warnings
+import importlib.metadata, warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 import pluggy
-from tinycore.dtype import DType, to_np_dtype
-from tinycore.helpers import LRU
+from tinycore.dtype import DType, DTypeSet, to_np_dtype
+from tinycore.helpers import LRU, DEV, GlobalCounters
 from tinycore import trace
 from tinycore.runtime.errors import PluginError, DeviceError, ContractDeprecationWarning
 from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, instance_name, check_contract, version_str
@@ -95,6 +95,7 @@ class Buffer:
         self._buf = alloc.alloc(nbytes := self.nbytes, self.options)
         if (used := GlobalCounters.mem_used + nbytes) > GlobalCounters.mem_peak: GlobalCounters.mem_peak = used
         GlobalCounters.mem_used = used
+        GlobalCounters.mem_used_per_device[self.device] += nbytes
         if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
         if self.initial is not None:
           data, self.initial = self.initial, None
@@ -108,6 +109,7 @@ class Buffer:
     try:
       (alloc := self._allocator).free(self._buf, nbytes := self.nbytes, self.options)
       GlobalCounters.mem_used -= nbytes
+      GlobalCounters.mem_used_per_device[self.device] -= nbytes
       if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
     except Exception: pass  # interpreter shutdown: the device may already be gone
   def copyin(self, mv: memoryview | bytes) -> Buffer:
@@ -131,19 +133,6 @@ class Buffer:
     import numpy as np
     return np.frombuffer(self.as_bytes(), dtype=to_np_dtype(self.dtype)).copy()
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype}{' view@'+str(self.offset) if self._base else ''}>"
-
-class GlobalCounters:
-  """Process-wide counters: kernels launched, FLOPs and bytes they were estimated to do, time, live and peak memory."""
-  kernel_count: int = 0
-  global_ops: int = 0
-  global_mem: int = 0
-  time_sum_s: float = 0.0
-  mem_used: int = 0   # bytes in allocated Buffers now
-  mem_peak: int = 0   # the most mem_used has been since the last reset
-  @staticmethod
-  def reset() -> None:
-    GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
-    GlobalCounters.mem_peak = GlobalCounters.mem_used
 
 # ***** driver *****
 
@@ -291,7 +280,9 @@ class _DeviceRegistry:
   def renderer(self, device: str) -> Any:
     """The renderer alone, shared by every instance of the backend: works without opening the device."""
     name = self.instance(device)[0]
-    if name not in self._renderers: self._renderers[name] = self._spec(name).renderer()
+    if name not in self._renderers:
+      r = self._renderers[name] = self._spec(name).renderer()
+      r.supported_dtypes = DTypeSet(r.supported_dtypes)   # tinygrad's programs call it: renderer.supported_dtypes()
     return self._renderers[name]
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""
@@ -322,15 +313,15 @@ class _DeviceRegistry:
     return rows
   @property
   def DEFAULT(self) -> str:
+    """The device DEV names (the environment's, `with Context(DEV=...)`, or one assigned here), else the first that opens."""
+    if DEV.device: return self.canonicalize(DEV.device)
     if self._default is None:
-      if (env := os.environ.get("DEV")): self._default = self.canonicalize(env)
-      else:
-        for spec in sorted(self.specs.values(), key=lambda s: -s.priority):
-          if self.opens(spec.name)[0]: self._default = spec.name; break
-        else: raise PluginError(f"no backend opens on this machine: {self.errors}")
+      for spec in sorted(self.specs.values(), key=lambda s: -s.priority):
+        if self.opens(spec.name)[0]: self._default = spec.name; break
+      else: raise PluginError(f"no backend opens on this machine: {self.errors}")
     return self._default
   @DEFAULT.setter
-  def DEFAULT(self, name: str) -> None: self._default = self.canonicalize(name)
+  def DEFAULT(self, name: str) -> None: DEV.value = self.canonicalize(name)
   def __iter__(self): return iter(self.specs)
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
@@ -340,3 +331,11 @@ def _dist_info(ep) -> tuple[str, str]:
   return (dist.metadata["Name"], dist.version) if dist is not None else (ep.value.split(".")[0], "?")
 
 Device = _DeviceRegistry()
+
+def canonicalize_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
+  """A device name as Device knows it (None: the default), or a tuple of them for a sharded tensor."""
+  if not isinstance(device, (tuple, list)): return Device.canonicalize(device)
+  if len(device) == 0: raise ValueError("a tuple of devices needs at least one device")
+  out = tuple(Device.canonicalize(d) for d in device)
+  if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
+  return out
