@@ -1006,7 +1006,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     if mode == "constant":
       out = Tensor(x.uop.pad(tuple(pairs)))
-      if value == 0 or out.uop is x.uop: return out   # padding of zeros or of nothing (a pool without padding): no mask
+      # padding of zeros (+0.0: PAD's own fill) or of nothing (a pool without padding): no mask
+      if (value == 0 and math.copysign(1.0, value) > 0) or out.uop is x.uop: return out
       mask = Tensor(Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
       return mask.where(out, value)
     for d, (b, a) in enumerate(pairs):
@@ -1074,8 +1075,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     dt = least_upper_dtype(*[t.dtype for t in ts])
     total, off, out = sum(t.shape[d] for t in ts), 0, None
     for t in ts:
-      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
-      out = p if out is None else out + p
+      pads = tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim))
+      # each piece where its own mask is true (a sum of zero-padded pieces adds +0.0 to every element: -0.0 became +0.0)
+      p = t.cast(dt).pad(pads)
+      out = p if out is None else Tensor(Tensor.ones(t.shape, dtype=dtypes.bool, device=t.device).uop.pad(pads)).where(p, out)
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
