@@ -4,7 +4,7 @@ import functools, math, pathlib, weakref
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
-  dtype_min, dtype_max
+  dtype_min, dtype_max, round_to_odd_f32
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
 from tinycore.runtime.device import Device, Buffer
@@ -46,7 +46,7 @@ def _replicate(u: UOp, devices: tuple[str, ...]) -> UOp:
 
 def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DType) -> UOp:
   if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
-  if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
+  if dtype == dtypes.bfloat16: raw = f32_to_bf16(round_to_odd_f32(arr))   # rounded once, from float64 too
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
   if raw.size == 0: return UOp.const(dtype, 0, device, arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
