@@ -178,6 +178,22 @@ def test_float_narrowing_rounds_to_nearest_even():
   assert Tensor([1e40], dtype=dtypes.float64).cast(dtypes.float32).item() == np.inf
   np.testing.assert_array_equal(Tensor([0.1], dtype=dtypes.float64).cast(dtypes.float32).numpy(), np.float32([0.1]))
 
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_narrowing_casts_and_constants_round_once(device):
+  """A cast rounds the exact value once, from any source: never through float32 (float64 -> half, bfloat16) or float64
+  (64-bit ints -> float32, bfloat16), in kernels, in constant folding (truncate) and in uploads."""
+  x = 1 + 2 ** -8 + 2 ** -30   # past bfloat16's tie at 1 + 2**-8 by less than a float32 holds
+  assert Tensor([x], dtype=dtypes.float64, device=device).cast(dtypes.bfloat16).item() == 1 + 2 ** -7 == truncate(dtypes.bfloat16, x)
+  assert Tensor([x], dtype=dtypes.bfloat16, device=device).item() == 1 + 2 ** -7
+  assert Tensor([1 + 2 ** -11 + 2 ** -40], dtype=dtypes.float64, device=device).cast(dtypes.float16).item() == 1 + 2 ** -10
+  big = 2 ** 60 + 2 ** 36 + 1   # past float32's tie by less than a float64 holds
+  assert Tensor([big], dtype=dtypes.int64, device=device).cast(dtypes.float32).item() == 2.0 ** 60 + 2 ** 37 == truncate(dtypes.float32, big)
+  big = -(2 ** 62 + 2 ** 54 + 1)   # past bfloat16's tie by less than float64 or float32 holds
+  assert Tensor([big], dtype=dtypes.int64, device=device).cast(dtypes.bfloat16).item() == -(2.0 ** 62 + 2 ** 55) == truncate(dtypes.bfloat16, big)
+  assert Tensor([2 ** 30 + 2 ** 22 + 1], dtype=dtypes.int32, device=device).cast(dtypes.bfloat16).item() == 2.0 ** 30 + 2 ** 23
+  bits = [0x7F81, 0xFFA0, 0x7FC1]   # bfloat16 NaNs (two signalling) keep their bits through a bitcast there and back
+  assert Tensor(bits, dtype=dtypes.uint16, device=device).bitcast(dtypes.bfloat16).bitcast(dtypes.uint16).tolist() == bits
+
 # ***** bitcasts *****
 
 def test_bitcast_same_size():

@@ -189,9 +189,23 @@ def dtype_max(dt: DType):
 def f32_to_bf16_bits(x: float) -> int:
   """Round-to-nearest-even conversion of a float to bfloat16 bits (NaN stays NaN)."""
   bits = struct.unpack("<I", struct.pack("<f", x))[0]
-  if (bits & 0x7fffffff) > 0x7f800000: return ((bits >> 16) | 0x40) & 0xffff
+  if (bits & 0x7fffffff) > 0x7f800000: return ((bits >> 16) | (0x40 if bits & 0xffff else 0)) & 0xffff   # a bfloat16 NaN keeps its bits
   return ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
 def bf16_bits_to_f32(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xffff) << 16))[0]
+def round_to_odd_f32(x) -> np.ndarray:
+  """x (float64, float32, integer or bool values) as float32 rounded to odd: toward zero, the last bit set where that
+  dropped anything. Rounding these to bfloat16 then rounds x once (through a plain float32, x + a little past a bfloat16
+  tie would land on the tie and round again, to even)."""
+  x = np.asarray(x)
+  if x.dtype.kind in "iu" and x.dtype.itemsize == 8:  # past 2**53 float64 rounds too: to odd first, at bit 11 (53 bits left)
+    low = x & x.dtype.type(0x7ff)
+    x = np.where(np.abs(x.astype(np.float64)) >= 2.0 ** 53, (x - low) | ((low != 0).astype(x.dtype) << x.dtype.type(11)), x)
+  wide = x.astype(np.float64)
+  with np.errstate(over="ignore"): f = wide.astype(np.float32)
+  back = f.astype(np.float64)
+  inexact = (back != wide) & ~np.isnan(wide)
+  bits = f.view(np.uint32) - (inexact & (np.abs(back) > np.abs(wide))).astype(np.uint32)   # rounded away from zero: one step back
+  return (bits | inexact.astype(np.uint32)).view(np.float32)
 
 # ***** fused multiply-add, rounded once (numpy has none): the semantics of every hardware fma the emulators model *****
 
@@ -289,10 +303,13 @@ def truncate(dt: DType, x):
       x = int(x)
     x = int(x) & ((1 << (8*dt.itemsize)) - 1)
     return x - (1 << (8*dt.itemsize)) if not dtypes.is_unsigned(dt) and x >= 1 << (8*dt.itemsize-1) else x
+  if x.__class__ is int and dt != dtypes.float64 and abs(x) > 2**53:   # float(x) rounds: to odd (53 bits), so x rounds once below
+    s = abs(x).bit_length() - 53
+    x = ((x >> s) | int((x & ((1 << s) - 1)) != 0)) << s
   x = float(x)
   if dt == dtypes.float64: return x
   if (rt := _ROUNDTRIP.get(dt.fmt)) is not None:  # struct rounds to nearest even like numpy, without an errstate block
     try: return rt.unpack(rt.pack(x))[0]
     except OverflowError: pass  # past the dtype's largest finite value: numpy's conversion below gives inf
-  if dt == dtypes.bfloat16: return bf16_bits_to_f32(f32_to_bf16_bits(float(np.float32(x))))
+  if dt == dtypes.bfloat16: return bf16_bits_to_f32(f32_to_bf16_bits(float(round_to_odd_f32(x))))
   with np.errstate(over="ignore"): return float(to_np_dtype(dt)(x))

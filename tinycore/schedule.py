@@ -489,9 +489,11 @@ def _buffer_view(x: UOp, buf: Buffer) -> UOp:
 
 def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
   """Kernel AST computing realized nodes `nodes` (its outputs, stored in order): realized inputs become numbered
-  parameters, so equal kernels share one AST; an output read by another is computed once, where it is read."""
+  parameters, so equal kernels share one AST; an output read by another is computed once, where it is read. An output's
+  own buffer read in place (an assign reading its target's old value) is read through the output's parameter: no two
+  parameters share memory a kernel writes, so a renderer may declare them restrict/noalias."""
   bufs: list[Buffer] = [out_buf[x] for x in nodes]
-  params: dict[int, UOp] = {}
+  params: dict[int, UOp] = {id(b): UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i) for i, b in enumerate(bufs)}
   var_vals: dict[str, int] = {}
   memo: dict[UOp, UOp] = {}
   after: set[UOp] = set()
@@ -528,9 +530,7 @@ def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer
   values = [memo[_value(x)] for x in nodes]
   values = [v if v.shape == values[0].shape else v.reshape(values[0].shape) for v in values]
   stores = tuple(UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i).store(v) for i, (v, b) in enumerate(zip(values, bufs)))
-  # "aliased": an output's memory is also read (an in-place assign): codegen must not compute an output twice
-  aliased = "aliased" if any(b.base is o.base for o in bufs[:len(nodes)] for b in bufs[len(nodes):]) else None
-  return _Kernel(nodes, ScheduleItem(UOp(Ops.SINK, dtypes.void, stores, aliased), bufs, var_vals), after, reads)
+  return _Kernel(nodes, ScheduleItem(UOp(Ops.SINK, dtypes.void, stores), bufs, var_vals), after, reads)
 
 def _flat_arg(arg) -> list:
   return [y for x in arg for y in (_flat_arg(x) if isinstance(x, tuple) else (x,))] if isinstance(arg, tuple) else [arg]

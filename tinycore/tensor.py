@@ -4,7 +4,7 @@ import functools, math, pathlib, weakref
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
-  dtype_min, dtype_max
+  dtype_min, dtype_max, round_to_odd_f32
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
 from tinycore.runtime.device import Device, Buffer, canonicalize_device
@@ -39,7 +39,7 @@ def _replicate(u: UOp, devices: tuple[str, ...]) -> UOp:
 
 def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DType) -> UOp:
   if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
-  if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
+  if dtype == dtypes.bfloat16: raw = f32_to_bf16(round_to_odd_f32(arr))   # rounded once, from float64 too
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
   if raw.size == 0: return UOp.const(dtype, 0, device, arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
@@ -1021,7 +1021,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       pairs = grow
     if mode == "constant":
       out = Tensor(x.uop.pad(tuple(pairs)))
-      if value == 0 or out.uop is x.uop: return out   # padding of zeros or of nothing (a pool without padding): no mask
+      # padding of zeros (+0.0: PAD's own fill) or of nothing (a pool without padding): no mask
+      if (value == 0 and math.copysign(1.0, value) > 0) or out.uop is x.uop: return out
       mask = Tensor(Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
       return mask.where(out, value)
     for d, (b, a) in enumerate(pairs):
@@ -1089,8 +1090,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     dt = least_upper_dtype(*[t.dtype for t in ts])
     total, off, out = sum(t.shape[d] for t in ts), 0, None
     for t in ts:
-      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
-      out = p if out is None else out + p
+      pads = tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim))
+      # each piece where its own mask is true (a sum of zero-padded pieces adds +0.0 to every element: -0.0 became +0.0)
+      p = t.cast(dt).pad(pads)
+      out = p if out is None else Tensor(Tensor.ones(t.shape, dtype=dtypes.bool, device=t.device).uop.pad(pads)).where(p, out)
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:

@@ -1,7 +1,9 @@
 """The suite can fail: each deliberately broken backend is reported failing, naming the op; correct ones pass."""
 from __future__ import annotations
 import os, shutil, subprocess, sys
+import pytest
 from conformance_helpers import HERE, run_cli
+from example_defects import DEFECTS
 
 def failed(report: dict) -> set[tuple[str, str]]: return {(f["op"], f["dtype"]) for f in report["failures"]}
 
@@ -206,3 +208,26 @@ def test_writing_a_backend_doc_shows_the_example_verbatim():
   doc = (HERE.parents[1] / "docs" / "writing-a-backend.md").read_text()
   files = [HERE / "example_plugin" / "pyproject.toml", *sorted((HERE / "example_plugin" / "tinygrad_example").glob("*.py"))]
   for f in files: assert f.read_text().strip() in doc, f"{f.relative_to(HERE)} differs from its copy in docs/writing-a-backend.md"
+
+# the specials section on float32 and float64 (and the casts naming them): every class has checks there
+SPECIALS_RUN = ("--section", "specials", "-k", "float32 or float64")
+# a piece of each class's failure report: the value or cast its defect gets wrong
+DEFECT_SHOWS = {"signed zero constants": "expected -0.0 (0x80000000)", "double rounding": "cast float64 -> float16",
+                "reduce identities": "got -3.4028234663852886e+38", "NaN payloads": "cast float32 -> bfloat16"}
+
+def test_example_declaring_every_dtype_passes_the_specials(example_copy, tmp_path):
+  """The baseline of the one-defect copies below: the example plugin declaring every dtype passes the specials section."""
+  proc, rep = run_cli("EXAMPLE", *SPECIALS_RUN, path=example_copy(None), tmp=tmp_path)
+  assert proc.returncode == 0 and not rep["failures"] and rep["sections"]["specials"]["passed"] >= 10, proc.stdout[-3000:]
+
+@pytest.mark.parametrize("cls", list(DEFECTS))
+def test_special_value_defects_are_caught_and_named(example_copy, tmp_path, cls):
+  """Each defect of issue 42 planted alone in the example plugin (a -0.0 literal written as 0.0; float64 -> half through
+  float32 and int64 -> float32 through float64; max accumulators starting at -FLT_MAX; float32 -> bfloat16 with no NaN
+  guard) fails the specials section, and every failure names the defect's class, in the JSON and the human report."""
+  proc, rep = run_cli("EXAMPLE", *SPECIALS_RUN, path=example_copy(cls), tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  fails = rep["failures"]
+  assert fails and all(f["op"] == cls and f["message"].startswith(f"{cls}: ") for f in fails), [(f["op"], f["message"][:150]) for f in fails]
+  assert any(DEFECT_SHOWS[cls] in f["message"] for f in fails), [f["message"][:300] for f in fails]
+  assert f"[specials] {cls}" in proc.stdout

@@ -9,6 +9,7 @@ SECTIONS = {
   "accuracy": "transcendentals swept over each float dtype's whole finite range, within the bounds of tolerances.ACCURACY",
   "edges": "launch and memory edges: odd global sizes, one-element and empty buffers, alignment boundaries, odd view offsets, variable bounds",
   "dtypes": "casts, bitcasts, integer wraparound, NaN/inf/-0.0, half and bfloat16 rounding, undeclared dtypes",
+  "specials": "special values by class: signed-zero constants, double rounding of narrowing casts, reduce identities, NaN payloads through casts and bitcasts",
   "fuzz": "random graphs of elementwise, movement and reduce ops (hypothesis) against numpy",
   "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",
   "multi": "two instances of the backend: transfers between them and to and from CPU, all-reduce, sharded reductions and matmuls",

@@ -329,6 +329,7 @@ class _Kernel:
     if dst == dtypes.bool:
       self.vop("v_cmp_neq_f32" if dtypes.is_float(src) else "v_cmp_ne_u32", "vcc_lo", "0", self.vref(x))
       return self.bool_from_vcc(d)
+    if dst == dtypes.bfloat16 and dtypes.is_int(src): return self.int_to_bf16(d, x, src)
     if dtypes.is_float(dst):   # every float here is a float32 register: from an int convert, then round to half/bfloat16
       if dtypes.is_float(src): self.emit(f"v_mov_b32_e32 {d}, {a}")
       else: self.vop("v_cvt_f32_i32" if signed(src) else "v_cvt_f32_u32", d, a)
@@ -710,6 +711,7 @@ class _Kernel:
       self.vop("v_or_b32", d, lo, hi)
       self.vop("v_cmp_ne_u32", "vcc_lo", "0", d)
       return self.bool_from_vcc(d)
+    if dst == dtypes.bfloat16: return self.int_to_bf16(d, x, src)
     if dtypes.is_float(dst):
       self.int64_to_float(d, self.pair(x), signed(src))
       if dst in HALFS: self.round_to(d, dst)
@@ -829,14 +831,7 @@ class _Kernel:
       d = self.loc[u] = self.vreg(2)
       if src == dtypes.float64: return self.move(d, x)
       if dtypes.is_float(src): return self.vop("v_cvt_f64_f32", d, self.ref(x))
-      if src in WIDE_INTS:   # high word * 2^32 + low word: both exact, one rounding in the add
-        lo, hi = self.words(x)
-        t = self.vreg(2)
-        self.vop("v_cvt_f64_i32" if signed(src) else "v_cvt_f64_u32", d, hi)
-        self.vop("v_ldexp_f64", d, d, "32")
-        self.vop("v_cvt_f64_u32", t, lo)
-        self.vop("v_add_f64", d, d, t)
-        return self.release(t)
+      if src in WIDE_INTS: return self.int64_to_f64(d, *self.words(x), signed(src))
       return self.vop("v_cvt_f64_i32" if signed(src) else "v_cvt_f64_u32", d, self.ref(x))
     xp = self.pair(x)
     if dst in WIDE_INTS:
@@ -846,17 +841,47 @@ class _Kernel:
     if dst == dtypes.bool:
       self.vop("v_cmp_neq_f64", "vcc_lo", "0", xp)
       return self.bool_from_vcc(d)
-    if dst == dtypes.float16: return self.f64_to_f16(d, xp)
-    if dtypes.is_float(dst):
-      self.vop("v_cvt_f32_f64", d, xp)
-      if dst == dtypes.bfloat16: self.round_to(d, dst)   # float64 -> float32 -> bfloat16, as the reference semantics
-      return
+    if dst in HALFS:
+      self.f64_to_odd_f32(d, xp)
+      return self.round_to(d, dst)
+    if dtypes.is_float(dst): return self.vop("v_cvt_f32_f64", d, xp)
     self.vop("v_cvt_i32_f64" if signed(dst) else "v_cvt_u32_f64", d, xp)
     self.saturate(d, dst)
 
-  def f64_to_f16(self, d: str, x: str) -> None:
-    """float64 to half rounded once: to float32 rounding to odd (truncate, then set the last bit when inexact), which
-    keeps the information a second rounding to half needs."""
+  def int64_to_f64(self, d: str, lo: str, hi: str, sgn: bool) -> None:
+    """A 64-bit integer (its words) to float64: high word * 2^32 + low word, both exact, one rounding in the add."""
+    t = self.vreg(2)
+    self.vop("v_cvt_f64_i32" if sgn else "v_cvt_f64_u32", d, hi)
+    self.vop("v_ldexp_f64", d, d, "32")
+    self.vop("v_cvt_f64_u32", t, lo)
+    self.vop("v_add_f64", d, d, t)
+    self.release(t)
+
+  def int_to_bf16(self, d: str, x: UOp, src: DType) -> None:
+    """An integer to bfloat16, rounded once: exact in float64 (a 64-bit one past 2**53 first rounded to odd at bit 11: its
+    low 11 bits cleared, bit 11 set if any was), then float32 rounded to odd, then bfloat16."""
+    wide = self.vreg(2)
+    if src in WIDE_INTS:
+      lo, hi = self.words(x)
+      t, u = self.vreg(), self.vreg()
+      self.vop("v_and_b32", t, "0x7ff", lo)
+      self.vop("v_cmp_ne_u32", "vcc_lo", "0", t)
+      self.vop("v_and_b32", t, "0xfffff800", lo)
+      self.vop("v_or_b32", u, "0x800", t)
+      self.select(t, u, t)   # the low word rounded to odd at bit 11
+      if signed(src): self.vop("v_add_nc_u32", u, "0x200000", hi)   # |x| >= 2**53: the high word outside [-2**21, 2**21)
+      self.vop("v_cmp_le_u32", "vcc_lo", "0x400000" if signed(src) else "0x200000", u if signed(src) else hi)
+      self.select(t, t, lo)
+      self.int64_to_f64(wide, t, hi, signed(src))
+      self.release(t); self.release(u)
+    else: self.vop("v_cvt_f64_i32" if signed(src) else "v_cvt_f64_u32", wide, self.vref(x))
+    self.f64_to_odd_f32(d, wide)
+    self.round_to(d, dtypes.bfloat16)
+    self.release(wide)
+
+  def f64_to_odd_f32(self, d: str, x: str) -> None:
+    """float64 to float32 rounding to odd (truncate, then set the last bit when inexact): rounding that on to half or
+    bfloat16 rounds x once, since it keeps the information a second rounding needs."""
     back, t = self.vreg(2), self.vreg()
     self.vop("v_cvt_f32_f64", d, x)
     self.vop("v_cvt_f64_f32", back, d)
@@ -868,5 +893,4 @@ class _Kernel:
     self.select(d, t, d)   # inexact: odd
     self.vop("v_cmp_u_f64", "vcc_lo", x, x)
     self.select(d, "0x7fc00000", d)
-    self.round_to(d, dtypes.float16)
     self.release(back); self.release(t)

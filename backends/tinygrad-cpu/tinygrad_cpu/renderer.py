@@ -256,15 +256,17 @@ class _LLVMKernel:
     if db == dtypes.bool:
       return self.ins(f"{'fcmp une' if dtypes.is_float(sb) else 'icmp ne'} {st} {x}, {lconst(st, 0)}")
     if dtypes.is_float(db):
+      if db == dtypes.bfloat16:  # rounded once: through double (exact) and a float rounded to odd where it is not exact
+        if sb == dtypes.float16 or sb == dtypes.float32: return self.round_bf16(self.fp_resize(x, st, _vec("float", d.count)), d.count)
+        if sb != dtypes.float64:
+          wide = dtypes.float64.vec(d.count)
+          x, st = self.cast(self.odd_int53(x, st, sb) if _scalar_of(st) == "i64" else x, s, wide), ltype(wide)
+        return self.round_bf16(self.call(_vec("float", d.count), self.helper("f64_to_odd_f32", st), [(st, x)]), d.count)
       if sb == dtypes.bool or dtypes.is_int(sb):
         conv = "sitofp" if dtypes.is_int(sb) and not dtypes.is_unsigned(sb) else "uitofp"
-        out = self.ins(f"{conv} {st} {x} to {dty}")
-        return self.round_bf16(out, d.count) if db == dtypes.bfloat16 else out
-      if db == dtypes.bfloat16:  # through float32, like the reference: double -> float -> bfloat16
-        f = x if st == ltype(dtypes.float32.vec(d.count)) else self.fp_resize(x, st, _vec("float", d.count))
-        return self.round_bf16(f, d.count)
-      if sb == dtypes.float64 and db == dtypes.float16:
-        return self.call(dty, self.helper("f64_to_f16", st), [(st, x)])
+        return self.ins(f"{conv} {st} {x} to {dty}")
+      if sb == dtypes.float64 and db == dtypes.float16:   # rounded once: a float rounded to odd keeps every bit half needs
+        return self.fp_resize(self.call(_vec("float", d.count), self.helper("f64_to_odd_f32", st), [(st, x)]), _vec("float", d.count), dty)
       return self.fp_resize(x, st, dty)
     # to an int
     if dtypes.is_float(sb): return self.float_to_int(x, st, d)
@@ -283,6 +285,16 @@ class _LLVMKernel:
     conv = self.ins(f"{'fptosi' if signed else 'fptoui'} {st} {safe} to {dty}")
     r = self.ins(f"select {bty} {small}, {dty} {lconst(dty, lo)}, {dty} {conv}")
     return self.ins(f"select {bty} {big}, {dty} {lconst(dty, hi - 1)}, {dty} {r}")
+  def odd_int53(self, x: str, st: str, s: DType) -> str:
+    """A 64-bit integer past 2**53 rounded to odd at bit 11 (its bits below cut, bit 11 set if any was): then exact in a
+    double, from which it rounds once to a narrower float."""
+    bty = _vec("i1", _lanes(st))
+    low = self.ins(f"and {st} {x}, {lconst(st, 0x7ff)}")
+    dropped = self.ins(f"zext {bty} {self.ins(f'icmp ne {st} {low}, {lconst(st, 0)}')} to {st}")
+    odd = self.ins(f"or {st} {self.ins(f'sub {st} {x}, {low}')}, {self.ins(f'shl {st} {dropped}, {lconst(st, 11)}')}")
+    if dtypes.is_unsigned(s): big = self.ins(f"icmp uge {st} {x}, {lconst(st, 2**53)}")
+    else: big = self.ins(f"or {bty} {self.ins(f'icmp sge {st} {x}, {lconst(st, 2**53)}')}, {self.ins(f'icmp sle {st} {x}, {lconst(st, -2**53)}')}")
+    return self.ins(f"select {bty} {big}, {st} {odd}, {st} {x}")
   def fp_resize(self, x: str, st: str, dty: str) -> str:
     if st == dty: return x
     return self.ins(f"{'fpext' if _BITS[_scalar_of(st)] < _BITS[_scalar_of(dty)] else 'fptrunc'} {st} {x} to {dty}")
@@ -437,19 +449,20 @@ def _bf16_round(k: _LLVMKernel, name: str, F: str) -> str:
           f"%r = bitcast {I} %bits to {F}", f"ret {F} %r"]
   return _helper_text(name, F, f"{F} %x", body)
 
-def _f64_to_f16(k: _LLVMKernel, name: str, D: str) -> str:
-  """double -> half rounded once: double -> float rounded to odd (exact in the bits half keeps), then float -> half."""
+def _f64_to_odd_f32(k: _LLVMKernel, name: str, D: str) -> str:
+  """double -> float rounded to odd (toward zero, the last bit set where that dropped anything): rounding it on to half or
+  bfloat16 rounds the double once."""
   n = _lanes(D)
-  F, H, I, B = _vec("float", n), _vec("half", n), _vec("i32", n), _vec("i1", n)
+  F, I, B = _vec("float", n), _vec("i32", n), _vec("i1", n)
   body = [f"%f = fptrunc {D} %x to {F}", f"%back = fpext {F} %f to {D}", f"%exact = fcmp ueq {D} %back, %x",
           f"%ax = call {D} @llvm.fabs.{lsuffix(D)}({D} %x)", f"%aback = call {D} @llvm.fabs.{lsuffix(D)}({D} %back)",
           f"%away = fcmp ogt {D} %aback, %ax", f"%bits = bitcast {F} %f to {I}", f"%dec = sub {I} %bits, {lconst(I, 1)}",
           f"%tz = select {B} %away, {I} %dec, {I} %bits", f"%odd = or {I} %tz, {lconst(I, 1)}", f"%pick = select {B} %exact, {I} %bits, {I} %odd",
-          f"%fo = bitcast {I} %pick to {F}", f"%h = fptrunc {F} %fo to {H}", f"ret {H} %h"]
+          f"%fo = bitcast {I} %pick to {F}", f"ret {F} %fo"]
   k.declare(f"llvm.fabs.{lsuffix(D)}", D, [D])
-  return f"define internal {H} @{name}({D} %x) #1 {{\n" + "\n".join(f"  {line}" for line in body) + "\n}"
+  return f"define internal {F} @{name}({D} %x) #1 {{\n" + "\n".join(f"  {line}" for line in body) + "\n}"
 
-_HELPERS = {"exp2": _exp2_f32, "log2": _log2_f32, "bf16_round": _bf16_round, "f64_to_f16": _f64_to_f16}
+_HELPERS = {"exp2": _exp2_f32, "log2": _log2_f32, "bf16_round": _bf16_round, "f64_to_odd_f32": _f64_to_odd_f32}
 
 # ***** C *****
 
@@ -558,7 +571,18 @@ class _CKernel:
   def cast(self, x: str, s: DType, d: DType) -> str:
     if s == d: return x
     if d == dtypes.bool: return f"({x} != 0)"
-    if d == dtypes.bfloat16: return f"tc_bf16_round((float){x})"
+    if d == dtypes.bfloat16:   # rounded once: through double (exact) and a float rounded to odd where it is not exact
+      if s in (dtypes.float16, dtypes.float32): return f"tc_bf16_round((float){x})"
+      if s in (dtypes.int64, dtypes.uint64):   # past 2**53, to odd at bit 11 first: then exact in a double
+        T = _C[s]
+        self.helpers.setdefault(f"tc_{T}_odd", f"static inline double tc_{T}_odd({T} x) {{\n  {T} lo = x & 0x7ff;\n"
+                                f"  return {'x >= (1ULL << 53)' if s == dtypes.uint64 else '(x >= (1LL << 53) || x <= -(1LL << 53))'} ? "
+                                f"(double)((x - lo) | ((({T})(lo != 0)) << 11)) : (double)x;\n}}")
+        x = f"tc_{T}_odd({x})"
+      self.helpers.setdefault("tc_odd_f32", "static inline float tc_odd_f32(double x) {  /* to odd: on to bfloat16 it rounds x once */\n"
+                              "  float f = (float)x; uint32_t b; memcpy(&b, &f, 4);\n"
+                              "  if ((double)f != x && x == x) { if (fabs((double)f) > fabs(x)) b -= 1; b |= 1u; }\n  memcpy(&f, &b, 4); return f;\n}")
+      return f"tc_bf16_round(tc_odd_f32((double){x}))"
     if dtypes.is_int(d) and dtypes.is_float(s):
       fn = f"tc_f2i_{d.name}"
       if fn not in self.helpers:

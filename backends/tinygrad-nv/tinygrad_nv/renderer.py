@@ -318,6 +318,46 @@ class _Kernel:
 
   # ***** casts *****
 
+  def int_to_f64(self, a: str, src: DType) -> str:
+    """An integer as an f64: exact, 64-bit ones past 2**53 first rounded to odd at bit 11 (the bits below cut, bit 11 set
+    if any was), so rounding the double on to a narrower float rounds the integer once."""
+    d = self.reg("fd")
+    if src.itemsize < 8:
+      self.ins(f"cvt.rn.f64.{op_type(src)} {d}, {a}")
+      return d
+    lo, y, sticky, nz, big, big2 = self.reg("rd"), self.reg("rd"), self.reg("rd"), self.reg("p"), self.reg("p"), self.reg("p")
+    self.ins(f"and.b64 {lo}, {a}, 2047")
+    self.ins(f"setp.ne.u64 {nz}, {lo}, 0")
+    self.ins(f"sub.s64 {y}, {a}, {lo}")
+    self.ins(f"selp.b64 {sticky}, 2048, 0, {nz}")
+    self.ins(f"or.b64 {y}, {y}, {sticky}")
+    if dtypes.is_unsigned(src): self.ins(f"setp.ge.u64 {big}, {a}, {2**53}")
+    else:
+      self.ins(f"setp.ge.s64 {big}, {a}, {2**53}")
+      self.ins(f"setp.le.s64 {big2}, {a}, {-2**53}")
+      self.ins(f"or.pred {big}, {big}, {big2}")
+    self.ins(f"selp.b64 {y}, {y}, {a}, {big}")
+    self.ins(f"cvt.rn.f64.{op_type(src)} {d}, {y}")
+    return d
+
+  def odd_f32(self, out: str, d: str) -> None:
+    """The f64 in d as an f32 rounded to odd (toward zero, the last bit set where that dropped anything): rounded on to
+    bfloat16 it rounds d once. From the nearest f32: one step back toward zero where that rounded away, then the bit."""
+    back, bits, step, away, neg, inexact = self.reg("fd"), self.reg("r"), self.reg("r"), self.reg("p"), self.reg("p"), self.reg("p")
+    self.ins(f"cvt.rn.f32.f64 {out}, {d}")
+    self.ins(f"cvt.f64.f32 {back}, {out}")
+    self.ins(f"setp.neu.f64 {inexact}, {back}, {d}")
+    self.ins(f"setp.gt.f64 {away}, {back}, {d}")
+    self.ins(f"setp.lt.f64 {neg}, {d}, {render_const(0, dtypes.float64)}")
+    self.ins(f"xor.pred {away}, {away}, {neg}")   # past d, away from zero: above a positive d, below a negative one
+    self.ins(f"and.pred {away}, {away}, {inexact}")
+    self.ins(f"mov.b32 {bits}, {out}")
+    self.ins(f"selp.b32 {step}, 1, 0, {away}")
+    self.ins(f"sub.s32 {bits}, {bits}, {step}")
+    self.ins(f"selp.b32 {step}, 1, 0, {inexact}")
+    self.ins(f"or.b32 {bits}, {bits}, {step}")
+    self.ins(f"mov.b32 {out}, {bits}")
+
   def bitcast(self, x: UOp, dt: DType) -> str:
     src, dst, a = x.dtype.scalar, dt.scalar, self.ref(x)
     if src.itemsize != dst.itemsize or dtypes.bool in (src, dst): raise UnsupportedError(f"backend NV cannot bitcast {src.name} to {dst.name}")
@@ -358,6 +398,9 @@ class _Kernel:
       self.ins(f"selp.{'b' + op_type(dst)[1:]} {out}, {one}, {render_const(0, dst)}, {a}")
       return out
     ts, td = op_type(src), op_type(dst)
+    if dst == dtypes.bfloat16 and (src == dtypes.float64 or dtypes.is_int(src)):   # rounded once: through an exact double
+      self.odd_f32(out, self.int_to_f64(a, src) if dtypes.is_int(src) else a)
+      return self.fit(out, dst)
     if dtypes.is_float(dst):
       if dst == dtypes.float16 and src == dtypes.float64:   # one rounding, straight to half
         h = self.reg("h")

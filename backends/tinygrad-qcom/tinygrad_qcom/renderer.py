@@ -142,8 +142,14 @@ class OpenCLRenderer(Renderer):
 HALF_HELPERS = {  # half without cl_khr_fp16: values in float registers, rounded to half through vstore_half_rte
   "tc_half": "inline float tc_half(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }",
   "tc_half_d": "inline float tc_half_d(double x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return vload_half(0, (half*)&h); }",
-  "tc_half_bits": "inline ushort tc_half_bits(float x) { ushort h; vstore_half_rte(x, 0, (half*)&h); return h; }",
-  "tc_half_from_bits": "inline float tc_half_from_bits(ushort h) { return vload_half(0, (half*)&h); }",
+  # a half NaN keeps its bits through a float (vload_half quiets signalling ones, vstore_half makes every NaN 0x7fff): a
+  # bitcast of a half, or a half copied, keeps them
+  "tc_half_bits": "inline ushort tc_half_bits(float x) { uint b = as_uint(x), m = (b >> 13) & 0x3ff; ushort h;\n"
+                  "  if (isnan(x)) return (ushort)(((b >> 16) & 0x8000) | 0x7c00 | (m ? m : 0x200));\n"
+                  "  vstore_half_rte(x, 0, (half*)&h); return h; }",
+  "tc_half_from_bits": "inline float tc_half_from_bits(ushort h) {\n"
+                       "  if ((h & 0x7fff) > 0x7c00) return as_float(((uint)(h & 0x8000) << 16) | 0x7f800000u | ((uint)(h & 0x3ff) << 13));\n"
+                       "  return vload_half(0, (half*)&h); }",
 }
 
 class _Kernel:
@@ -250,7 +256,7 @@ class _Kernel:
       return f"read_image{'h' if dt == dtypes.float16 and self.ren.fp16 else 'f'}({self.ref(buf)}, smp, {coord}).x"
     at = f"{self.ref(buf)}[{self.ref(idx.src[1])}]"
     if dt == dtypes.bool: return f"({at} != 0)"
-    if dt == dtypes.float16 and not self.ren.fp16: return f"vload_half({self.ref(idx.src[1])}, {self.ref(buf)})"
+    if dt == dtypes.float16 and not self.ren.fp16: return f"tc_half_from_bits(((__global ushort*){self.ref(buf)})[{self.ref(idx.src[1])}])"
     return at
 
   def store(self, idx: UOp, val: UOp) -> str:
@@ -260,7 +266,7 @@ class _Kernel:
       coord = f"(int2)((int){self.ref(idx.src[1])}, (int){self.ref(idx.src[2])})"
       h = dt == dtypes.float16 and self.ren.fp16
       return f"write_image{'h' if h else 'f'}({self.ref(buf)}, {coord}, ({'half4' if h else 'float4'})({v}, 0, 0, 0));"
-    if dt == dtypes.float16 and not self.ren.fp16: return f"vstore_half_rte({v}, {self.ref(idx.src[1])}, {self.ref(buf)});"
+    if dt == dtypes.float16 and not self.ren.fp16: return f"((__global ushort*){self.ref(buf)})[{self.ref(idx.src[1])}] = tc_half_bits({v});"
     return f"{self.ref(buf)}[{self.ref(idx.src[1])}] = {'(uchar)' if dt == dtypes.bool else ''}{v};"
 
   # ***** conversions *****
@@ -291,7 +297,10 @@ class _Kernel:
   def alu(self, op: Ops, dt: DType, srcs: tuple[UOp, ...]) -> str:
     s = [self.ref(x) for x in srcs]
     t = srcs[-1].dtype.scalar   # the operands' dtype (comparisons return bool)
-    if op is Ops.WHERE: return f"({s[0]} ? {s[1]} : {s[2]})"
+    if op is Ops.WHERE:
+      # floats by select(): pocl's compiler turns (x > 0 ? -0.0f : x) into a min that returns -0.0 for x = +0.0
+      if dtypes.is_float(t): return f"select({s[2]}, {s[1]}, ({ {'float': 'int', 'double': 'long', 'half': 'short'}[self.reg(t)] }){s[0]})"
+      return f"({s[0]} ? {s[1]} : {s[2]})"
     if op in GroupOp.Comparison: return f"({s[0]} {({Ops.CMPLT: '<', Ops.CMPNE: '!=', Ops.CMPEQ: '=='})[op]} {s[1]})"
     if t == dtypes.bool:
       boolean = {Ops.ADD: "|", Ops.OR: "|", Ops.MAX: "|", Ops.MUL: "&", Ops.AND: "&", Ops.XOR: "^", Ops.SUB: "^"}

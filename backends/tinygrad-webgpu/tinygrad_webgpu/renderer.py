@@ -203,9 +203,9 @@ fn f16_root(x: f32, r: f32) -> f32 {
 }
 fn bf16_to_f32(h: u32) -> f32 { return bitcast<f32>((h & 0xffffu) << 16u); }
 fn bf16_bits(x: f32) -> u32 {
-  // nearest bfloat16, ties to even; NaN stays a NaN, made quiet (the reference semantics)
+  // nearest bfloat16, ties to even; NaN stays a NaN: a bfloat16 NaN's bits as they are, another made quiet
   let b = bitcast<u32>(x);
-  if ((b & 0x7fffffffu) > 0x7f800000u) { return ((b >> 16u) | 0x40u) & 0xffffu; }
+  if ((b & 0x7fffffffu) > 0x7f800000u) { return ((b >> 16u) | select(0u, 0x40u, (b & 0xffffu) != 0u)) & 0xffffu; }
   return (b + 0x7fffu + ((b >> 16u) & 1u)) >> 16u;
 }
 fn bf16_round(x: f32) -> f32 { return bf16_to_f32(bf16_bits(x)); }
@@ -220,6 +220,12 @@ fn imod_i32(a: i32, b: i32) -> i32 {
   let r = imod_u32(magnitude(a), magnitude(b));   // the remainder takes the sign of a (truncating division)
   return bitcast<i32>(select(r, 0u - r, a < 0));
 }
+fn odd8_u32(a: u32) -> u32 {
+  // past 2^24 (where f32 rounds), rounded to odd at bit 8: its bits below cut, bit 8 set if any was; then exact in f32,
+  // from which it rounds once to bfloat16
+  return select(a, (a & 0xffffff00u) | select(0u, 0x100u, (a & 0xffu) != 0u), a >= 0x1000000u);
+}
+fn odd8_i32(a: i32) -> i32 { return select(a, (a & -256i) | select(0i, 256i, (a & 255i) != 0i), a >= 0x1000000i || a <= -0x1000000i); }
 fn idiv_u32(a: u32, b: u32) -> u32 { return select(a / select(b, 1u, b == 0u), 0u, b == 0u); }
 fn imod_u32(a: u32, b: u32) -> u32 { return select(a % select(b, 1u, b == 0u), 0u, b == 0u); }
 """
@@ -488,6 +494,7 @@ class _Kernel:
     if dt == dtypes.bool: return f"((bitcast<u32>({a}) & 0x7fffffffu) != 0u)" if isf else f"({a} != {render_const(0, src)})"
     if src == dtypes.bool: return f"select({render_const(0, dt)}, {render_const(1, dt)}, {a})"
     if dtypes.is_float(dt.scalar):   # from a float: the value is exact in f32; from an int: f32 rounds it (ints up to 2^24 exactly)
+      if dt == dtypes.bfloat16 and src in (dtypes.int32, dtypes.uint32): a = f"odd8_{wgsl_type(x.dtype)}({a})"   # rounded once
       return round_to(a if isf else f"f32({a})", dt.scalar)
     if isf and dt.scalar in SMALL_INTS:   # saturate to the small range (the value is in i32/u32 range then)
       lo, hi = (-(1 << (SMALL_INTS[dt.scalar] - 1)), (1 << (SMALL_INTS[dt.scalar] - 1)) - 1) if signed(dt.scalar) else (0, (1 << SMALL_INTS[dt.scalar]) - 1)

@@ -257,7 +257,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   rngs = [u for u in order if u.op is Ops.RANGE and (u.arg[1] == AxisType.GLOBAL or u in reduce_rngs) and _const_size(u)]
   accesses = [u.src[0].src[1] for u in order if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX]
   loads = [u for u in order if u.op is Ops.LOAD]
-  overlap = sink.arg != "aliased" and not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})
+  overlap = not ({u.src[0].src[0] for u in order if u.op is Ops.STORE} & {u.src[0].src[0] for u in loads})   # no in-place update
   red_trips = {r: _const_size(r) for r in reduce_rngs}
   spans = functools.cache(lambda i, r, W: _span_offsets(_ungated(i), r, W) is not None)
   def vec_score(r: UOp, weighted: bool) -> int:

@@ -3,10 +3,12 @@ import zlib
 from tinycore.runtime.builtin import PythonProgram
 from tinycore.runtime.device import Driver
 from tinycore.runtime.errors import CompileError
+from tinycore.runtime.plugin import instance_name
 from tinygrad_example.assembler import MAGIC
 
 class ExampleDriver(Driver):
-  def __init__(self, index: int = 0): super().__init__("EXAMPLE")   # a real driver opens GPU number `index` here
+  # a real driver opens GPU number `index` here; the name ("EXAMPLE", "EXAMPLE:1", ...) says which one in every error
+  def __init__(self, index: int = 0): super().__init__(instance_name("EXAMPLE", index))
   def load(self, name: str, binary: bytes, spec=None) -> PythonProgram:
     try:
       if not binary.startswith(MAGIC): raise ValueError("bad magic header")
