@@ -1,6 +1,6 @@
 """tinygrad-nv: ptxas accepts every kernel of the reference workloads for sm_90 and sm_80, the emulator's PTX semantics, launches."""
 from __future__ import annotations
-import itertools, os, re, subprocess, sys
+import itertools, json, os, re, subprocess, sys
 import numpy as np
 import pytest
 
@@ -243,3 +243,122 @@ def test_no_gpu_error_names_what_is_missing(monkeypatch):
   monkeypatch.delenv("NV_EMULATE")
   with pytest.raises(DeviceError, match=r"libcuda\.so\.1.*NV_EMULATE=1"): driver.NVDriver(0)
   assert driver.gpu_count() == 0
+
+# ***** the emulator follows the PTX ISA and the measured hardware, not the core's definition *****
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+PTX_TYPE = {np.float32: "f32", np.float64: "f64", np.int32: "s32", np.uint32: "u32", np.int64: "s64", np.uint64: "u64"}
+REG = {"f32": "f", "f64": "fd", "s32": "r", "u32": "r", "s64": "rd", "u64": "rd"}
+
+def emulate(instr: str, out: str, *args: np.ndarray) -> np.ndarray:
+  """`instr` (with {d} for its destination, {a} {b} {c} for its operands, registers of the operands' types) run by one
+  thread per element of the arrays; the destinations as a numpy array of type `out`."""
+  from tinygrad_nv.emulator import NP
+  tys = [PTX_TYPE[a.dtype.type] for a in args]
+  lines = ["mov.u32 %r7, %tid.x;"]
+  for i, ty in enumerate([out, *tys]):
+    lines += [f"ld.param.u64 %ad{i}, [data{i}];", f"mul.wide.u32 %ad{8 + i}, %r7, {np.dtype(NP[ty]).itemsize};", f"add.s64 %ad{i}, %ad{i}, %ad{8 + i};"]
+  lines += [f"ld.global.{ty} %{REG[ty]}{i}, [%ad{i}];" for i, ty in enumerate(tys, 1)]
+  lines += [instr.format(d=f"%{REG[out]}0", **{k: f"%{REG[ty]}{i}" for k, i, ty in zip("abc", range(1, 4), tys)}) + ";",
+            f"st.global.{out} [%ad0], %{REG[out]}0;", "ret;"]
+  params = ", ".join(f".param .u64 data{i}" for i in range(len(args) + 1))
+  regs = ".reg .f32 %f<4>;\n.reg .f64 %fd<4>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n.reg .b64 %ad<16>;\n.reg .pred %p<2>;\n"
+  ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({params})\n{{\n{regs}" + "\n".join(lines) + "\n}"
+  mem, n = EmulatedMemory(), len(args[0])
+  addrs = [mem.alloc(n * np.dtype(NP[out]).itemsize)] + [mem.alloc(a.nbytes) for a in args]
+  for addr, a in zip(addrs[1:], args): mem.span(addr, a.nbytes)[:] = a.view(np.uint8)
+  EmulatedKernel(ptx, "k", mem)({f"data{i}": a for i, a in enumerate(addrs)}, (1, 1, 1), (n, 1, 1))
+  return mem.span(addrs[0], n * np.dtype(NP[out]).itemsize).view(NP[out]).copy()
+
+def f32(*xs) -> np.ndarray: return np.array(xs, np.float32)
+def bits(x: np.ndarray) -> list[int]: return x.view(np.uint32 if x.itemsize == 4 else np.uint64).tolist()
+
+def test_emulator_reproduces_the_h100_cvt_table():
+  """cvt.rzi from f32 and f64 into every integer width over NaN, +-inf, out-of-range and rounding inputs: the emulator gives
+  exactly what an H100 gave (NaN from an f64 or into 64 bits is 1 << (bits - 1), not 0: the ISA's Integer Notes)."""
+  from tinygrad_nv import cvt_edges
+  with open(os.path.join(DATA, "h100_cvt_rzi.json")) as f: h100 = json.load(f)
+  assert h100["inputs"] == cvt_edges.INPUTS and sorted(h100["results"]) == sorted(cvt_edges.PAIRS)
+  assert cvt_edges.differences(cvt_edges.on_emulator(), h100) == []
+
+@pytest.mark.parametrize("src", [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64], ids=lambda d: d.name)
+def test_float_to_int_casts_of_edge_values_give_the_definition(src):
+  """The renderer makes the hardware's conversions give the core's definition (saturating, NaN -> 0) for every integer
+  dtype, on the emulator that gives the hardware's NaN results."""
+  from tinycore.uop import exec_cast
+  from tinygrad_nv import cvt_edges
+  x = np.array([float(v) for v in cvt_edges.INPUTS], np.float32)
+  ints = [d for d in sorted(PTXRenderer.supported_dtypes, key=lambda d: d.name) if dtypes.is_int(d)]
+  xs = Tensor(x, device="NV").cast(src).realize()
+  outs = [xs.cast(d) for d in ints]
+  Tensor.realize_all(*outs)
+  for d, got in zip(ints, outs):
+    want = exec_cast(exec_cast(x, dtypes.float32, src), src, d)
+    assert got.numpy().tolist() == want.tolist(), f"{src.name} -> {d.name} over {cvt_edges.INPUTS}"
+
+def test_emulator_min_max_follow_the_isa():
+  """min/max.f32: a NaN operand loses to a number, two NaNs give the canonical NaN, .NaN makes any NaN win, +0.0 > -0.0."""
+  nan, payload = np.float32(np.nan), np.uint32(0x7FC00001).view(np.float32)
+  a, b = f32(nan, 1, payload, -0.0, 0.0, 3), f32(1, nan, nan, 0.0, -0.0, 2)
+  assert bits(emulate("max.f32 {d}, {a}, {b}", "f32", a, b)) == bits(f32(1, 1, 0, 0.0, 0.0, 3)[:2]) + [0x7FFFFFFF] + bits(f32(0.0, 0.0, 3))
+  assert bits(emulate("min.f32 {d}, {a}, {b}", "f32", a, b)) == bits(f32(1, 1)) + [0x7FFFFFFF] + bits(f32(-0.0, -0.0, 2))
+  assert bits(emulate("max.NaN.f32 {d}, {a}, {b}", "f32", a, b))[:3] == [0x7FFFFFFF] * 3
+
+def test_emulator_integer_division_by_zero_is_not_the_definitions_zero():
+  """The ISA leaves x / 0 and x % 0 unspecified: the emulator gives all bits set and x, never the core's 0, so a kernel
+  that skips the renderer's zero guard fails here; and division truncates."""
+  a, b = np.array([7, -7, -7, 7], np.int32), np.array([0, 0, 2, -2], np.int32)
+  assert emulate("div.s32 {d}, {a}, {b}", "s32", a, b).tolist() == [-1, -1, -3, -3]
+  assert emulate("rem.s32 {d}, {a}, {b}", "s32", a, b).tolist() == [7, -7, -1, 1]
+  assert emulate("div.u32 {d}, {a}, {b}", "u32", np.array([7, 9], np.uint32), np.array([0, 2], np.uint32)).tolist() == [2**32 - 1, 4]
+
+def test_emulator_bfe_follows_the_isa():
+  a = np.array([0xF0, 0xF0, 0xF0, -(2**31), 0x7FFFFFFF, 0xF0], np.int32)
+  pos, ln = np.array([4, 4, 4, 40, 28, 260], np.uint32), np.array([4, 0, 3, 8, 8, 4], np.uint32)   # pos and len are taken & 0xff
+  assert emulate("bfe.s32 {d}, {a}, {b}, {c}", "s32", a, pos, ln).tolist() == [-1, 0, -1, -1, 7, -1]
+  assert emulate("bfe.u32 {d}, {a}, {b}, {c}", "u32", a.view(np.uint32), pos, ln).tolist() == [15, 0, 7, 0, 7, 15]
+
+def test_emulator_approximations_err_as_far_as_the_isa_allows():
+  """ex2/lg2.approx.f32 are not exact on the hardware: the emulator errs by the ISA's bound (ex2: 2 ulp; lg2: 2**-22
+  absolute in (0.5, 2), relative elsewhere) in both directions, and gives the ISA's special values exactly."""
+  x = np.random.default_rng(0).uniform(-100, 100, 4096).astype(np.float32)
+  want = np.exp2(x.astype(np.float64))
+  ulps = (emulate("ex2.approx.f32 {d}, {a}", "f32", x) - want) / np.spacing(want.astype(np.float32)).astype(np.float64)
+  assert np.all(np.abs(ulps) <= 2.5) and ulps.max() > 1.5 and ulps.min() < -1.5
+  y = np.abs(x) / 40
+  err = emulate("lg2.approx.f32 {d}, {a}", "f32", y).astype(np.float64) - np.log2(y.astype(np.float64))
+  bound = np.where((y > 0.5) & (y < 2), 2.0**-22, 2.0**-22 * np.abs(np.log2(y.astype(np.float64))))
+  assert np.all(np.abs(err) <= bound) and (err / bound).max() > 0.9 and (err / bound).min() < -0.9
+  specials = f32(-np.inf, -0.0, 0.0, np.inf, np.nan, -1)
+  assert emulate("ex2.approx.f32 {d}, {a}", "f32", specials).tolist()[:4] == [0.0, 1.0, 1.0, np.inf]
+  got = emulate("lg2.approx.f32 {d}, {a}", "f32", specials)
+  assert np.isnan(got[[0, 4, 5]]).all() and got[1:4].tolist() == [-np.inf, -np.inf, np.inf]
+  sub = f32(1e-40)   # subnormal inputs are supported unless .ftz
+  assert emulate("lg2.approx.f32 {d}, {a}", "f32", sub)[0] > -133 and emulate("lg2.approx.ftz.f32 {d}, {a}", "f32", sub)[0] == -np.inf
+
+def test_emulator_float_modifiers_and_nans():
+  """fma rounds once; .ftz flushes subnormals, which are kept otherwise; .sat clamps to [0, 1] with NaN -> 0; an f32 NaN
+  result is the canonical NaN, an f64 one keeps its payload; a cvt from f64 NaN into s32 gives INT_MIN."""
+  a = f32(1 + 2**-12)
+  got = emulate("fma.rn.f32 {d}, {a}, {b}, {c}", "f32", a, a, f32(2**-70))
+  assert got[0] == np.float32(1 + 2**-11 + 2**-23)   # a*a is a tie 1 + 2**-11 + 2**-24: the tiny c decides it upward
+  tiny = f32(1e-39, 0.7, np.nan)
+  assert emulate("add.f32 {d}, {a}, {b}", "f32", tiny, f32(0, 0.7, 1)).tolist()[:2] == [np.float32(1e-39), np.float32(1.4)]
+  assert emulate("add.ftz.f32 {d}, {a}, {b}", "f32", tiny, f32(0, 0, 0)).tolist()[0] == 0.0
+  assert emulate("add.sat.f32 {d}, {a}, {b}", "f32", tiny, f32(0, 0.7, 1)).tolist() == [np.float32(1e-39), 1.0, 0.0]
+  assert bits(emulate("add.f32 {d}, {a}, {b}", "f32", np.uint32([0xFFC00001]).view(np.float32), f32(1))) == [0x7FFFFFFF]
+  payload = np.uint64([0x7FF8000000000123]).view(np.float64)
+  assert bits(emulate("add.f64 {d}, {a}, {b}", "f64", payload, np.float64([1]))) == [0x7FF8000000000123]
+  assert emulate("cvt.rzi.s32.f64 {d}, {a}", "s32", np.float64([np.nan, 2.9])).tolist() == [-(2**31), 2]
+  assert emulate("cvt.rpi.s32.f32 {d}, {a}", "s32", f32(1e-40)).tolist() == [1]
+  assert emulate("cvt.rpi.ftz.s32.f32 {d}, {a}", "s32", f32(1e-40)).tolist() == [0]
+  assert emulate("cvt.rn.sat.f32.f64 {d}, {a}", "f32", np.float64([2.0, np.nan, -1, 0.25])).tolist() == [1.0, 0.0, 0.0, 0.25]
+
+@pytest.mark.parametrize("instr", ["add.rz.f32 {d}, {a}, {b}", "div.approx.f32 {d}, {a}, {b}", "div.f32 {d}, {a}, {b}",
+                                   "max.xorsign.abs.f32 {d}, {a}, {b}", "cvt.f32.f64 {d}, {a}", "sqrt.approx.f32 {d}, {a}"])
+def test_emulator_refuses_what_it_does_not_implement(instr):
+  """A modifier the emulator does not implement, or a missing rounding modifier the ISA requires, is an error naming it:
+  never the instruction without it."""
+  ops = [np.float64([1.0])] if "f32.f64" in instr else [f32(1.0)] * (instr.count("{") - 1)
+  with pytest.raises(EmulatorError, match=r"modifier \.\w+ of \w+ is not implemented|rounding modifier|only \.approx"):
+    emulate(instr, "f32", *ops)
