@@ -139,7 +139,9 @@ class Buffer:
 class Driver:
   """Opens a device and loads binaries into programs. `load` returns a callable:
   program(*bufs, global_size, local_size, vals, wait) -> seconds if wait else None.
-  `description` names the hardware it opened (`tinycore devices` shows it), e.g. an adapter and the API behind it."""
+  `description` names the hardware it opened (`tinycore devices` shows it), e.g. an adapter and the API behind it.
+  Optional: `graph(launches) -> replay`, launches of its programs as one submission (TinyJit uses it; see
+  docs/writing-a-backend.md, section 5)."""
   description = ""
   def __init__(self, device: str): self.device = device
   def load(self, name: str, binary: bytes, spec: Any) -> Any: raise NotImplementedError
