@@ -362,3 +362,20 @@ def test_emulator_refuses_what_it_does_not_implement(instr):
   ops = [np.float64([1.0])] if "f32.f64" in instr else [f32(1.0)] * (instr.count("{") - 1)
   with pytest.raises(EmulatorError, match=r"modifier \.\w+ of \w+ is not implemented|rounding modifier|only \.approx"):
     emulate(instr, "f32", *ops)
+
+def test_jit_replays_through_the_emulators_graph(monkeypatch):
+  """TinyJit's graph path (Driver.graph) on the emulator: the graph is made once, at the first replay, and each replay
+  with new inputs and a new Variable value computes what the function computes."""
+  from tinycore import TinyJit, Variable
+  made = []
+  drv = Device["NV"].driver
+  monkeypatch.setattr(drv, "graph", lambda launches, real=drv.graph: made.append(len(launches)) or real(launches))
+  w = Tensor(np.linspace(-1, 1, 48, dtype=np.float32).reshape(6, 8), device="NV").realize()
+  @TinyJit
+  def step(x, n): return ((x.shrink(((0, n), None)) @ w.T).relu().contiguous() * 2).sum(axis=1).contiguous().exp()
+  rng = np.random.default_rng(0)
+  for k in (3, 4, 5, 2, 5):
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    got = step(Tensor(x, device="NV"), Variable("n", 1, 5).bind(k)).numpy()
+    np.testing.assert_allclose(got, np.exp((np.maximum(x[:k] @ w.numpy().T, 0) * 2).sum(axis=1)), rtol=1e-5, atol=1e-5)
+  assert len(made) == 1 and made[0] >= 2, made
