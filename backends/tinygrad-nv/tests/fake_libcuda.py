@@ -41,6 +41,7 @@ const char *fake_log(void) { logbuf[loglen] = 0; return logbuf; }
 CUresult cuInit(unsigned f) { HIT; return 0; }
 CUresult cuGetErrorString(CUresult e, const char **s) { HIT; *s = "fake error"; return 0; }
 CUresult cuDeviceGetCount(int *n) { HIT; *n = 2; return 0; }
+CUresult cuDriverGetVersion(int *v) { HIT; *v = 13000; return 0; }
 CUresult cuDeviceGet(int *d, int i) { HIT; *d = i; return 0; }
 CUresult cuDeviceGetName(char *s, int n, int d) { HIT; snprintf(s, n, "fake GPU %d", d); return 0; }
 CUresult cuDeviceGetAttribute(int *v, int attr, int d) { HIT; *v = attr == 75 ? 9 : 0; return 0; }
