@@ -130,11 +130,11 @@ def test_gpu_proof_without_a_gpu_runs_what_it_can_and_names_what_is_missing(monk
 
 def test_gpu_proof_steps_have_time_limits_and_never_stop_the_proof(tmp_path):
   """A step past its limit is ended with everything it started, one that fails or cannot run is recorded, and every step
-  after still runs; a background step runs beside them; RESULT lines become the step's figures."""
+  after still runs; a background step runs beside them; RESULT lines and pytest's per-test lines become the step's figures."""
   import sys, time
   gp = load_gpu_proof()
   py = sys.executable
-  slow = "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print('RESULT {\"child\": %d}' % c.pid, flush=True); time.sleep(60)"
+  slow = "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print('RESULT {\"child\": %d}' % c.pid); print('t.py::test_a PASSED'); print('t.py::test_b FAILED', flush=True); time.sleep(60)"
   steps = [gp.Step("slow", [py, "-c", slow], cap=3, floor=0), gp.Step("fails", [py, "-c", "raise SystemExit(3)"], cap=30, floor=0),
            gp.Step("cannot", [py, "-c", "pass"], cap=30, missing="needs an NVIDIA GPU: none here"),
            gp.Step("beside", [py, "-c", "print('RESULT {\"b\": 1}')"], cap=30, background=True),
@@ -144,6 +144,8 @@ def test_gpu_proof_steps_have_time_limits_and_never_stop_the_proof(tmp_path):
   assert time.perf_counter() - st < 40
   assert [(n, r.status) for n, r in got.items()] == [("slow", "timeout"), ("fails", "failed"), ("cannot", "skipped"), ("beside", "passed"), ("ok", "passed")]
   assert got["cannot"].why == "needs an NVIDIA GPU: none here" and got["ok"].figures == {"y": 2} and got["beside"].figures == {"b": 1}
+  # a step cut short keeps what its pytest -vv output got to
+  assert got["slow"].figures["failed tests"] == ["t.py::test_b"] and got["slow"].figures["passed so far"] == 1
   child = got["slow"].figures["child"]
   time.sleep(0.5)
   try: state = Path(f"/proc/{child}/status").read_text()

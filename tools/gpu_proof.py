@@ -105,6 +105,9 @@ def result(step: Step, status: str, seconds: float, log: Path) -> Result:
   if (m := re.search(r"^total\s+(\d+)\s+(\d+)\s+(\d+)", text, re.M)): figures.update(passed=int(m[1]), failed=int(m[2]), skipped=int(m[3]))
   elif (m := re.search(r"=+ (.*(?:passed|failed|error).*) in [\d.]+s", text)):
     figures.update({k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|error)", m[1])})
+  elif (verbose := re.findall(r"^(\S+::\S+) (PASSED|FAILED|SKIPPED|ERROR)", text, re.M)):   # cut short: what pytest -vv got to
+    figures.update({f"{k.lower()} so far": sum(1 for _, v in verbose if v == k) for k in ("PASSED", "FAILED", "SKIPPED", "ERROR")})
+  if (failed := [t for t, v in re.findall(r"^(\S+::\S+) (FAILED|ERROR)", text, re.M)]): figures["failed tests"] = failed[:60]
   if (m := re.search(r"test accuracy ([\d.]+)% on (\w+) after ([\d.]+) s of training \((\d+) images/s\)", text)):
     figures.update(accuracy_percent=float(m[1]), dataset=m[2], train_seconds=float(m[3]), images_per_s=int(m[4]))
   why = "" if status == "passed" else f"exceeded its {seconds:.0f} s limit" if status == "timeout" else "exit status not 0"
