@@ -168,6 +168,9 @@ def test_launch_slices_tall_grids():
   assert all(g[1] <= 65535 and g[2] <= 65535 for g, *_ in got)
   covered = sorted((z0 + z, y0 + y) for g, _, y0, z0 in got for z in range(g[2]) for y in range(g[1]))
   assert covered == [(z, y) for z in range(3) for y in range(70000)]
+  # without a local_size a kernel of thread blocks gets blocks of one thread: three sizes each, never more (a longer
+  # tuple would shift every later argument of cuLaunchKernel)
+  assert launches(src, (16, 1, 1), None) == [((16, 1, 1), (1, 1, 1), 0, 0)] and launches(src, (4,), (8,)) == [((4, 1, 1), (8, 1, 1), 0, 0)]
 
 def test_tall_launch_runs():
   """A kernel whose second global dimension is past 65535 computes every element (on the emulator)."""
@@ -254,8 +257,11 @@ def emulate(instr: str, out: str, *args: np.ndarray) -> np.ndarray:
   """`instr` (with {d} for its destination, {a} {b} {c} for its operands, registers of the operands' types) run by one
   thread per element of the arrays; the destinations as a numpy array of type `out`."""
   from tinygrad_nv.emulator import NP
+  n = len(args[0])
+  block = min(n, 256)
+  args = tuple(np.concatenate([a, np.zeros(-n % block, a.dtype)]) for a in args)   # whole blocks of up to 256 threads
   tys = [PTX_TYPE[a.dtype.type] for a in args]
-  lines = ["mov.u32 %r7, %tid.x;"]
+  lines = ["mov.u32 %r7, %tid.x;", "mov.u32 %r6, %ctaid.x;", "mov.u32 %r5, %ntid.x;", "mad.lo.s32 %r7, %r6, %r5, %r7;"]
   for i, ty in enumerate([out, *tys]):
     lines += [f"ld.param.u64 %ad{i}, [data{i}];", f"mul.wide.u32 %ad{8 + i}, %r7, {np.dtype(NP[ty]).itemsize};", f"add.s64 %ad{i}, %ad{i}, %ad{8 + i};"]
   lines += [f"ld.global.{ty} %{REG[ty]}{i}, [%ad{i}];" for i, ty in enumerate(tys, 1)]
@@ -264,11 +270,11 @@ def emulate(instr: str, out: str, *args: np.ndarray) -> np.ndarray:
   params = ", ".join(f".param .u64 data{i}" for i in range(len(args) + 1))
   regs = ".reg .f32 %f<4>;\n.reg .f64 %fd<4>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n.reg .b64 %ad<16>;\n.reg .pred %p<2>;\n"
   ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({params})\n{{\n{regs}" + "\n".join(lines) + "\n}"
-  mem, n = EmulatedMemory(), len(args[0])
-  addrs = [mem.alloc(n * np.dtype(NP[out]).itemsize)] + [mem.alloc(a.nbytes) for a in args]
+  mem, padded = EmulatedMemory(), len(args[0])
+  addrs = [mem.alloc(padded * np.dtype(NP[out]).itemsize)] + [mem.alloc(a.nbytes) for a in args]
   for addr, a in zip(addrs[1:], args): mem.span(addr, a.nbytes)[:] = a.view(np.uint8)
-  EmulatedKernel(ptx, "k", mem)({f"data{i}": a for i, a in enumerate(addrs)}, (1, 1, 1), (n, 1, 1))
-  return mem.span(addrs[0], n * np.dtype(NP[out]).itemsize).view(NP[out]).copy()
+  EmulatedKernel(ptx, "k", mem)({f"data{i}": a for i, a in enumerate(addrs)}, (padded // block, 1, 1), (block, 1, 1))
+  return mem.span(addrs[0], padded * np.dtype(NP[out]).itemsize).view(NP[out])[:n].copy()
 
 def f32(*xs) -> np.ndarray: return np.array(xs, np.float32)
 def bits(x: np.ndarray) -> list[int]: return x.view(np.uint32 if x.itemsize == 4 else np.uint64).tolist()

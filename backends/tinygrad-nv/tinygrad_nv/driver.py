@@ -16,7 +16,7 @@ def launches(src: str, global_size, local_size) -> list[tuple[tuple[int, int, in
   are cut into slices (the kernel adds its slice's first block), never truncated."""
   g = tuple(int(x) for x in global_size) + (1,) * (3 - len(global_size))
   if LAUNCH_GROUPS in src:
-    block = tuple(int(x) for x in (local_size or (1, 1, 1))) + (1,) * (3 - len(local_size or ()))
+    block = tuple(int(x) for x in (local_size or ())) + (1,) * (3 - len(local_size or ()))
     grid = g
   else:
     if local_size is not None and math.prod(local_size) != 1:
