@@ -233,9 +233,17 @@ def test_low_and_high_precision_math(renderer, dt):
   a, b = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
   for fn in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.abs().sqrt(), lambda x, y: x.maximum(y)):
     same(fn(cpu(a).cast(dt), cpu(b).cast(dt)).numpy(), fn(python(a).cast(dt), python(b).cast(dt)).numpy())
-  for fn in (lambda x, y: x.exp(), lambda x, y: x.abs().log(), lambda x, y: x.sin(), lambda x, y: x.sum(1), lambda x, y: x @ y.T):
+  for fn in (lambda x, y: x.exp(), lambda x, y: x.abs().log(), lambda x, y: x.sin(), lambda x, y: x.sum(1)):
     got, ref = fn(cpu(a).cast(dt), cpu(b).cast(dt)), fn(python(a).cast(dt), python(b).cast(dt))
     np.testing.assert_allclose(got.cast(dtypes.float32).numpy(), ref.cast(dtypes.float32).numpy(), rtol=1e-2 if dt != dtypes.float64 else 1e-6, atol=1e-2)
+  # a 16-bit matmul: the CPU rounds each product to the dtype, PYTHON's tensor core keeps it exact (summed in float32):
+  # each within its own error of the float64 product of the same inputs, relative to the terms' magnitudes
+  x, y = cpu(a).cast(dt), cpu(b).cast(dt)
+  xs, ys = x.cast(dtypes.float64).numpy(), y.cast(dtypes.float64).numpy()
+  eps = {dtypes.float16: 2.0 ** -11, dtypes.bfloat16: 2.0 ** -8}.get(dt, 2.0 ** -24 if dt == dtypes.float32 else 2.0 ** -53)
+  for got in ((x @ y.T), (python(a).cast(dt) @ python(b).cast(dt).T)):
+    bound = (a.shape[1] + 2) * eps * (np.abs(xs) @ np.abs(ys).T) + 2 * eps * np.abs(xs @ ys.T)
+    assert np.all(np.abs(got.cast(dtypes.float64).numpy() - xs @ ys.T) <= bound), dt
 
 def test_bitcasts(renderer):
   for src, dst in [(dtypes.float32, dtypes.int32), (dtypes.int32, dtypes.float32), (dtypes.float16, dtypes.int16), (dtypes.bfloat16, dtypes.uint16),
