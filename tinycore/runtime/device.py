@@ -152,6 +152,9 @@ class Assembler:
   target: str = ""   # part of the disk-cache key: the ISA/CPU the bytes are for
   def __init__(self, renderer: Any = None): self.renderer = renderer
   def assemble(self, src: str) -> bytes: return src.encode()
+  def disassemble(self, binary: bytes) -> str | None:
+    """The bytes `assemble` made as readable machine code (VIZ shows it); None where there is no disassembler."""
+    return None
 
 # ***** the device registry *****
 
