@@ -140,6 +140,7 @@ def test_timeline_columns_of_a_chrome_trace():
   ints = np.frombuffer(body, np.uint32, offset=8 * (2 * n + 2 * c))
   assert [meta["names"][i] for i in ints[:n]] == ["run", "inner", "a", "b"] and ints[n:].tolist() == [2, 3], "the arrow from a to b"
   assert meta["counters"] == [{"device": "GPU", "name": "memory", "bytes": True, "start": 0, "end": 2, "max": 64.0}]
+  with pytest.raises(ValueError, match="Chrome's trace format requires"): viz.timeline({"traceEvents": [{"ph": "X", "pid": 1, "tid": 2}]})
   empty, body, _ = viz.timeline(None)
   assert (empty["spans"], empty["flows"], empty["end"], body) == (0, 0, 0.0, b"")
 

@@ -48,58 +48,71 @@ def timeline(chrome: dict | None) -> tuple[dict, bytes, list[dict]]:
   """A Chrome trace's spans ("X" events) as typed columns: (meta, their bytes, the spans in column order).
 
   Tracks are (process, thread) pairs in their sort order; spans are sorted by track, then start, longest first. Columns,
-  in this order in the bytes: start and length of each span (float64, microseconds from the first event), its name (uint32
-  into meta["names"]); each flow arrow's first and last span (uint32); each counter's times and values (float64). meta
-  gives the counts, each track's [start, end) and each counter series' [start, end)."""
-  by: dict[str, list[dict]] = {"M": [], "X": [], "s": [], "f": [], "C": []}   # one pass over what may be millions of events
-  for e in (chrome or {}).get("traceEvents", []):
-    if isinstance(e, dict) and (got := by.get(e.get("ph"))) is not None: got.append(e)
-  meta_of = lambda what: {(e.get("pid"), e.get("tid")): e.get("args", {}) for e in by["M"] if e.get("name") == what}
-  procs, threads = {p: a.get("name") for (p, _), a in meta_of("process_name").items()}, {k: a.get("name") for k, a in meta_of("thread_name").items()}
-  psort, tsort = {p: a.get("sort_index", 0) for (p, _), a in meta_of("process_sort_index").items()}, {k: a.get("sort_index", 0) for k, a in meta_of("thread_sort_index").items()}
-  spans = by["X"]
-  t0 = min((float(e["ts"]) for ph in "XsfC" for e in by[ph]), default=0.0)
-  keys = sorted({(e.get("pid"), e.get("tid")) for e in spans}, key=lambda k: (psort.get(k[0], 0), str(k[0]), tsort.get(k, 0), str(k[1])))
+  in this order in the bytes: start and length of each span (float64, microseconds from the first event), counter times
+  and values (float64), each span's name (uint32 into meta["names"]), each flow arrow's first and last span (uint32).
+  meta gives the counts, each track's [start, end) and each counter series' [start, end). A malformed event is a ValueError."""
+  try:
+    with paused_gc(): return _timeline((chrome or {}).get("traceEvents", []))
+  except (KeyError, TypeError, AttributeError) as e:
+    raise ValueError(f"the trace has an event without a field Chrome's trace format requires ({type(e).__name__}: {e})") from None
+
+def _timeline(events: list[dict]) -> tuple[dict, bytes, list[dict]]:
+  spans: list[dict] = []
+  starts: list[dict] = []
+  ends: list[dict] = []
+  counts: list[dict] = []
+  metas: list[dict] = []
+  by = {"X": spans, "s": starts, "f": ends, "C": counts, "M": metas}
+  for e in events:   # one pass over what may be millions of events
+    if (got := by.get(e["ph"])) is not None: got.append(e)
+  named = lambda what: {(e["pid"], e.get("tid")): e["args"] for e in metas if e["name"] == what}
+  procs, threads = {p: a["name"] for (p, _), a in named("process_name").items()}, {k: a["name"] for k, a in named("thread_name").items()}
+  psort, tsort = {p: a["sort_index"] for (p, _), a in named("process_sort_index").items()}, {k: a["sort_index"] for k, a in named("thread_sort_index").items()}
+  floats = lambda evs, key: np.fromiter((e[key] for e in evs), np.float64, len(evs))
+  keys = sorted({(e["pid"], e["tid"]) for e in spans}, key=lambda k: (psort.get(k[0], 0), str(k[0]), tsort.get(k, 0), str(k[1])))
   track_of = {k: i for i, k in enumerate(keys)}
+  tracks = lambda evs: np.fromiter((track_of.get((e["pid"], e["tid"]), -1) for e in evs), np.int64, len(evs))
+  track, ts, dur = tracks(spans), floats(spans, "ts"), np.maximum(floats(spans, "dur"), 0.0)
+  starts = [e for e in starts if e.get("id") is not None]
+  first_of = {e["id"]: i for i, e in enumerate(starts)}
+  ends = [e for e in ends if e.get("id") in first_of]
+  fts, its, cts = floats(starts, "ts"), floats(ends, "ts"), floats(counts, "ts")
+  t0 = min((float(a.min()) for a in (ts, fts, its, cts) if len(a)), default=0.0)
+  ts, fts, its, cts = ts - t0, fts - t0, its - t0, cts - t0
   names: dict[str, int] = {}
-  track = np.fromiter((track_of[(e.get("pid"), e.get("tid"))] for e in spans), np.int64, len(spans))
-  ts = np.fromiter((e["ts"] for e in spans), np.float64, len(spans)) - t0
-  dur = np.maximum(np.fromiter((e.get("dur") or 0.0 for e in spans), np.float64, len(spans)), 0.0)
-  name = np.fromiter((names.setdefault(str(e.get("name", "")), len(names)) for e in spans), np.uint32, len(spans))
+  name = np.fromiter((names.setdefault(str(e["name"]), len(names)) for e in spans), np.uint32, len(spans))
   order = np.lexsort((-dur, ts, track))
   track, ts, dur, name = track[order], ts[order], dur[order], name[order]
   bounds = np.searchsorted(track, np.arange(len(keys) + 1))
   # a flow's ends bind to the span on their track that starts last at or before them (Chrome's enclosing slice)
-  starts = {e.get("id"): e for e in by["s"] if (e.get("pid"), e.get("tid")) in track_of}
-  pairs = [(starts[e.get("id")], e) for e in by["f"] if e.get("id") in starts and (e.get("pid"), e.get("tid")) in track_of]
-  def span_at(ends: list[dict]) -> np.ndarray:
-    t = np.fromiter((track_of[(e.get("pid"), e.get("tid"))] for e in ends), np.int64, len(ends))
-    at = np.fromiter((e["ts"] for e in ends), np.float64, len(ends)) - t0
-    out = np.full(len(ends), -1, np.int64)
-    for k in np.unique(t):
+  def span_at(t: np.ndarray, at: np.ndarray) -> np.ndarray:
+    out = np.full(len(t), -1, np.int64)
+    for k in np.unique(t[t >= 0]):
       sel, lo, hi = t == k, bounds[k], bounds[k + 1]
       i = lo + np.searchsorted(ts[lo:hi], at[sel], side="right") - 1
       out[sel] = np.where(i >= lo, i, -1)
     return out
-  src, dst = span_at([p[0] for p in pairs]), span_at([p[1] for p in pairs])
+  first = np.fromiter((first_of[e["id"]] for e in ends), np.int64, len(ends))
+  src, dst = span_at(tracks(starts), fts)[first], span_at(tracks(ends), its)
   keep = (src >= 0) & (dst >= 0)
   flow_src, flow_dst = src[keep].astype(np.uint32), dst[keep].astype(np.uint32)
   forder = np.argsort(ts[flow_src], kind="stable")
   flow_src, flow_dst = flow_src[forder], flow_dst[forder]
-  # counters: one series per (process, counter name, argument), a step line
-  series: dict[tuple, list[tuple[float, float]]] = {}
-  for e in by["C"]:
-    for arg, v in (e.get("args") or {}).items():
-      if isinstance(v, (int, float)): series.setdefault((e.get("pid"), e.get("name", ""), arg), []).append((e["ts"] - t0, float(v)))
-  counters, cols, at = [], [], 0
-  for (pid, cname, arg), pts in series.items():
-    pts.sort(key=lambda p: p[0])
-    cols.append(np.array(pts, np.float64).T)
+  # counters: a series per (process, counter name, argument), a step line; "bytes" is a memory graph
+  series: dict[tuple, list[int]] = {}
+  for i, e in enumerate(counts):
+    for arg, v in e["args"].items():
+      if isinstance(v, (int, float)): series.setdefault((e["pid"], e["name"], arg), []).append(i)
+  cols, counters, at = [], [], 0
+  for (pid, cname, arg), idx in series.items():
+    t = cts[idx]
+    v = np.fromiter((counts[i]["args"][arg] for i in idx), np.float64, len(idx))
+    o = np.argsort(t, kind="stable")
+    cols.append((t[o], v[o]))
     counters.append({"device": str(procs.get(pid, pid)), "name": cname if arg == "bytes" else f"{cname} {arg}", "bytes": arg == "bytes",
-                     "start": at, "end": at + len(pts), "max": max(p[1] for p in pts)})
-    at += len(pts)
-  ctimes = np.concatenate([c[0] for c in cols]) if cols else np.zeros(0)
-  cvals = np.concatenate([c[1] for c in cols]) if cols else np.zeros(0)
+                     "start": at, "end": at + len(idx), "max": float(v.max())})
+    at += len(idx)
+  ctimes, cvals = (np.concatenate([c[k] for c in cols]) if cols else np.zeros(0) for k in (0, 1))
   end = max(float((ts + dur).max()) if len(ts) else 0.0, float(ctimes.max()) if len(ctimes) else 0.0)
   meta = {"spans": len(spans), "flows": len(flow_src), "counter_points": len(ctimes), "t0": t0, "end": end, "names": list(names),
           "tracks": [{"device": str(procs.get(p, p)), "queue": str(threads.get((p, t), t)), "start": int(bounds[i]), "end": int(bounds[i + 1])}
@@ -151,7 +164,7 @@ class _Site:
   """What the server answers: the assets, data.json (the groups and the timeline's meta), timeline.bin (its columns),
   event/N (span N's own record) and binary/N (group N's machine code, disassembled when first asked for)."""
   def __init__(self, data: dict):
-    with paused_gc(): meta, self.columns, self.spans = timeline(data.get("trace"))
+    meta, self.columns, self.spans = timeline(data.get("trace"))
     groups = [{k: v for k, v in g.items() if k != "binary"} for g in data.get("groups", [])]
     self.data = json.dumps({"nodes": data.get("nodes", []), "groups": groups, "timeline": meta}).encode()
     self.groups, self.codes = data.get("groups", []), {}
