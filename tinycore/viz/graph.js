@@ -1,4 +1,4 @@
-// graph.js: a DAG laid out in rows (sources above their users, the root at the bottom) and drawn on a canvas: wheel zooms, drag pans, a click names a node.
+// graph.js (el() is viz.js's): a DAG laid out in rows (sources above their users, the root at the bottom) and drawn on a canvas: wheel zooms, drag pans, a click names a node.
 "use strict";
 
 const GRAPH = {H: 42, GAPX: 16, GAPY: 38, CHAR: 6.6, PAD: 10, MAXW: 300};
@@ -75,15 +75,10 @@ const MARKS = {hl: ["#ffc65c", "#a35a00"], new: ["#b9ecb9", "#2e8b2e"], matched:
 // "new" | "matched", title}.
 class GraphView {
   constructor(parent) {
-    this.box = document.createElement("div");
-    this.box.className = "graphbox";
-    this.head = document.createElement("div");
-    this.head.className = "title";
-    this.canvas = document.createElement("canvas");
-    this.info = document.createElement("div");
-    this.info.className = "graph-info";
-    this.info.textContent = "wheel: zoom · drag: pan · f: fit · click a node for its fields";
-    this.box.append(this.head, this.canvas, this.info);
+    this.head = el("div", {class: "title"});
+    this.canvas = el("canvas");
+    this.info = el("div", {class: "graph-info", text: "wheel: zoom · drag: pan · f: fit · click a node for its fields"});
+    this.box = el("div", {class: "graphbox"}, this.head, this.canvas, this.info);
     parent.append(this.box);
     this.scale = 1; this.tx = 0; this.ty = 0; this.lay = null; this.picked = null;
     this.canvas.addEventListener("wheel", (e) => {

@@ -1,4 +1,4 @@
-// timeline.js: the profiler's timeline on a canvas: a track per device queue, spans drawn by level of detail, flow arrows, memory graphs; wheel, drag and keys zoom and pan.
+// timeline.js (after graph.js; el() is viz.js's): the profiler's timeline on a canvas: a track per device queue, spans drawn by level of detail, flow arrows, memory graphs; wheel, drag and keys zoom and pan.
 "use strict";
 
 const TL = {LABEL: 190, LANE: 18, AXIS: 26, DEVICE: 20, COUNTER: 38, GAP: 6, ARROWS: 600};
@@ -64,26 +64,19 @@ class Timeline {
     this.trackY = new Float64Array(meta.tracks.length);
     for (const r of this.rows) if (r.kind === "track") this.trackY[r.k] = r.y;
     this.color = meta.tracks.map((tr) => ({kernels: null, copies: 30, compile: 275, realize: 130})[tr.queue] ?? 200);
-    this.nameHue = meta.names.map((s) => { let h = 0; for (let i = 0; i < s.length; i++) h = (h * 31 + s.charCodeAt(i)) >>> 0; return 180 + h % 120; });
+    this.nameHue = meta.names.map((s) => 180 + hue(s) % 120);
     this.build();
     this.view = this.clamp(-0.01 * this.end, 1.01 * this.end);
     this.W = 1000;
     this.selected = -1;
   }
   build() {
-    this.el = document.createElement("div");
-    this.el.id = "timeline";
-    this.status = document.createElement("div");
-    this.status.id = "tl-status";
-    this.axis = document.createElement("canvas");
-    this.axis.id = "tl-axis";
-    this.canvas = document.createElement("canvas");
-    this.canvas.id = "tl-canvas";
-    this.tip = document.createElement("div");
-    this.tip.id = "tl-tip";
-    this.detail = document.createElement("div");
-    this.detail.id = "tl-detail";
-    this.detail.textContent = "click a kernel's span to open it; click any other span for its details, a dense stretch to zoom into it";
+    this.status = el("div", {id: "tl-status"});
+    this.axis = el("canvas", {id: "tl-axis"});
+    this.canvas = el("canvas", {id: "tl-canvas"});
+    this.tip = el("div", {id: "tl-tip"});
+    this.detail = el("div", {id: "tl-detail", text: "click a kernel's span to open it; click any other span for its details, a dense stretch to zoom into it"});
+    this.el = el("div", {id: "timeline"});
     this.el.append(this.status, el("div", {class: "note", text: "wheel or W/S: zoom · drag, shift+wheel or A/D: pan · 0: the whole run"}), this.axis, this.canvas, this.tip, this.detail);
     this.canvas.addEventListener("wheel", (e) => {
       e.preventDefault();

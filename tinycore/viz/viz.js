@@ -99,7 +99,7 @@ function stepGraph(g, c, s, before = false) {
 // ***** the data: groups, the schedules' kernels, the timeline's links to kernels *****
 
 function index() {
-  viz.kernelByAst = new Map(); viz.kernelByName = new Map();
+  viz.kernelByAst = new Map(); viz.kernelByName = new Map(); viz.links = [];
   data.groups.forEach((g, i) => {
     if (g.kind !== "kernel") return;
     if (g.ast) viz.kernelByAst.set(viz.nodes.canon[g.ast[0]], i);
@@ -131,10 +131,15 @@ function index() {
   });
 }
 
-// the kernel a span belongs to: a launch named after it, or its codegen, assemble and load on the compile queue
+// the kernel a span belongs to: a launch named after it, or its codegen, assemble and load on the compile queue (looked
+// up once per track and name: a million spans have few names)
 viz.kernelOfSpan = (i) => {
-  const t = viz.timeline, tr = data.timeline.tracks[t.trackOf[i]], name = data.timeline.names[t.name[i]].replace(/^(codegen|assemble|load) /, "");
-  return viz.kernelByName.get(`${tr.device.split(":")[0]}\u0000${name}`) ?? null;
+  const t = viz.timeline, k = t.trackOf[i], n = t.name[i], memo = viz.links[k] ??= new Int32Array(data.timeline.names.length).fill(-2);
+  if (memo[n] === -2) {
+    const name = data.timeline.names[n].replace(/^(codegen|assemble|load) /, "");
+    memo[n] = viz.kernelByName.get(`${data.timeline.tracks[k].device.split(":")[0]}\u0000${name}`) ?? -1;
+  }
+  return memo[n] < 0 ? null : memo[n];
 };
 
 // ***** the sidebar *****
@@ -185,11 +190,20 @@ function search(q) {
 
 // ***** routing: the hash names the view, so a reload or a link comes back to it *****
 
-const parseHash = () => Object.fromEntries(location.hash.slice(1).split("&").filter(Boolean).map((kv) => { const [k, v] = kv.split("="); return [k, v === undefined ? true : decodeURIComponent(v)]; }));
+const parseHash = (hash = location.hash) => Object.fromEntries(hash.slice(1).split("&").filter(Boolean).map((kv) => { const [k, v] = kv.split("="); return [k, v === undefined ? true : decodeURIComponent(v)]; }));
 function go(hash) { if (location.hash.slice(1) === hash) route(); else location.hash = hash; }
-function setHash(hash) { history.replaceState(null, "", `#${hash}`); }
-function route() {
-  const h = parseHash(), main = $("main");
+// the URL follows the view at most every 200 ms: a held key steps ~30 times a second, and Chromium stops a page that
+// changes its URL 200 times in 10 s from changing it at all for a while
+let hashTimer = null, hashWanted = null;
+function setHash(hash) {
+  hashWanted = hash;
+  hashTimer ??= setTimeout(() => { hashTimer = null; history.replaceState(null, "", `#${hashWanted}`); }, 200);
+}
+function route(e) {   // e: the hashchange that brought the page here, whose URL a view's pending update may have replaced
+  clearTimeout(hashTimer); hashTimer = null;
+  const hash = e ? new URL(e.newURL).hash : location.hash;
+  if (hash !== location.hash) history.replaceState(null, "", hash || "#");
+  const h = parseHash(hash), main = $("main");
   viz.keys = null;
   if (h.timeline && viz.timeline) showTimeline(h);
   else if (h.g !== undefined && data.groups[+h.g]) (data.groups[+h.g].kind === "schedule" ? showSchedule : showKernel)(+h.g, h);
@@ -217,7 +231,6 @@ function showTimeline(h) {
   viz.keys = (e) => t.key(e);
 }
 function timelineOpts() {
-  let timer = null;
   return {
     linked: (i) => viz.kernelOfSpan(i) !== null,
     onSpan: async (i) => {
@@ -228,7 +241,7 @@ function timelineOpts() {
       const ev = await (await fetch(`event/${i}`)).json();
       t.detail.textContent = `${t.spanText(i)}\n${JSON.stringify(ev.args || {})}`;
     },
-    onView: ([a, b]) => { clearTimeout(timer); timer = setTimeout(() => { if (parseHash().timeline) setHash(`timeline&from=${a.toFixed(3)}&to=${b.toFixed(3)}`); }, 250); },
+    onView: ([a, b]) => setHash(`timeline&from=${a.toFixed(3)}&to=${b.toFixed(3)}`),
   };
 }
 
