@@ -165,7 +165,7 @@ class Timeline {
   }
   spanText(i) {
     const tr = this.meta.tracks[this.trackOf[i]];
-    return `${this.meta.names[this.name[i]]}\n${tr.device} ${tr.queue}: ${fmtTime(this.dur[i])}, from ${fmtTime(this.ts[i])}`;
+    return `${this.meta.names[this.name[i]]}\n${tr.device} ${tr.queue}: ${fmtTime(this.dur[i])}, from ${fmtAt(this.ts[i], Math.max(this.dur[i] / 10, 1e-3))}`;
   }
   hover(e) {
     const r = this.canvas.getBoundingClientRect(), hit = this.spanAt(e.clientX - r.left, e.clientY - r.top);
@@ -247,7 +247,7 @@ class Timeline {
     this.drawMs = performance.now() - t0;
     const m = this.meta;
     this.status.textContent = `timeline: ${fmtTime(this.end)}, ${m.spans} spans, ${m.flows} arrows · showing ${fmtAt(v0, (v1 - v0) / 100)} to ${fmtAt(v1, (v1 - v0) / 100)} ` +
-      `(${fmtTime(v1 - v0)} wide)${arrows < 0 ? ` · ${-arrows} arrow ends in view: zoom in to see the arrows (a selected span's are drawn)` : ""}`;
+      `(${fmtTime(v1 - v0)} wide)${arrows < 0 ? ` · zoom in for arrows (${-arrows} ends in view)` : ""}`;
     this.canvas.dataset.drawn = drawn;
   }
   drawCounter(ctx, row) {   // a step line; the points falling in one pixel column make one vertical stroke from lowest to highest
