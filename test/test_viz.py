@@ -159,6 +159,10 @@ def test_machine_code_is_disassembled_where_the_backend_can(run100):
   binary = asm.assemble(get_program(ast, Device.renderer("AMD"), "k").src)
   code = viz.machine_code({"kind": "kernel", "backend": "AMD", "binary": base64.b64encode(binary).decode()})
   assert code.splitlines()[-1].endswith("s_endpgm") and "global_store" in code, code
+  # NV: CUDA's cuobjdump on the cubin where it is installed, else a hex dump that says so
+  binary = Device.specs["NV"].assembler(Device.renderer("NV")).assemble(get_program(ast, Device.renderer("NV"), "k").src)
+  code = viz.machine_code({"kind": "kernel", "backend": "NV", "binary": base64.b64encode(binary).decode()})
+  assert ("Function : k" in code) if shutil.which("cuobjdump") else code.startswith(f"{len(binary)} bytes of machine code (NV has no disassembler here)"), code[:300]
   # text stays text; bytes no backend can read are a hex dump that says why
   assert viz.machine_code({"backend": "WEBGPU", "binary": base64.b64encode(b"fn main() {}\n").decode()}) == "fn main() {}\n"
   hexed = viz.machine_code({"backend": "NOSUCH", "binary": base64.b64encode(bytes(range(40))).decode()})
@@ -313,6 +317,11 @@ def test_timeline_of_a_training_run_opens_a_kernel_from_its_span(browser, run100
     assert {"CPU kernels", "HOST realize", "CPU compile"} <= set(tracks)
     spans = [e for e in data["trace"]["traceEvents"] if e["ph"] == "X"]
     assert browser.js("viz.timeline.meta.spans") == len(spans) and browser.js("viz.timeline.meta.flows") > 0
+    # the README's picture: the last 24 launches, one of them selected (its arrows dark)
+    browser.js("(() => { const t = viz.timeline, k = t.meta.tracks.find((r) => r.queue === 'kernels'), a = Math.max(k.start, k.end - 24), b = k.end - 1;"
+               " t.selected = b - 6; t.setView(t.ts[a] - 2, t.ts[b] + t.dur[b] + 2); })()")
+    assert browser.js("new Promise((ok) => requestAnimationFrame(() => ok(+viz.timeline.canvas.dataset.drawn)))") > 0
+    browser.screenshot(shots_dir(tmp_path) / "viz-timeline.png")
     # a kernel's link to its first launch zooms the timeline there; a click on that span opens the kernel again
     gi = next(i for i, g in enumerate(data["groups"]) if g["kind"] == "kernel")
     browser.js(f"location.hash = 'g={gi}'")
@@ -322,7 +331,6 @@ def test_timeline_of_a_training_run_opens_a_kernel_from_its_span(browser, run100
     span = browser.js("viz.timeline.selected")
     box = browser.js(f"viz.timeline.spanClientBox({span})")
     assert box and box["w"] >= 2
-    browser.screenshot(shots_dir(tmp_path) / "viz-timeline.png")
     for kind in ("mousePressed", "mouseReleased"): browser.mouse(kind, box["x"] + box["w"] / 2, box["y"] + box["h"] / 2, button="left", clickCount=1)
     wait_title(browser, data["groups"][gi]["name"])
     # back on the timeline, a span that is not a kernel's shows its details
