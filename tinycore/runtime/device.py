@@ -2,7 +2,7 @@
 from __future__ import annotations
 import importlib.metadata, warnings
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 import pluggy
 from tinycore.dtype import DType, DTypeSet, to_np_dtype
@@ -135,6 +135,25 @@ class Buffer:
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype}{' view@'+str(self.offset) if self._base else ''}>"
 
 # ***** driver *****
+
+@dataclass
+class LaunchCounters:
+  """What one launch did, as an emulating driver counts it (the NV and AMD emulators; bench/gpu.py reads them). Bytes
+  count what the threads asked for (per active thread, its access size), not cache lines; instructions one per warp or
+  wave that issues one (a thread of it active), thread_instructions one per active thread; barriers each block passing
+  one once; threads and blocks those of the grid."""
+  global_read: int = 0
+  global_written: int = 0
+  shared_read: int = 0
+  shared_written: int = 0
+  barriers: int = 0
+  instructions: int = 0
+  thread_instructions: int = 0
+  threads: int = 0
+  blocks: int = 0
+  def __iadd__(self, o: LaunchCounters) -> LaunchCounters:
+    for f in fields(self): setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
+    return self
 
 class Driver:
   """Opens a device and loads binaries into programs. `load` returns a callable:

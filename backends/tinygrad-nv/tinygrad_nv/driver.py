@@ -80,15 +80,15 @@ def emulated_memory():
 class EmulatedProgram:
   """A kernel run by the PTX emulator; `counters` holds what its last launch did (also logged in emulator.LAUNCHES)."""
   def __init__(self, driver: NVDriver, name: str, ptx: str):
-    from tinygrad_nv.emulator import EmulatedKernel, Counters
+    from tinygrad_nv.emulator import EmulatedKernel, LaunchCounters
     types = param_types(ptx)
     self.name, self.names, self.layout, self.plan = name, [n for n, _ in types], param_layout(types), LaunchPlans(ptx)
     self.kernel = EmulatedKernel(ptx, name, driver.memory)
-    self.counters = Counters()
+    self.counters = LaunchCounters()
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False):
-    from tinygrad_nv.emulator import EmulatorError, Counters, LAUNCHES
+    from tinygrad_nv.emulator import EmulatorError, LaunchCounters, LAUNCHES
     st = time.perf_counter()
-    self.counters = total = Counters()
+    self.counters = total = LaunchCounters()
     for grid, block, y0, z0 in self.plan(global_size, local_size):
       try: total += self.kernel(dict(zip(self.names, arg_values(self.layout, len(self.names), bufs, vals, y0, z0))), grid, block)
       except EmulatorError as e: raise DeviceError(f"NV: kernel {self.name} failed on the emulator: {e}") from e

@@ -2,13 +2,14 @@
 threads of many thread blocks at once) with per-lane program counters when branches diverge. It models what the
 hardware gives a kernel: thread blocks of warps of 32 (shuffles and tensor-core instructions work on whole warps),
 each block's shared memory, barriers that hold a block's threads until all of them that have not exited arrive, and
-global memory in host RAM. Every launch is counted (Counters: bytes moved, barriers, instructions)."""
+global memory in host RAM. Every launch is counted (LaunchCounters: bytes moved, barriers, instructions)."""
 from __future__ import annotations
 import bisect, collections, re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import fma, tensor_core_dot
+from tinycore.runtime.device import LaunchCounters
 
 class EmulatorError(RuntimeError):
   """The emulated kernel did something PTX does not allow (or the emulator does not know): the message names it."""
@@ -23,25 +24,7 @@ SHARED_WINDOW = 1 << 56   # generic addresses [SHARED_WINDOW, SHARED_WINDOW + 2*
 
 # ***** counters *****
 
-@dataclass
-class Counters:
-  """What one launch did. Bytes count what the threads asked for (per active thread: its access size), not cache lines;
-  instructions count one per warp that issues it (with at least one thread active), thread_instructions one per active
-  thread; barriers count each block passing a barrier once."""
-  global_read: int = 0
-  global_written: int = 0
-  shared_read: int = 0
-  shared_written: int = 0
-  barriers: int = 0
-  instructions: int = 0
-  thread_instructions: int = 0
-  threads: int = 0
-  blocks: int = 0
-  def __iadd__(self, o: Counters) -> Counters:
-    for f in fields(self): setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
-    return self
-
-LAUNCHES: collections.deque[tuple[str, Counters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
+LAUNCHES: collections.deque[tuple[str, LaunchCounters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
 
 # ***** global memory *****
 
@@ -100,7 +83,7 @@ class Thread:
   warps_per_block: int = 1
   shared: np.ndarray = field(default_factory=lambda: np.zeros((1, 16), np.uint8))   # (blocks, bytes rounded up to 16)
   shared_size: int = 0   # bytes of shared memory a block has
-  counters: Counters = field(default_factory=Counters)
+  counters: LaunchCounters = field(default_factory=LaunchCounters)
   def __post_init__(self): self.lanes_changed()
   def lanes_changed(self) -> None:
     self.warp = self.block * self.warps_per_block + self.tid // WARP   # each lane's warp (its slot in the batch), ascending
@@ -887,12 +870,12 @@ class EmulatedKernel:
     dec = Decoder(ptx, name)
     self.name, self.memory, self.instrs, self.params = name, memory, dec.instrs, dec.param_order
     self.static_shared = dec.static_shared
-    self.counters = Counters()
+    self.counters = LaunchCounters()
 
-  def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> Counters:
+  def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> LaunchCounters:
     nblocks, per_block = int(np.prod(grid)), int(np.prod(block))
     if per_block > MAX_THREADS: raise EmulatorError(f"NV emulator: kernel {self.name}: a block of {block} has {per_block} threads, more than {MAX_THREADS}")
-    self.counters = c = Counters(threads=nblocks * per_block, blocks=nblocks)
+    self.counters = c = LaunchCounters(threads=nblocks * per_block, blocks=nblocks)
     if nblocks == 0 or per_block == 0: return c
     shared = self.static_shared + shared_bytes
     step = max(1, LANES // per_block)   # blocks per batch
