@@ -801,3 +801,49 @@ def test_parallel_launch_runs_every_slice_and_raises_a_worker_error():
     with pytest.raises(ValueError, match="slice"): drv.run(fails_past_5, ("tag",), 10, True)
     assert len(seen) == 4
   finally: drv.threads = old
+
+def _deleted_objects() -> int:
+  """Shared objects mapped into this process whose files are gone: the C kernels' (loaded from a temporary file)."""
+  with open("/proc/self/maps") as f: return len({line.split(None, 5)[-1] for line in f if line.rstrip().endswith(".so (deleted)")})
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts mappings in /proc/self/maps (Linux)")
+@NEEDS_CC
+def test_a_dropped_c_kernel_is_unloaded():
+  """ctypes never unloads a shared object: each C kernel ever loaded stayed mapped. Its program now holds it, and the
+  last reference gone (an evicted runner), it is unloaded."""
+  import gc
+  ren, drv = CRenderer(), Device["CPU"].driver
+  asm = ClangAssembler(ren)
+  items, _ = create_schedule([(Tensor.empty(64, device="CPU") * 3 + 1).uop])
+  binary = asm.assemble(get_program(items[-1].ast, ren).src)
+  gc.collect()
+  before = _deleted_objects()
+  progs = [drv.load("k", binary) for _ in range(5)]
+  assert _deleted_objects() == before + 5
+  del progs
+  gc.collect()
+  assert _deleted_objects() == before
+
+MEMORY_LOOP = """
+import os
+from tinycore import Tensor
+def rss_mb():
+  with open("/proc/self/statm") as f: return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+for n in range(1, {N} + 1):
+  x = (Tensor.arange(7 * n).float() * 2 + 1).realize()   # a kernel and a buffer of a new size
+  x.sum().realize()                                        # and a reduction over it
+  if n == {WARM}: warm = rss_mb()
+print(warm, rss_mb())
+"""
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from /proc/self/statm (Linux)")
+def test_resident_memory_stops_growing_over_thousands_of_shapes(tmp_path):
+  """Every new shape compiles kernels and frees buffers of a new size. With the kernel and schedule caches full, the
+  process must stop growing: the 500 kernels past that point once added ~80 MB (LLVM's optimisation pipeline and every
+  JIT-loaded kernel kept for good, a freed buffer of each size); now each cache drops what it evicts. A generous bound."""
+  N, WARM = 400, 150
+  env = {**os.environ, "DEV": "CPU", "KERNEL_CACHE_SIZE": "64", "SCHEDULE_CACHE_SIZE": "16", "TINYCORE_CACHE": str(tmp_path)}
+  out = subprocess.run([sys.executable, "-c", MEMORY_LOOP.format(N=N, WARM=WARM)], env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  warm, end = map(float, out.stdout.split())
+  assert end - warm < 12, f"resident memory grew from {warm:.0f} MB to {end:.0f} MB over {2 * (N - WARM)} kernels of new shapes"

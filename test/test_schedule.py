@@ -118,6 +118,16 @@ def test_reduce_of_a_reduce_is_two_kernels():
   a = rnd(6, 6)
   assert len(kernels((a @ a).sum())) == 2
 
+def test_a_split_reduction_pads_its_uneven_partials_with_the_identity_not_zero():
+  """Found by the conformance fuzzer: a reduction longer than REDUCE_SPLIT is cut into partials, and where the cut does
+  not divide the axis it is padded with the reduction's identity. The identity was a constant padded with zeros, so the
+  new elements were 0: a max of 32769 values of -2 was 0, and Tensor.ones(55, 769, 2, 1, dtype=int32).min() was -1."""
+  from tinycore.schedule import REDUCE_SPLIT
+  for n in (REDUCE_SPLIT + 1, 55 * 769 * 2):
+    assert Tensor(np.full(n, -2, np.int32)).max().item() == -2 and Tensor(np.full(n, -2.5, np.float32)).max().item() == -2.5
+    assert Tensor(np.full(n, 5, np.uint8)).min().item() == 5 and Tensor.ones(n, dtype="int32").min().item() == 1
+  assert Tensor.ones(55, 769, 2, 1, dtype="int32").min().item() == 1
+
 def test_equal_kernels_share_one_ast():
   a, b = rnd(3, 3), rnd(3, 3)
   (ka,), (kb,) = kernels(a * 2 + 1), kernels(b * 2 + 1)

@@ -192,7 +192,8 @@ def split_reduce(u: UOp) -> UOp | None:
   if size != x.shape[a]:  # the padded elements must not change the result: the identity, not PAD's zero, where it differs
     pad = tuple((0, size - s if i == a else 0) for i, s in enumerate(x.shape))
     ident = identity_element(op, x.dtype)
-    x = x.pad(pad) if ident == 0 else x.const_like(True).cast(dtypes.bool).pad(pad).where(x.pad(pad), x.const_like(ident).pad(pad))
+    # the identity itself fills the new elements: a padded constant would be 0 there (a max of negatives gave 0)
+    x = x.pad(pad) if ident == 0 else x.const_like(True).cast(dtypes.bool).pad(pad).where(x.pad(pad), x.pad(pad).const_like(ident))
   shape = x.shape[:a] + (parts, size // parts) + x.shape[a+1:]
   partial = x.reshape(shape).r(op, tuple(b + (b >= a) for b in axes))
   return partial.r(op, (a,)).reshape(u.shape)

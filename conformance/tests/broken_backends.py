@@ -149,7 +149,7 @@ def tinycore_backends() -> list[BackendSpec]:
     spec("BROKEN_BOOL", renderer_named("BROKEN_BOOL", extra_matcher=byte_bool_add)),
     spec("BROKEN_HALF", renderer_named("BROKEN_HALF", extra_matcher=wide_half)),
     spec("BROKEN_SIN", renderer_named("BROKEN_SIN", extra_matcher=naive_range_reduction)),
-    spec("BROKEN_TAIL", renderer_named("BROKEN_TAIL"), driver=lambda index: TailDroppingDriver("BROKEN_TAIL")),
+    spec("BROKEN_TAIL", renderer_named("BROKEN_TAIL"), driver=lambda index: TailDroppingDriver("BROKEN_TAIL"), fuzz_elements=1 << 10),
     spec("BROKEN_VARS", renderer_named("BROKEN_VARS"), driver=lambda index: Int16VarsDriver("BROKEN_VARS")),
     spec("NARROW", renderer_named("NARROW", supported_dtypes=NARROW_DTYPES), inf_nan=True),
     # states contract 2.0 with contract 1's driver factory (no instance index): a false claim, though the core runs it

@@ -111,6 +111,14 @@ def test_dropped_launch_remainder_is_caught(plugin_path, tmp_path):
   assert proc.returncode == 1, proc.stdout[-3000:]
   assert {op for op, _ in failed(rep)} == {"odd global sizes"} and len(rep["failures"]) == 4, failed(rep)
 
+def test_fuzz_section_catches_a_dropped_launch_remainder(plugin_path, tmp_path):
+  """The random programs' sizes (primes, one off every power of two) leave launch remainders: the same broken driver
+  fails them, and the failure shows the program."""
+  proc, rep = run_cli("BROKEN_TAIL", "--section", "fuzz", "-k", "random_graph and int", "--fuzz-programs", "10", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {op for op, _ in failed(rep)} == {"random graph"}, failed(rep)
+  assert "x = " in rep["failures"][0]["message"], rep["failures"][0]["message"][-2000:]
+
 def test_variables_past_16_bits_are_caught(plugin_path, tmp_path):
   proc, rep = run_cli("BROKEN_VARS", "--section", "edges", "-k", "variables", path=plugin_path, tmp=tmp_path)
   assert proc.returncode == 1, proc.stdout[-3000:]
@@ -174,8 +182,10 @@ def test_pytest_plugin_entry_point(plugin_path, tmp_path):
 
 def test_example_plugin_installs_and_passes(example_site, tmp_path):
   """The example in docs/writing-a-backend.md: pip-installed (into a private target), the suite run on EXAMPLE."""
-  # the op sweeps, the definition's own pin and the accuracy sweeps are left out for time: PYTHON runs them, and EXAMPLE is PYTHON
-  proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward and not test_definition and not test_sweep", path=[example_site], tmp=tmp_path)
+  # the op sweeps, the definition's own pin and the accuracy sweeps are left out for time, and few random programs run:
+  # PYTHON runs them all, and EXAMPLE is PYTHON
+  proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward and not test_definition and not test_sweep",
+                      "--fuzz-programs", "30", path=[example_site], tmp=tmp_path)
   assert proc.returncode == 0, proc.stdout[-5000:]
   assert rep["package"] == "tinygrad-example" and not rep["failures"]
   for section in ("contract", "uops", "edges", "dtypes", "fuzz", "models", "resources"): assert rep["sections"][section]["passed"] > 0, section

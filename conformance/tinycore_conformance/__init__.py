@@ -10,7 +10,7 @@ SECTIONS = {
   "edges": "launch and memory edges: odd global sizes, one-element and empty buffers, alignment boundaries, odd view offsets, variable bounds",
   "dtypes": "casts, bitcasts, integer wraparound, NaN/inf/-0.0, half and bfloat16 rounding, undeclared dtypes",
   "specials": "special values by class: signed-zero constants, double rounding of narrowing casts, reduce identities, NaN payloads through casts and bitcasts",
-  "fuzz": "random graphs of elementwise, movement and reduce ops (hypothesis) against numpy",
+  "fuzz": "random programs (hypothesis) of constants, aranges, data and views at the codegen's special sizes: elementwise, casts, movement, reductions, against numpy",
   "models": "a small MLP and convnet train a few SGD steps like a numpy implementation, deterministically",
   "multi": "two instances of the backend: transfers between them and to and from CPU, all-reduce, sharded reductions and matmuls",
   "blocks": "thread blocks, shared memory, barriers: grouped reductions and shared-memory tiles by explicit actions, and in common programs",

@@ -1,7 +1,7 @@
 """Runtime: the Allocator and Driver bases, Buffer, and the Device registry that finds backends through entry points."""
 from __future__ import annotations
 import importlib.metadata, warnings
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, fields
 from typing import Any
 import pluggy
@@ -40,27 +40,44 @@ class Allocator:
   def _as_buffer(self, buf: Any) -> memoryview | None: return None  # zero-copy host view, where memory is host memory
 
 class LRUAllocator(Allocator):
-  """Keeps freed buffers by (size, options) and hands them out again before asking the backend."""
+  """Keeps freed buffers by (size, options) and hands them out again before asking the backend. It keeps at most as
+  many bytes as were ever live at once (peak_bytes): a loop over the same shapes finds everything it frees again, and a
+  process whose shapes keep changing does not keep a buffer of every size it ever freed (the least recently freed sizes
+  go back to the backend first)."""
   def __init__(self, device: str):
     super().__init__(device)
-    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+    self.cache: OrderedDict[tuple[int, Any], list[Any]] = OrderedDict()
+    self.cached_bytes = self.peak_bytes = 0
   def alloc(self, size: int, options: Any = None) -> Any:
-    if (c := self.cache.get((max(size, 1), options))):
-      self.live, self.live_bytes = self.live + 1, self.live_bytes + size
-      return c.pop()
-    try: return super().alloc(size, options)
-    except (MemoryError, DeviceError):
-      self.free_cache()
-      return super().alloc(size, options)
+    if (c := self.cache.get(key := (max(size, 1), options))):
+      self.live, self.live_bytes, self.cached_bytes = self.live + 1, self.live_bytes + size, self.cached_bytes - key[0]
+      buf = c.pop()
+      if not c: del self.cache[key]
+    else:
+      try: buf = super().alloc(size, options)
+      except (MemoryError, DeviceError):
+        self.free_cache()
+        buf = super().alloc(size, options)
+    if self.live_bytes > self.peak_bytes: self.peak_bytes = self.live_bytes
+    return buf
   def free(self, buf: Any, size: int, options: Any = None) -> None:
     if LRU.value and (options is None or not getattr(options, "nolru", False)):
       self.live, self.live_bytes = self.live - 1, self.live_bytes - size
-      self.cache[(max(size, 1), options)].append(buf)
+      if (c := self.cache.get(key := (max(size, 1), options))) is None: c = self.cache[key] = []
+      else: self.cache.move_to_end(key)
+      c.append(buf)
+      self.cached_bytes += key[0]
+      while self.cached_bytes > self.peak_bytes:
+        (sz, opt), old = next(iter(self.cache.items()))
+        self._free(old.pop(0), sz, opt)
+        self.cached_bytes -= sz
+        if not old: del self.cache[(sz, opt)]
     else: super().free(buf, size, options)
   def free_cache(self) -> None:
     for (sz, opt), bufs in self.cache.items():
       for b in bufs: self._free(b, sz, opt)
     self.cache.clear()
+    self.cached_bytes = 0
 
 # ***** buffer *****
 

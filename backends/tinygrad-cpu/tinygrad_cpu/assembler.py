@@ -53,7 +53,11 @@ class LLVMAssembler(CPUAssembler):
     pto = ll.create_pipeline_tuning_options(speed_level=3)
     pto.loop_unrolling = False  # our upcasts unroll where it pays; LLVM's unroller doubled code generation time
     pb = ll.create_pass_builder(self.tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    mpm = pb.getModulePassManager()
+    # freed here: llvmlite's ModulePassManager never frees itself (its MRO picks ObjectRef's no-op _dispose over
+    # NewPassManager's), and the O3 pipeline, ~75 KB of LLVM heap, stayed behind for every kernel ever assembled
+    try: mpm.run(mod, pb)
+    finally: ll.newpassmanagers.NewPassManager._dispose(mpm); mpm.detach()
     return pack("llvm", src, self.tm.emit_object(mod))
 
 @functools.cache
