@@ -50,7 +50,9 @@ class Lowerer:
     if op is Ops.RESHAPE:
       flat = sum((i * st for i, st in zip(idx, strides_for_shape(u.shape))), UOp.const(dtypes.index, 0))
       new = tuple(UOp.const(dtypes.index, 0) if s == 1 else (flat // st) % s for s, st in zip(src.shape, strides_for_shape(src.shape)))
-      return _same(src, new, valid)
+      # simplified now: a value reached along two paths whose reshapes cancel (a reduction a kernel stores, and stores again
+      # after a cast and a reshape to (n, m, 1)) is then the same (u, idx) and lowered once: one REDUCE, not two copies
+      return _same(src, graph_rewrite(UOp(Ops.SINK, dtypes.void, new), symbolic_rules).src, valid)
     if op is Ops.EXPAND: return _same(src, tuple(UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
     if op is Ops.PERMUTE:
       inv = [0] * len(u.arg)
