@@ -314,6 +314,18 @@ def test_dtype_min_and_max_are_the_range_tinygrad_names():
   assert (dtypes.float16.min, dtypes.float32.max, dtypes.bool.min, dtypes.bool.max) == (-math.inf, math.inf, False, True)
   assert dtypes.int32.min == dtypes.min(dtypes.int32)   # the older spelling too
 
+@pytest.mark.parametrize("dt,ulp", [(dtypes.float16, 2 ** -10), (dtypes.bfloat16, 2 ** -7)], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_sums_of_half_products_take_each_product_exactly(device, dt, ulp):
+  """A half matmul, convolution or gradient sums exact products in float32, as a tensor core does, on every device and on
+  or off the tensor core: (1+ulp)^2 = 1 + 2ulp + ulp^2, whose ulp^2 a product rounded to 16 bits would lose."""
+  if device == "CPU": pytest.importorskip("tinygrad_cpu")
+  a = Tensor.full((4, 8), 1 + ulp, dtype=dt, device=device)
+  want = 8 * (1 + 2 * ulp + ulp * ulp)   # exact in float32
+  assert (a @ a.T).dtype == dt and (a.matmul(a.T, dtype=dtypes.float32).numpy() == np.float32(want)).all()
+  w = Tensor.full((2, 2, 2, 2), 1 + ulp, dtype=dt, device=device)   # 8 taps: channels x 2 x 2
+  assert (a.reshape(1, 2, 4, 4).conv2d(w, dtype=dtypes.float32).numpy() == np.float32(want)).all()
+
 def test_dtype_hash_and_equality():
   """DTypes are interned: equal dtypes (a pickled or copied one too) are one object, so they hash alike, and dtypes differing
   in any field are unequal."""

@@ -115,3 +115,23 @@ def test_gpu_kernels_use_blocks_shared_memory_and_barriers(dev):
     assert big and all(s.local_size is not None and np.prod(s.local_size) > 1 for s in big), (dev, name, [s.local_size for s in specs])
     shared = [s for s in specs if all(m in s.src for m in MARKS[dev])]
     assert shared, f"{dev} {name}: no kernel uses shared memory and a barrier"
+
+def test_a_sum_stored_twice_is_lowered_once():
+  """A training step's forward kernel stores a matmul's float32 sum (for the ReLU's gradient) and the half activation
+  (the sum cast, reshaped back to the kernel's shape): the lowerer reaches the sum along both paths as one (u, index),
+  so it is one REDUCE, on the tensor core; two copies of it would be twice the work and keep the TC action off."""
+  h, r = dtypes.float16, np.random.default_rng(1)
+  xs, w1s, b1s, w2s = (r.integers(-2, 3, s).astype(np.float16) for s in ((16, 32), (32, 64), (64,), (64, 16)))
+  x, w1, b1, w2 = (Tensor(v, device="PYTHON", requires_grad=True) for v in (xs, w1s, b1s, w2s))
+  loss = (x.linear(w1, b1).relu() @ w2).float().square().sum()
+  grads = loss.gradient(w1, w2)
+  items = [si for si in Tensor.schedule(*grads) if si.ast.op is Ops.SINK]
+  (fwd,) = [si for si in items if len(si.ast.src) == 2]   # the one kernel with two outputs: the sum and the activation
+  ren = Device.renderer("PYTHON")
+  assert sum(u.op is Ops.REDUCE for u in lower_to_sink(fwd.ast, ren).toposort()) == 1
+  assert any(u.op is Ops.WMMA for u in get_program(fwd.ast, ren).uops)
+  a = np.maximum(xs.astype(np.float64) @ w1s + b1s, 0)
+  g_out = 2 * (a @ w2s)
+  want = (xs.T @ ((g_out @ w2s.T) * (a > 0)), a.T @ g_out)
+  for got, ref in zip(grads, want):   # the intermediates are rounded to half: 2^-11 of each, a few times over
+    np.testing.assert_allclose(got.numpy().astype(np.float64), ref, atol=4e-3 * np.abs(ref).max())

@@ -1,7 +1,7 @@
 """Runtime: the Allocator and Driver bases, Buffer, and the Device registry that finds backends through entry points."""
 from __future__ import annotations
 import importlib.metadata, warnings
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from dataclasses import dataclass, fields
 from typing import Any
 import pluggy
