@@ -176,22 +176,29 @@ class GPT2:
     self.device = devices
     return self.realize()
 
-  def __call__(self, tokens: Tensor | UOp, start_pos: UOp | int, last_only: bool = False) -> Tensor:
-    """Logits [n, vocab] of n new tokens at positions start_pos.., their keys and values written into the cache. tokens:
-    int ids [n], or one id as a bound Variable (decode: its embedding is a row read, no one-hot over the vocabulary).
-    last_only: only the last token's logits (what sampling needs)."""
-    if isinstance(tokens, UOp): x = self.wte.shrink(((tokens, tokens + 1), None))
-    else: x = tokens.one_hot(self.cfg.vocab_size).cast(self.dtype) @ self.wte
+  def embed(self, tokens: Tensor | UOp) -> Tensor:
+    """Token embeddings [n, n_embd]: one id as a bound Variable is its row of wte, read in place (what decode does);
+    int ids [n] take a one-hot product, n x vocab x n_embd multiply-adds (Generator gathers a prompt row by row)."""
+    if isinstance(tokens, UOp): return self.wte.shrink(((tokens, tokens + 1), None))
+    return tokens.one_hot(self.cfg.vocab_size).cast(self.dtype) @ self.wte
+
+  def forward(self, x: Tensor, start_pos: UOp | int, last_only: bool = False) -> Tensor:
+    """Logits [n, vocab] of the n token embeddings x at positions start_pos.., their keys and values written into the
+    cache. last_only: only the last token's logits (what sampling needs)."""
     n = x.shape[0]
     x = x + self.wpe.shrink(((start_pos, start_pos + n), None))
     # query i may attend to key j <= start_pos + i; one query (decode) attends to every cached key, so it needs no mask
     mask = None
-    if not isinstance(tokens, UOp):
+    if not (isinstance(n, int) and n == 1):
       pos = Tensor.arange(self.max_context, dtype=dtypes.int32, device=self.device)
       mask = pos.shrink(((0, start_pos + n),)).reshape(1, 1, -1) <= pos.shrink(((start_pos, start_pos + n),)).reshape(1, -1, 1)
     for block in self.h: x = block(x, start_pos, mask)
     if last_only: x = x.shrink(((n - 1, n), None))
     return self.ln_f(x) @ self.lm_head.T
+
+  def __call__(self, tokens: Tensor | UOp, start_pos: UOp | int, last_only: bool = False) -> Tensor:
+    """Logits of tokens (int ids [n], or one id as a bound Variable) at positions start_pos.. (see forward)."""
+    return self.forward(self.embed(tokens), start_pos, last_only)
 
   @staticmethod
   def from_pretrained(path: str | Path, dtype: DType = dtypes.float32, max_context: int | None = None, device: str | None = None) -> GPT2:
@@ -230,17 +237,22 @@ def sample(logits: Tensor, temperature: float, top_k: int) -> Tensor:
   return (x - (-Tensor.rand(*x.shape, device=x.device).log()).log()).argmax(-1)
 
 class Generator:
-  """Generation with two TinyJits: prefill (any number of prompt tokens at any position) and decode (one token). Each
-  compiles on its first call and replays after, whatever the length and position: they are bound Variables."""
+  """Generation with TinyJits: gather (one prompt token's embedding into a buffer of rows), prefill (those rows, any
+  number at any position) and decode (one token). Each compiles on its first call and replays after, whatever the
+  token, length and position: they are bound Variables."""
   def __init__(self, model: GPT2, temperature: float = 0.0, top_k: int = 0, seed: int = 0):
     if temperature < 0: raise ValueError(f"temperature must be >= 0 (0: greedy), got {temperature}")
     if not 0 <= top_k <= model.cfg.vocab_size: raise ValueError(f"top_k must be in [0, {model.cfg.vocab_size}] (0: no top-k), got {top_k}")
     self.model, self.temperature, self.top_k, self.seed = model, temperature, top_k, seed
-    self.device = model.wte.device
-    self.prefill, self.decode = TinyJit(self._prefill), TinyJit(self._decode)
+    # the prompt's embeddings, a row read each: a one-hot product over the vocabulary cost half of a 124M prefill on CPU
+    self.rows = Tensor.zeros(model.max_context, model.cfg.n_embd, dtype=model.dtype, device=model.device).contiguous().realize()
+    self.gather, self.prefill, self.decode = TinyJit(self._gather), TinyJit(self._prefill), TinyJit(self._decode)
 
-  def _prefill(self, tokens: Tensor, start_pos: UOp, n: UOp) -> Tensor:
-    return sample(self.model(tokens.shrink(((0, n),)), start_pos, last_only=True), self.temperature, self.top_k).contiguous()
+  def _gather(self, token: UOp, i: UOp) -> Tensor:
+    at = (Tensor.arange(self.rows.shape[0], dtype=dtypes.int32, device=self.rows.device) == i).reshape(-1, 1)
+    return self.rows.assign(at.where(self.model.embed(token), self.rows)).realize()
+  def _prefill(self, start_pos: UOp, n: UOp) -> Tensor:
+    return sample(self.model.forward(self.rows.shrink(((0, n), None)), start_pos, last_only=True), self.temperature, self.top_k).contiguous()
   def _decode(self, token: UOp, start_pos: UOp) -> Tensor:
     return sample(self.model(token, start_pos), self.temperature, self.top_k).contiguous()
 
@@ -253,8 +265,8 @@ class Generator:
       raise ValueError(f"{len(prompt)} prompt tokens at position {start_pos} and {max_new_tokens} new ones do not fit the context of "
                        f"{m.max_context} positions: ask for fewer tokens or a larger --context")
     Tensor.manual_seed(self.seed)
-    ids = Tensor(np.pad(np.array(prompt, np.int32), (0, m.max_context - len(prompt))), device=self.device).realize()
-    tok = int(self.prefill(ids, m.start_pos.bind(start_pos), m.n_tokens.bind(len(prompt))).item())
+    for i, t in enumerate(prompt): self.gather(m.token.bind(t), m.start_pos.bind(i))
+    tok = int(self.prefill(m.start_pos.bind(start_pos), m.n_tokens.bind(len(prompt))).item())
     pos = start_pos + len(prompt)
     for i in range(max_new_tokens):
       yield tok
