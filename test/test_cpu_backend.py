@@ -418,6 +418,17 @@ def test_register_tile_follows_the_described_cpu(width, regs, fma, tile):
   assert len(accs) + tile[1] + (1 if fma else 2) <= regs, "the tile fits the registers"
   assert spec.src.count(f"call <{width} x float> @llvm.fma.v{width}f32(") == (len(accs) if fma else 0), "products accumulate fused only where the CPU has FMA"
 
+@pytest.mark.parametrize("width,regs", [(16, 32), (8, 16)], ids=["avx512", "avx2"])
+def test_matrix_vector_product_takes_eight_rows_at_once(width, regs):
+  """x @ W.T with one row of x (a language model's decode step): vectors along the sum, 8 rows of W per group (8
+  accumulators, 8 streams of W), each output the same sum as numpy's within rounding."""
+  x, w = rng.standard_normal((1, 768)).astype(np.float32), rng.standard_normal((3072, 768)).astype(np.float32)
+  items, _ = create_schedule([(Tensor.empty(1, 768, device="CPU") @ Tensor.empty(3072, 768, device="CPU").T).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=True))
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC]
+  assert len(accs) == 8 and all(u.dtype == dtypes.float32.vec(width) for u in accs), [u.dtype for u in accs]
+  np.testing.assert_allclose((cpu(x) @ cpu(w).T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+
 def test_long_matmul_sums_in_blocks_through_the_output():
   """K = 1024: the sum runs in blocks of SUM_CHUNK outside the row tiles (a block of B stays in cache), the partial
   kept in the output; with exact tiles only. Not where the output is also read, nor where something follows the sum."""

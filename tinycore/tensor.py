@@ -313,7 +313,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     the storage's shape, and an ASSIGN there keeps the rest."""
     chain, u = [], self.uop
     while u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): chain.append(u); u = u.src[0]
-    if u.op not in (Ops.BUFFER, Ops.ASSIGN): return None
+    if u.op not in (Ops.BUFFER, Ops.ASSIGN) and not (u.op is Ops.MULTI and _plain(u)): return None  # MULTI: a sharded buffer
     base = u
     val, mask = x.uop, UOp.const(dtypes.bool, True, self.device, self.shape)
     for m in chain:  # from the view down to the storage: undo each movement
@@ -446,8 +446,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     dev = canonicalize_device(device)
     c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32)
     if n == 0: return c0
-    slot = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev)
-    if Tensor._rng_slots is not None: Tensor._rng_slots.append((slot, call))
+    # on a tuple of devices the words live on the first and are copied to all: TinyJit rewrites that one buffer
+    home = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev[0] if isinstance(dev, tuple) else dev)
+    if Tensor._rng_slots is not None: Tensor._rng_slots.append((home, call))
+    slot = home.to(dev) if isinstance(dev, tuple) else home
     return Tensor._threefry(c0, *(slot.shrink(((i, i + 1),)).reshape(()) for i in range(3)))
   @staticmethod
   def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
