@@ -29,7 +29,7 @@ class Chromium:
     self.next_id, self.buf, self.events = 0, b"", []
     target = self.send("Target.createTarget", url="about:blank")["targetId"]
     self.session = self.send("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
-    for domain in ("Page", "Network", "Runtime"): self.send(f"{domain}.enable", session=True)
+    for domain in ("Page", "Network", "Runtime", "Log"): self.send(f"{domain}.enable", session=True)
   def _read(self, deadline: float) -> dict:
     while b"\0" not in self.buf:
       if time.time() > deadline: raise TimeoutError("chromium did not answer")
@@ -65,6 +65,22 @@ class Chromium:
                   f"const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; }})()")
     for kind in ("mousePressed", "mouseReleased"):
       self.send("Input.dispatchMouseEvent", session=True, type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+  def mouse(self, kind: str, x: float, y: float, **params) -> None:
+    """A mouse event at (x, y): mousePressed/mouseReleased/mouseMoved (button=...), or mouseWheel (deltaX, deltaY)."""
+    self.send("Input.dispatchMouseEvent", session=True, type=kind, x=x, y=y, **params)
+  def key(self, key: str) -> None:
+    """A key pressed and released: a printable character, or a key name like ArrowDown."""
+    text = {"text": key} if len(key) == 1 else {}
+    for kind in ("keyDown", "keyUp"): self.send("Input.dispatchKeyEvent", session=True, type=kind, key=key, **(text if kind == "keyDown" else {}))
+  def errors(self) -> list[str]:
+    """What the page reported as errors so far: uncaught exceptions, console.error calls, failed loads (a 404 too)."""
+    out = []
+    for e in self.events:
+      m, p = e.get("method"), e.get("params", {})
+      if m == "Runtime.exceptionThrown": out.append(p["exceptionDetails"].get("exception", {}).get("description") or p["exceptionDetails"]["text"])
+      elif m == "Runtime.consoleAPICalled" and p["type"] == "error": out.append(" ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+      elif m == "Log.entryAdded" and p["entry"]["level"] == "error": out.append(f"{p['entry']['text']} {p['entry'].get('url', '')}")
+    return out
   def screenshot(self, path: Path) -> None:
     path.write_bytes(base64.b64decode(self.send("Page.captureScreenshot", session=True, format="png")["data"]))
   def requested_urls(self) -> list[str]:

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from tinycore import Tensor
+from tinycore import Tensor, dtypes
 
 def numeric_grad(f_np, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
   """Central differences of sum(f(x)) in float64."""
@@ -135,13 +135,25 @@ def test_backward_on_a_realized_loss_is_a_clear_error():
   loss.realize()
   with pytest.raises(RuntimeError, match="already realized"): loss.backward()
 
-def test_backward_fills_only_what_requires_grad_like_tinygrad():
+def test_backward_fills_what_requires_grad_or_every_float_tensor_where_nothing_does():
   x, w = Tensor([1.0]), Tensor([3.0], requires_grad=True)
-  (x * 2).sum().backward()  # nothing requires grad: a no-op, as in tinygrad
-  assert x.grad is None
+  (x * 2).sum().backward()  # nothing sets requires_grad (tinygrad master has no such flag): every float tensor gets one
+  assert x.grad.item() == 2.0
   h = x * w
-  (h * 2).sum().backward()
-  assert x.grad is None and w.grad.item() == 2.0 and h.grad.item() == 2.0
+  (h * 2).sum().backward()  # w requires grad: only it and what is computed from it, as in tinygrad 0.14 and PyTorch
+  assert x.grad.item() == 2.0 and w.grad.item() == 2.0 and h.grad.item() == 2.0
+  frozen = Tensor([4.0], requires_grad=False)
+  (frozen * Tensor([5.0])).sum().backward()
+  assert frozen.grad is None
+
+def test_gradient_of_an_unused_target_is_zeros_unless_asked_to_raise():
+  x, y = Tensor([1.0, 2.0]), Tensor([3.0])
+  gx, gy = (x * 2).sum().gradient(x, y)   # tinygrad's: y does not change the value, its gradient is 0
+  np.testing.assert_array_equal(gx.numpy(), [2.0, 2.0])
+  np.testing.assert_array_equal(gy.numpy(), [0.0])
+  (gc,) = (x > 1).where(x, 0).sum().gradient(x)   # through the comparison nothing flows, through the where it does
+  np.testing.assert_array_equal(gc.numpy(), [0.0, 1.0])
+  with pytest.raises(RuntimeError, match="not part of the graph"): (x * 2).sum().gradient(y, materialize_grads=False)
 
 def test_gradient_of_a_non_scalar_needs_an_explicit_seed():
   w = Tensor([1.0, 2.0], requires_grad=True)
@@ -214,4 +226,16 @@ def test_gradient_of_a_size_zero_input_is_zeros_of_its_shape(make):
   (gx,) = (x.sum(0) * y).sum().gradient(x)  # reached through the graph: the same answer
   assert gx.shape == (0, 3)
   # a non-empty tensor off the graph is still an error
-  with pytest.raises(RuntimeError, match="not part of the graph"): (x.logsumexp(0).maximum(0) * y).sum().gradient(Tensor([1.0], requires_grad=True))
+  with pytest.raises(RuntimeError, match="not part of the graph"):
+    (x.logsumexp(0).maximum(0) * y).sum().gradient(Tensor([1.0], requires_grad=True), materialize_grads=False)
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16])
+def test_half_matmul_gradients_accumulate_in_float32(dt):
+  # a broadcast's gradient is a sum (a matmul's operand gradients): in float32, it is the half rounding of the exact sum
+  rng = np.random.default_rng(0)
+  x, y = rng.uniform(-2, 2, (64, 64)).astype(np.float32), rng.uniform(-2, 2, (64, 64)).astype(np.float32)
+  tx, ty = Tensor(x), Tensor(y)
+  gx, gy = tx.cast(dt).matmul(ty.cast(dt)).sum().gradient(tx, ty)
+  exact = Tensor(x).cast(dt).float().numpy().astype(np.float64).sum(0)   # d/dy[k, j] of the sum = sum_i x[i, k]
+  ulp = 2.0 ** -10 if dt == dtypes.float16 else 2.0 ** -7
+  assert np.abs(gy.numpy()[:, 0] - exact).max() <= ulp * np.abs(exact).max()   # one rounding; summed in half it was 10x that

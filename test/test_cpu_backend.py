@@ -233,9 +233,17 @@ def test_low_and_high_precision_math(renderer, dt):
   a, b = rng.standard_normal((16, 32)).astype(np.float32), rng.standard_normal((16, 32)).astype(np.float32)
   for fn in (lambda x, y: x + y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.abs().sqrt(), lambda x, y: x.maximum(y)):
     same(fn(cpu(a).cast(dt), cpu(b).cast(dt)).numpy(), fn(python(a).cast(dt), python(b).cast(dt)).numpy())
-  for fn in (lambda x, y: x.exp(), lambda x, y: x.abs().log(), lambda x, y: x.sin(), lambda x, y: x.sum(1), lambda x, y: x @ y.T):
+  for fn in (lambda x, y: x.exp(), lambda x, y: x.abs().log(), lambda x, y: x.sin(), lambda x, y: x.sum(1)):
     got, ref = fn(cpu(a).cast(dt), cpu(b).cast(dt)), fn(python(a).cast(dt), python(b).cast(dt))
     np.testing.assert_allclose(got.cast(dtypes.float32).numpy(), ref.cast(dtypes.float32).numpy(), rtol=1e-2 if dt != dtypes.float64 else 1e-6, atol=1e-2)
+  # a 16-bit matmul: the CPU rounds each product to the dtype, PYTHON's tensor core keeps it exact (summed in float32):
+  # each within its own error of the float64 product of the same inputs, relative to the terms' magnitudes
+  x, y = cpu(a).cast(dt), cpu(b).cast(dt)
+  xs, ys = x.cast(dtypes.float64).numpy(), y.cast(dtypes.float64).numpy()
+  eps = {dtypes.float16: 2.0 ** -11, dtypes.bfloat16: 2.0 ** -8}.get(dt, 2.0 ** -24 if dt == dtypes.float32 else 2.0 ** -53)
+  for got in ((x @ y.T), (python(a).cast(dt) @ python(b).cast(dt).T)):
+    bound = (a.shape[1] + 2) * eps * (np.abs(xs) @ np.abs(ys).T) + 2 * eps * np.abs(xs @ ys.T)
+    assert np.all(np.abs(got.cast(dtypes.float64).numpy() - xs @ ys.T) <= bound), dt
 
 def test_bitcasts(renderer):
   for src, dst in [(dtypes.float32, dtypes.int32), (dtypes.int32, dtypes.float32), (dtypes.float16, dtypes.int16), (dtypes.bfloat16, dtypes.uint16),
@@ -409,6 +417,17 @@ def test_register_tile_follows_the_described_cpu(width, regs, fma, tile):
   assert len(accs) == tile[0] * tile[1] and all(u.dtype == dtypes.float32.vec(width) for u in accs), (len(accs), tile)
   assert len(accs) + tile[1] + (1 if fma else 2) <= regs, "the tile fits the registers"
   assert spec.src.count(f"call <{width} x float> @llvm.fma.v{width}f32(") == (len(accs) if fma else 0), "products accumulate fused only where the CPU has FMA"
+
+@pytest.mark.parametrize("width,regs", [(16, 32), (8, 16)], ids=["avx512", "avx2"])
+def test_matrix_vector_product_takes_eight_rows_at_once(width, regs):
+  """x @ W.T with one row of x (a language model's decode step): vectors along the sum, 8 rows of W per group (8
+  accumulators, 8 streams of W), each output the same sum as numpy's within rounding."""
+  x, w = rng.standard_normal((1, 768)).astype(np.float32), rng.standard_normal((3072, 768)).astype(np.float32)
+  items, _ = create_schedule([(Tensor.empty(1, 768, device="CPU") @ Tensor.empty(3072, 768, device="CPU").T).uop])
+  spec = get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=width, vector_registers=regs, fma=True))
+  accs = [u for u in spec.uops if u.op is Ops.DEFINE_ACC]
+  assert len(accs) == 8 and all(u.dtype == dtypes.float32.vec(width) for u in accs), [u.dtype for u in accs]
+  np.testing.assert_allclose((cpu(x) @ cpu(w).T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
 
 def test_long_matmul_sums_in_blocks_through_the_output():
   """K = 1024: the sum runs in blocks of SUM_CHUNK outside the row tiles (a block of B stays in cache), the partial
@@ -793,3 +812,49 @@ def test_parallel_launch_runs_every_slice_and_raises_a_worker_error():
     with pytest.raises(ValueError, match="slice"): drv.run(fails_past_5, ("tag",), 10, True)
     assert len(seen) == 4
   finally: drv.threads = old
+
+def _deleted_objects() -> int:
+  """Shared objects mapped into this process whose files are gone: the C kernels' (loaded from a temporary file)."""
+  with open("/proc/self/maps") as f: return len({line.split(None, 5)[-1] for line in f if line.rstrip().endswith(".so (deleted)")})
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts mappings in /proc/self/maps (Linux)")
+@NEEDS_CC
+def test_a_dropped_c_kernel_is_unloaded():
+  """ctypes never unloads a shared object: each C kernel ever loaded stayed mapped. Its program now holds it, and the
+  last reference gone (an evicted runner), it is unloaded."""
+  import gc
+  ren, drv = CRenderer(), Device["CPU"].driver
+  asm = ClangAssembler(ren)
+  items, _ = create_schedule([(Tensor.empty(64, device="CPU") * 3 + 1).uop])
+  binary = asm.assemble(get_program(items[-1].ast, ren).src)
+  gc.collect()
+  before = _deleted_objects()
+  progs = [drv.load("k", binary) for _ in range(5)]
+  assert _deleted_objects() == before + 5
+  del progs
+  gc.collect()
+  assert _deleted_objects() == before
+
+MEMORY_LOOP = """
+import os
+from tinycore import Tensor
+def rss_mb():
+  with open("/proc/self/statm") as f: return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+for n in range(1, {N} + 1):
+  x = (Tensor.arange(7 * n).float() * 2 + 1).realize()   # a kernel and a buffer of a new size
+  x.sum().realize()                                        # and a reduction over it
+  if n == {WARM}: warm = rss_mb()
+print(warm, rss_mb())
+"""
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads resident memory from /proc/self/statm (Linux)")
+def test_resident_memory_stops_growing_over_thousands_of_shapes(tmp_path):
+  """Every new shape compiles kernels and frees buffers of a new size. With the kernel and schedule caches full, the
+  process must stop growing: the 500 kernels past that point once added ~80 MB (LLVM's optimisation pipeline and every
+  JIT-loaded kernel kept for good, a freed buffer of each size); now each cache drops what it evicts. A generous bound."""
+  N, WARM = 400, 150
+  env = {**os.environ, "DEV": "CPU", "KERNEL_CACHE_SIZE": "64", "SCHEDULE_CACHE_SIZE": "16", "TINYCORE_CACHE": str(tmp_path)}
+  out = subprocess.run([sys.executable, "-c", MEMORY_LOOP.format(N=N, WARM=WARM)], env=env, capture_output=True, text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  warm, end = map(float, out.stdout.split())
+  assert end - warm < 12, f"resident memory grew from {warm:.0f} MB to {end:.0f} MB over {2 * (N - WARM)} kernels of new shapes"

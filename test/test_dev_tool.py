@@ -99,3 +99,55 @@ def test_the_nv_emulator_run_fails_when_ptxas_refuses_a_kernel_after_it(monkeypa
   assert not ok and "tinygrad_nv.ptxas_check" in out
   assert [c[0][1:3] for c in cmds] == [["-m", "tinycore_conformance.cli"], ["-m", "tinygrad_nv.ptxas_check"]]
   assert all(c[1] == str(mod.NV_CACHE) and not c[2] for c in cmds)   # one fresh cache for both
+
+# ***** tools/dev.py gpu: the one-command proof on an NVIDIA GPU *****
+
+def load_gpu_proof():
+  spec = importlib.util.spec_from_file_location("gpu_proof", Path(__file__).resolve().parent.parent / "tools" / "gpu_proof.py")
+  mod = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(mod)
+  return mod
+
+def test_gpu_proof_without_a_gpu_runs_what_it_can_and_names_what_is_missing(monkeypatch, tmp_path, capsys):
+  """On a machine without a GPU the proof runs the steps that need none, skips the others with the reason (libcuda
+  missing), writes its report, and says so at the end; NV_EMULATE from the caller never turns the GPU steps into emulator runs."""
+  import ctypes, sys
+  try: ctypes.CDLL("libcuda.so.1"); pytest.skip("this machine has libcuda.so.1")
+  except OSError: pass
+  monkeypatch.setenv("TINYCORE_GPU_PYTHON", sys.executable)   # the installed checkout: nothing to install in a test
+  monkeypatch.setenv("OUT", str(tmp_path))
+  monkeypatch.setenv("NV_EMULATE", "1")
+  assert load_dev().main(["gpu", "--steps=devices,edge table,conformance"]) == 2
+  out = capsys.readouterr().out
+  assert "NO NVIDIA GPU here" in out and "libcuda.so.1" in out
+  report = json.loads((tmp_path / "gpu-proof.json").read_text())
+  steps = {s["name"]: s for s in report["steps"]}
+  assert list(steps) == ["tinycore devices", "cast edge table on the GPU vs the emulator", "conformance on the GPU (--profile ci)"]
+  assert steps["tinycore devices"]["status"] == "passed" and "NV" in steps["tinycore devices"]["tail"]
+  for name in list(steps)[1:]:
+    assert steps[name]["status"] == "skipped" and steps[name]["why"].startswith("needs an NVIDIA GPU") and "libcuda.so.1" in steps[name]["why"]
+  assert report["gpu"].startswith("none:") and "| tinycore devices | passed |" in (tmp_path / "gpu-proof.md").read_text()
+
+def test_gpu_proof_steps_have_time_limits_and_never_stop_the_proof(tmp_path):
+  """A step past its limit is ended with everything it started, one that fails or cannot run is recorded, and every step
+  after still runs; a background step runs beside them; RESULT lines and pytest's per-test lines become the step's figures."""
+  import sys, time
+  gp = load_gpu_proof()
+  py = sys.executable
+  slow = "import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); print('RESULT {\"child\": %d}' % c.pid); print('t.py::test_a PASSED'); print('t.py::test_b FAILED', flush=True); time.sleep(60)"
+  steps = [gp.Step("slow", [py, "-c", slow], cap=3, floor=0), gp.Step("fails", [py, "-c", "raise SystemExit(3)"], cap=30, floor=0),
+           gp.Step("cannot", [py, "-c", "pass"], cap=30, missing="needs an NVIDIA GPU: none here"),
+           gp.Step("beside", [py, "-c", "print('RESULT {\"b\": 1}')"], cap=30, background=True),
+           gp.Step("ok", [py, "-c", "print('RESULT {\"y\": 2}')"], cap=30, floor=0)]
+  st = time.perf_counter()
+  got = {r.name: r for r in gp.run_steps(steps, py, {"PATH": "/usr/bin:/bin", "PYTHONUNBUFFERED": "1"}, tmp_path, time.perf_counter() + 120)}
+  assert time.perf_counter() - st < 40
+  assert [(n, r.status) for n, r in got.items()] == [("slow", "timeout"), ("fails", "failed"), ("cannot", "skipped"), ("beside", "passed"), ("ok", "passed")]
+  assert got["cannot"].why == "needs an NVIDIA GPU: none here" and got["ok"].figures == {"y": 2} and got["beside"].figures == {"b": 1}
+  # a step cut short keeps what its pytest -vv output got to
+  assert got["slow"].figures["failed tests"] == ["t.py::test_b"] and got["slow"].figures["passed so far"] == 1
+  child = got["slow"].figures["child"]
+  time.sleep(0.5)
+  try: state = Path(f"/proc/{child}/status").read_text()
+  except FileNotFoundError: state = "gone"
+  assert state == "gone" or "zombie" in state, f"the timed-out step's child {child} still runs"

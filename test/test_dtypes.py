@@ -96,7 +96,7 @@ def test_int_pow_and_bool_pow():
   assert (Tensor([True, False]) ** 2).dtype == dtypes.int32 and (Tensor([True, False]) ** 2).numpy().tolist() == [1, 0]
   assert (Tensor([3, -3]) ** 19).numpy().tolist() == [3 ** 19, -3 ** 19]
   assert (Tensor([1, -1, 2, -1]) ** Tensor([-3, -3, -1, -2])).numpy().tolist() == [1, -1, 0, 1]  # 1/x^n truncated toward zero
-  assert (Tensor([1, -1, 2]) ** -1).numpy().tolist() == [1, -1, 0]
+  with pytest.raises(RuntimeError, match="negative power"): Tensor([1, -1, 2]) ** -1   # PyTorch's and tinygrad's refusal
   assert (Tensor([2, 3]) ** 0.5).dtype == dtypes.float32 and (2 ** Tensor([1, 3])).numpy().tolist() == [2, 8]
 
 REDUCE_DTYPES = [("sum", dtypes.int8, dtypes.int32), ("sum", dtypes.uint8, dtypes.uint32), ("sum", dtypes.bool, dtypes.int32), ("sum", dtypes.int64, dtypes.int64),
@@ -177,6 +177,22 @@ def test_float_narrowing_rounds_to_nearest_even():
   assert b[3] == np.float32(3.3895313892515355e38) and np.isnan(b[4]) and b[6] == np.float32(2.0 ** -130)
   assert Tensor([1e40], dtype=dtypes.float64).cast(dtypes.float32).item() == np.inf
   np.testing.assert_array_equal(Tensor([0.1], dtype=dtypes.float64).cast(dtypes.float32).numpy(), np.float32([0.1]))
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_narrowing_casts_and_constants_round_once(device):
+  """A cast rounds the exact value once, from any source: never through float32 (float64 -> half, bfloat16) or float64
+  (64-bit ints -> float32, bfloat16), in kernels, in constant folding (truncate) and in uploads."""
+  x = 1 + 2 ** -8 + 2 ** -30   # past bfloat16's tie at 1 + 2**-8 by less than a float32 holds
+  assert Tensor([x], dtype=dtypes.float64, device=device).cast(dtypes.bfloat16).item() == 1 + 2 ** -7 == truncate(dtypes.bfloat16, x)
+  assert Tensor([x], dtype=dtypes.bfloat16, device=device).item() == 1 + 2 ** -7
+  assert Tensor([1 + 2 ** -11 + 2 ** -40], dtype=dtypes.float64, device=device).cast(dtypes.float16).item() == 1 + 2 ** -10
+  big = 2 ** 60 + 2 ** 36 + 1   # past float32's tie by less than a float64 holds
+  assert Tensor([big], dtype=dtypes.int64, device=device).cast(dtypes.float32).item() == 2.0 ** 60 + 2 ** 37 == truncate(dtypes.float32, big)
+  big = -(2 ** 62 + 2 ** 54 + 1)   # past bfloat16's tie by less than float64 or float32 holds
+  assert Tensor([big], dtype=dtypes.int64, device=device).cast(dtypes.bfloat16).item() == -(2.0 ** 62 + 2 ** 55) == truncate(dtypes.bfloat16, big)
+  assert Tensor([2 ** 30 + 2 ** 22 + 1], dtype=dtypes.int32, device=device).cast(dtypes.bfloat16).item() == 2.0 ** 30 + 2 ** 23
+  bits = [0x7F81, 0xFFA0, 0x7FC1]   # bfloat16 NaNs (two signalling) keep their bits through a bitcast there and back
+  assert Tensor(bits, dtype=dtypes.uint16, device=device).bitcast(dtypes.bfloat16).bitcast(dtypes.uint16).tolist() == bits
 
 # ***** bitcasts *****
 
@@ -292,6 +308,23 @@ def test_bfloat16_arithmetic_rounds_every_result():
   np.testing.assert_array_equal((ta + tb).numpy(), round_bf16(a + b))
   assert ((ta * tb).numpy().view(np.uint32) & 0xFFFF == 0).all()  # every value is a bfloat16
   assert (ta.sum()).dtype == dtypes.bfloat16 and ta.sum().item() == round_bf16(np.array([a.astype(np.float64).sum()]))[0]
+
+def test_dtype_min_and_max_are_the_range_tinygrad_names():
+  assert (dtypes.int8.min, dtypes.int8.max, dtypes.uint16.max, dtypes.int.max, dtypes.uint64.max) == (-128, 127, 65535, 2**31 - 1, 2**64 - 1)
+  assert (dtypes.float16.min, dtypes.float32.max, dtypes.bool.min, dtypes.bool.max) == (-math.inf, math.inf, False, True)
+  assert dtypes.int32.min == dtypes.min(dtypes.int32)   # the older spelling too
+
+@pytest.mark.parametrize("dt,ulp", [(dtypes.float16, 2 ** -10), (dtypes.bfloat16, 2 ** -7)], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_sums_of_half_products_take_each_product_exactly(device, dt, ulp):
+  """A half matmul, convolution or gradient sums exact products in float32, as a tensor core does, on every device and on
+  or off the tensor core: (1+ulp)^2 = 1 + 2ulp + ulp^2, whose ulp^2 a product rounded to 16 bits would lose."""
+  if device == "CPU": pytest.importorskip("tinygrad_cpu")
+  a = Tensor.full((4, 8), 1 + ulp, dtype=dt, device=device)
+  want = 8 * (1 + 2 * ulp + ulp * ulp)   # exact in float32
+  assert (a @ a.T).dtype == dt and (a.matmul(a.T, dtype=dtypes.float32).numpy() == np.float32(want)).all()
+  w = Tensor.full((2, 2, 2, 2), 1 + ulp, dtype=dt, device=device)   # 8 taps: channels x 2 x 2
+  assert (a.reshape(1, 2, 4, 4).conv2d(w, dtype=dtypes.float32).numpy() == np.float32(want)).all()
 
 def test_dtype_hash_and_equality():
   """DTypes are interned: equal dtypes (a pickled or copied one too) are one object, so they hash alike, and dtypes differing

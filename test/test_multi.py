@@ -225,6 +225,33 @@ def test_rand_and_dropout_match_one_device():
     Tensor.manual_seed(3); d4 = Tensor(a).shard(D4, 0).dropout(0.5).numpy()
   np.testing.assert_equal(d4, d1)
 
+def test_rand_in_tinyjit_draws_afresh_on_every_replay():
+  # the jit rewrites the rand call's counter before a replay: on a tuple of devices too (it used to rewrite a copy of it,
+  # so every replay drew the captured numbers again)
+  draws = {}
+  for devices in (None, D2):
+    Tensor.manual_seed(1)
+    f = TinyJit(lambda: (Tensor.rand(4, device=devices) * 1).contiguous())
+    draws[devices] = [f().numpy() for _ in range(4)]
+  assert len({d.tobytes() for d in draws[D2]}) == 4
+  np.testing.assert_equal(draws[D2], draws[None])
+
+def test_symbolic_shapes_on_shards():
+  # a shard whose shape holds a Variable (a KV cache's valid part): reductions, reshapes, gathers and an in-place write
+  from tinycore import Variable
+  n, w, q = Variable("n", 1, 5), data(2, 5, 4), data(2, 1, 4)
+  for val in (2, 5):
+    check(lambda c, q: (q @ c.shrink((None, (0, n.bind(val)), None)).transpose(1, 2)).softmax(-1) @ c.shrink((None, (0, n.bind(val)), None)),
+          w, q, devices=D2, axes=(0, 0))
+    check(lambda c: c.shrink((None, (0, n.bind(val)), None)).sum(2), w, devices=D2)   # the reshape after the sum keeps the split
+    check(lambda c: c.shrink((None, (0, n.bind(val)), None)) * 2, w, devices=D2)      # read back: gathered at the bound size
+  for devices in (None, D2):
+    c = Tensor(w) if devices is None else Tensor(w).shard(devices, 0)
+    c = c.contiguous().realize()
+    c.shrink((None, (n.bind(1), n.bind(1) + 2), None)).assign(Tensor(q.repeat(2, 1)).shard_like(c))   # through the view, in place
+    want = w.copy(); want[:, 1:3] = q
+    np.testing.assert_allclose(c.numpy(), want)
+
 # on a grid: data parallel along its first dimension, tensor parallel along its second (l1's outputs and l2's inputs split)
 GRID_PARAMS = [(None, 0), (None, 0), (None, 1), (None, None)]   # l1.weight, l1.bias, l2.weight, l2.bias
 

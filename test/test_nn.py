@@ -205,6 +205,8 @@ def test_embedding():
     return emb(Tensor(idx))
   check(run, lambda w: w[idx], [randn(7, 3)])  # repeated indices accumulate gradient
   with pytest.raises(TypeError, match="integers"): emb(Tensor([1.0]))
+  big = nn.Embedding(300, 2)   # uint8 indices into more rows than uint8 holds: each index picks its own row only
+  np.testing.assert_array_equal(big(Tensor([0, 255, 44], dtype=dtypes.uint8)).numpy(), big.weight.numpy()[[0, 255, 44]])
 
 def test_dropout_only_in_training():
   x = Tensor(np.ones((50, 40), np.float32), requires_grad=True)

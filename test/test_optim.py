@@ -3,8 +3,9 @@ import math
 import numpy as np
 import pytest
 import tinycore.tensor
-from tinycore import Tensor, nn
+from tinycore import Tensor, nn, dtypes
 from tinycore.nn import optim
+from tinycore.uop import bf16_to_f32, f32_to_bf16
 
 RNG = np.random.default_rng(1)
 W0 = [RNG.standard_normal((3, 4)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)]
@@ -37,20 +38,21 @@ def np_lamb(lr, b1=0.9, b2=0.999, eps=1e-6, weight_decay=0.0, adam=False):
     return w - lr * r * up
   return update
 
+# each case: the optimizer, and a factory of its numpy reference (whose state is fresh for every test)
 CASES = {
-  "sgd": (lambda p: optim.SGD(p, lr=0.1), np_sgd(0.1)),
-  "sgd_wd": (lambda p: optim.SGD(p, lr=0.1, weight_decay=0.3), np_sgd(0.1, weight_decay=0.3)),
-  "momentum": (lambda p: optim.SGD(p, lr=0.1, momentum=0.9), np_sgd(0.1, 0.9)),
-  "nesterov_wd": (lambda p: optim.SGD(p, lr=0.05, momentum=0.8, weight_decay=0.1, nesterov=True), np_sgd(0.05, 0.8, 0.1, True)),
-  "classic": (lambda p: optim.SGD(p, lr=0.05, momentum=0.8, classic=True), np_sgd(0.05, 0.8, classic=True)),
-  "adam": (lambda p: optim.Adam(p, lr=0.01), np_lamb(0.01, eps=1e-8, adam=True)),
-  "adamw": (lambda p: optim.AdamW(p, lr=0.01, weight_decay=0.2), np_lamb(0.01, eps=1e-8, weight_decay=0.2, adam=True)),
-  "lamb": (lambda p: optim.LAMB(p, lr=0.02, weight_decay=0.1), np_lamb(0.02, weight_decay=0.1)),
+  "sgd": (lambda p: optim.SGD(p, lr=0.1), lambda: np_sgd(0.1)),
+  "sgd_wd": (lambda p: optim.SGD(p, lr=0.1, weight_decay=0.3), lambda: np_sgd(0.1, weight_decay=0.3)),
+  "momentum": (lambda p: optim.SGD(p, lr=0.1, momentum=0.9), lambda: np_sgd(0.1, 0.9)),
+  "nesterov_wd": (lambda p: optim.SGD(p, lr=0.05, momentum=0.8, weight_decay=0.1, nesterov=True), lambda: np_sgd(0.05, 0.8, 0.1, True)),
+  "classic": (lambda p: optim.SGD(p, lr=0.05, momentum=0.8, classic=True), lambda: np_sgd(0.05, 0.8, classic=True)),
+  "adam": (lambda p: optim.Adam(p, lr=0.01), lambda: np_lamb(0.01, eps=1e-8, adam=True)),
+  "adamw": (lambda p: optim.AdamW(p, lr=0.01, weight_decay=0.2), lambda: np_lamb(0.01, eps=1e-8, weight_decay=0.2, adam=True)),
+  "lamb": (lambda p: optim.LAMB(p, lr=0.02, weight_decay=0.1), lambda: np_lamb(0.02, weight_decay=0.1)),
 }
 
 @pytest.mark.parametrize("name", CASES)
 def test_first_steps_match_numpy(name):
-  make, np_update = CASES[name]
+  make, np_update = CASES[name][0], CASES[name][1]()
   ws = [Tensor(w, requires_grad=True) for w in W0]
   opt = make(ws)
   ref = [w.astype(np.float64) for w in W0]
@@ -60,6 +62,44 @@ def test_first_steps_match_numpy(name):
     opt.step()
     ref = [np_update(i, w, C[i] + D[i] * w) for i, w in enumerate(ref)]
     for got, want in zip(ws, ref): np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+def rounded(x: np.ndarray, dtype) -> np.ndarray:
+  return bf16_to_f32(f32_to_bf16(x)).astype(np.float64) if dtype == dtypes.bfloat16 else x.astype(np.float16).astype(np.float64)
+
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("name", CASES)
+def test_half_parameters_step_their_float32_masters(name, dtype):
+  """Half parameters: the optimizer updates a float32 master of each (weight decay and trust ratios read it too), and the
+  parameter is the master rounded. numpy does the same with the same roundings: the parameter, and its gradient."""
+  make, np_update = CASES[name][0], CASES[name][1]()
+  ws = [Tensor(w, requires_grad=True).cast(dtype).realize() for w in W0]
+  for w in ws: w.requires_grad = True
+  opt = make(ws)
+  assert [m.dtype for m in opt.masters] == [dtypes.float32] * 2 and [w.dtype for w in ws] == [dtype] * 2
+  ref = [rounded(w, dtype) for w in W0]
+  for _ in range(3):
+    opt.zero_grad()
+    loss_of(ws).backward()
+    opt.step()
+    ref = [np_update(i, w, rounded((C[i] + D[i] * rounded(w, dtype)).astype(np.float32), dtype)) for i, w in enumerate(ref)]
+    for m, w, want in zip(opt.masters, ws, ref):
+      np.testing.assert_allclose(m.numpy(), want, rtol=1e-4, atol=1e-5)
+      np.testing.assert_array_equal(w.float().numpy(), rounded(m.numpy(), dtype))
+
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("make", [lambda p: optim.SGD(p, lr=1e-4), lambda p: optim.Adam(p, lr=1e-4)], ids=["sgd", "adam"])
+def test_steps_below_a_half_weights_spacing_add_up(make, dtype):
+  """30 steps of 1e-4 from 1.0: each is below half the spacing of 16-bit floats under 1 (2^-12 in float16, 2^-9 in
+  bfloat16), so a parameter updated in its own dtype would never move; the float32 master reaches 0.997."""
+  assert (Tensor([1.0], dtype=dtype) - 1e-4).cast(dtype).item() == 1.0   # what updating in the parameter's dtype does
+  w = Tensor([1.0, -2.0], dtype=dtype, requires_grad=True)
+  opt = make([w])
+  for _ in range(30):
+    opt.zero_grad()
+    w.sum().backward()
+    opt.step()
+  np.testing.assert_allclose(opt.masters[0].numpy(), [0.997, -2.003], rtol=1e-5)
+  np.testing.assert_array_equal(w.float().numpy(), rounded(np.array([0.997, -2.003], np.float32), dtype))
 
 def test_a_step_is_one_schedule(monkeypatch):
   ws = [Tensor(w, requires_grad=True) for w in W0]
@@ -161,3 +201,11 @@ def test_schedule_changes_the_step():
     opt.step()
     sched.step()
   np.testing.assert_allclose(w.numpy(), [-(1 + 0.1 + 0.01)], rtol=1e-6)
+
+def test_tinygrads_device_and_fused_arguments_are_accepted():
+  w = Tensor([1.0, 2.0], requires_grad=True)
+  for opt in (optim.SGD([w], 0.1, 0.9, 0.0, False, False, "CPU", True), optim.Adam([w], device=w.device, fused=False),
+              optim.LARS([w], 0.1, 0.9, 1e-4, 0, None, True), optim.Muon([w], fused=True), optim.LAMB([w], device=None)):
+    assert opt.device == w.device
+  with pytest.raises(ValueError, match="parameters' device"): optim.SGD([w], device="PYTHON")
+  with pytest.raises(NotImplementedError, match="Muon"): optim.LARS([w], 0.1, 0.9, 0.0, 5, (3.4445, -4.775, 2.0315))

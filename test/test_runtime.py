@@ -81,6 +81,20 @@ def test_lru_allocator_reuses_freed_memory():
   b2 = Buffer("PYTHON", 12347, dtypes.float32).ensure_allocated()
   assert b2._buf is raw and alloc.live == live
 
+def test_lru_allocator_keeps_at_most_its_peak_in_freed_buffers():
+  """A process whose shapes keep changing frees a buffer of every size: the cache keeps no more bytes than were ever live
+  at once (it used to keep all of them), the least recently freed sizes going back first; a size freed and asked for
+  again is still reused."""
+  from tinycore.runtime.builtin import HostAllocator
+  alloc = HostAllocator("PYTHON")
+  for size in range(1000, 1400): alloc.free(alloc.alloc(size), size)
+  assert alloc.peak_bytes == 1399 and alloc.cached_bytes <= 1399, (alloc.peak_bytes, alloc.cached_bytes)
+  assert alloc.cached_bytes == sum(sz * len(bufs) for (sz, _), bufs in alloc.cache.items()) and (1399, None) in alloc.cache
+  two = [alloc.alloc(700), alloc.alloc(700)]
+  for b in two: alloc.free(b, 700)
+  assert alloc.peak_bytes == 1400 and len(alloc.cache[(700, None)]) == 2
+  assert alloc.alloc(700) is two[1] and alloc.live == 1
+
 def test_lru_can_be_turned_off():
   alloc = Device["PYTHON"].allocator
   b = Buffer("PYTHON", 12349, dtypes.float32).ensure_allocated()
@@ -89,11 +103,12 @@ def test_lru_can_be_turned_off():
   assert not any(x is raw for x in alloc.cache.get((4 * 12349, None), []))
 
 def test_mem_used_follows_buffers():
-  before = GlobalCounters.mem_used
+  before, on_python = GlobalCounters.mem_used, GlobalCounters.mem_used_per_device["PYTHON"]
   b = Buffer("PYTHON", 1000, dtypes.float32).ensure_allocated()
   assert GlobalCounters.mem_used == before + 4000 and GlobalCounters.mem_peak >= before + 4000
+  assert GlobalCounters.mem_used_per_device["PYTHON"] == on_python + 4000   # tinygrad's per-device count
   del b
-  assert GlobalCounters.mem_used == before
+  assert GlobalCounters.mem_used == before and GlobalCounters.mem_used_per_device["PYTHON"] == on_python
 
 def test_host_data_waits_for_a_device_that_opens_later(monkeypatch):
   """A Tensor made from host data for a device that does not open yet keeps the data, and its buffer gets it when it is

@@ -99,6 +99,13 @@ def test_constant_reductions_fold():
   big = Tensor.full((1 << 13, 1 << 12), 3.0).sum()
   assert has_reduce(kernels(big)[-1])   # 3 * 2^25 partial sums are no longer exact in float32
 
+def test_padded_constant_reductions_count_the_padding():
+  # a pad adds zeros: the ones padded by 64 columns still sum to 256 per row, and the max of padded -1s is 0
+  np.testing.assert_equal(Tensor.ones(256, 256).pad(((0, 0), (0, 64))).sum(axis=1).numpy(), np.full(256, 256.0))
+  np.testing.assert_equal(Tensor.full((4, 4), -1).pad(((0, 0), (1, 1))).max(axis=1).numpy(), np.zeros(4, np.int32))
+  x = Tensor.ones(10, requires_grad=True)  # cumsum's gradient is a sum over a padded broadcast of ones
+  np.testing.assert_equal(x.cumsum(0).sum().gradient(x)[0].numpy(), np.arange(10, 0, -1, dtype=np.float32))
+
 def test_unrealized_constant_parameter_is_folded_into_its_users():
   w = Tensor.ones(8, requires_grad=True)   # a unique contiguous constant: a leaf of its own for autograd
   x = rnd(4, 8)
@@ -110,6 +117,16 @@ def test_unrealized_constant_parameter_is_folded_into_its_users():
 def test_reduce_of_a_reduce_is_two_kernels():
   a = rnd(6, 6)
   assert len(kernels((a @ a).sum())) == 2
+
+def test_a_split_reduction_pads_its_uneven_partials_with_the_identity_not_zero():
+  """Found by the conformance fuzzer: a reduction longer than REDUCE_SPLIT is cut into partials, and where the cut does
+  not divide the axis it is padded with the reduction's identity. The identity was a constant padded with zeros, so the
+  new elements were 0: a max of 32769 values of -2 was 0, and Tensor.ones(55, 769, 2, 1, dtype=int32).min() was -1."""
+  from tinycore.schedule import REDUCE_SPLIT
+  for n in (REDUCE_SPLIT + 1, 55 * 769 * 2):
+    assert Tensor(np.full(n, -2, np.int32)).max().item() == -2 and Tensor(np.full(n, -2.5, np.float32)).max().item() == -2.5
+    assert Tensor(np.full(n, 5, np.uint8)).min().item() == 5 and Tensor.ones(n, dtype="int32").min().item() == 1
+  assert Tensor.ones(55, 769, 2, 1, dtype="int32").min().item() == 1
 
 def test_equal_kernels_share_one_ast():
   a, b = rnd(3, 3), rnd(3, 3)
@@ -127,6 +144,10 @@ def test_multiple_outputs_realized_together():
 # ***** kernels with several outputs *****
 
 def stores(si) -> int: return len(si.ast.src)
+def reads_in_place(si) -> bool:
+  """An output's parameter is also read (an assign's old value): the kernel updates that buffer in place."""
+  return any(s.op is Ops.DEFINE_GLOBAL and s.arg < stores(si) and not (u.op is Ops.STORE and i == 0)
+             for u in si.ast.toposort() for i, s in enumerate(u.src))
 
 @pytest.mark.parametrize("device", ["PYTHON", "CPU"])
 def test_mean_variance_and_deviation_are_one_kernel(device):
@@ -189,7 +210,7 @@ def test_assigns_of_one_size_share_a_kernel(device):
     v.assign(v * 0.99 + g * g * 0.01)
     p.assign(p - 0.1 * m / (v.sqrt() + 1e-8))
     ks = kernels(p)
-    assert len(ks) == 1 and stores(ks[0]) == 3 and ks[0].ast.arg == "aliased"
+    assert len(ks) == 1 and stores(ks[0]) == 3 and reads_in_place(ks[0]) and len(ks[0].bufs) == 4   # p, m, v bound once each, and g
     p.realize()
     mw, vw = mn * 0.9 + gn * 0.1, vn * 0.99 + gn * gn * 0.01
     np.testing.assert_allclose(m.numpy(), mw, rtol=1e-6)
@@ -206,7 +227,7 @@ def test_a_value_reading_an_assigned_buffer_elsewhere_runs_before_the_assign(dev
   g = (x * p.flip(0)).sum(0) + (x * p.sum()).sum(0)
   p.assign(p - 0.5 * g)
   ks = kernels(g, p)
-  (writes_p,) = [si for si in ks if si.ast.arg == "aliased"]   # the kernel reading and writing p's memory: p's update alone
+  (writes_p,) = [si for si in ks if reads_in_place(si)]   # the kernel reading and writing p's memory: p's update alone
   assert stores(writes_p) == 1 and len(ks) >= 2
   Tensor.realize_all(g, p)
   gw = (xn * pn[::-1]).sum(0) + (xn * pn.sum()).sum(0)
@@ -455,6 +476,45 @@ def test_kernels_respect_the_renderers_loop_pass_limit(monkeypatch, limit):
   assert most(both.schedule()) == (1 if limit else 2) and most(ln.schedule()) == (1 if limit else 2)
   np.testing.assert_allclose(both.numpy(), x[0].sum() + x[1].max(), rtol=1e-5)
   np.testing.assert_allclose(ln.numpy(), (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5), atol=1e-5)
+
+def shares_memory(a, b) -> bool: return a.base is b.base and a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes
+
+@pytest.mark.parametrize("device", ["PYTHON", "CPU"])
+def test_no_kernel_binds_memory_it_writes_twice(device, monkeypatch):
+  """What docs/writing-a-backend.md promises renderers (restrict/noalias pointers are safe): no output parameter of a kernel
+  shares memory with another parameter. In-place assigns read their target's old value through the output's own
+  parameter: Adam's three updates in one kernel, a value reading a reduction of its own buffer, a slice, a flip, an SGD step."""
+  import tinycore.tensor as tensor_module
+  from tinycore.nn import optim
+  run, in_place = tensor_module.run_schedule, []
+  def checked(items, var_vals=None):
+    for si in items:
+      if si.ast.op is not Ops.SINK: continue
+      for i, out in enumerate(si.bufs[:stores(si)]):
+        assert not any(shares_memory(out, b) for j, b in enumerate(si.bufs) if j != i), f"output {i} shares memory with another parameter: {si.bufs}"
+      in_place.append(reads_in_place(si))
+    return run(items, var_vals)
+  monkeypatch.setattr(tensor_module, "run_schedule", checked)
+  x = Tensor(np.arange(8, dtype=np.float32), device=device).contiguous().realize()
+  x.assign(x * 2 + 1).realize()
+  x.assign(x - x.sum() / 8).realize()
+  x[2:5] = x[2:5] * 3
+  x.assign(x.flip(0)).realize()
+  p, m, v = (Tensor(np.full(6, k, np.float32), device=device).contiguous().realize() for k in (1.0, 0.5, 0.25))
+  g = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+  m.assign(m * 0.9 + g * 0.1)
+  v.assign(v * 0.99 + g * g * 0.01)
+  p.assign(p - 0.1 * m / (v.sqrt() + 1e-8)).realize()
+  w, old = Tensor(np.full((3, 2), 0.5, np.float32), device=device, requires_grad=True), Tensor.training
+  opt = optim.SGD([w], lr=0.1, momentum=0.9)
+  try:
+    Tensor.training = True
+    for _ in range(2):
+      opt.zero_grad()
+      (Tensor(np.ones((4, 3), np.float32), device=device) @ w).relu().sum().backward()
+      opt.step()
+  finally: Tensor.training = old
+  assert any(in_place) and not all(in_place), in_place   # some kernels did update a buffer in place
 
 def test_assign_of_a_value_reading_a_reduction_of_its_own_buffer():
   # LAMB's trust ratio: the norm of w fuses per copy behind an expand; inside the kernel writing w it would read

@@ -121,3 +121,7 @@ def test_torch_load_reads_a_pytorch_state_dict(tmp_path):
   ours = [nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2)]
   load_state_dict(ours, torch_load(tmp_path / "ckpt.pth"))  # int64 num_batches_tracked is cast to the model's dtype
   for k, v in tm.state_dict().items(): np.testing.assert_array_equal(get_state_dict(ours)[k].numpy(), v.numpy(), err_msg=k)
+  for legacy in (False, True):   # tinygrad's form: the file's bytes as a uint8 Tensor, the zip and the legacy format
+    torch.save(tm.state_dict(), tmp_path / "sd.pth", _use_new_zipfile_serialization=not legacy)
+    got = torch_load(Tensor((tmp_path / "sd.pth").read_bytes()))
+    for k, v in tm.state_dict().items(): np.testing.assert_array_equal(got[k].numpy(), v.numpy(), err_msg=k)

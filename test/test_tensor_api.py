@@ -1,11 +1,11 @@
 """tinygrad's API as ported programs use it: argument forms, helpers, Context variables, the training switch, module paths,
 symbolic slicing and error types; numbers checked against numpy (and PyTorch where installed)."""
-import gzip, io, pathlib, tarfile, zipfile
+import gzip, importlib, inspect, io, pathlib, re, tarfile, zipfile
 import numpy as np
 import pytest
 from tinycore import Tensor, Variable, TinyJit, Context, dtypes, nn
 from tinycore import engine
-from tinycore.helpers import all_same, partition, unwrap, get_child, Timing, Profiling, tqdm, trange, fetch
+from tinycore.helpers import all_same, partition, unwrap, get_child, Timing, Profiling, tqdm, trange, fetch, colored
 
 # ***** argument forms *****
 
@@ -67,6 +67,20 @@ def test_fetch_reads_local_paths_and_the_cache_and_says_what_to_do_offline(tmp_p
   assert cached.read_bytes() == b"\x01\x02" and "downloads" in str(cached)
   np.testing.assert_equal(Tensor.from_url("file://" + str(f)).numpy(), [1, 2])
   with pytest.raises(OSError, match="offline"): fetch("file://" + str(tmp_path / "missing.bin"))
+
+def test_fetch_checks_sha256_sends_headers_and_extracts_tar(tmp_path, monkeypatch):
+  import hashlib, io, tarfile
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  f = tmp_path / "a.tar"
+  with tarfile.open(f, "w") as tar:
+    info = tarfile.TarInfo("dir/x.txt")
+    info.size = 5
+    tar.addfile(info, io.BytesIO(b"hello"))
+  digest = hashlib.sha256(f.read_bytes()).hexdigest()
+  out = fetch("file://" + str(f), sha256=digest, extract=True)
+  assert out.is_dir() and (out / "dir" / "x.txt").read_bytes() == b"hello"
+  with pytest.raises(RuntimeError, match="sha256"): fetch("file://" + str(f), name="other", sha256="0" * 64)
+  assert fetch("file://" + str(f), headers={"X-A": "1"}) != fetch("file://" + str(f))   # cached apart: another request
 
 def test_tensor_from_a_path_is_its_bytes(tmp_path):
   f = tmp_path / "x.bin"
@@ -311,6 +325,193 @@ def test_api_table_in_docs_matches_tensor():
   wrong = [r[1].strip() for r in rows if hasattr(Tensor, r[1].strip().strip("`")) != (r[2].strip() == "yes")]
   assert not wrong, f"docs/tensor-api.md says the opposite of Tensor for {wrong}"
 
+# ***** every name tinygrad master's modules define: in docs/tensor-api.md's table, and in tinycore where it says yes *****
+# the public names of tinygrad master (2026-08-22): module-level definitions of each file (and tinygrad/__init__.py's imports),
+# and the keys its Context accepts
+TINYGRAD_MODULE_NAMES = {
+  "tinygrad": """Context Device GlobalCounters Tensor TinyJit UOp Variable dtypes fetch function getenv""".split(),
+  "tinygrad.helpers": """ALL2ALL ALLOW_DEVICE_USAGE ALLOW_TF32 ALLREDUCE_CAST BASEDIR BEAM CACHEDB CACHELEVEL CAPTURE_PROCESS_REPLAY CAPTURING CCACHE
+    CHECK_OOB CHUNK_SIZE Context ContextVar DEBUG DEBUG_RANGEIFY DEFAULT_FLOAT DEFAULT_INT DEV DISABLE_FAST_IDIV DISALLOW_BROADCAST
+    EMULATED_DTYPES FLOAT16 FUSE_OPTIM GlobalCounters IGNORE_BEAM_CACHE IMAGE JIT JIT_BATCH_SIZE LRU MAX_BUFFER_SIZE
+    MAX_KERNEL_BUFFERS Metadata NOLOCALS NOOPT NO_COLOR NO_MEMORY_PLANNER NULL_ALLOW_COPYOUT NUM_CPU_THREADS OPENPILOT_HACKS OSX
+    PARALLEL PCONTIG PROFILE ProfileEvent ProfilePointEvent ProfileRangeEvent Profiling RING SCACHE SPEC SPLIT_REDUCEOP START_TIME T
+    TC_OPT TC_SELECT TRACEMETA TRAINING TRANSCENDENTAL TUPLE_ORDER Target Timing TracingKey U USE_ATOMICS USE_TC VALIDATE_WITH_CPU
+    VERSION VIZ WIN WINO all_int all_same amdgpu_disassemble ansilen ansipad ansistrip argfix argsort cache_dir canonicalize_strides
+    capstone_flatdump cdiv ceildiv cmod colored colorize_float count cpu_events cpu_objdump cpu_profile data64 data64_le
+    db_connection dedup disable_gc diskcache diskcache_clear diskcache_get diskcache_put fetch fetch_fw flat_mv flat_to_grouped
+    flatten floordiv floormod from_mv fromimport fully_flatten get_child get_shape get_single_element get_stacktrace getbits getenv
+    hi32 i2u is_image_shape lines lo32 make_tuple merge_dicts mv_address next_power2 pad_bytes panic partition perf_counter_us
+    pluralize polyN printable prod profile_marker resolve_pool_pads round_down round_up select_by_name select_first_inited
+    size_to_str stderr_log strides_for_shape strip_parens suppress_finalizing system temp time_to_str to_be32 to_be64 to_char_p_p
+    to_function_name to_mv to_tuple tqdm trange unwrap wait_cond word_wrap""".split(),
+  "tinygrad.nn": """BatchNorm BatchNorm2d BatchNorm3d Conv1d Conv2d ConvTranspose1d ConvTranspose2d Embedding GroupNorm InstanceNorm LSTMCell
+    LayerNorm LayerNorm2d Linear RMSNorm""".split(),
+  "tinygrad.nn.state": """TensorIO accept_filename fs_load fs_store get_parameters get_state_dict inverse_safe_dtypes load_state_dict safe_dtypes
+    safe_load safe_load_metadata safe_save tar_extract torch_load zip_extract""".split(),
+  "tinygrad.nn.optim": """Adam AdamW LAMB LARS Muon Optimizer OptimizerGroup SGD""".split(),
+  "tinygrad.device": """ALL_DEVICES Allocator Buffer BufferSpec CompileError Compiled Compiler DepsTracker Device DeviceType LRUAllocator MultiBuffer
+    ProfileDeviceEvent ProfileGraphEntry ProfileGraphEvent ProfileProgramEvent Program TinyELF canonicalize_device
+    enumerate_devices_str""".split(),
+  "tinygrad.renderer": """Estimates Renderer""".split(),
+}
+TINYGRAD_CONTEXT_VARIABLES = """ALL2ALL ALLOW_DEVICE_USAGE ALLOW_TF32 ALLREDUCE_CAST BEAM CACHELEVEL CAPTURE_PROCESS_REPLAY CAPTURING CCACHE CHECK_OOB DEBUG
+  DEBUG_RANGEIFY DEFAULT_FLOAT DEFAULT_INT DEV DISABLE_FAST_IDIV DISALLOW_BROADCAST EMULATED_DTYPES FLOAT16 FUSE_OPTIM
+  IGNORE_BEAM_CACHE IMAGE JIT JIT_BATCH_SIZE LRU MAX_BUFFER_SIZE MAX_KERNEL_BUFFERS NOLOCALS NOOPT NO_COLOR NO_MEMORY_PLANNER
+  NULL_ALLOW_COPYOUT NUM_CPU_THREADS OPENPILOT_HACKS PARALLEL PCONTIG PROFILE REWRITE_STACK_LIMIT RING SCACHE SPEC SPLIT_REDUCEOP
+  TC TC_OPT TC_SELECT TRACEMETA TRACK_MATCH_STATS TRAINING TRANSCENDENTAL TUPLE_ORDER USE_ATOMICS VALIDATE_WITH_CPU VIZ WINO""".split()
+# tinygrad's parameters of each name the table marks yes that is a function or class ("..." a default that is no literal)
+TINYGRAD_CALL_SHAPES = {
+  "tinygrad.Context": "**kwargs", "tinygrad.GlobalCounters": "", "tinygrad.Tensor": "data, device=None, dtype=None",
+  "tinygrad.TinyJit": "fxn=None, **kwargs", "tinygrad.UOp": "op, dtype=None, src=(), arg=None, tag=None, metadata=None, _buffer=None",
+  "tinygrad.Variable": "name, min_val, max_val, dtype=..., multiple_of=1, param=False",
+  "tinygrad.fetch": "url, name=None, subdir=None, gunzip=False, allow_caching=True, headers=..., sha256=None, extract=False",
+  "tinygrad.function": "fxn=None, *, precompile=False, precompile_backward=False, allow_implicit=False, grad_fxn=None",
+  "tinygrad.helpers.Context": "**kwargs", "tinygrad.helpers.ContextVar": "key, default_value", "tinygrad.helpers.GlobalCounters": "",
+  "tinygrad.helpers.Profiling": "enabled=True, sort='cumtime', frac=0.2, fn=None, ts=1",
+  "tinygrad.helpers.Target": "device='', renderer='', arch='', interface='', indices=''",
+  "tinygrad.helpers.Timing": "prefix='', on_exit=None, enabled=True", "tinygrad.helpers.all_int": "t",
+  "tinygrad.helpers.all_same": "items", "tinygrad.helpers.ansilen": "s", "tinygrad.helpers.ansipad": "s, w",
+  "tinygrad.helpers.ansistrip": "s", "tinygrad.helpers.argfix": "*x", "tinygrad.helpers.argsort": "x", "tinygrad.helpers.cdiv": "x, y",
+  "tinygrad.helpers.ceildiv": "num, amt", "tinygrad.helpers.cmod": "x, y", "tinygrad.helpers.colored": "st, color, background=False",
+  "tinygrad.helpers.colorize_float": "x", "tinygrad.helpers.dedup": "x", "tinygrad.helpers.disable_gc": "",
+  "tinygrad.helpers.fetch": "url, name=None, subdir=None, gunzip=False, allow_caching=True, headers=..., sha256=None, extract=False",
+  "tinygrad.helpers.flatten": "l", "tinygrad.helpers.floordiv": "x, y", "tinygrad.helpers.floormod": "x, y",
+  "tinygrad.helpers.fully_flatten": "l", "tinygrad.helpers.get_child": "obj, key", "tinygrad.helpers.get_shape": "x",
+  "tinygrad.helpers.get_single_element": "x", "tinygrad.helpers.getbits": "value, start, end", "tinygrad.helpers.make_tuple": "x, cnt",
+  "tinygrad.helpers.merge_dicts": "ds", "tinygrad.helpers.next_power2": "x", "tinygrad.helpers.partition": "itr, fxn",
+  "tinygrad.helpers.pluralize": "st, cnt", "tinygrad.helpers.polyN": "x, p", "tinygrad.helpers.prod": "x",
+  "tinygrad.helpers.round_down": "num, amt", "tinygrad.helpers.round_up": "num, amt", "tinygrad.helpers.size_to_str": "s",
+  "tinygrad.helpers.temp": "x, append_user=False", "tinygrad.helpers.time_to_str": "t, w=8", "tinygrad.helpers.to_tuple": "x",
+  "tinygrad.helpers.tqdm": "iterable=None, desc='', disable=False, unit='it', unit_scale=False, total=None, rate=100",
+  "tinygrad.helpers.trange": "n, **kwargs", "tinygrad.helpers.unwrap": "x",
+  "tinygrad.nn.BatchNorm": "sz, eps=1e-05, affine=True, track_running_stats=True, momentum=0.1",
+  "tinygrad.nn.BatchNorm2d": "sz, eps=1e-05, affine=True, track_running_stats=True, momentum=0.1",
+  "tinygrad.nn.BatchNorm3d": "sz, eps=1e-05, affine=True, track_running_stats=True, momentum=0.1",
+  "tinygrad.nn.Conv1d": "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True",
+  "tinygrad.nn.Conv2d": "in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1, bias=True",
+  "tinygrad.nn.ConvTranspose1d": "in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, dilation=1, groups=1, bias=True",
+  "tinygrad.nn.ConvTranspose2d": "in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, dilation=1, groups=1, bias=True",
+  "tinygrad.nn.Embedding": "vocab_size, embed_size", "tinygrad.nn.GroupNorm": "num_groups, num_channels, eps=1e-05, affine=True",
+  "tinygrad.nn.InstanceNorm": "num_features, eps=1e-05, affine=True", "tinygrad.nn.LSTMCell": "input_size, hidden_size, bias=True",
+  "tinygrad.nn.LayerNorm": "normalized_shape, eps=1e-05, elementwise_affine=True",
+  "tinygrad.nn.LayerNorm2d": "normalized_shape, eps=1e-05, elementwise_affine=True",
+  "tinygrad.nn.Linear": "in_features, out_features, bias=True", "tinygrad.nn.RMSNorm": "dim, eps=1e-06, elementwise_affine=True",
+  "tinygrad.nn.state.TensorIO": "t", "tinygrad.nn.state.accept_filename": "func", "tinygrad.nn.state.get_parameters": "obj",
+  "tinygrad.nn.state.get_state_dict": "obj, prefix='', tensor_type=...",
+  "tinygrad.nn.state.load_state_dict": "model, state_dict, strict=True, verbose=True, consume=False, realize=True",
+  "tinygrad.nn.state.safe_load": "fn", "tinygrad.nn.state.safe_load_metadata": "t",
+  "tinygrad.nn.state.safe_save": "tensors, fn, metadata=None", "tinygrad.nn.state.tar_extract": "t", "tinygrad.nn.state.torch_load": "t",
+  "tinygrad.nn.state.zip_extract": "t", "tinygrad.nn.optim.Adam": "params, lr=0.001, b1=0.9, b2=0.999, eps=1e-08, device=None, fused=...",
+  "tinygrad.nn.optim.AdamW": "params, lr=0.001, b1=0.9, b2=0.999, eps=1e-08, weight_decay=0.01, device=None, fused=...",
+  "tinygrad.nn.optim.LAMB": "params, lr=0.001, b1=0.9, b2=0.999, eps=1e-06, weight_decay=0.0, adam=False, device=None, fused=...",
+  "tinygrad.nn.optim.LARS": "params, lr=0.001, momentum=0.9, weight_decay=0.0001, ns_steps=0, ns_coefficients=None, nesterov=False, classic=True, pre_wd=True, tcoef=0.001, device=None, fused=...",
+  "tinygrad.nn.optim.Muon": "params, lr=0.001, momentum=0.95, weight_decay=0.1, ns_steps=5, ns_coefficients=(3.4445, -4.775, 2.0315), nesterov=True, device=None, fused=...",
+  "tinygrad.nn.optim.Optimizer": "params, lr, device=None, fused=...", "tinygrad.nn.optim.OptimizerGroup": "*optimizers",
+  "tinygrad.nn.optim.SGD": "params, lr=0.001, momentum=0.0, weight_decay=0.0, nesterov=False, classic=False, device=None, fused=...",
+  "tinygrad.device.Allocator": "dev, supports_copy_from_disk=True, supports_transfer=True",
+  "tinygrad.device.Buffer": "device, size, dtype, opaque=None, options=None, initial_value=None, uop_refcount=0, base=None, offset=0, preallocate=False",
+  "tinygrad.device.Compiled": "device, allocator, renderers, runtime, graph=None, arch=None",
+  "tinygrad.device.LRUAllocator": "dev, **kwargs", "tinygrad.device.MultiBuffer": "device, size, dtype",
+  "tinygrad.device.canonicalize_device": "device", "tinygrad.renderer.Renderer": "target",
+}
+# yes names whose parameters differ from tinygrad's, with why (docs/tensor-api.md's row for the name says so too)
+CALL_SHAPE_DIFFERENCES = {
+  "tinygrad.UOp": "the core's own node constructor", "tinygrad.Variable": "no multiple_of or param (tinygrad's scheduler's)",
+  "tinygrad.helpers.Target": "no indices field", "tinygrad.device.Buffer": "the plugin contract's", "tinygrad.device.Allocator": "the plugin contract's",
+  "tinygrad.device.LRUAllocator": "the plugin contract's", "tinygrad.device.Compiled": "the plugin contract's",
+  "tinygrad.renderer.Renderer": "the plugin contract's",
+}
+
+def _module_table() -> dict[str, dict[str, str]]:
+  """docs/tensor-api.md's table of tinygrad's module names: module -> name -> 'yes' or 'no'."""
+  text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text()
+  section = text.split("### Every name tinygrad master's modules define")[1].split("\n## ")[0]
+  out: dict[str, dict[str, str]] = {}
+  for line in section.splitlines():
+    cells = [c.strip() for c in line.split("|")]
+    if len(cells) == 6 and cells[1].startswith("`tinygrad") and cells[3] in ("yes", "no"):
+      for name in re.findall(r"`([^`]+)`", cells[2]):
+        assert name not in out.setdefault(cells[1].strip("`"), {}), f"{name} is in the table of {cells[1]} twice"
+        out[cells[1].strip("`")][name] = cells[3]
+  return out
+
+def _call_shape_problems(theirs: inspect.Signature, ours: inspect.Signature) -> list[str]:
+  """tinygrad's parameters a call could pass that ours would not take: by position and name, or as keywords."""
+  P = inspect.Parameter
+  mine = list(ours.parameters.values())
+  positional = [q.name for q in mine if q.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+  var_pos, var_kw = any(q.kind is P.VAR_POSITIONAL for q in mine), any(q.kind is P.VAR_KEYWORD for q in mine)
+  problems = []
+  for i, p in enumerate(q for q in theirs.parameters.values() if q.kind is P.POSITIONAL_OR_KEYWORD):
+    if i < len(positional) and positional[i] != p.name: problems.append(f"parameter {i} is {p.name!r}, ours {positional[i]!r}")
+    elif i >= len(positional) and not (var_pos and p.name in ours.parameters or var_kw): problems.append(f"no parameter {p.name!r}")
+  problems += [f"no keyword {p.name!r}" for p in theirs.parameters.values() if p.kind is P.KEYWORD_ONLY and p.name not in ours.parameters and not var_kw]
+  return problems
+
+def test_every_tinygrad_module_name_is_in_the_table():
+  table = _module_table()
+  missing = {m: [n for n in names if n not in table.get(m, {})] for m, names in TINYGRAD_MODULE_NAMES.items()}
+  assert not any(missing.values()), f"tinygrad names docs/tensor-api.md does not list: { {m: ns for m, ns in missing.items() if ns} }"
+  extra = {m: [n for n in names if n not in TINYGRAD_MODULE_NAMES[m]] for m, names in table.items()}
+  assert not any(extra.values()), f"docs/tensor-api.md lists names tinygrad does not define: {extra}"
+  absent, shapes = [], {}
+  for m, names in table.items():
+    mod = importlib.import_module(m.replace("tinygrad", "tinycore", 1))
+    for n, yes in names.items():
+      if (yes == "yes") != hasattr(mod, n): absent.append(f"{m}.{n} ({yes})")
+      elif yes == "yes" and (spec := TINYGRAD_CALL_SHAPES.get(f"{m}.{n}")) is not None:
+        scope: dict = {}
+        exec(f"def f({spec.replace('...', 'None')}): pass", scope)
+        if (found := _call_shape_problems(inspect.signature(scope["f"]), inspect.signature(getattr(mod, n)))): shapes[f"{m}.{n}"] = found
+  assert not absent, f"docs/tensor-api.md says the opposite of tinycore for {absent}"
+  assert set(shapes) == set(CALL_SHAPE_DIFFERENCES), \
+    f"call shapes differing from tinygrad's (fix ours, or list a real difference): { {k: v for k, v in shapes.items() if k not in CALL_SHAPE_DIFFERENCES} }; " \
+    f"listed but the same now: {set(CALL_SHAPE_DIFFERENCES) - set(shapes)}"
+
+def test_every_tinygrad_context_variable_is_accepted_and_documented():
+  from tinycore.helpers import ContextVar
+  text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text()
+  effects = text.split("Context variables tinygrad accepts, and what each does here")[1].split("\n\n")[1]
+  documented = set(re.findall(r"`([A-Z0-9_]+)`", "".join(line.split("|")[1] for line in effects.splitlines() if line.startswith("| `"))))
+  assert set(TINYGRAD_CONTEXT_VARIABLES) - documented == set(), f"Context variables the table does not say the effect of: {set(TINYGRAD_CONTEXT_VARIABLES) - documented}"
+  for k in TINYGRAD_CONTEXT_VARIABLES:
+    with Context(**{k: ContextVar._registry[k].value}): pass
+  with Context(NO_COLOR=1): assert colored("x", "red") == "x"
+  assert colored("x", "red") != "x"
+
+def test_dev_names_the_default_device_and_parses_tinygrads_form():
+  from tinycore import Device
+  from tinycore.helpers import DEV, Target
+  with Context(DEV="PYTHON"):
+    assert Device.DEFAULT == "PYTHON" and Tensor([1.0]).device == "PYTHON" and DEV.device == "PYTHON"
+  with Context(DEV="cpu:1"): assert Device.DEFAULT == "CPU:1" and DEV.renderer == ""
+  with Context(DEV="CPU:LLVM"): assert Device.DEFAULT == "CPU" and DEV.renderer == "LLVM"
+  assert Target.parse("MOCK+AMD:LLVM:gfx1100") == Target("AMD", "LLVM", "gfx1100", "MOCK")
+  with pytest.raises(ValueError, match="DEVICE"): Target.parse("A:B:C:D")
+
+def test_function_is_tinygrads_decorator_and_renderer_dtypes_are_callable():
+  import tinycore
+  from tinycore import function, Device
+  @function
+  def f(x): return x * 2
+  @function(precompile=True, allow_implicit=True)
+  def g(x): return x + 1
+  assert tinycore.function is function and f(Tensor([1.0])).tolist() == [2.0] and g(Tensor([1.0])).tolist() == [2.0]
+  with pytest.raises(NotImplementedError, match="grad_fxn"): function(lambda x: x, grad_fxn=lambda *a: a)
+  r = Device[Device.DEFAULT].renderer
+  assert dtypes.float32 in r.supported_dtypes() and r.supported_dtypes() == r.supported_dtypes
+
+def test_small_helpers_tinygrad_programs_import():
+  from tinycore.helpers import argsort, get_shape, fully_flatten, cdiv, cmod, next_power2, polyN, merge_dicts, time_to_str, size_to_str, ansistrip, temp
+  assert argsort([3, 1, 2]) == [1, 2, 0] and argsort((3, 1, 2)) == (1, 2, 0) and get_shape([[1, 2], [3, 4], [5, 6]]) == (3, 2)
+  with pytest.raises(ValueError, match="ragged"): get_shape([[1], [2, 3]])
+  assert fully_flatten([[1, [2, 3]], np.array([4, 5])]) == [1, 2, 3, 4, 5] and (cdiv(-7, 2), cmod(-7, 2), cdiv(7, 0)) == (-3, -1, 0)
+  assert [next_power2(x) for x in (0, 1, 5, 8)] == [1, 1, 8, 8] and polyN(2.0, [1, 2, 3]) == 11.0
+  assert merge_dicts([{"a": 1}, {"b": 2, "a": 1}]) == {"a": 1, "b": 2}
+  with pytest.raises(RuntimeError, match="'a'"): merge_dicts([{"a": 1}, {"a": 2}])
+  assert time_to_str(12).strip() == "12.00s" and time_to_str(0.5).strip() == "500.00ms" and size_to_str(3 << 20) == "3.00 MB"
+  assert ansistrip(colored("hi", "green")) == "hi" and temp("x").endswith("/x")
+
 # ***** forward and backward against PyTorch, op by op *****
 
 def _rng_inputs(shapes, seed, low, high):
@@ -471,12 +672,12 @@ def test_to_and_shard_argument_forms():
   assert s.device == ("CPU", "CPU:1") and s.tolist() == [0, 1, 2, 3]
 
 def test_backward_fills_grad_in_every_form_tinygrad_has():
-  t = Tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)  # tinygrad's own docstring example
+  t = Tensor([1.0, 2.0, 3.0, 4.0])  # tinygrad master's own docstring example: it has no requires_grad
   t.sum().backward()
   np.testing.assert_equal(t.grad.numpy(), [1, 1, 1, 1])
   plain = Tensor([1.0, 2.0])
-  (plain * 2).sum().backward()  # nothing requires grad: nothing is filled, no error (tinygrad's rule)
-  assert plain.grad is None
+  (plain * 2).sum().backward()  # nothing sets requires_grad: every float tensor of the graph gets a grad (tinygrad master's rule)
+  np.testing.assert_equal(plain.grad.numpy(), [2, 2])
   a, w = Tensor([1.0, 2.0], requires_grad=True), Tensor([[1.0], [3.0]], requires_grad=True)
   data = Tensor([[1.0], [1.0]])  # requires_grad left unset: input data, which gets no gradient
   h = a.reshape(1, 2) @ (w * data)

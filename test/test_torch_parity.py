@@ -158,6 +158,8 @@ BINARY = [
   # real only at integer t), as are both slopes of a negative base with a fractional exponent
   C("pow_exponent_grad", [np.array([0.0, 0.0, 0.0, 0.0, 0.0, -2.0, -2.0, -2.0, -2.0, 3.0, 0.5, 2.0, 0.0, -1.5], np.float32),
                           np.array([2.0, 0.0, -1.0, 0.5, 1.0, 2.0, 3.0, 0.5, -2.0, 0.0, -1.5, 0.3, -0.5, 0.0], np.float32)], lambda T, a, b: a ** b),
+  # an infinite base: C's pow values, and the slopes 0 (e < 1), 1 (e == 1), e * b**(e-1) past 1 (each its own input: inf - inf)
+  C("pow_infinite_base", [np.array([-np.inf, np.inf], np.float32)] * 5, lambda T, a, b, c, d, z: (a ** 0.3, b ** 2.0, c ** 3.0, d ** -1.0, z ** 0.0)),
   C("pow_scalar_base", [np.array([0.0, 1.0, -1.5, 3.0, 2.0, 0.5], np.float32)], lambda T, t: (2 ** t, 0 ** t, 0.0 ** t, (-2.0) ** t, 0.5 ** t, t.pow(t))),
   C("maximum_minimum", [(3, 4), (4,)], lambda T, a, b: a.maximum(b) + a.minimum(b) * 2 + a.maximum(0.5) + a.minimum(-1),
     lambda T, a, b: T.maximum(a, b) + T.minimum(a, b) * 2 + a.clamp(min=0.5) + a.clamp(max=-1)),
@@ -180,6 +182,9 @@ BINARY = [
   C("bool_logic", [(6,), (6,)], lambda T, a, b: (a & b, a | b, a ^ b, ~a), dtype=B),
   C("shifts", [ints(1, 5, -8, 100, -1)], lambda T, x: (x << 2, x >> 1, x.lshift(3), x.rshift(2)),
     lambda T, x: (x << 2, x >> 1, x.bitwise_left_shift(3), x.bitwise_right_shift(2))),
+  # amounts from a tensor, and amounts of the bit width or more: every bit shifted out (-1 for a negative a >> n), as PyTorch's
+  C("shifts_by_tensors_and_past_the_width", [ints(-1, -3, 1, 7, 0, -2**31, 2**31 - 1, -1), ints(0, 2, 8, 31, 31, 1, 30, 5)],
+    lambda T, a, n: (a << n, a >> n, a << 33, a >> 40, a.lshift(n), a.rshift(n)), lambda T, a, n: (a << n, a >> n, a << 33, a >> 40, a << n, a >> n)),
   C("shifts_small_ints", [np.array([1, 5, -8, 100], np.int8), np.array([1, 5, 200, 255], np.uint8)], lambda T, x, u: (x << 1, x >> 2, u << 1, u >> 3)),
   C("where_forms", [np.array([True, False, True, False]), (4,), (4,)], lambda T, c, x, y: (c.where(x, y), c.where(x, 0.5), c.where(1.0, y)),
     lambda T, c, x, y: (T.where(c, x, y), T.where(c, x, 0.5), T.where(c, 1.0, y))),
@@ -217,6 +222,7 @@ REDUCE = [
     lambda T, x: (x.argmax(), x.argmax(1), x.argmin(0), x.argmin(-1, keepdim=True), x.argmax(1, keepdim=True)), grad=False),
   C("logsumexp_forms", [(2, 3, 4)], lambda T, x: (x.logsumexp(), x.logsumexp(1), x.logsumexp((0, 2)), x.logsumexp(-1, keepdim=True)),
     lambda T, x: (x.flatten().logsumexp(0), x.logsumexp(1), x.logsumexp((0, 2)), x.logsumexp(-1, keepdim=True)), low=-30, high=30),
+  C("logsumexp_0d", [()], lambda T, x: (x.logsumexp(0), x.logsumexp(-1, keepdim=True))),
   C("logsumexp_inf", [np.array([[-np.inf, -np.inf], [0.0, -np.inf]], np.float32)], lambda T, x: x.logsumexp(1), grad=False),
   C("logcumsumexp", [(3, 4)], lambda T, x: x.logcumsumexp(1) + x.logcumsumexp(), lambda T, x: x.logcumsumexp(1) + x.logcumsumexp(0), low=-20, high=20),
   C("cumsum_cumprod", [(3, 4)], lambda T, x: (x.cumsum(1), x.cumsum(), x.cumsum(-2), x.cumprod(1), x.cumprod(0)),
@@ -251,6 +257,7 @@ MOVE = [
   C("diagonal_forms", [(3, 4, 5)], lambda T, x: (x.diagonal(), x.diagonal(1), x.diagonal(-1, 1, 2), x.diagonal(0, -1, 0), x[0].diagonal(2))),
   C("diag", [(4,)], lambda T, x: x.diag()),
   C("unfold", [(3, 7)], lambda T, x: (x.unfold(1, 3, 2), x.unfold(0, 2, 1), x.unfold(-1, 7, 1))),
+  C("unfold_empty_windows", [(3, 3, 3)], lambda T, x: (x.unfold(1, 0, 8), x.unfold(-1, 0, 1))),
   C("meshgrid", [(3,), (4,)], lambda T, a, b: (*a.meshgrid(b), *a.meshgrid(b, indexing="xy")),
     lambda T, a, b: (*T.meshgrid(a, b, indexing="ij"), *T.meshgrid(a, b, indexing="xy"))),
   C("contiguous_detach_clone", [(2, 3)], lambda T, x: (x.T.contiguous() * 2, x.detach() + x, x.clone() * 3)),
@@ -268,6 +275,11 @@ MOVE = [
   C("pad_replicate_2d", [(1, 1, 3, 3)], lambda T, x: x.pad((1, 2, 0, 3), mode="replicate"), lambda T, x: F(T).pad(x, (1, 2, 0, 3), mode="replicate")),
   C("pad_circular", [(1, 2, 4)], lambda T, x: (x.pad((2, 3), mode="circular"), x.pad((4, 4), mode="circular"), x.pad((-1, 2), mode="circular")),
     lambda T, x: (F(T).pad(x, (2, 3), mode="circular"), F(T).pad(x, (4, 4), mode="circular"), F(T).pad(x, (-1, 2), mode="circular"))),
+  # negative padding crops after a reflect or replicate pad of the whole input, before a circular one, as PyTorch's
+  C("pad_negative_modes", [(3, 3, 3, 3)], lambda T, x: (x.pad((-1, 2, 2, -1), mode="reflect"), x.pad((2, -3, 0, -2), mode="reflect"),
+                                                       x.pad((-1, 2, 2, -1), mode="replicate"), x.pad((3, -3, 1, -3), mode="replicate"), x.pad((1, -2, 2, -1), mode="circular")),
+    lambda T, x: (F(T).pad(x, (-1, 2, 2, -1), mode="reflect"), F(T).pad(x, (2, -3, 0, -2), mode="reflect"), F(T).pad(x, (-1, 2, 2, -1), mode="replicate"),
+                  F(T).pad(x, (3, -3, 1, -3), mode="replicate"), F(T).pad(x, (1, -2, 2, -1), mode="circular"))),
   C("pad_circular_2d", [(1, 1, 3, 3)], lambda T, x: x.pad((1, 2, 2, 0), mode="circular"), lambda T, x: F(T).pad(x, (1, 2, 2, 0), mode="circular")),
   C("casts", [(5,)], lambda T, x: (x.float(), x.half(), x.double(), x.int(), x.long(), x.short(), x.bool(), x.bfloat16(), x.cast(dtypes.float16), x.cast("float64")),
     lambda T, x: (x.float(), x.half(), x.double(), x.int(), x.long(), x.short(), x.bool(), x.bfloat16(), x.to(T.float16), x.to(T.float64)), low=-100, high=100),
@@ -410,6 +422,9 @@ NN = [
                            F(T).conv2d(x, w, padding=(2, 1)), F(T).conv1d(y, v, padding="same"), F(T).conv1d(y, v, padding="same", dilation=2)), low=-1, high=1),
   C("max_unpool2d_output_size", [(2, 3, 5, 5)], lambda T, x: (lambda v, i: (v.max_unpool2d(i, 2, output_size=(5, 5)), v.max_unpool2d(i, 2, output_size=(2, 3, 5, 5))))(*x.max_pool2d(2, return_indices=True)),
     lambda T, x: (lambda v, i: (F(T).max_unpool2d(v, i, 2, output_size=(5, 5)), F(T).max_unpool2d(v, i, 2, output_size=(2, 3, 5, 5))))(*F(T).max_pool2d(x, 2, return_indices=True))),
+  C("max_unpool2d_infinities", [np.array([[[[np.inf, -np.inf, np.nan], [1.0, 2.0, 3.0]]]], np.float32)],
+    lambda T, x: (lambda v, i: v.max_unpool2d(i, 2))(*x.max_pool2d(2, return_indices=True)),
+    lambda T, x: (lambda v, i: F(T).max_unpool2d(v, i, 2))(*F(T).max_pool2d(x, 2, return_indices=True)), grad=False),
   C("max_pool2d_indices_unpool", [(1, 1, 4, 4)], lambda T, x: (lambda v, i: (v, i, v.max_unpool2d(i, 2)))(*x.max_pool2d(2, return_indices=True)),
     lambda T, x: (lambda v, i: (v, i, F(T).max_unpool2d(v, i, 2)))(*F(T).max_pool2d(x, 2, return_indices=True))),
   C("avg_pool2d", [(1, 2, 5, 6)], lambda T, x: (x.avg_pool2d(), x.avg_pool2d(3, stride=2, padding=1), x.avg_pool2d(3, stride=2, padding=1, count_include_pad=False), x.avg_pool2d(2, ceil_mode=True)),
@@ -419,9 +434,15 @@ NN = [
                   F(T).interpolate(x, (2, 3), mode="bilinear"))),
   C("interpolate_1d_nearest_exact", [(1, 2, 5)], lambda T, x: (x.interpolate((8,)), x.interpolate((3,), mode="nearest-exact")),
     lambda T, x: (F(T).interpolate(x, 8, mode="linear"), F(T).interpolate(x, 3, mode="nearest-exact"))),
+  # uint8 bilinear in PyTorch's separable integer passes, each rounding to uint8
+  C("interpolate_uint8_bilinear", [(2, 3, 16, 16)], lambda T, x: (x.interpolate((5, 7)), x.interpolate((23, 9)), x.interpolate((6, 6), align_corners=True)),
+    lambda T, x: (F(T).interpolate(x, (5, 7), mode="bilinear"), F(T).interpolate(x, (23, 9), mode="bilinear"), F(T).interpolate(x, (6, 6), mode="bilinear", align_corners=True)),
+    dtype=np.uint8, low=0, high=255),
   C("interpolate_int_image", [(1, 1, 3, 3)], lambda T, x: x.interpolate((6, 6), mode="nearest"), lambda T, x: F(T).interpolate(x, (6, 6), mode="nearest"), dtype=np.uint8, low=0, high=255),
   C("normalize", [(3, 4), np.zeros((2, 4), np.float32)], lambda T, x, z: (x.normalize(), x.normalize(dim=0), x.normalize(p=1.0, dim=-1), z.normalize()),
     lambda T, x, z: (F(T).normalize(x), F(T).normalize(x, dim=0), F(T).normalize(x, p=1.0, dim=-1), F(T).normalize(z))),
+  C("normalize_p0_and_negative", [(3, 4)], lambda T, x: (x.normalize(p=0), x.normalize(p=-1, dim=0)),
+    lambda T, x: (F(T).normalize(x, p=0), F(T).normalize(x, p=-1, dim=0))),
   C("layernorm", [(2, 3, 4)], lambda T, x: (x.layernorm(), x.layernorm((1, 2)), x.layernorm(eps=1e-3)),
     lambda T, x: (F(T).layer_norm(x, (4,)), F(T).layer_norm(x, (3, 4)), F(T).layer_norm(x, (4,), eps=1e-3))),
   C("batchnorm", [(2, 3, 4), (3,), (3,), (3,), (3,)], lambda T, x, w, b, m, v: (x.batchnorm(w, b, m, (v.abs() + 0.5).rsqrt()), x.batchnorm(None, None, m, (v.abs() + 0.5).rsqrt())),
@@ -449,6 +470,7 @@ NN = [
 
 CREATE = [
   C("arange_forms", [], lambda T: (T.arange(5), T.arange(2, 7), T.arange(1, 10, 3), T.arange(5, 0, -2), T.arange(0, 1, 0.25), T.arange(0.5, 3), T.arange(3, dtype=T.float32 if T is not Tensor else dtypes.float32), T.arange(0))),
+  C("arange_past_the_default_int", [], lambda T: (T.arange(2**31, 2**31 + 3), T.arange(-2**31 - 2, -2**31 + 1))),
   C("linspace_eye", [], lambda T: (T.linspace(0, 1, 5), T.linspace(-2, 3, 4), T.linspace(2, 2, 1), T.eye(3), T.eye(2, 4))),
   C("full_zeros_ones", [], lambda T: (T.full((2, 3), 1.5), T.full((2,), 3), T.full((2,), True), T.zeros(2, 3), T.zeros((3,)), T.ones(2, 1), T.ones((1, 2), dtype=T.int32 if T is not Tensor else dtypes.int32))),
   C("likes", [(2, 3), ints(1, 2, 3)], lambda T, x, i: (x.zeros_like() if T is Tensor else T.zeros_like(x), i.ones_like() if T is Tensor else T.ones_like(i), x.full_like(2.5) if T is Tensor else T.full_like(x, 2.5),
@@ -689,6 +711,23 @@ ERRORS = [
   ("masked_select_int_mask", lambda: _x(3).masked_select(Tensor([1, 0, 1])), RuntimeError),
   ("from_blob_unsupported", lambda: Tensor.from_blob(0, (2,), dtype=dtypes.float32), NotImplementedError),
   ("truth_value", lambda: bool(_x(2)), TypeError),
+  ("cumsum_dim_of_0d", lambda: Tensor(1.0).cumsum(1), IndexError),
+  ("cummax_dim_of_0d", lambda: Tensor(1.0).cummax(1), IndexError),
+  ("squeeze_dim_of_0d", lambda: Tensor(1.0).squeeze(10), IndexError),
+  ("one_hot_minus_one", lambda: Tensor([1]).one_hot(-1), ValueError),
+  ("conv2d_window_past_the_input", lambda: _x(1, 1, 6, 7).conv2d(_x(6, 1, 3, 3), dilation=3), RuntimeError),
+  ("einsum_two_ellipses", lambda: Tensor.einsum("...ik...,...jk->", _x(2, 3, 4), _x(2, 3, 4)), RuntimeError),
+  ("einsum_sizes_differ", lambda: Tensor.einsum("ij,jk->ik", _x(2, 3), _x(4, 2)), RuntimeError),
+  ("gather_index_past_self", lambda: _x(2, 1, 1).gather(0, Tensor.zeros(3, 4, 5, dtype=dtypes.int32)), RuntimeError),
+  ("scatter_index_past_self", lambda: _x(2, 3, 10).scatter(1, Tensor.zeros(3, 4, 5, dtype=dtypes.int32), _x(10, 10, 10)), RuntimeError),
+  ("cross_entropy_probabilities_of_another_shape", lambda: _x(4, 10).cross_entropy(_x(4, 1)), RuntimeError),
+  ("stack_list_and_a_tensor", lambda: Tensor.stack([_x(2), _x(2)], _x(2)), ValueError),
+  ("linspace_bool", lambda: Tensor.linspace(5, 10, 3, dtype="bool"), ValueError),
+  ("int_to_a_negative_power", lambda: Tensor([2, 3]) ** -2, RuntimeError),
+  ("shift_of_a_float", lambda: _x(2) << 2, RuntimeError),
+  ("shift_by_a_float", lambda: Tensor([1, 2]) >> Tensor([1.0, 2.0]), RuntimeError),
+  ("unknown_dtype_name", lambda: _x(2).sum(dtype=""), AttributeError),
+  ("arange_past_its_dtype", lambda: Tensor.arange(129, dtype=dtypes.int8), OverflowError),
   ("len_of_0d", lambda: len(_x()), TypeError),
 ]
 
@@ -756,7 +795,7 @@ def test_every_documented_method_is_tested():
   assert not untested, f"documented methods no test calls (add a PyTorch case, or a test named in ELSEWHERE): {untested}"
 
 # ***** every argument form: tinygrad's signatures, and a test passing each parameter in each of its forms *****
-# tinygrad 0.14's signature of each documented attribute, as a Python parameter list (None: a property or attribute), from its
+# tinygrad's signature of each documented attribute (0.14's, unchanged in master of 2026-08-22), as a Python parameter list (None: a property or attribute), from its
 # tensor.py and mixin/*.py
 TINYGRAD_SIGNATURES = {
   "T": None, "abs": "self", "acos": "self", "acosh": "self", "add": "self, x, reverse=False", "all": "self, axis=None, keepdim=False",
@@ -836,7 +875,7 @@ TINYGRAD_FORWARDED = {
 # (method, parameter) -> how ours differs on purpose; docs/tensor-api.md's difference column for the method names the parameter too
 SIGNATURE_DIFFERENCES = {
   ("cumprod", "axis"): "defaults to 0, as cumsum's does; tinygrad requires it",
-  ("one_hot", "num_classes"): "defaults to -1, PyTorch's: the largest index + 1, which costs a sync; tinygrad requires it",
+  ("one_hot", "num_classes"): "defaults to None: the largest index + 1, which costs a sync; tinygrad requires it",
 }
 P = inspect.Parameter
 

@@ -39,7 +39,8 @@ def run(op: Ops, dt: DType, *cols) -> np.ndarray:
   assert alu <= PLAIN and not any(u.op is Ops.MOD and dtypes.is_float(u.dtype) for u in spec.uops), f"{op} {dt} kept {alu - PLAIN}"
   raw = [f32_to_bf16(v) if dt == dtypes.bfloat16 else v for v in vals]
   bufs = [np.zeros_like(raw[0])] + [np.ascontiguousarray(r) for r in raw]
-  PythonProgram(spec.name, spec.src)(*[memoryview(b).cast("B") for b in bufs], global_size=tuple(int(g) for g in spec.global_size))
+  PythonProgram(spec.name, spec.src)(*[memoryview(b).cast("B") for b in bufs], global_size=tuple(int(g) for g in spec.global_size),
+                                         local_size=spec.local_size)
   return bf16_to_f32(bufs[0]) if dt == dtypes.bfloat16 else bufs[0]
 
 def ulps(got: np.ndarray, want: np.ndarray, dt: DType, absolute: float = 0.0) -> np.ndarray:

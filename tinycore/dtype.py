@@ -41,6 +41,10 @@ class DType(metaclass=_Interned):
     if self.count != 1: raise ValueError(f"cannot vectorize {self}, it is already a vector")
     return self if n == 1 else DType(self.priority, self.itemsize, self.name, None, n)
   def ptr(self, size: int = -1, addrspace: str = "global") -> PtrDType: return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, size, addrspace)
+  @property
+  def min(self): return dtype_min(self)   # tinygrad's dtypes.int32.min: the smallest value (-inf for floats, False for bool)
+  @property
+  def max(self): return dtype_max(self)
 
 @dataclass(frozen=True, eq=False)
 class PtrDType(DType):
@@ -99,6 +103,10 @@ class dtypes(metaclass=_DefaultDtypes):
   @staticmethod
   def fields() -> dict[str, DType]: return dict(DTYPES_BY_NAME_PUBLIC)
 
+class DTypeSet(frozenset):
+  """A renderer's supported dtypes: a frozenset that is also callable, as tinygrad's method `renderer.supported_dtypes()`."""
+  def __call__(self) -> DTypeSet: return self
+
 SINTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64)
 UINTS = (dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64)
 INTS = SINTS + UINTS
@@ -115,10 +123,13 @@ def _default(var, is_float: bool) -> DType:
     raise TypeError(f"{var.key}={var.value!r} must name {'a float' if is_float else 'an integer'} dtype")
   return dt
 
+class UnknownDTypeError(AttributeError, TypeError):
+  """What is no dtype: an AttributeError, as tinygrad's lookup `dtypes.<name>` raises, and a TypeError, as PyTorch's."""
+
 def to_dtype(x: DType | str) -> DType:
   if isinstance(x, DType): return x
   if isinstance(x, str) and x in DTYPES_BY_NAME_PUBLIC: return DTYPES_BY_NAME_PUBLIC[x]
-  raise TypeError(f"{x!r} is not a dtype; use one of {sorted(DTYPES_BY_NAME_PUBLIC)}")
+  raise UnknownDTypeError(f"{x!r} is not a dtype; use one of {sorted(DTYPES_BY_NAME_PUBLIC)}")
 
 # promotion lattice (JAX/tinygrad's, made a true lattice): an edge a -> b means a promotes to b.
 # Every pair must have one least upper bound, or the join depends on the order it is taken in. In JAX's and tinygrad's
@@ -178,9 +189,23 @@ def dtype_max(dt: DType):
 def f32_to_bf16_bits(x: float) -> int:
   """Round-to-nearest-even conversion of a float to bfloat16 bits (NaN stays NaN)."""
   bits = struct.unpack("<I", struct.pack("<f", x))[0]
-  if (bits & 0x7fffffff) > 0x7f800000: return ((bits >> 16) | 0x40) & 0xffff
+  if (bits & 0x7fffffff) > 0x7f800000: return ((bits >> 16) | (0x40 if bits & 0xffff else 0)) & 0xffff   # a bfloat16 NaN keeps its bits
   return ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16) & 0xffff
 def bf16_bits_to_f32(b: int) -> float: return struct.unpack("<f", struct.pack("<I", (b & 0xffff) << 16))[0]
+def round_to_odd_f32(x) -> np.ndarray:
+  """x (float64, float32, integer or bool values) as float32 rounded to odd: toward zero, the last bit set where that
+  dropped anything. Rounding these to bfloat16 then rounds x once (through a plain float32, x + a little past a bfloat16
+  tie would land on the tie and round again, to even)."""
+  x = np.asarray(x)
+  if x.dtype.kind in "iu" and x.dtype.itemsize == 8:  # past 2**53 float64 rounds too: to odd first, at bit 11 (53 bits left)
+    low = x & x.dtype.type(0x7ff)
+    x = np.where(np.abs(x.astype(np.float64)) >= 2.0 ** 53, (x - low) | ((low != 0).astype(x.dtype) << x.dtype.type(11)), x)
+  wide = x.astype(np.float64)
+  with np.errstate(over="ignore"): f = wide.astype(np.float32)
+  back = f.astype(np.float64)
+  inexact = (back != wide) & ~np.isnan(wide)
+  bits = f.view(np.uint32) - (inexact & (np.abs(back) > np.abs(wide))).astype(np.uint32)   # rounded away from zero: one step back
+  return (bits | inexact.astype(np.uint32)).view(np.float32)
 
 # ***** fused multiply-add, rounded once (numpy has none): the semantics of every hardware fma the emulators model *****
 
@@ -278,10 +303,13 @@ def truncate(dt: DType, x):
       x = int(x)
     x = int(x) & ((1 << (8*dt.itemsize)) - 1)
     return x - (1 << (8*dt.itemsize)) if not dtypes.is_unsigned(dt) and x >= 1 << (8*dt.itemsize-1) else x
+  if x.__class__ is int and dt != dtypes.float64 and abs(x) > 2**53:   # float(x) rounds: to odd (53 bits), so x rounds once below
+    s = abs(x).bit_length() - 53
+    x = ((x >> s) | int((x & ((1 << s) - 1)) != 0)) << s
   x = float(x)
   if dt == dtypes.float64: return x
   if (rt := _ROUNDTRIP.get(dt.fmt)) is not None:  # struct rounds to nearest even like numpy, without an errstate block
     try: return rt.unpack(rt.pack(x))[0]
     except OverflowError: pass  # past the dtype's largest finite value: numpy's conversion below gives inf
-  if dt == dtypes.bfloat16: return bf16_bits_to_f32(f32_to_bf16_bits(float(np.float32(x))))
+  if dt == dtypes.bfloat16: return bf16_bits_to_f32(f32_to_bf16_bits(float(round_to_odd_f32(x))))
   with np.errstate(over="ignore"): return float(to_np_dtype(dt)(x))

@@ -1,14 +1,15 @@
-"""TinyJit: capture the kernels a function launches on its second call and replay them with new input buffers after."""
+"""TinyJit: capture the kernels a function launches on its second call and replay them with new input buffers after (runs of
+kernels on a device whose driver builds graphs as one graph each)."""
 from __future__ import annotations
 import functools
 import numpy as np
 from typing import Any, Callable, Generic, TypeVar
-from tinycore import engine
-from tinycore.helpers import JIT
+from tinycore import engine, trace
+from tinycore.helpers import DEBUG, JIT
 from tinycore.uop import UOp, Ops
 from tinycore.schedule import ScheduleItem, buffers
 from tinycore.tensor import Tensor, _plain, _storage
-from tinycore.runtime.device import Buffer
+from tinycore.runtime.device import Buffer, Device, GlobalCounters
 
 ReturnType = TypeVar("ReturnType")
 
@@ -48,6 +49,7 @@ class TinyJit(Generic[ReturnType]):
     self.ret: Any = None
     self.rng_slots: list[tuple[Buffer, int]] = []  # each captured rand call's slot and its call index minus the counter before the call
     self.rng_calls = 0                             # how many rand calls one call of the function makes
+    self.segments: list[_Segment] | None = None    # the captured items cut into graph runs and the rest, on the first replay
 
   def __get__(self, obj, objtype=None):  # decorating a method: bind self like a function would
     return self if obj is None else functools.partial(self.__call__, obj)
@@ -127,12 +129,51 @@ class TinyJit(Generic[ReturnType]):
       # the rand calls of this call: the call indices (and the seed) they would have without the jit
       for buf, off in self.rng_slots: buf.copyin(np.array(Tensor._rng_words(Tensor._rng_counter + off), np.uint32).data)
       Tensor._rng_counter += self.rng_calls
-      engine.run_schedule(items)
+      self._replay(items)
       ret = self.ret
       if var_vals:  # a returned shape that holds a bound Variable takes this call's value
         for t in _tensors_in(ret): t.uop = _rebind(t.uop, var_vals)
     self.cnt += 1
     return ret
+
+  def _replay(self, items: list[ScheduleItem]) -> None:
+    """Runs of kernels on a device whose driver offers graphs (Driver.graph, optional) go as one graph each; the rest, and
+    everything while kernels are timed (DEBUG>=2, PROFILE) or captured by an outer TinyJit, run as scheduled."""
+    if DEBUG.value >= 2 or trace.profiling is not None or engine.capturing is not None: return engine.run_schedule(items)
+    if self.segments is None: self.segments = _segments(items)
+    for seg in self.segments:
+      if seg.runners is None: engine.run_schedule(items[seg.lo:seg.hi]); continue
+      launches = [r.launch(si.bufs, si.var_vals) for r, si in zip(seg.runners, items[seg.lo:seg.hi])]
+      if seg.graph is None: seg.graph = Device[seg.device].driver.graph(launches)
+      seg.graph(launches)
+      for r, si in zip(seg.runners, items[seg.lo:seg.hi]):
+        flops, mem = r.cost if r.cost is not None else (engine._size(r.spec.flops, si.var_vals), engine._size(r.spec.mem_bytes, si.var_vals))
+        GlobalCounters.global_ops += flops
+        GlobalCounters.global_mem += mem
+      GlobalCounters.kernel_count += len(seg.runners)
+
+class _Segment:
+  """Captured items lo..hi: a graph run (its device, the kernels' runners, the driver's graph once built) or, with
+  runners None, items replayed as scheduled."""
+  def __init__(self, device: str | None, lo: int, hi: int, items: list[ScheduleItem]):
+    self.device, self.lo, self.hi, self.graph = device, lo, hi, None
+    self.runners = [engine.get_runner(device, si.ast) for si in items[lo:hi]] if device is not None else None
+
+def _graph_device(si: ScheduleItem) -> str | None:
+  """The device a captured item can be part of a graph on: a kernel writing a non-empty buffer on one device whose driver
+  has the optional `graph`."""
+  dev = si.bufs[0].device
+  if si.ast.op is not Ops.SINK or not isinstance(dev, str) or si.bufs[0].size == 0: return None
+  return dev if callable(getattr(Device[dev].driver, "graph", None)) else None
+
+def _segments(items: list[ScheduleItem]) -> list[_Segment]:
+  """items cut into runs of two or more kernels on one graph device, and the rest."""
+  runs: list[list] = []
+  for i, si in enumerate(items):
+    dev = _graph_device(si)
+    if runs and runs[-1][0] == dev: runs[-1][2] = i + 1
+    else: runs.append([dev, i, i + 1])
+  return [_Segment(dev if hi - lo >= 2 else None, lo, hi, items) for dev, lo, hi in runs]
 
 def _rebind(root: UOp, var_vals: dict[str, int]) -> UOp:
   """root with every BIND of a Variable in var_vals bound to its value there, in sources and in (movement) args alike.

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 import numpy as np
 from tinycore.dtype import dtypes, to_np_dtype
-from tinycore.helpers import prod
-from tinycore.uop import UOp, Ops, GroupOp, bf16_to_f32, f32_to_bf16
+from tinycore.helpers import prod, all_int
+from tinycore.uop import UOp, Ops, GroupOp, bf16_to_f32, f32_to_bf16, ssimplify
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
 
@@ -81,6 +81,11 @@ def gather(x: UOp, arg, dest) -> UOp:
   shard is gathered (device order, along a new first axis), then the grid's axes are moved next to the axes they split."""
   layout = layout_of(arg, len(x.device))
   if all(a is None for a, _ in layout): return x if dest == x.device else UOp(Ops.COPY, x.dtype, (x,), dest)
+  if not all_int(x.shape):
+    # a shard of symbolic shape fills the start of a buffer sized for the maximum, so shards cannot be laid end to end:
+    # each is padded to the maximum shape, gathered, and the whole cut back (the split axes themselves are never symbolic)
+    big = gather(x.pad(tuple((0, 0) if isinstance(s, int) else (0, int(s.vmax) - s) for s in x.shape)), arg, dest)
+    return big.shrink(tuple((0, w) if isinstance(s, int) else (0, s) for s, w in zip(x.shape, big.shape)))
   k = len(layout)
   y = UOp(Ops.ALLGATHER, x.dtype, (x.reshape((1,) + x.shape),), dest).reshape(_sizes(layout) + x.shape)
   y = y.shrink(tuple((0, 1) if g < k and layout[g][0] is None else (0, s) for g, s in enumerate(y.shape)))  # copies: one
@@ -136,12 +141,12 @@ def _whole(root: UOp, m: UOp) -> UOp:
 
 def _reshape(root: UOp, m: UOp) -> UOp:
   x, layout, new = m.src[0], _layout(m), root.arg
-  if not all(isinstance(s, int) for s in new + m.shape): return _whole(root, m)
   # each split axis goes to the new axis whose leading dims hold the same elements as the old axis's: each shard is then
-  # a contiguous block of it, as long as that axis splits evenly
+  # a contiguous block of it, as long as that axis splits evenly (symbolic dims elsewhere stay as they are)
   out, shard = [], list(new)
   for a, n in layout:
-    b = None if a is None else next((i for i in range(len(new)) if prod(new[:i]) == prod(m.shape[:a]) and new[i] % n == 0), None)
+    b = None if a is None else next((i for i in range(len(new)) if isinstance(new[i], int) and new[i] % n == 0 and
+                                     isinstance(d := ssimplify(prod(new[:i]) - prod(m.shape[:a])), int) and d == 0), None)
     if a is not None and (b is None or any(b == c for c, _ in out)): return _whole(root, m)
     if b is not None: shard[b] //= n
     out.append((b, n))

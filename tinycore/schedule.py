@@ -71,14 +71,16 @@ def _expand_ratio(u: UOp) -> float:
 
 def _broadcast_const(u: UOp) -> Any:
   """The value a node broadcasts from a CONST through movement ops and casts (the casts applied, innermost first), or
-  None where it is not one: such a value costs nothing in any kernel."""
-  casts = []
+  None where it is not one (a PAD of another value adds zeros): such a value costs nothing in any kernel."""
+  steps = []
   while u.op in GroupOp.Movement or u.op is Ops.CAST:
-    if u.op is Ops.CAST: casts.append(u.dtype)
+    if u.op in (Ops.CAST, Ops.PAD): steps.append(u)
     u = u.src[0]
   if u.op is not Ops.CONST: return None
   v = u.arg
-  for dt in reversed(casts): v = truncate(dt, v)
+  for s in reversed(steps):
+    if s.op is Ops.CAST: v = truncate(s.dtype, v)
+    elif v != 0: return None
   return v
 
 def _in_kernel(value: UOp, realize: set[UOp]) -> dict[UOp, None]:
@@ -190,7 +192,8 @@ def split_reduce(u: UOp) -> UOp | None:
   if size != x.shape[a]:  # the padded elements must not change the result: the identity, not PAD's zero, where it differs
     pad = tuple((0, size - s if i == a else 0) for i, s in enumerate(x.shape))
     ident = identity_element(op, x.dtype)
-    x = x.pad(pad) if ident == 0 else x.const_like(True).cast(dtypes.bool).pad(pad).where(x.pad(pad), x.const_like(ident).pad(pad))
+    # the identity itself fills the new elements: a padded constant would be 0 there (a max of negatives gave 0)
+    x = x.pad(pad) if ident == 0 else x.const_like(True).cast(dtypes.bool).pad(pad).where(x.pad(pad), x.pad(pad).const_like(ident))
   shape = x.shape[:a] + (parts, size // parts) + x.shape[a+1:]
   partial = x.reshape(shape).r(op, tuple(b + (b >= a) for b in axes))
   return partial.r(op, (a,)).reshape(u.shape)
@@ -487,9 +490,11 @@ def _buffer_view(x: UOp, buf: Buffer) -> UOp:
 
 def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
   """Kernel AST computing realized nodes `nodes` (its outputs, stored in order): realized inputs become numbered
-  parameters, so equal kernels share one AST; an output read by another is computed once, where it is read."""
+  parameters, so equal kernels share one AST; an output read by another is computed once, where it is read. An output's
+  own buffer read in place (an assign reading its target's old value) is read through the output's parameter: no two
+  parameters share memory a kernel writes, so a renderer may declare them restrict/noalias."""
   bufs: list[Buffer] = [out_buf[x] for x in nodes]
-  params: dict[int, UOp] = {}
+  params: dict[int, UOp] = {id(b): UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i) for i, b in enumerate(bufs)}
   var_vals: dict[str, int] = {}
   memo: dict[UOp, UOp] = {}
   after: set[UOp] = set()
@@ -526,9 +531,7 @@ def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer
   values = [memo[_value(x)] for x in nodes]
   values = [v if v.shape == values[0].shape else v.reshape(values[0].shape) for v in values]
   stores = tuple(UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i).store(v) for i, (v, b) in enumerate(zip(values, bufs)))
-  # "aliased": an output's memory is also read (an in-place assign): codegen must not compute an output twice
-  aliased = "aliased" if any(b.base is o.base for o in bufs[:len(nodes)] for b in bufs[len(nodes):]) else None
-  return _Kernel(nodes, ScheduleItem(UOp(Ops.SINK, dtypes.void, stores, aliased), bufs, var_vals), after, reads)
+  return _Kernel(nodes, ScheduleItem(UOp(Ops.SINK, dtypes.void, stores), bufs, var_vals), after, reads)
 
 def _flat_arg(arg) -> list:
   return [y for x in arg for y in (_flat_arg(x) if isinstance(x, tuple) else (x,))] if isinstance(arg, tuple) else [arg]

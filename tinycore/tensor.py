@@ -4,10 +4,10 @@ import functools, math, pathlib, weakref
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
-  dtype_min, dtype_max
+  dtype_min, dtype_max, round_to_odd_f32
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
-from tinycore.runtime.device import Device, Buffer
+from tinycore.runtime.device import Device, Buffer, canonicalize_device
 from tinycore.schedule import buffers, new_buffer_uop, create_schedule, mark_done, unique_id, is_plain_view
 from tinycore.engine import run_schedule
 from tinycore.schedule_cache import create_schedule_cached
@@ -26,13 +26,6 @@ def _all_tensors() -> list[Tensor]: return [t for r in list(_tensor_refs) if (t 
 # update sees the weights of its own forward pass, as in eager PyTorch.
 _pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
 
-def _canon_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
-  if not isinstance(device, (tuple, list)): return Device.canonicalize(device)
-  if len(device) == 0: raise ValueError("a tuple of devices needs at least one device")
-  out = tuple(Device.canonicalize(d) for d in device)
-  if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
-  return out
-
 def _device_grid(devices: tuple | list) -> tuple[list, tuple[int, ...]]:
   """A tuple of devices, or a grid of them as nested tuples -> (the devices in row-major order, the grid's sizes)."""
   if not devices or not isinstance(devices[0], (tuple, list)): return list(devices), (len(devices),)
@@ -46,7 +39,7 @@ def _replicate(u: UOp, devices: tuple[str, ...]) -> UOp:
 
 def _np_to_buffer_uop(arr: np.ndarray, device: str | tuple[str, ...], dtype: DType) -> UOp:
   if isinstance(device, tuple): return _replicate(_np_to_buffer_uop(arr, device[0], dtype), device)
-  if dtype == dtypes.bfloat16: raw = f32_to_bf16(np.asarray(arr, np.float32))
+  if dtype == dtypes.bfloat16: raw = f32_to_bf16(round_to_odd_f32(arr))   # rounded once, from float64 too
   else: raw = np.ascontiguousarray(arr, dtype=to_np_dtype(dtype))
   if raw.size == 0: return UOp.const(dtype, 0, device, arr.shape)  # nothing to hold: no buffer
   u = new_buffer_uop(device, raw.size, dtype)
@@ -99,33 +92,33 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
         binds = [b for b in nodes if b.op is Ops.BIND]
         if len(binds) != len([v for v in nodes if v.op is Ops.DEFINE_VAR]):
           raise ValueError(f"a Tensor needs bound variables: {data.render()} has an unbound one; use Variable(...).bind(n)")
-        dev = _canon_device(device)
+        dev = canonicalize_device(device)
         data = data.substitute({b: UOp(Ops.BIND, b.dtype, (b.src[0], UOp.const(b.dtype, b.src[1].arg, dev))) for b in binds})
         data = data.cast(dtype or dtypes.default_int)
       if dtype is not None and data.dtype != dtype: data = data.cast(dtype)
       self.uop = data
     elif data is None or isinstance(data, (bool, int, float)):
       dtype = dtype or (dtypes.default_float if data is None else dtypes.from_py(data))
-      self.uop = UOp.const(dtype, 0 if data is None else data, _canon_device(device))
+      self.uop = UOp.const(dtype, 0 if data is None else data, canonicalize_device(device))
     elif isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)  # the bytes reinterpreted as `dtype`, like torch.frombuffer
       if dtype is not None and len(raw) % dtype.itemsize: raise ValueError(f"{len(raw)} bytes do not divide into {dtype} elements of {dtype.itemsize} bytes")
       arr = np.frombuffer(raw, np.uint8)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtypes.uint8)
+      self.uop = _np_to_buffer_uop(arr, canonicalize_device(device), dtypes.uint8)
       if dtype not in (None, dtypes.uint8): self.uop = Tensor(self.uop).bitcast(dtype).uop
     elif isinstance(data, (list, tuple)):
       if dtype is None: dtype = _infer_dtype(data)
       arr = np.array(data, dtype=np.float64 if dtypes.is_float(dtype) else (np.bool_ if dtype == dtypes.bool else object))
       if arr.dtype == object and any(isinstance(v, (list, tuple)) for v in arr.reshape(-1)): raise ValueError(f"ragged nested list: every row must have the same length, got {data!r}")
       if dtypes.is_int(dtype): arr = _wrap_ints(arr, dtype)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
+      self.uop = _np_to_buffer_uop(arr, canonicalize_device(device), dtype)
     elif isinstance(data, np.ndarray) or np.isscalar(data):
       arr = np.asarray(data)
       if dtype is None: dtype = from_np_dtype(arr.dtype)
-      self.uop = _np_to_buffer_uop(arr, _canon_device(device), dtype)
+      self.uop = _np_to_buffer_uop(arr, canonicalize_device(device), dtype)
     elif isinstance(data, Tensor): self.uop = data.uop if dtype is None else data.uop.cast(dtype)
     else: raise TypeError(f"cannot make a Tensor from {type(data).__name__}; pass a list, number, numpy array, bytes or UOp")
-    if device is not None and isinstance(data, (UOp, Tensor)) and self.device != _canon_device(device): self.uop = self.to(device).uop
+    if device is not None and isinstance(data, (UOp, Tensor)) and self.device != canonicalize_device(device): self.uop = self.to(device).uop
     # a tensor made to require grad is a leaf of its own: hash-consing would make two Tensor.zeros(3, requires_grad=True)
     # (two LayerNorm biases) one node, and the gradient of either would be that of both
     if requires_grad and not _plain(self.uop) and not (self.uop.op is Ops.CONTIGUOUS and self.uop.arg is not None):
@@ -234,7 +227,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def __array__(self, dtype=None, copy=None): return self.numpy() if dtype is None else self.numpy().astype(dtype)
   def to(self, device: str | tuple | None) -> Tensor:
     """A copy on another device; to a tuple of devices, the whole tensor on each (replicated; see shard)."""
-    device = _canon_device(device)
+    device = canonicalize_device(device)
     if device == self.device: return self
     cp = UOp(Ops.COPY, self.dtype, (self.uop,), device)
     ret = Tensor(UOp(Ops.MULTI, self.dtype, (cp,), None) if isinstance(device, tuple) and isinstance(self.device, str) else cp)
@@ -253,7 +246,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     flat, grid = _device_grid(devices)
     if isinstance(self.device, tuple): raise RuntimeError(f"shard: this tensor is already on {self.device}; .to() one device first")
     if len(flat) == 1: return self.to(flat[0])
-    devices = _canon_device(flat)
+    devices = canonicalize_device(flat)
     axes = axis if isinstance(axis, tuple) else (axis,)
     if len(axes) != len(grid): raise ValueError(f"shard over a grid of {'x'.join(map(str, grid))} devices needs one axis (or None) per grid dimension, got axis={axis}")
     axes = tuple(None if a is None else normalize_axis(a, self.ndim) for a in axes)
@@ -320,7 +313,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     the storage's shape, and an ASSIGN there keeps the rest."""
     chain, u = [], self.uop
     while u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS_BACKWARD): chain.append(u); u = u.src[0]
-    if u.op not in (Ops.BUFFER, Ops.ASSIGN): return None
+    if u.op not in (Ops.BUFFER, Ops.ASSIGN) and not (u.op is Ops.MULTI and _plain(u)): return None  # MULTI: a sharded buffer
     base = u
     val, mask = x.uop, UOp.const(dtypes.bool, True, self.device, self.shape)
     for m in chain:  # from the view down to the storage: undo each movement
@@ -353,7 +346,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     shape = argfix(shape) if not isinstance(shape, int) else (shape,)
     if any(resolve(s < 0, False) for s in shape): raise ValueError(f"negative dimension in shape {shape}")
     dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
-    return Tensor(UOp.const(dt, fill_value, _canon_device(device), shape), requires_grad=requires_grad)
+    return Tensor(UOp.const(dt, fill_value, canonicalize_device(device), shape), requires_grad=requires_grad)
   @staticmethod
   def zeros(*shape, **kw) -> Tensor: return Tensor.full(argfix(*shape), 0.0 if "dtype" not in kw else 0, **({"dtype": dtypes.default_float} | kw))
   @staticmethod
@@ -362,7 +355,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def empty(*shape, dtype: DType | str | None = None, device: str | None = None, **kw) -> Tensor:
     shape = argfix(*shape)
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-    return Tensor(new_buffer_uop(_canon_device(device), prod(shape), dt).reshape(shape), **kw)
+    return Tensor(new_buffer_uop(canonicalize_device(device), prod(shape), dt).reshape(shape), **kw)
   @staticmethod
   def from_url(url: str, gunzip: bool = False, **kw) -> Tensor:
     """The bytes at url as a uint8 Tensor (or `dtype=`), through helpers.fetch's download cache (offline: OSError)."""
@@ -384,10 +377,15 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def arange(start, stop=None, step=1, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     if stop is None: start, stop = 0, start
     if step == 0: raise ValueError("arange: step must not be zero")
-    dt = to_dtype(dtype) if dtype is not None else (dtypes.default_float if any(isinstance(x, float) for x in (start, stop, step)) else dtypes.default_int)
     n = max(math.ceil((stop - start) / step), 0)
+    ends = (start, start + (n - 1) * step) if n else ()
+    if dtype is not None: dt = to_dtype(dtype)
+    elif any(isinstance(x, float) for x in (start, stop, step)): dt = dtypes.default_float
+    else:  # an int range past the default int is int64, as in tinygrad
+      dt = dtypes.default_int if all(dtypes.default_int.min <= v <= dtypes.default_int.max for v in ends) else dtypes.int64
+    if not all(dt.min <= v <= dt.max for v in ends): raise OverflowError(f"arange [{start}, {stop}) step {step} does not fit {dt}: pick a wider dtype")
     if n == 0: return Tensor.full((0,), 0, dtype=dt, device=device)
-    iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=_canon_device(device)),), n))
+    iota = Tensor(UOp(Ops.IOTA, dt, (UOp(Ops.DEVICE, arg=canonicalize_device(device)),), n))
     out = iota * step + start if (start, step) != (0, 1) else iota
     out.requires_grad = requires_grad
     return out
@@ -395,6 +393,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def linspace(start, stop, steps: int, dtype=None, device=None) -> Tensor:
     if steps < 0: raise ValueError("linspace: steps must be >= 0")
     dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if dt == dtypes.bool: raise ValueError("linspace has no bool form: take a float or int dtype and compare")
     if steps == 1: return Tensor([start], dtype=dt, device=device)
     return (Tensor.arange(steps, device=device).cast(dtypes.float32) * ((stop - start) / (steps - 1)) + start).cast(dt)
   @staticmethod
@@ -444,11 +443,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     """n uint32 words: threefry2x32-20 of (counter, call index) under the key (seed, 0)."""
     Tensor._rng_counter += 1
     call = Tensor._rng_counter
-    dev = _canon_device(device)
+    dev = canonicalize_device(device)
     c0 = Tensor.arange(n, device=dev, dtype=dtypes.uint32)
     if n == 0: return c0
-    slot = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev)
-    if Tensor._rng_slots is not None: Tensor._rng_slots.append((slot, call))
+    # on a tuple of devices the words live on the first and are copied to all: TinyJit rewrites that one buffer
+    home = Tensor(np.array(Tensor._rng_words(call), np.uint32), device=dev[0] if isinstance(dev, tuple) else dev)
+    if Tensor._rng_slots is not None: Tensor._rng_slots.append((home, call))
+    slot = home.to(dev) if isinstance(dev, tuple) else home
     return Tensor._threefry(c0, *(slot.shrink(((i, i + 1),)).reshape(()) for i in range(3)))
   @staticmethod
   def rand(*shape, dtype=None, device=None, requires_grad=None, contiguous: bool = True) -> Tensor:
@@ -518,9 +519,12 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return Tensor.randn(*self.shape, **({"device": self.device, "dtype": dtype or (self.dtype if dtypes.is_float(self.dtype) else None)} | kw))
 
   # ***** autograd *****
-  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = False) -> list[Tensor]:
-    """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives."""
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None, materialize_grads: bool = True) -> list[Tensor]:
+    """d(self)/d(targets), like torch.autograd.grad: lazy tensors, usable for higher-order derivatives. A target self does
+    not depend on (not in its graph, or only through comparisons, casts to int or detach) gets zeros, as in tinygrad;
+    materialize_grads=False raises RuntimeError there instead, as torch.autograd.grad without allow_unused."""
     self._check_differentiable()
+    if (bad := [t.dtype for t in targets if not dtypes.is_float(t.dtype)]): raise RuntimeError(f"only float tensors have gradients, got targets of {bad}")
     return self._gradient(targets, gradient, materialize_grads, None)
   def _gradient(self, targets, gradient: Tensor | None, materialize_grads: bool, order: dict[UOp, None] | None) -> list[Tensor]:
     if gradient is None:
@@ -531,7 +535,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     out = []
     for t in targets:
       if t.uop not in grads:
-        if not materialize_grads: raise RuntimeError(f"tensor {t} is not part of the graph of this value (or its path was detached); pass materialize_grads=True for zeros")
+        if not materialize_grads: raise RuntimeError(f"tensor {t} is not part of the graph of this value (or its path was detached); leave materialize_grads=True for zeros")
         out.append(t.zeros_like())
       else: out.append(Tensor(grads[t.uop]))
     return out
@@ -541,15 +545,16 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
                          "is not differentiable); differentiate a float value")
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d(self)/dt into t.grad for every float tensor t in self's graph with requires_grad=True, and for every
-    one computed from such a tensor (intermediates, self too) unless marked requires_grad=False: tinygrad's rule, where
-    an op's result requires grad when an input does. With no such tensor in the graph nothing is filled."""
+    one computed from such a tensor (intermediates, self too) unless marked requires_grad=False: tinygrad 0.14's rule,
+    where an op's result requires grad when an input does. A graph where no tensor sets requires_grad (tinygrad master
+    has no such flag) gets grads for every float tensor in it not marked requires_grad=False, as tinygrad master does."""
     self._check_differentiable()
     if _plain(self.uop) and not any(t.requires_grad and t.uop is self.uop for t in _all_tensors()):
       raise RuntimeError("backward() on a tensor that was already realized: realizing replaces its graph with the computed "
                          "buffer, so there is nothing left to differentiate. Call backward() before .realize()/.numpy()/.item() on the loss")
     graph = differentiable_graph(self.uop)  # ordered, sources first
     live = [t for t in _all_tensors() if t.uop in graph]
-    carries = {t.uop for t in live if t.requires_grad}  # the nodes computed from a tensor that requires grad
+    carries = {t.uop for t in live if t.requires_grad} or {t.uop for t in live}  # the nodes computed from a tensor that requires grad
     for u in graph:  # sources come first
       if u not in carries and not carries.isdisjoint(u.src): carries.add(u)
     targets = [t for t in live if t.requires_grad is not False and t.uop in carries and dtypes.is_float(t.dtype)]
@@ -797,6 +802,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       kind_ok = dtypes.is_float(exp.dtype) or (isinstance(base, int) and not isinstance(base, bool) and dtypes.is_int(exp.dtype))
       base = Tensor(UOp.const(exp.dtype if kind_ok else dtypes.from_py(base), base, exp.device))
     if base.dtype == dtypes.bool and not (isinstance(exp, float) or isinstance(exp, Tensor) and dtypes.is_float(exp.dtype)): base = base.cast(dtypes.default_int)
+    if isinstance(exp, int) and not isinstance(exp, bool) and exp < 0 and dtypes.is_int(base.dtype):
+      raise RuntimeError(f"an integer tensor to the negative power {exp} is not an integer; cast the base to float first")
     if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64 and (exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
       if exp == 0: return base.ones_like()
       out, b, e = None, base, abs(exp)
@@ -809,23 +816,28 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if dtypes.is_int(b.dtype): return _int_pow(b, e)
     if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # the chain below in float32
     # b^e as exp2(e*log2(m)), m the base the log can take: |b| for a negative base with an integer exponent (the sign is
-    # set after), b itself otherwise (a negative base with a fractional exponent is NaN, value and slopes, as in PyTorch),
-    # 1 at a zero base with e >= 0, where the wheres below give the value and PyTorch's slopes: d/db is 0 (e > 1), 1 (e == 1),
-    # inf (0 < e < 1), d/de is 0; a zero base with e < 0 stays in the chain, which gives inf and PyTorch's -inf slopes
-    zero, neg, e_int = b == 0, b < 0, e.trunc() == e
+    # set after), b itself otherwise (a negative base with a fractional exponent is NaN, value and slopes, as in PyTorch).
+    # Where the chain would meet 0 * inf, m is 1 and wheres below give the value and the slopes: at a zero base with
+    # e >= 0 PyTorch's (d/db 0 for e > 1, 1 for e == 1, inf for 0 < e < 1; d/de 0), at an infinite base C's pow values
+    # (|b|^e signed for odd e) with the slopes in b of that value (0 for e < 1, 1 for e == 1, infinite past 1; d/de 0),
+    # and x^0 = 1 for a base that is not finite or zero. A zero base with e < 0 stays in the chain: inf, PyTorch's slopes.
+    zero, neg, inf, e_int = b == 0, b < 0, b.isinf(), e.trunc() == e
+    e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
+    one = (e == 0) & (zero | b.isfinite().logical_not())
     ex = e
     if isinstance(exp, Tensor):
       # a negative base has no slope in the exponent (b^e is real only at integer e): PyTorch's NaN, here the opposite
       # infinite slopes of two square roots of zero (1 elsewhere, so the unselected ones pass 0, not 0/0)
-      k = neg & e_int & e.isfinite()
+      k = neg & e_int & e.isfinite() & inf.logical_not()
       ex = e + k.where(k.where(e - e.detach(), 1.0).sqrt() + k.where(e.detach() - e, 1.0).sqrt(), 0.0)
-    r = (ex * (zero & (e >= 0)).where(1.0, (neg & e_int).where(-b, b)).log2()).exp2()
+    r = (ex * (zero & (e >= 0) | inf | one).where(1.0, (neg & e_int).where(-b, b)).log2()).exp2()
     root = (zero & (e > 0) & (e < 1)).where(b, 1.0).sqrt()
     r = zero.where((e > 1).where(0.0, (e == 1).where(b, (e > 0).where(root, r))), r)
-    e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
     r = (neg & e_odd).where(-r, r)
-    # x^0 is 1 for every x; set only where the chain above is not (0, inf, NaN), so d/de = log|b| still flows elsewhere
-    return ((e == 0) & (zero | b.isfinite().logical_not())).where(1.0, r)
+    # at an infinite base past e == 1 the value is b times an infinity of the sign that makes it C's, its slope that infinity
+    big = b * (inf & (e > 1)).where((neg & e_odd.logical_not()).where(-math.inf, math.inf), 1.0).detach()   # 1 elsewhere: 0 * inf is NaN
+    r = inf.where((e > 1).where(big, (e == 1).where(b, (e > 0).where(math.inf, (e < 0).where((neg & e_odd).where(-0.0, 0.0), math.nan)))), r)
+    return one.where(1.0, r)
   def __pow__(self, x): return self.pow(x)
   def __rpow__(self, x): return self.pow(x, reverse=True)
 
@@ -860,14 +872,16 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def __invert__(self): return self.bitwise_not()
   def _shl(self, n: int) -> Tensor: return _bin(Ops.SHL, self, Tensor(UOp.const(self.dtype, n, self.device))._broadcast_to(self.shape))
   def _shr(self, n: int) -> Tensor: return _bin(Ops.SHR, self, Tensor(UOp.const(self.dtype, n, self.device))._broadcast_to(self.shape))
-  def lshift(self, x, reverse: bool = False) -> Tensor:
-    if reverse: return Tensor(x, device=self.device, dtype=self.dtype).lshift(self)
-    if not dtypes.is_int(self.dtype): raise TypeError(f"<< needs an integer tensor, got {self.dtype}")
-    return self._shl(x) if isinstance(x, int) else self * (2 ** x.cast(self.dtype))
-  def rshift(self, x, reverse: bool = False) -> Tensor:
-    if reverse: return Tensor(x, device=self.device, dtype=self.dtype).rshift(self)
-    if not dtypes.is_int(self.dtype): raise TypeError(f">> needs an integer tensor, got {self.dtype}")
-    return self._shr(x) if isinstance(x, int) else self.div(2 ** x.cast(self.dtype), rounding_mode="floor")
+  def _shift(self, op: Ops, x, reverse: bool) -> Tensor:
+    """a << b, a >> b (arithmetic for signed a) in the common integer dtype; an amount of the bit width or more shifts
+    every bit out (0, or -1 for a negative a >> b), as PyTorch's, where the SHL/SHR ops take the amount modulo the width."""
+    a, b = self._broadcasted(x, reverse)
+    if not dtypes.is_int(a.dtype): raise RuntimeError(f"{'<<' if op is Ops.SHL else '>>'} needs integer tensors and amounts, got {a.dtype}")
+    out = _bin(op, a, b)
+    fill = 0 if op is Ops.SHL or dtypes.is_unsigned(a.dtype) else (a < 0).where(-1, 0)
+    return (b < 8 * a.dtype.itemsize).where(out, fill) if isinstance(x, Tensor) or x >= 8 * a.dtype.itemsize else out
+  def lshift(self, x, reverse: bool = False) -> Tensor: return self._shift(Ops.SHL, x, reverse)
+  def rshift(self, x, reverse: bool = False) -> Tensor: return self._shift(Ops.SHR, x, reverse)
   def __lshift__(self, x): return self.lshift(x)
   def __rshift__(self, x): return self.rshift(x)
   def __rlshift__(self, x): return self.lshift(x, True)
@@ -1001,12 +1015,16 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       pairs = [(flat[2*i], flat[2*i+1]) for i in range(self.ndim)][::-1]
     if mode not in ("constant", "reflect", "replicate", "circular"): raise NotImplementedError(f"pad mode {mode!r} is not one of constant, reflect, replicate, circular")
     x = self
-    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops
+    if any(b < 0 or a < 0 for b, a in pairs):  # negative padding crops, as PyTorch's: a reflect or replicate pad first reads
+      grow = [(max(b, 0), max(a, 0)) for b, a in pairs]   # the whole input, a circular one wraps around what is left
+      if mode in ("reflect", "replicate"): x = x.pad(grow, mode=mode)
       x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
-      pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
+      if mode in ("reflect", "replicate"): return x
+      pairs = grow
     if mode == "constant":
       out = Tensor(x.uop.pad(tuple(pairs)))
-      if value == 0 or out.uop is x.uop: return out   # padding of zeros or of nothing (a pool without padding): no mask
+      # padding of zeros (+0.0: PAD's own fill) or of nothing (a pool without padding): no mask
+      if (value == 0 and math.copysign(1.0, value) > 0) or out.uop is x.uop: return out
       mask = Tensor(Tensor.ones(x.shape, dtype=dtypes.bool, device=x.device).uop.pad(tuple(pairs)))
       return mask.where(out, value)
     for d, (b, a) in enumerate(pairs):
@@ -1036,8 +1054,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def squeeze(self, dim: int | tuple[int, ...] | None = None) -> Tensor:
     """Drop size-1 dims: all of them, or those among dim (an int or a tuple); a named dim of another size stays."""
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    if self.ndim == 0: return self
     ds = {normalize_axis(d, self.ndim) for d in make_tuple(dim, 1)}
+    if self.ndim == 0: return self
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in ds or s != 1))
   def unsqueeze(self, dim: int) -> Tensor:
     d = normalize_axis(dim, self.ndim + 1)
@@ -1074,8 +1092,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     dt = least_upper_dtype(*[t.dtype for t in ts])
     total, off, out = sum(t.shape[d] for t in ts), 0, None
     for t in ts:
-      p = t.cast(dt).pad(tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim)))
-      out = p if out is None else out + p
+      pads = tuple((off, total - off - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim))
+      # each piece where its own mask is true (a sum of zero-padded pieces adds +0.0 to every element: -0.0 became +0.0)
+      p = t.cast(dt).pad(pads)
+      out = p if out is None else Tensor(Tensor.ones(t.shape, dtype=dtypes.bool, device=t.device).uop.pad(pads)).where(p, out)
       off += t.shape[d]
     return out
   def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
@@ -1116,7 +1136,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     ret = Tensor(self.uop.r(op, axes))
     return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
   def _check_nonempty(self, axis, name: str) -> None:
-    if any(self.shape[a] == 0 for a in self._axes(axis)): raise ValueError(f"{name} of an empty dimension has no identity (shape {self.shape}, axis {axis})")
+    if self.ndim and any(self.shape[a] == 0 for a in self._axes(axis)): raise ValueError(f"{name} of an empty dimension has no identity (shape {self.shape}, axis {axis})")
   def sum(self, axis=None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
     inner = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc  # half sums accumulate in float
@@ -1162,15 +1182,15 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     """log(sum(exp(x))) without overflow; an empty reduction gives -inf."""
     axes = self._axes(axis)
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape)) if keepdim else tuple(s for i, s in enumerate(self.shape) if i not in axes)
-    if any(self.shape[a] == 0 for a in axes): return Tensor.full(out_shape, -math.inf, dtype=self._float().dtype, device=self.device)
+    if self.ndim and any(self.shape[a] == 0 for a in axes): return Tensor.full(out_shape, -math.inf, dtype=self._float().dtype, device=self.device)
     m = self.max(axis, keepdim=True).detach()
     m = m.isinf().where(0, m)
     out = (self - m).exp().sum(axis, keepdim=True).log() + m
     return out.reshape(out_shape)
   def logcumsumexp(self, axis: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along axis, stable for every prefix (each prefix window has its own max)."""
-    if self.ndim == 0 or self.shape[normalize_axis(axis, self.ndim)] == 0: return self._float()
     d = normalize_axis(axis, self.ndim)
+    if self.ndim == 0 or self.shape[d] == 0: return self._float()
     return self._float().transpose(d, -1)._prefix_windows(-math.inf).logsumexp(-1).transpose(d, -1)
   def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
     """Index of the first maximum (of the first NaN, if any, like numpy and torch)."""
@@ -1189,9 +1209,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self.pad(tuple([(0, 0)] * (self.ndim - 1) + [(n - 1, 0)]), value=pad_value)._pool((n,))
   def _cumulative(self, axis: int, op: Ops) -> Tensor:
     acc = sum_acc_dtype(self.dtype) if op is not Ops.MAX else self.dtype
-    if self.ndim == 0: return self.cast(acc)
     d = normalize_axis(axis, self.ndim)
-    if self.shape[d] == 0: return self.cast(acc)
+    if self.ndim == 0 or self.shape[d] == 0: return self.cast(acc)
     win = self.cast(acc).transpose(d, -1)._prefix_windows({Ops.ADD: 0, Ops.MUL: 1}.get(op, dtype_min(acc)))
     out = win.sum(-1, dtype=acc) if op is Ops.ADD else win.prod(-1, dtype=acc) if op is Ops.MUL else win._reduce(Ops.MAX, -1, False)
     return out.transpose(d, -1)
@@ -1199,8 +1218,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def cumprod(self, axis: int = 0) -> Tensor: return self._cumulative(axis, Ops.MUL)
   def _cum_extreme(self, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
     """Running max/min and the index where it was (the last one among ties, like torch)."""
-    if self.ndim == 0: return self, Tensor(0, dtype=dtypes.int32, device=self.device)
     d = normalize_axis(axis, self.ndim)
+    if self.ndim == 0: return self, Tensor(0, dtype=dtypes.int32, device=self.device)
     n = self.shape[d]
     if n == 0: return self, self.cast(dtypes.int32)
     x = self.transpose(d, -1)
@@ -1402,7 +1421,7 @@ def _list_form_dim(args: tuple, dim: int) -> int:
   """torch.cat/stack(tensors, dim): after the list, the one positional argument is the dim."""
   if not args: return dim
   if len(args) == 1 and isinstance(args[0], int): return args[0]
-  raise TypeError(f"after a list of tensors the only positional argument is dim, got {args!r}")
+  raise ValueError(f"after a list of tensors the only positional argument is dim, got {args!r}: pass the tensors either as one list or as separate arguments")
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
   """a op b, of a's shape (operands broadcast already) and device."""

@@ -6,7 +6,6 @@ import numpy as np
 from tinycore.dtype import DType, dtypes, dtype_min, dtype_max
 from tinycore.helpers import make_tuple, prod, argfix, normalize_axis, ceildiv, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, ssimplify
-from tinycore.runtime.device import Device
 if TYPE_CHECKING: from tinycore.tensor import Tensor
 
 def _broadcast_shape(*shapes: tuple) -> tuple:
@@ -232,7 +231,7 @@ class IndexingMixin:
     d = normalize_axis(dim, self.ndim)
     if index.ndim != self.ndim: raise RuntimeError(f"gather: index has {index.ndim} dims, self has {self.ndim}")
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
-      raise ValueError(f"gather: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
+      raise RuntimeError(f"gather: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
     n = self.shape[d]
     x = self.shrink(tuple((0, i) if a != d else None for a, i in enumerate(index.shape)))
     x = x.unsqueeze(-1).transpose(-1, d)  # the source dim moved to the end, a size-1 dim in its place
@@ -243,12 +242,12 @@ class IndexingMixin:
     """One-hot mask (index.shape + (n,)) of where each source element lands, and src matching index's shape."""
     Tensor = type(self)
     d = normalize_axis(dim, self.ndim)
-    if index.ndim != self.ndim: raise ValueError(f"scatter: index has {index.ndim} dims, self has {self.ndim}")
+    if index.ndim != self.ndim: raise RuntimeError(f"scatter: index has {index.ndim} dims, self has {self.ndim}")
     if any(i > s for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
-      raise ValueError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
+      raise RuntimeError(f"scatter: index shape {index.shape} is larger than self {self.shape} outside dim {d}")
     if not isinstance(src, Tensor): src = Tensor.full(index.shape, src, dtype=self.dtype, device=self.device)
     if src.dtype != self.dtype: raise RuntimeError(f"scatter: src is {src.dtype} but self is {self.dtype}: cast src to it")
-    if any(i > s for s, i in zip(src.shape, index.shape)): raise ValueError(f"scatter: index shape {index.shape} is larger than src {src.shape}")
+    if any(i > s for s, i in zip(src.shape, index.shape)): raise RuntimeError(f"scatter: index shape {index.shape} is larger than src {src.shape}")
     src = src.shrink(tuple((0, i) for i in index.shape)).cast(self.dtype)
     hot = index.unsqueeze(-1) == Tensor.arange(self.shape[d], device=self.device)
     return d, hot, src
@@ -295,12 +294,12 @@ class IndexingMixin:
     else: raise RuntimeError(f"scatter_reduce reduce must be one of sum, prod, mean, amax, amin; got {reduce!r}")
     return hit.where(out, self)
 
-  def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
-    """An int tensor with a trailing dim of num_classes: 1 where the class is self's value (-1: max(self) + 1 classes)."""
+  def one_hot(self: Tensor, num_classes: int | None = None) -> Tensor:
+    """An int tensor with a trailing dim of num_classes: 1 where the class is self's value (None: max(self) + 1 classes)."""
     Tensor = type(self)
     if not dtypes.is_int(self.dtype): raise RuntimeError(f"one_hot needs an integer tensor, got {self.dtype}")
-    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
-    if num_classes < 0: raise ValueError(f"one_hot: num_classes must be -1 (from the data) or non-negative, got {num_classes}")
+    if num_classes is None: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise ValueError(f"one_hot: num_classes must be non-negative (or None: from the data), got {num_classes}")
     # classes in self's own dtype when they fit: no promotion to a wider int (64-bit ints are missing on some backends)
     cls_dt = self.dtype if num_classes - 1 <= dtype_max(self.dtype) else dtypes.default_int
     return (self.unsqueeze(-1) == Tensor.arange(num_classes, device=self.device, dtype=cls_dt)).cast(dtypes.default_int)
@@ -320,11 +319,10 @@ class IndexingMixin:
     return (slot < picked[-1]).where(x[src], fill_value).cast(self.dtype)
 
   def nonzero(self: Tensor, size: int | None = None, fill_value=0) -> Tensor:
-    """(count, ndim) coordinates of the nonzero elements, int64 as PyTorch's (int32 on a backend without 64-bit ints).
+    """(count, ndim) coordinates of the nonzero elements in the default int (int32, as tinygrad's; PyTorch's are int64).
     Without size self is realized (the count decides the shape); with size there are that many rows, cut short or padded
     with fill_value (PyTorch's nonzero_static), and no sync."""
-    Tensor, dev = type(self), self.device if isinstance(self.device, str) else self.device[0]
-    idx_dt = dtypes.int64 if dtypes.int64 in Device.renderer(dev).supported_dtypes else dtypes.int32
+    Tensor, idx_dt = type(self), dtypes.default_int
     if size is None: return Tensor(np.argwhere(self.numpy()), device=self.device, dtype=idx_dt)  # (count, ndim), 0-d too
     if self.ndim == 0: return Tensor.zeros(size, 0, dtype=idx_dt, device=self.device)
     flat = Tensor.arange(self.numel(), device=self.device).masked_select(self.flatten() != 0, size=size, fill_value=-1)
@@ -370,7 +368,9 @@ class IndexingMixin:
     d = normalize_axis(dim, self.ndim)
     if not 0 <= size <= self.shape[d]: raise RuntimeError(f"unfold: size {size} must be in [0, {self.shape[d]}], the size of dimension {d}")
     if step <= 0: raise RuntimeError(f"unfold: step must be positive, got {step}")
-    return self.transpose(d, -1)._pool((size,), step).transpose(d, -2)
+    x = self.transpose(d, -1)
+    if size == 0: return x[..., :0].unsqueeze(-2).expand(*x.shape[:-1], x.shape[-1] // step + 1, 0).transpose(d, -2)  # empty windows
+    return x._pool((size,), step).transpose(d, -2)
 
   def meshgrid(self: Tensor, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
     if indexing not in ("ij", "xy"): raise RuntimeError(f"meshgrid indexing must be 'ij' or 'xy', got {indexing!r}")
@@ -456,30 +456,31 @@ class IndexingMixin:
     ell = "".join(free[:ell_nd])
     specs = []
     for s, t in zip(ins, ops):
+      if s.count("...") > 1: raise RuntimeError(f"einsum: operand spec {s!r} has more than one '...'")
       if "..." in s:
         n = t.ndim - len(s.replace("...", ""))
-        if n < 0: raise ValueError(f"einsum: operand spec {s!r} has more letters than the tensor's {t.ndim} dims")
+        if n < 0: raise RuntimeError(f"einsum: operand spec {s!r} has more letters than the tensor's {t.ndim} dims")
         s = s.replace("...", ell[ell_nd - n:])
-      if len(s) != t.ndim: raise ValueError(f"einsum: operand spec {s!r} does not match a tensor with {t.ndim} dims")
+      if len(s) != t.ndim: raise RuntimeError(f"einsum: operand spec {s!r} does not match a tensor with {t.ndim} dims")
       specs.append(s)
     if rhs is None:
       counts = {c: "".join(specs).count(c) for c in "".join(specs)}
       rhs = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
     else: rhs = rhs.replace("...", ell)
     letters = list(dict.fromkeys("".join(specs) + rhs))
-    if any(c not in "".join(specs) for c in rhs): raise ValueError(f"einsum: output letters {rhs!r} must appear in the inputs")
+    if any(c not in "".join(specs) for c in rhs): raise RuntimeError(f"einsum: output letters {rhs!r} must appear in the inputs")
     sizes: dict[str, int] = {}
     aligned = []
     for s, t in zip(specs, ops):
       while len(set(s)) != len(s):  # a repeated letter: take the diagonal of those two dims
         c = next(ch for ch in s if s.count(ch) > 1)
         i, j = s.index(c), s.index(c, s.index(c) + 1)
-        if t.shape[i] != t.shape[j]: raise ValueError(f"einsum: repeated index {c!r} has sizes {t.shape[i]} and {t.shape[j]}")
+        if t.shape[i] != t.shape[j]: raise RuntimeError(f"einsum: repeated index {c!r} has sizes {t.shape[i]} and {t.shape[j]}")
         t = t.diagonal(0, i, j)
         s = s[:i] + s[i + 1:j] + s[j + 1:] + c
       for c, n in zip(s, t.shape):
         if n != 1:
-          if sizes.get(c, n) != n: raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+          if sizes.get(c, n) != n: raise RuntimeError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
           sizes[c] = n
       t = t.permute([s.index(c) for c in letters if c in s]).reshape([t.shape[s.index(c)] if c in s else 1 for c in letters])
       aligned.append(t)
@@ -547,7 +548,7 @@ class NNOpsMixin:
     lead, i_ = self.shape[:-nd], self.shape[-nd:]
     o_ = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(i_, k_, s_, d_)]
     if any(o <= 0 or k <= 0 or s <= 0 or d <= 0 for o, k, s, d in zip(o_, k_, s_, d_)):
-      raise ValueError(f"window {k_} (stride {s_}, dilation {d_}) does not fit the dims {i_}")
+      raise RuntimeError(f"window {k_} (stride {s_}, dilation {d_}) does not fit the dims {i_}")
     keep = [None] * len(lead)
     def flat(pairs): return [y for p in pairs for y in p]
     if all(k <= s and d == 1 for k, s, d in zip(k_, s_, d_)):
@@ -711,10 +712,11 @@ class NNOpsMixin:
     n_out = prod(output_size)
     hot = indices.reshape(*lead, -1, 1) == Tensor.arange(n_out, device=self.device)
     # overlapping windows can send one input element twice: its copies are equal, so max (not sum) merges them. Each copy
-    # gets the output's whole gradient, as PyTorch's (a gather of it at the indices): the max gives the value, a sum of zeros the gradient
+    # gets the output's whole gradient, as PyTorch's (a gather of it at the indices): the max gives the value, a sum of
+    # zeros the gradient (zeros of the finite values: inf - inf would be NaN, so an infinite value passes no gradient)
     v = self.reshape(*lead, -1, 1)
     val = hot.where(v.detach(), dtype_min(self.dtype)).max(-2)
-    if dtypes.is_float(self.dtype): val = val + hot.where(v - v.detach(), 0).sum(-2)
+    if dtypes.is_float(self.dtype): val = val + (hot & v.isfinite()).where(v - v.detach(), 0).sum(-2)
     return hot.any(-2).where(val, 0).reshape(*lead, *output_size)
 
   def interpolate(self: Tensor, size, mode: str = "linear", align_corners: bool = False) -> Tensor:
@@ -725,21 +727,29 @@ class NNOpsMixin:
     if mode in ("bilinear", "trilinear"): mode = "linear"
     if mode not in ("linear", "nearest", "nearest-exact"): raise ValueError(f"interpolate mode must be linear, nearest or nearest-exact, got {mode!r}")
     if align_corners and mode != "linear": raise ValueError("interpolate: align_corners only applies to mode='linear'")
-    x = self if dtypes.is_float(self.dtype) else self.float()
-    for j, out_n in enumerate(size):
+    # uint8 follows PyTorch's separable kernel: a pass per dim from the last, each rounding to uint8 with 2^P-scaled integer
+    # weights (P the most bits that keep the largest weight under 2^15); other dtypes interpolate in float and cast back
+    fixed = self.dtype == dtypes.uint8 and mode == "linear"
+    x = self if dtypes.is_float(self.dtype) or fixed else self.float()
+    for j, out_n in reversed(list(enumerate(size))) if fixed else enumerate(size):
       d = self.ndim - len(size) + j
       in_n = self.shape[d]
       o = np.arange(out_n, dtype=np.float64)
       if mode == "linear":
+        if in_n == out_n and fixed: continue
         if align_corners: src = o * ((in_n - 1) / (out_n - 1)) if out_n > 1 else np.zeros_like(o)
         else: src = np.maximum((o + 0.5) * (in_n / out_n) - 0.5, 0.0)
         lo = np.minimum(np.floor(src).astype(np.int64), in_n - 1)
         hi = np.minimum(lo + 1, in_n - 1)
-        w = (src - lo).astype(np.float32)
+        w = src - lo
         sel = (slice(None),) * d
         a, b = x[sel + (Tensor(lo.astype(np.int32), device=self.device),)], x[sel + (Tensor(hi.astype(np.int32), device=self.device),)]
-        wt = Tensor(w, device=self.device).cast(x.dtype).reshape(out_n, *[1] * (self.ndim - d - 1))
-        x = a + (b - a) * wt
+        def col(v: np.ndarray, dt) -> Tensor: return Tensor(v, device=self.device).cast(dt).reshape(out_n, *[1] * (self.ndim - d - 1))
+        if fixed:
+          p = next(p for p in range(22) if int(0.5 + np.maximum(w, 1 - w).max() * (1 << (p + 1))) >= 1 << 15)  # the largest weight is >= 1/2
+          w0, w1 = np.floor(0.5 + (1 - w) * (1 << p)), np.floor(0.5 + w * (1 << p))
+          x = ((a.cast(dtypes.int32) * col(w0, dtypes.int32) + b.cast(dtypes.int32) * col(w1, dtypes.int32) + (1 << p >> 1)) >> p).clip(0, 255).cast(dtypes.uint8)
+        else: x = a + (b - a) * col(w.astype(np.float32), x.dtype)
       else:
         scale = in_n / out_n
         src = np.floor((o + 0.5) * scale) if mode == "nearest-exact" else np.floor(o * scale)
@@ -751,6 +761,8 @@ class NNOpsMixin:
 
   def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
     """self / max(||self||_p along dim, eps)."""
+    # p = 0 counts the nonzero elements (no slope), as PyTorch's norm
+    if p == 0: return self / self.ne(0).sum(dim, keepdim=True).cast(self._float().dtype).maximum(eps)
     s = self.abs().pow(p).sum(dim, keepdim=True) if p != 2.0 else self.square().sum(dim, keepdim=True)
     # an all-zero slice's norm is 0 without a path through the root, whose slope there is infinite (0 * inf is NaN)
     nonzero = s > 0
@@ -835,7 +847,7 @@ class NNOpsMixin:
       if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]: raise RuntimeError(f"cross_entropy: target {Y.shape} does not match input {self.shape} without the class dim")
       Y = Y.one_hot(c).cast(self._float().dtype)
       Y = Y.permute(*range(cdim), Y.ndim - 1, *range(cdim, Y.ndim - 1)) if cdim else Y
-    elif Y.shape != self.shape: raise ValueError(f"cross_entropy: probability target {Y.shape} must match input {self.shape}")
+    elif Y.shape != self.shape: raise RuntimeError(f"cross_entropy: probability target {Y.shape} must match input {self.shape} (class indices must be an int tensor)")
     if label_smoothing: Y = Y * (1 - label_smoothing) + label_smoothing / c
     return -(self.log_softmax(cdim) * Y).sum(cdim)._do_reduction(reduction)
 

@@ -1,8 +1,8 @@
 """The event recorder every layer reports to: the profiler's timeline (PROFILE) and the compiler's rewrite steps (VIZ); off, a check of None."""
 from __future__ import annotations
-import atexit, contextlib, json, os, tempfile, time, weakref
+import atexit, base64, contextlib, json, os, tempfile, time, weakref
 from typing import Any, Callable, Iterator
-from tinycore.helpers import getenv
+from tinycore.helpers import getenv, PROFILE, VIZ
 
 HOST = "HOST"   # the track group of the Python process's own work: its "realize" queue holds schedule and run spans
 
@@ -84,12 +84,16 @@ class Capture:
     return call
   @contextlib.contextmanager
   def pass_step(self, name: str, sink: Any) -> Iterator[Callable[[Any], Any]]:
-    """A named codegen pass as one rewrite call, recorded before the rewrites it runs inside, with one step (the graph
-    before and after) where it changed the graph; the block hands its result to the callable it is given."""
+    """A named codegen pass as one rewrite call, recorded before the rewrites it runs inside (their count is its `inner`),
+    with one step (the graph before and after) where it changed the graph; the block hands its result to the callable
+    it is given."""
+    assert self.group is not None, "passes are recorded inside a group"
+    calls = self.group["rewrites"]
     call = self.rewrite_call(sink, f"pass {name}")
+    first = len(calls)
     def done(out: Any) -> Any:
       if out is not sink: call["steps"].append({"rule": f"pass {name}", "pattern": "", "before": call["input"], "after": self.node(out)})
-      call["output"] = self.node(out)
+      call["output"], call["inner"] = self.node(out), len(calls) - first
       return out
     yield done
   def step(self, call: dict, rule: tuple[Any, Callable], before: Any, after: Any) -> None:
@@ -99,16 +103,10 @@ class Capture:
     call["steps"].append({"rule": f"{getattr(fn, '__qualname__', fn)} ({loc})", "pattern": repr(pat)[:400],
                           "before": self.node(before), "after": self.node(after)})
   def binary(self, backend: str, name: str, binary: bytes) -> None:
-    """The assembler's output for a kernel recorded by its codegen group: text as it is, machine code as a hex dump."""
+    """The assembler's output for a kernel, recorded by its codegen group as base64 (VIZ shows it as text, the
+    backend's disassembly, or hex when it is asked for)."""
     group = next((g for g in reversed(self.groups) if g["kind"] == "kernel" and g["name"] == name and g.get("backend") == backend), None)
-    if group is None or "binary" in group: return
-    try: text = binary.decode()
-    except UnicodeDecodeError: text = None
-    if text is None or any(not c.isprintable() and c not in "\n\t\r" for c in text):
-      head = binary[:4096]
-      text = f"{len(binary)} bytes of machine code\n" + "\n".join(f"{i:08x}  {head[i:i+16].hex(' ')}" for i in range(0, len(head), 16))
-      if len(binary) > len(head): text += "\n..."
-    group["binary"] = text
+    if group is not None and "binary" not in group: group["binary"] = base64.b64encode(binary).decode()
   def to_json(self) -> dict: return {"nodes": self.nodes, "groups": self.groups}
 
 # the recorders: None when off, which is all the hot paths check
@@ -192,7 +190,7 @@ def _save_at_exit(prof: Profile, path: str) -> None:
 
 # PROFILE=1 records the whole run and writes the trace at exit; VIZ=1 records rewrites and the timeline (tinycore.viz
 # serves them at exit)
-if getenv("PROFILE", 0) or getenv("VIZ", 0): profiling = Profile()
-if getenv("PROFILE", 0) and profiling is not None:
+if PROFILE or VIZ: profiling = Profile()
+if PROFILE and profiling is not None:
   atexit.register(_save_at_exit, profiling, getenv("PROFILE_PATH", os.path.join(tempfile.gettempdir(), "tinycore_profile.json")))
-if getenv("VIZ", 0): capture = Capture()
+if VIZ: capture = Capture()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import functools, math, weakref
 from typing import Any, Callable, Sequence
 import numpy as np
-from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max, INTS
+from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max, round_to_odd_f32, INTS
 from tinycore.helpers import prod, all_int
 from tinycore.ops import Ops, GroupOp, AxisType
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite, graph_substitute
@@ -434,7 +434,8 @@ def f32_to_bf16(x):
   b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
   nan = (b & 0x7fffffff) > 0x7f800000
   rounded = ((b + 0x7fff + ((b >> 16) & 1)) >> 16) & 0xffff
-  return np.where(nan, ((b >> 16) | 0x40) & 0xffff, rounded).astype(np.uint16)
+  # a NaN keeps its bits where they fit (a bfloat16 NaN's own: loads, stores and bitcasts keep them), else becomes quiet
+  return np.where(nan, ((b >> 16) | np.where(b & 0xffff, np.uint64(0x40), np.uint64(0))) & 0xffff, rounded).astype(np.uint16)
 
 def exec_cast(x, src: DType, dst: DType, bitcast: bool = False):
   """CAST/BITCAST on numpy values. bfloat16 values travel as float32 numbers, stored as uint16 bits."""
@@ -445,7 +446,7 @@ def exec_cast(x, src: DType, dst: DType, bitcast: bool = False):
   x = np.asarray(x)
   if dst == dtypes.bool: return x != 0
   if src == dtypes.bool: x = x.astype(np.uint8)
-  if dst == dtypes.bfloat16: return bf16_to_f32(f32_to_bf16(x.astype(np.float64).astype(np.float32) if dtypes.is_float(src) else x.astype(np.float32)))
+  if dst == dtypes.bfloat16: return bf16_to_f32(f32_to_bf16(round_to_odd_f32(x)))   # rounded once, from any source
   if dtypes.is_int(dst) and dtypes.is_float(src): return _float_to_int(x, dst)
   with np.errstate(all="ignore"):
     if dtypes.is_int(dst): return x.astype(object).astype(np.int64).astype(to_np_dtype(dst)) if x.dtype == object else x.astype(to_np_dtype(dst))

@@ -1,4 +1,5 @@
-"""One entry point for the README's two commands: `train` (set up, train the digits model) and `test` (set up, run every test)."""
+"""One entry point for the README's commands: `train` (set up, train the digits model), `test` (set up, run every test) and
+`gpu` (prove the NV backend on an NVIDIA GPU, offline: tools/gpu_proof.py)."""
 from __future__ import annotations
 import json, os, shutil, subprocess, sys, tempfile, time, venv
 from concurrent.futures import ThreadPoolExecutor
@@ -100,10 +101,14 @@ def conformance(dev: str, r: Run) -> tuple[bool, str, float]:
     return ok, out.read(), time.perf_counter() - st
 
 def main(argv: list[str]) -> int:
-  if not argv or argv[0] not in ("train", "test"):
-    print("usage: python3 tools/dev.py train [train_digits args...] | test [pytest args...]")
+  if not argv or argv[0] not in ("train", "test", "gpu"):
+    print("usage: python3 tools/dev.py train [train_digits args...] | test [pytest args...] | gpu [--steps=NAME,...]")
     return 2
   kind, rest = argv[0], argv[1:]
+  if kind == "gpu":   # its own install (offline, into .venv-gpu) and steps
+    sys.path.insert(0, str(ROOT / "tools"))
+    from gpu_proof import main as gpu_proof
+    return gpu_proof(rest)
   setup(kind)
   if kind == "train":
     run(PY, ROOT / "examples/train_digits.py", *rest, cwd=ROOT)

@@ -24,3 +24,15 @@ def example_site(tmp_path_factory) -> str:
                        capture_output=True, text=True, timeout=300)
   assert pip.returncode == 0, pip.stderr[-3000:]
   return str(site)
+
+@pytest.fixture(scope="session")
+def example_copy(example_site, tmp_path_factory):
+  """make(defect) -> the PYTHONPATH entries of a copy of the installed example plugin whose renderer.py ends by planting
+  one defect of example_defects.py (None: no defect, only every dtype declared: the copies' baseline)."""
+  def make(defect: str | None) -> list[str]:
+    site = tmp_path_factory.mktemp("example_copy") / "site"
+    shutil.copytree(example_site, site)
+    with open(site / "tinygrad_example" / "renderer.py", "a") as f:
+      f.write(f"\nfrom example_defects import planted\nExampleRenderer = planted(ExampleRenderer, {defect!r})\n")
+    return [str(site), str(HERE)]
+  return make

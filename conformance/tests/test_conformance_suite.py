@@ -1,7 +1,9 @@
 """The suite can fail: each deliberately broken backend is reported failing, naming the op; correct ones pass."""
 from __future__ import annotations
 import os, shutil, subprocess, sys
+import pytest
 from conformance_helpers import HERE, run_cli
+from example_defects import DEFECTS
 
 def failed(report: dict) -> set[tuple[str, str]]: return {(f["op"], f["dtype"]) for f in report["failures"]}
 
@@ -27,13 +29,14 @@ def test_allocator_offset_bug_is_caught(plugin_path, tmp_path):
   assert {op for op, _ in failed(rep)} == {"allocator.offset"}, failed(rep)
 
 def test_launch_size_bug_is_caught(plugin_path, tmp_path):
-  """A driver that launches at most 65536 threads: every check past 2**16 elements fails, every smaller one passes."""
+  """A driver that launches at most 65536 threads along x: every check past 2**16 elements in one dimension fails, every
+  smaller one passes (a 300 x 301 launch is two dimensions of blocks, each short of it)."""
   proc, rep = run_cli("BROKEN_LAUNCH", "-k", "test_big or test_driver_launch_sizes", path=plugin_path, tmp=tmp_path)
   assert proc.returncode == 1, proc.stdout[-3000:]
   ops = {f["op"] for f in rep["failures"]}
   assert {"driver.launch", "add", "neg", "where"} <= ops, ops
   shapes = {f["shape"] for f in rep["failures"] if f["op"] == "driver.launch"}
-  assert shapes == {"(65537,)", "(300, 301)"}, f"only the launches past 65536 threads should fail: {shapes}"
+  assert shapes == {"(65537,)"}, f"only the launches past 65536 threads along x should fail: {shapes}"
 
 def test_naive_accumulation_is_caught(plugin_path, tmp_path):
   """One float32 accumulator per kernel (the codegen's tree of short sums undone): long sums of 0.1 drift past the
@@ -108,6 +111,14 @@ def test_dropped_launch_remainder_is_caught(plugin_path, tmp_path):
   assert proc.returncode == 1, proc.stdout[-3000:]
   assert {op for op, _ in failed(rep)} == {"odd global sizes"} and len(rep["failures"]) == 4, failed(rep)
 
+def test_fuzz_section_catches_a_dropped_launch_remainder(plugin_path, tmp_path):
+  """The random programs' sizes (primes, one off every power of two) leave launch remainders: the same broken driver
+  fails them, and the failure shows the program."""
+  proc, rep = run_cli("BROKEN_TAIL", "--section", "fuzz", "-k", "random_graph and int", "--fuzz-programs", "10", path=plugin_path, tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  assert {op for op, _ in failed(rep)} == {"random graph"}, failed(rep)
+  assert "x = " in rep["failures"][0]["message"], rep["failures"][0]["message"][-2000:]
+
 def test_variables_past_16_bits_are_caught(plugin_path, tmp_path):
   proc, rep = run_cli("BROKEN_VARS", "--section", "edges", "-k", "variables", path=plugin_path, tmp=tmp_path)
   assert proc.returncode == 1, proc.stdout[-3000:]
@@ -171,8 +182,10 @@ def test_pytest_plugin_entry_point(plugin_path, tmp_path):
 
 def test_example_plugin_installs_and_passes(example_site, tmp_path):
   """The example in docs/writing-a-backend.md: pip-installed (into a private target), the suite run on EXAMPLE."""
-  # the op sweeps, the definition's own pin and the accuracy sweeps are left out for time: every kernel is compiled by cc
-  proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward and not test_definition and not test_sweep", path=[example_site], tmp=tmp_path)
+  # the op sweeps, the definition's own pin and the accuracy sweeps are left out for time, and few random programs run:
+  # every kernel is compiled by cc
+  proc, rep = run_cli("EXAMPLE", "-k", "not test_forward and not test_backward and not test_definition and not test_sweep",
+                      "--fuzz-programs", "30", path=[example_site], tmp=tmp_path)
   assert proc.returncode == 0, proc.stdout[-5000:]
   assert rep["package"] == "tinygrad-example" and not rep["failures"]
   for section in ("contract", "uops", "edges", "dtypes", "fuzz", "models", "resources"): assert rep["sections"][section]["passed"] > 0, section
@@ -207,3 +220,26 @@ def test_writing_a_backend_doc_shows_the_example_verbatim():
   doc = (HERE.parents[1] / "docs" / "writing-a-backend.md").read_text()
   files = [HERE / "example_plugin" / "pyproject.toml", *sorted((HERE / "example_plugin" / "tinygrad_example").glob("*.py"))]
   for f in files: assert f.read_text().strip() in doc, f"{f.relative_to(HERE)} differs from its copy in docs/writing-a-backend.md"
+
+# the specials section on float32 and float64 (and the casts naming them): every class has checks there
+SPECIALS_RUN = ("--section", "specials", "-k", "float32 or float64")
+# a piece of each class's failure report: the value or cast its defect gets wrong
+DEFECT_SHOWS = {"signed zero constants": "expected -0.0 (0x80000000)", "double rounding": "cast float64 -> float16",
+                "reduce identities": "got -3.4028234663852886e+38", "NaN payloads": "cast float32 -> bfloat16"}
+
+def test_example_declaring_every_dtype_passes_the_specials(example_copy, tmp_path):
+  """The baseline of the one-defect copies below: the example plugin declaring every dtype passes the specials section."""
+  proc, rep = run_cli("EXAMPLE", *SPECIALS_RUN, path=example_copy(None), tmp=tmp_path)
+  assert proc.returncode == 0 and not rep["failures"] and rep["sections"]["specials"]["passed"] >= 10, proc.stdout[-3000:]
+
+@pytest.mark.parametrize("cls", list(DEFECTS))
+def test_special_value_defects_are_caught_and_named(example_copy, tmp_path, cls):
+  """Each defect of issue 42 planted alone in the example plugin (a -0.0 literal written as 0.0; float64 -> half through
+  float32 and int64 -> float32 through float64; max accumulators starting at -FLT_MAX; float32 -> bfloat16 with no NaN
+  guard) fails the specials section, and every failure names the defect's class, in the JSON and the human report."""
+  proc, rep = run_cli("EXAMPLE", *SPECIALS_RUN, path=example_copy(cls), tmp=tmp_path)
+  assert proc.returncode == 1, proc.stdout[-3000:]
+  fails = rep["failures"]
+  assert fails and all(f["op"] == cls and f["message"].startswith(f"{cls}: ") for f in fails), [(f["op"], f["message"][:150]) for f in fails]
+  assert any(DEFECT_SHOWS[cls] in f["message"] for f in fails), [f["message"][:300] for f in fails]
+  assert f"[specials] {cls}" in proc.stdout

@@ -13,6 +13,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
   p.add_argument("--json", metavar="PATH", help="also write the report as JSON to PATH")
   p.add_argument("--profile", choices=("ci", "vendor"), default="ci",
                  help="ci: fixed seeds, few random graphs (default); vendor: many more random graphs, fresh seeds")
+  p.add_argument("--fuzz-programs", type=int, metavar="N", help="random programs per test of the fuzz section (vendor: as many as you like)")
   p.add_argument("--section", action="append", choices=sorted(SECTIONS), help="run only this section (repeatable)")
   p.add_argument("-k", dest="keyword", help="pytest -k expression selecting tests by name (e.g. 'add and float16')")
   p.add_argument("-m", dest="markexpr", help="pytest -m marker expression (the sections are markers)")
@@ -26,6 +27,7 @@ def pytest_args(args: argparse.Namespace, extra: list[str]) -> list[str]:
   out = ["--pyargs", "tinycore_conformance", "--device", args.device, "--conformance-profile", args.profile,
          "-p", "no:cacheprovider", "-p", "tinycore_conformance.report", "--tb=short", "-q" if not args.quiet else "-qq"]
   if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"): out += ["-p", "tinycore_conformance.plugin"]
+  if args.fuzz_programs is not None: out += ["--fuzz-programs", str(args.fuzz_programs)]
   marks = [f"({args.markexpr})"] if args.markexpr else []
   if args.section: marks.append("(" + " or ".join(args.section) + ")")
   if marks: out += ["-m", " and ".join(marks)]

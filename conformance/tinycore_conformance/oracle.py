@@ -17,16 +17,23 @@ def is_float(dt: DType) -> bool: return dt.scalar in FLOATS
 def is_int(dt: DType) -> bool: return dt.scalar in INTS
 
 def bf16_round(x) -> np.ndarray:
-  """Round to the nearest bfloat16 (ties to even), returned as float32. NaN stays NaN, overflow goes to inf."""
-  bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+  """Round float32 or float64 values to the nearest bfloat16 (ties to even), once, returned as float32. NaN stays NaN,
+  overflow goes to inf."""
+  x = np.asarray(x)
+  with np.errstate(over="ignore"): f = x.astype(np.float32)
+  bits = f.view(np.uint32).astype(np.uint64)
   rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+  # a float64 that float32 rounded onto a bfloat16 tie lies past the tie on one side: it rounds that way, not to even
+  with np.errstate(invalid="ignore"):
+    tie, up = ((bits & 0xFFFF) == 0x8000) & (f.astype(np.float64) != x), np.abs(x) > np.abs(f.astype(np.float64))
+  rounded = np.where(tie, ((bits >> 16) + up) << 16, rounded)
   out = rounded.astype(np.uint32).view(np.float32)
-  return np.where(np.isnan(np.asarray(x, np.float32)), np.float32(np.nan), out)
+  return np.where(np.isnan(f), np.float32(np.nan), out)
 
 def representable(x, dt: DType) -> np.ndarray:
   """x (floats) rounded to what `dt` holds, in dt's numpy carrier type."""
   with np.errstate(over="ignore", invalid="ignore"):  # values past the dtype's range become inf, as in the dtype
-    if dt.scalar == dtypes.bfloat16: return bf16_round(np.asarray(x, np.float32))
+    if dt.scalar == dtypes.bfloat16: return bf16_round(np.asarray(x, np.float64))
     return np.asarray(x).astype(np_type(dt))
 
 def rng_for(*key) -> np.random.Generator:

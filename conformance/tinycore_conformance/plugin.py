@@ -7,6 +7,8 @@ def pytest_addoption(parser) -> None:
   group.addoption("--device", default=None, help="the tinycore backend to check (default: $DEV, else tinycore's default device)")
   group.addoption("--conformance-profile", default="ci", choices=("ci", "vendor"),
                   help="ci: fixed seeds and few random graphs; vendor: many more random graphs with fresh seeds")
+  group.addoption("--fuzz-programs", type=int, default=None, metavar="N",
+                  help="random programs per test of the fuzz section (default: the profile's; each dtype's movement test N/10)")
 
 def pytest_configure(config) -> None:
   for name, what in SECTIONS.items(): config.addinivalue_line("markers", f"{name}: tinycore conformance section: {what}")

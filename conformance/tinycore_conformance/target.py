@@ -19,6 +19,7 @@ CAPABILITIES: dict[str, tuple[Any, str]] = {
   "denormals": (True, "False: the target flushes subnormal floats to zero; subnormal checks are skipped"),
   "reduce_scale_elements": (1 << 27, "elements of the reduce_scale section's long sums; an interpreter may declare fewer (at least 2^17)"),
   "max_alloc_bytes": (None, "the largest single allocation the device supports; the large-buffer check stays below it"),
+  "fuzz_elements": (100_000, "elements of the fuzz section's largest programs; an interpreter or emulator may declare fewer (at least 2^10)"),
 }
 
 def dtype_name(dt: DType) -> str: return DTYPE_NAMES[dt.scalar]

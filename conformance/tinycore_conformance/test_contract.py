@@ -9,9 +9,9 @@ from tinycore.tensor import Tensor
 from tinycore.renderer import ProgramSpec
 from tinycore.codegen import get_program
 from tinycore.codegen.linearize import linearize
-from tinycore.runtime.device import Buffer, LRUAllocator
+from tinycore.runtime.device import Buffer, Device, LRUAllocator
 from tinycore.runtime.errors import DeviceError, ContractDeprecationWarning
-from tinycore.runtime.plugin import CONTRACT_VERSION, parse_version, version_str
+from tinycore.runtime.plugin import CONTRACT_VERSION, parse_version, version_str, instance_name
 from tinycore_conformance import oracle as O
 from tinycore_conformance.kernels import Launch, launch_for, var_kernel
 from tinycore_conformance.target import Target, target_for, dtype_name, child_env
@@ -262,3 +262,23 @@ def test_driver_rejects_corrupt_binary(device, corruption):
     prog = device.driver.load("corrupt", binary, launch.spec)
     prog(*[b._buf for b in launch.bufs], global_size=launch.spec.global_size, local_size=launch.spec.local_size, vals=(), wait=True)
   assert name.lower() in str(info.value).lower(), f"the error does not name the backend {name}: {type(info.value).__name__}: {info.value}"
+
+@pytest.mark.covers("instance names")
+def test_instances_name_themselves(device, target: Target):
+  """Instance 1 is named NAME:1 by its driver and allocator (their errors say which instance failed), whatever `instances`
+  declares: where it declares fewer than two, driver(1) is called directly (the multi section, which needs two, is
+  skipped there), and may refuse cleanly when this machine has no instance 1."""
+  if target.spec.contract_run_as[0] < 2:
+    pytest.skip(f"{target.name} runs as contract {version_str(target.spec.contract_run_as)}: instances and their names came with contract 2")
+  want, n = instance_name(target.name, 1), target.spec.instances()
+  if n is None or n >= 2: drv, alloc = Device[want].driver, Device[want].allocator
+  else:
+    try: drv = target.spec.driver(1)
+    except Exception as e:
+      pytest.skip(f"{target.name} declares {n} instance{'s' if n != 1 else ''} and driver(1) refuses instance 1 on this machine "
+                  f"({type(e).__name__}: {e}): its name is checked where there is one")
+    alloc = target.spec.allocator(drv)
+  names = {"driver": getattr(drv, "device", None), "allocator": getattr(alloc, "device", None)}
+  wrong = {role: got for role, got in names.items() if got != want}
+  assert not wrong, (f"instance 1 of {target.name} names itself {wrong}, expected {want!r}: pass instance_name({target.name!r}, index) "
+                     f"(tinycore.runtime.plugin) to the Driver, and the driver's device name to the Allocator")

@@ -89,7 +89,7 @@ SAME_SIZE = {1: (dtypes.int8, dtypes.uint8), 2: (dtypes.int16, dtypes.uint16, dt
              4: (dtypes.int32, dtypes.uint32, dtypes.float32), 8: (dtypes.int64, dtypes.uint64, dtypes.float64)}
 
 def bitcast_column(src: DType) -> list:
-  """Bit patterns of every same-size integer edge, as values of `src` (NaN patterns left out: hardware may quiet them)."""
+  """Bit patterns of every same-size integer edge, as values of `src` (NaN patterns left out: the specials section checks them)."""
   bits = [b for d in SAME_SIZE[src.itemsize] if d in INTS for b in int_edges(d)]
   vals = from_bytes(b"".join(int(b % 2 ** (8 * src.itemsize)).to_bytes(src.itemsize, "little") for b in bits), src)
   keep = [v.item() for v in vals if src not in FLOATS or not math.isnan(v)]
@@ -122,9 +122,9 @@ def ref_bool(op: Ops, a: bool, b: bool = False, c: bool = False) -> bool:
           Ops.CMPLT: (not a) and b, Ops.CMPNE: a != b, Ops.CMPEQ: a == b}[op]
 
 def in_dtype(x: float, dt: DType):
-  """A float64 value rounded to `dt` (numpy's conversion; bfloat16 through float32, as tinycore defines it)."""
+  """A float64 value rounded once to `dt` (numpy's conversion; bfloat16 by oracle.bf16_round)."""
   with np.errstate(all="ignore"):
-    if dt == dtypes.bfloat16: return float(bf16_round(np.float32(x)))
+    if dt == dtypes.bfloat16: return float(bf16_round(np.float64(x)))
     return {dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64}[dt](x)
 
 def ref_float(op: Ops, dt: DType, a: float, b: float = 0.0, c: float = 0.0):
@@ -163,8 +163,8 @@ def ref_cast(v, src: DType, dst: DType, bitcast: bool = False):
     if src not in FLOATS: return wrap(int(v), dst)
     lo, hi = int_range(dst)
     return 0 if math.isnan(v) else hi if v >= hi else lo if v <= lo else math.trunc(v)
-  # integers round to the float's precision (to bfloat16 through float32, as tinycore defines it); floats through in_dtype
-  if src not in FLOATS: v = round_int(int(v), MANT[dtypes.float32 if dst == dtypes.bfloat16 else dst])
+  # integers round to the float's precision, once; floats through in_dtype
+  if src not in FLOATS: v = round_int(int(v), MANT[dst])
   return in_dtype(float(v), dst)
 
 def reference(op: Ops, dt: DType, cols: list, to: DType | None = None) -> list:

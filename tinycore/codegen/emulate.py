@@ -93,11 +93,27 @@ def f16_root(x: UOp, r: UOp) -> UOp:
 
 def float_cast(ctx: Emulation, x: UOp, y: UOp) -> UOp | None:
   """Every conversion of a 16-bit float computed in float32 goes through float32 (exact for all their values, and one
-  rounding from every integer: exact below 2^24, infinite past 65520); from float64 through float32 rounded to odd."""
+  rounding from every integer to half: exact below 2^24, infinite past 65520); from float64, and from 32/64-bit integers to
+  bfloat16, through float32 rounded to odd, so that the value is rounded once."""
   src, dst = y.dtype.scalar, x.dtype.scalar
-  if dst in ctx.floats and src != F32: return (odd_f32(y) if src == dtypes.float64 else y.cast(vec(F32, y.dtype))).cast(x.dtype)
+  if dst in ctx.floats and src != F32:
+    if src == dtypes.float64: f = odd_f32(y)
+    elif dst == dtypes.bfloat16 and src in LONGS:   # from its words (lane by lane)
+      if y.dtype.count > 1: return UOp(Ops.VECTORIZE, x.dtype, tuple(UOp(Ops.GEP, src, (y,), i).cast(dst) for i in range(y.dtype.count)))
+      f = long_to_f32(halves(y) if src in ctx.longs else (y.cast(U32), shr(y, 32).cast(U32)), src == dtypes.int64, odd=True)
+    elif dst == dtypes.bfloat16 and src in (dtypes.int32, U32): f = odd8(y).cast(vec(F32, y.dtype))
+    else: f = y.cast(vec(F32, y.dtype))
+    return f.cast(x.dtype)
   if src in ctx.floats and dst != F32: return y.cast(vec(F32, y.dtype)).cast(x.dtype)
   return None
+
+def odd8(x: UOp) -> UOp:
+  """A 32-bit integer past 2^24 (where float32 rounds) rounded to odd at bit 8 (the bits below cut, bit 8 set where any
+  was): then exact in float32, from which it rounds once to bfloat16."""
+  signed = x.dtype.scalar == dtypes.int32
+  odd = (x & const(x, -256 if signed else 0xffffff00)) | (x & 0xff).ne(const(x, 0)).where(const(x, 256), const(x, 0))
+  big = (const(x, 2**24 - 1) < x) | (x < const(x, 1 - 2**24)) if signed else const(x, 2**24 - 1) < x
+  return big.where(odd, x)
 
 def odd_f32(x: UOp) -> UOp:
   """float64 -> float32 truncated, the last bit set where inexact: a second rounding to 16 bits then rounds once."""
@@ -110,7 +126,8 @@ def odd_f32(x: UOp) -> UOp:
 def bf16_bits(x: UOp) -> UOp:
   b = x.bitcast(vec(U32, x.dtype))
   nan = const(b, 0x7f800000) < (b & 0x7fffffff)
-  return nan.where(shr(b, 16) | 0x40, shr(b + 0x7fff + (shr(b, 16) & 1), 16))
+  quiet = (b & 0xffff).ne(const(b, 0)).where(const(b, 0x40), const(b, 0))   # a bfloat16 NaN's own bits kept, another made quiet
+  return nan.where(shr(b, 16) | quiet, shr(b + 0x7fff + (shr(b, 16) & 1), 16))
 
 def f16_bits(x: UOp) -> UOp:
   """Overflow past 65520 to inf, subnormals on the 2^-24 grid, NaN keeps its sign and the top of its payload."""
@@ -249,15 +266,17 @@ def long_alu(ctx: Emulation, x: UOp) -> UOp | None:
   if op not in ops: raise UnsupportedError(f"no emulation of {op} on {t.name} from 32-bit halves")
   return long(t, *ops[op]())
 
-def long_to_f32(a, signed: bool) -> UOp:
+def long_to_f32(a, signed: bool, odd: bool = False) -> UOp:
   """Rounded once: the magnitude shifted so its top bit is bit 63 (found from float32's exponent of the high word,
-  exact below 2^24), the high word converted with the rest as a sticky bit, scaled back by a power of two."""
+  exact below 2^24), the high word converted with the rest as a sticky bit, scaled back by a power of two. `odd`: rounded
+  to odd instead (for bfloat16, which rounds it once more)."""
   neg = a[1].cast(dtypes.int32) < 0 if signed else None
   lo, hi = select64(neg, neg64(a), a) if signed else a
   big = const(hi, 1 << 24) <= hi
   top = shr(big.where(shr(hi, 8), hi).cast(F32).bitcast(U32), 23) + big.where(u32(8), u32(0))   # floor(log2(hi)) + 127
   s = sub(u32(127 + 31), top)
   w = (shl(hi, s) | shr(shr(lo, 1), sub(u32(31), s))) | as_u32(shl(lo, s).ne(u32(0)))
+  if odd: lo, w = odd8(lo), odd8(w)
   f = hi.eq(u32(0)).where(lo.cast(F32), w.cast(F32) * shl(sub(u32(127 + 32), s), 23).bitcast(F32))
   return neg.where(-f, f) if signed else f
 

@@ -50,7 +50,9 @@ class Lowerer:
     if op is Ops.RESHAPE:
       flat = sum((i * st for i, st in zip(idx, strides_for_shape(u.shape))), UOp.const(dtypes.index, 0))
       new = tuple(UOp.const(dtypes.index, 0) if s == 1 else (flat // st) % s for s, st in zip(src.shape, strides_for_shape(src.shape)))
-      return _same(src, new, valid)
+      # simplified now: a value reached along two paths whose reshapes cancel (a reduction a kernel stores, and stores again
+      # after a cast and a reshape to (n, m, 1)) is then the same (u, idx) and lowered once: one REDUCE, not two copies
+      return _same(src, graph_rewrite(UOp(Ops.SINK, dtypes.void, new), symbolic_rules).src, valid)
     if op is Ops.EXPAND: return _same(src, tuple(UOp.const(dtypes.index, 0) if s == 1 else i for i, s in zip(idx, src.shape)), valid)
     if op is Ops.PERMUTE:
       inv = [0] * len(u.arg)
@@ -82,9 +84,20 @@ class Lowerer:
       rop, axes = u.arg
       rng = {a: self.new_range(src.shape[a], AxisType.REDUCE) for a in axes}
       rr = tuple(r for r in rng.values() if r.op is Ops.RANGE)
-      return (((src, tuple(rng.get(a, i) for a, i in enumerate(idx)), valid),),
-              lambda inner: UOp(Ops.REDUCE, u.dtype, (inner,) + rr, rop) if rr else inner)
+      def reduce(inner: UOp) -> UOp:
+        if rop is Ops.ADD: inner = _exact_products(inner)
+        return UOp(Ops.REDUCE, u.dtype, (inner,) + rr, rop) if rr else inner
+      return ((src, tuple(rng.get(a, i) for a, i in enumerate(idx)), valid),), reduce
     raise NotImplementedError(f"codegen cannot lower {op} (the scheduler should have removed it)")
+
+def _exact_products(x: UOp) -> UOp:
+  """A sum of 16-bit float products widened to float32 (a half matmul's or convolution's, and their gradients'): the
+  operands are widened instead, so each product is exact (11 + 11 significant bits fit in float32's 24), as a tensor
+  core forms it. The sum is then the same on a tensor core and off it; rounding each product to 16 bits first would
+  lose up to 2^-11 (float16) or 2^-8 (bfloat16) of every term."""
+  if x.op is Ops.CAST and x.dtype in (dtypes.float32, dtypes.float64) and (m := x.src[0]).op is Ops.MUL and m.dtype in (dtypes.float16, dtypes.bfloat16):
+    return UOp(Ops.MUL, x.dtype, tuple(s.cast(x.dtype) for s in m.src))
+  return x
 
 def _leaf(value: UOp) -> tuple[tuple, Callable[[], UOp]]: return (), lambda: value
 def _same(src: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> tuple[tuple, Callable[[UOp], UOp]]:

@@ -1,9 +1,11 @@
-"""Train a small convnet on handwritten digits (MNIST, else scikit-learn's digits): accuracy, checkpoint, loss curve."""
+"""Train a small convnet (or an MLP) on handwritten digits (MNIST, else scikit-learn's digits), in float32 or half
+precision: accuracy, checkpoint, loss curve."""
 from __future__ import annotations
-import argparse, struct, sys, time, zlib
+import argparse, math, struct, sys, time, zlib
 from pathlib import Path
 import numpy as np
-from tinycore import Tensor, Device
+from tinycore import Tensor, Device, dtypes
+from tinycore.dtype import DType
 from tinycore import nn, distributed
 from tinycore.nn import optim
 from tinycore.nn.state import get_parameters, get_state_dict, safetensors_save
@@ -18,20 +20,45 @@ class ConvNet:
                    nn.Linear(width * 13 * 13, 10)]
   def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
 
-def evaluate(model: ConvNet, X: np.ndarray, Y: np.ndarray, batch_size: int = 500, devices: tuple[str, ...] | None = None) -> float:
-  """Accuracy in eval mode (BatchNorm uses its running statistics)."""
+class MLP:
+  """Matmuls and ReLUs: 1x28x28 -> width -> width -> 10 logits (the tensor cores' work, nearly all of it)."""
+  def __init__(self, width: int = 512):
+    self.layers = [lambda x: x.flatten(1), nn.Linear(28 * 28, width), Tensor.relu, nn.Linear(width, width), Tensor.relu, nn.Linear(width, 10)]
+  def __call__(self, x: Tensor) -> Tensor: return x.sequential(self.layers)
+
+MODELS = {"convnet": (ConvNet, 16), "mlp": (MLP, 512)}   # the class and its default width
+
+def to_dtype(model, dtype: DType):
+  """The model's float tensors (parameters and BatchNorm's statistics) in dtype, in place; returns the model."""
+  for t in get_state_dict(model).values():
+    if dtypes.is_float(t.dtype) and t.dtype != dtype: t.replace(t.cast(dtype).realize())
+  return model
+
+def digits_loss(model, x: Tensor, y: Tensor, dtype: DType, batch_size: int) -> Tensor:
+  """The training loss: the images cast to the model's dtype, the cross-entropy in float32 from the logits (the
+  log-softmax's exp and log in half would round to 2^-11). Summed over the images given and divided by the whole batch's
+  size, so slices' losses (ranks') add up."""
+  return model(x.cast(dtype)).float().sparse_categorical_crossentropy(y, reduction="sum").div(batch_size)
+
+def evaluate(model, X: np.ndarray, Y: np.ndarray, batch_size: int = 500, devices: tuple[str, ...] | None = None,
+             dtype: DType = dtypes.float32) -> float:
+  """Accuracy in eval mode (BatchNorm uses its running statistics); images cast to the model's dtype."""
   was_training, Tensor.training = Tensor.training, False
   try:
-    hits = sum(int((model(Tensor(X[i:i + batch_size]).to(devices) if devices else Tensor(X[i:i + batch_size])).argmax(-1).numpy() == Y[i:i + batch_size]).sum())
-               for i in range(0, len(X), batch_size))
+    hits = sum(int((model((Tensor(X[i:i + batch_size]).to(devices) if devices else Tensor(X[i:i + batch_size])).cast(dtype))
+                    .argmax(-1).numpy() == Y[i:i + batch_size]).sum()) for i in range(0, len(X), batch_size))
   finally: Tensor.training = was_training
   return hits / len(X)
 
 def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset: int | None = None, use_jit: bool = True, prefer_mnist: bool = True,
-          seed: int = 0, progress: bool = True, width: int = 16, devices: tuple[str, ...] | None = None, distributed_: bool = False) -> dict:
+          seed: int = 0, progress: bool = True, width: int | None = None, devices: tuple[str, ...] | None = None, distributed_: bool = False,
+          model_name: str = "convnet", dtype_name: str = "float32") -> dict:
   """devices: data parallel over these devices in this process (each batch sharded along its first axis, the parameters
   replicated). distributed_: data parallel over the MPI ranks of `mpiexec -n N` (each rank its slice of every batch,
-  gradients all-reduced between backward and the update; composes with devices)."""
+  gradients all-reduced between backward and the update; composes with devices). dtype_name: float32, float16 or bfloat16,
+  the dtype of parameters, activations and gradients (half: products summed in float32, on tensor cores where the device
+  has them; the optimizer keeps float32 master weights; the loss is computed in float32). A loss that is not finite
+  stops training with an error."""
   if distributed_:
     distributed.init()
     use_jit, progress = False, progress and distributed.rank == 0  # the exchange between ranks happens in Python: not replayable
@@ -45,7 +72,8 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
   if len(X_train) < batch_size: raise SystemExit(f"batch size {batch_size} is larger than the {len(X_train)} training images")
   Tensor.manual_seed(seed)
   rng = np.random.default_rng(seed)
-  model = ConvNet(width)
+  make, default_width, dtype = *MODELS[model_name], getattr(dtypes, dtype_name)
+  model = to_dtype(make(width or default_width), dtype)
   if devices:
     for p in get_parameters(model): p.shard_(devices)
   steps_per_epoch = len(X_train) // batch_size  # the last partial batch is dropped: a captured step has one shape
@@ -57,7 +85,7 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
     opt.zero_grad()
     if devices: x, y = x.shard(devices, 0), y.shard(devices, 0)
     # the sum over this rank's slice divided by the global batch: the ranks' gradients add up to the global mean's
-    loss = model(x).sparse_categorical_crossentropy(y, reduction="sum").div(batch_size)
+    loss = digits_loss(model, x, y, dtype, batch_size)
     loss.backward()
     if distributed_: distributed.allreduce_grads(opt.params)
     return loss.realize(*opt.schedule_step())  # forward, backward and update: one schedule, captured once by TinyJit
@@ -66,7 +94,7 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
   say = print if distributed.rank == 0 else (lambda *a, **k: None)
   where = ", ".join(devices) if devices else Device.DEFAULT
   if distributed_: where += f", {distributed.world_size} MPI ranks"
-  say(f"training on {data.name}: {len(X_train)} train / {len(X_test)} test images, device {where}, "
+  say(f"training the {model_name} in {dtype_name} on {data.name}: {len(X_train)} train / {len(X_test)} test images, device {where}, "
         f"{sum(p.numel() for p in opt.params)} parameters, {epochs} epochs of {steps_per_epoch} steps")
   losses: list[float] = []
   st = time.perf_counter()
@@ -80,17 +108,20 @@ def train(epochs: int | None, batch_size: int, lr: float, out_dir: Path, subset:
         idx = order[i * batch_size:(i + 1) * batch_size]
         if distributed_: idx = np.array_split(idx, distributed.world_size)[distributed.rank]
         loss = train_step(Tensor(X_train[idx]), Tensor(Y_train[idx])).item()
+        if not math.isfinite(loss):   # an overflow (float16 ends at 65504) or a diverging run: never train on silently
+          raise FloatingPointError(f"training loss is {loss} at step {len(losses)} ({model_name} in {dtype_name}, lr {lr}): "
+                                   f"lower --lr{', or use --dtype bfloat16 (float32 range)' if dtype == dtypes.float16 else ''}")
         sched.step()
         losses.append(loss)
         if hasattr(bar, "set_postfix"): bar.set_postfix(loss=f"{loss:.3f}", img_per_s=f"{(i + 1) * batch_size / (time.perf_counter() - ep_st):.0f}")
   finally: Tensor.training = False
   train_s = time.perf_counter() - st
-  acc = evaluate(model, X_test, Y_test, devices=devices)
-  ckpt, curve = out_dir / "digits_convnet.safetensors", out_dir / "loss_curve.png"
+  acc = evaluate(model, X_test, Y_test, devices=devices, dtype=dtype)
+  ckpt, curve = out_dir / f"digits_{model_name}.safetensors", out_dir / "loss_curve.png"
   if distributed.rank == 0:
     out_dir.mkdir(parents=True, exist_ok=True)
     safetensors_save({k: v.to(v.device[0]) if isinstance(v.device, tuple) else v for k, v in get_state_dict(model).items()}, ckpt,
-                     metadata={"dataset": data.name, "test_accuracy": f"{acc:.4f}"})
+                     metadata={"dataset": data.name, "test_accuracy": f"{acc:.4f}", "dtype": dtype_name})
     plot_losses(losses, curve)
   say(f"test accuracy {acc * 100:.2f}% on {data.name} after {train_s:.1f} s of training "
         f"({len(losses) * batch_size / train_s:.0f} images/s); wrote {ckpt} and {curve}")
@@ -114,7 +145,7 @@ def plot_losses(losses: list[float], path: Path) -> None:
     return
   fig, ax = plt.subplots(figsize=(6.4, 4))
   ax.plot(losses)
-  ax.set(xlabel="step", ylabel="training loss", yscale="log", title="digits convnet")
+  ax.set(xlabel="step", ylabel="training loss", yscale="log", title="digits")
   fig.savefig(path, dpi=100)
   plt.close(fig)
 
@@ -152,13 +183,16 @@ def main(argv: list[str] | None = None) -> dict:
   p.add_argument("--no-jit", action="store_true", help="schedule every step instead of replaying the captured kernels")
   p.add_argument("--no-progress", action="store_true")
   p.add_argument("--seed", type=int, default=0)
-  p.add_argument("--width", type=int, default=16, help="channels of the convolution")
+  p.add_argument("--model", choices=tuple(MODELS), default="convnet")
+  p.add_argument("--width", type=int, default=None, help="channels of the convolution (default 16), or the MLP's hidden units (default 512)")
+  p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                 help="half precision: float32 sums (tensor cores where the device has them) and float32 master weights")
   p.add_argument("--devices", default=None, help="data parallel over these devices, e.g. CPU:0,CPU:1 (the batch must split evenly)")
   p.add_argument("--distributed", action="store_true", help="data parallel over MPI ranks: mpiexec -n 2 python -m tinycore.examples.train_digits --distributed")
   a = p.parse_args(argv)
-  if min(a.epochs or 1, a.batch_size, a.width) < 1: p.error("--epochs, --batch-size and --width must be positive")
+  if min(1 if a.epochs is None else a.epochs, a.batch_size, 1 if a.width is None else a.width) < 1: p.error("--epochs, --batch-size and --width must be positive")
   devices = tuple(d.strip() for d in a.devices.split(",")) if a.devices else None
   return train(a.epochs, a.batch_size, a.lr, a.out, a.subset, not a.no_jit, a.dataset == "auto", a.seed, not a.no_progress, a.width,
-               devices, a.distributed)
+               devices, a.distributed, a.model, a.dtype)
 
 if __name__ == "__main__": main()

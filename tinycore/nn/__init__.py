@@ -173,7 +173,8 @@ class Embedding:
   def __call__(self, idx: Tensor) -> Tensor:
     if not dtypes.is_int(idx.dtype): raise TypeError(f"Embedding indices must be integers, got {idx.dtype}")
     # a one-hot match against arange, summed: the gradient scatters into weight's rows with no scatter op
-    hit = Tensor.arange(self.vocab_sz, device=self.weight.device, dtype=idx.dtype) == idx.unsqueeze(-1)
+    # (in idx's dtype where every row number fits it: no promotion to a wider int)
+    hit = Tensor.arange(self.vocab_sz, device=self.weight.device, dtype=idx.dtype if self.vocab_sz - 1 <= idx.dtype.max else dtypes.default_int) == idx.unsqueeze(-1)
     return hit.unsqueeze(-1).where(self.weight, 0).sum(-2)
 
 class LSTMCell:

@@ -4,11 +4,16 @@ import math
 from tinycore.dtype import dtypes
 from tinycore.tensor import Tensor, _plain, _storage
 from tinycore.schedule import buffers
+from tinycore.runtime.device import canonicalize_device
+
+HALF = (dtypes.float16, dtypes.bfloat16)
 
 class Optimizer:
   """Holds the parameters (tensors with requires_grad) and the buffers (requires_grad=False, e.g. BatchNorm running stats,
-  realized with each step). lr is a 1-element tensor, so a learning-rate change reaches a TinyJit-captured step."""
-  def __init__(self, params: list[Tensor], lr: float):
+  realized with each step). lr is a 1-element tensor, so a learning-rate change reaches a TinyJit-captured step. tinygrad's
+  `device` (where the state lives) may only name the parameters' device, and `fused` (one buffer for every parameter) is
+  accepted with no effect: the step is one scheduled graph already."""
+  def __init__(self, params: list[Tensor], lr: float, device: str | tuple | None = None, fused: bool = False):
     for t in params:
       if t.requires_grad is None: t.requires_grad = True
     unique = list({id(t): t for t in params}.values())
@@ -17,8 +22,17 @@ class Optimizer:
     if not self.params: raise ValueError("optimizer: none of the given tensors requires grad")
     if len(devices := {t.device for t in self.params}) > 1: raise ValueError(f"optimizer: parameters are on several devices {sorted(devices)}")
     self.device = self.params[0].device
+    if device is not None and canonicalize_device(device) != self.device:
+      raise ValueError(f"optimizer: the state lives on the parameters' device {self.device}, not {device}; move the parameters there")
     self._own_buffers(self.params + self.buffers)
+    # float16/bfloat16 parameters are updated through float32 copies (master weights): a step smaller than half a 16-bit
+    # weight's spacing (|lr*update| < |w|*2^-11 in float16, 2^-8 in bfloat16) would round away and training stall. The
+    # parameter is the master rounded after every step; the optimizer reads the master, so load weights before building it.
+    self.weights = [t.empty_like(dtype=dtypes.float32, requires_grad=False).assign(t.detach().float()) if t.dtype in HALF else t
+                    for t in self.params]
+    self.masters = [w for w, t in zip(self.weights, self.params) if w is not t]
     self.lr = Tensor([lr], device=self.device, requires_grad=False)
+    Tensor.realize_all(self.lr, *self.masters)
 
   @staticmethod
   def _zeros(t: Tensor, dtype=None) -> Tensor:
@@ -39,6 +53,11 @@ class Optimizer:
 
   def zero_grad(self) -> None:
     for t in self.params: t.grad = None
+
+  def _set(self, i: int, w: Tensor) -> None:
+    """Parameter i's new value w: its master (if it has one) takes it in float32, the parameter rounded to its dtype."""
+    if (m := self.weights[i]) is not self.params[i]: m.assign(w.cast(m.dtype))
+    self.params[i].assign(w.cast(self.params[i].dtype))
 
   def schedule_step(self) -> list[Tensor]:
     """Assign every parameter's (and state's) new value lazily; return the tensors to realize together: the gradients, the
@@ -80,69 +99,74 @@ class SGD(Optimizer):
   """g = grad + weight_decay*w; with momentum b = momentum*b + g and g = b (nesterov: g + momentum*b); w -= lr*g.
   classic=True applies lr before the momentum buffer instead (b = momentum*b + lr*g; w -= b)."""
   def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,
-               classic: bool = False):
-    super().__init__(params, lr)
+               classic: bool = False, device: str | tuple | None = None, fused: bool = False):
+    super().__init__(params, lr, device, fused)
     if nesterov and momentum == 0: raise ValueError("SGD: nesterov needs momentum > 0")
     self.momentum, self.wd, self.nesterov, self.classic = momentum, weight_decay, nesterov, classic
-    self.b = [self._zeros(t) for t in self.params] if momentum else []
-    Tensor.realize_all(self.lr, *self.b)
+    self.b = [self._zeros(w) for w in self.weights] if momentum else []
+    Tensor.realize_all(*self.b)
 
-  def _grad(self, t: Tensor, g: Tensor) -> Tensor:
-    """The gradient the momentum sees: plus weight decay (LARS scales it first)."""
-    return g + self.wd * t.detach() if self.wd else g
-  def _direction(self, t: Tensor, g: Tensor) -> Tensor:
+  def _grad(self, w: Tensor, g: Tensor) -> Tensor:
+    """The gradient the momentum sees: plus weight decay (LARS scales it first). w: the weight (its master, if any)."""
+    return g + self.wd * w if self.wd else g
+  def _direction(self, w: Tensor, g: Tensor) -> Tensor:
     """The step before the learning rate, from the momentum's output (Muon orthogonalizes it)."""
     return g
 
   def _update(self, grads: list[Tensor]) -> list[Tensor]:
-    for i, (t, g) in enumerate(zip(self.params, grads)):
-      g = self._grad(t, g)
+    for i, g in enumerate(grads):
+      w = self.weights[i].detach()
+      g = self._grad(w, g)
       if self.momentum:
         if self.classic: g = g * self.lr
         self.b[i].assign((self.momentum * self.b[i] + g).cast(self.b[i].dtype))
         g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
-      g = self._direction(t, g)
+      g = self._direction(w, g)
       if not self.classic or not self.momentum: g = g * self.lr
-      t.assign((t.detach() - g).cast(t.dtype))
-    return [*self.b, *self.params]
+      self._set(i, w - g)
+    return [*self.b, *self.masters, *self.params]
 
 class LARS(SGD):
   """SGD whose gradient is first scaled per tensor by the trust ratio tcoef*|w| / (|g| + weight_decay*|w|) (1 where a norm
-  is 0), then weight decay and momentum as SGD (classic: lr inside the momentum buffer, as the LARS paper has it)."""
-  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, nesterov: bool = False,
-               classic: bool = True, tcoef: float = 0.001):
-    super().__init__(params, lr, momentum, weight_decay, nesterov, classic)
+  is 0), then weight decay and momentum as SGD (classic: lr inside the momentum buffer, as the LARS paper has it). tinygrad
+  builds Muon from LARS (ns_steps, ns_coefficients, pre_wd=False): here that is the Muon class."""
+  def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, ns_steps: int = 0,
+               ns_coefficients: tuple[float, float, float] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True,
+               tcoef: float = 0.001, device: str | tuple | None = None, fused: bool = False):
+    if ns_steps or ns_coefficients or not pre_wd: raise NotImplementedError("LARS with Newton-Schulz steps or decoupled weight decay is Muon: use optim.Muon")
+    super().__init__(params, lr, momentum, weight_decay, nesterov, classic, device, fused)
     self.tcoef = tcoef
-  def _grad(self, t: Tensor, g: Tensor) -> Tensor:
-    w_norm, g_norm = t.detach().float().square().sum().sqrt(), g.float().square().sum().sqrt()
+  def _grad(self, w: Tensor, g: Tensor) -> Tensor:
+    w_norm, g_norm = w.float().square().sum().sqrt(), g.float().square().sum().sqrt()
     r = ((w_norm > 0) & (g_norm > 0)).where(self.tcoef * w_norm / (g_norm + self.wd * w_norm), 1.0)
-    return super()._grad(t, g * r.cast(g.dtype))
+    return super()._grad(w, g * r.cast(g.dtype))
 
 class Muon(SGD):
   """Momentum SGD (nesterov by default) whose step for a matrix (a parameter of 2+ dims, flattened after dim 0) is made
   orthogonal by ns_steps Newton-Schulz iterations with the quintic ns_coefficients, scaled by sqrt(max(1, rows/cols));
   weight decay is decoupled (w -= lr*weight_decay*w). Vectors (biases, norms) take the plain momentum step."""
   def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
-               ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315), nesterov: bool = True):
-    super().__init__(params, lr, momentum, 0.0, nesterov)
+               ns_coefficients: tuple[float, float, float] = (3.4445, -4.775, 2.0315), nesterov: bool = True, device: str | tuple | None = None,
+               fused: bool = False):
+    super().__init__(params, lr, momentum, 0.0, nesterov, device=device, fused=fused)
     self.decay, self.ns_steps, self.ns_coefficients = weight_decay, ns_steps, ns_coefficients
-  def _direction(self, t: Tensor, g: Tensor) -> Tensor:
-    if t.ndim >= 2:
-      x = g.float().reshape(t.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients)
-      g = x.reshape(t.shape).cast(g.dtype) * max(1.0, t.shape[0] / (t.numel() // t.shape[0])) ** 0.5
-    return g + self.decay * t.detach() if self.decay else g
+  def _direction(self, w: Tensor, g: Tensor) -> Tensor:
+    if w.ndim >= 2:
+      x = g.float().reshape(w.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients)
+      g = x.reshape(w.shape).cast(g.dtype) * max(1.0, w.shape[0] / (w.numel() // w.shape[0])) ** 0.5
+    return g + self.decay * w if self.decay else g
 
 class LAMB(Optimizer):
   """Adam moments with bias correction; up = m_hat/(sqrt(v_hat)+eps) + weight_decay*w. LAMB scales the step by the
   trust ratio |w|/|up| per tensor; adam=True leaves it out (Adam/AdamW: decoupled weight decay)."""
   def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
-               weight_decay: float = 0.0, adam: bool = False):
-    super().__init__(params, lr)
+               weight_decay: float = 0.0, adam: bool = False, device: str | tuple | None = None, fused: bool = False):
+    super().__init__(params, lr, device, fused)
     self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
     self.b1_t, self.b2_t = Tensor([1.0], device=self.device, requires_grad=False), Tensor([1.0], device=self.device, requires_grad=False)  # b1**t, b2**t
     # the moments stay float32 for half-precision parameters: v underflows in float16
-    self.m, self.v = [self._zeros(t, dtypes.float32) for t in self.params], [self._zeros(t, dtypes.float32) for t in self.params]
-    Tensor.realize_all(self.lr, self.b1_t, self.b2_t, *self.m, *self.v)
+    self.m, self.v = [self._zeros(w, dtypes.float32) for w in self.weights], [self._zeros(w, dtypes.float32) for w in self.weights]
+    Tensor.realize_all(self.b1_t, self.b2_t, *self.m, *self.v)
 
   def _update(self, grads: list[Tensor]) -> list[Tensor]:
     self.b1_t.assign(self.b1_t * self.b1)
@@ -150,24 +174,26 @@ class LAMB(Optimizer):
     # built once for every parameter; a weight decay of 0 and Adam's trust ratio of 1 add no ops (each graph op costs
     # Python time on every step, and its kernel a load)
     c1, c2 = 1.0 - self.b1_t, 1.0 - self.b2_t
-    for i, (t, g) in enumerate(zip(self.params, grads)):
-      g = g.float()
+    for i, g in enumerate(grads):
+      w, g = self.weights[i].detach(), g.float()
       self.m[i].assign((self.b1 * self.m[i] + (1.0 - self.b1) * g).cast(self.m[i].dtype))
       self.v[i].assign((self.b2 * self.v[i] + (1.0 - self.b2) * (g * g)).cast(self.v[i].dtype))
       up = (self.m[i] / c1) / ((self.v[i] / c2).sqrt() + self.eps)
-      if self.wd: up = up + self.wd * t.detach()
+      if self.wd: up = up + self.wd * w
       if self.adam: step = self.lr * up
       else:
-        w_norm, up_norm = t.detach().float().square().sum().sqrt(), up.square().sum().sqrt()
+        w_norm, up_norm = w.float().square().sum().sqrt(), up.square().sum().sqrt()
         step = self.lr * (w_norm > 0).where((up_norm > 0).where(w_norm / up_norm, 1.0), 1.0) * up
-      t.assign((t.detach() - step).cast(t.dtype))
-    return [self.b1_t, self.b2_t, *self.m, *self.v, *self.params]
+      self._set(i, w - step)
+    return [self.b1_t, self.b2_t, *self.m, *self.v, *self.masters, *self.params]
 
-def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> LAMB:
-  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)
+def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, device: str | tuple | None = None,
+         fused: bool = False) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, 0.0, adam=True, device=device, fused=fused)
 
-def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01) -> LAMB:
-  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01,
+          device: str | tuple | None = None, fused: bool = False) -> LAMB:
+  return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True, device=device, fused=fused)
 
 # ***** learning-rate schedules *****
 

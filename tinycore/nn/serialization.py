@@ -311,13 +311,17 @@ def torch_load(path):
   Dicts, lists, tuples and plain values come back as they were, torch dtypes as their names ("float16"), BF16 tensors
   as uint16 bits tagged BFLOAT16. Only the globals needed to rebuild tensors are unpickled: anything else (os.system,
   a pickled nn.Module) raises ValueError, as does a malformed file. The pre-0.4 tar format is not supported."""
-  try: is_zip = zipfile.is_zipfile(path)
+  def start(p):  # an open binary file is read from its start by each check (each moves its position)
+    if hasattr(p, "seek"): p.seek(0)
+    return p
+  try: is_zip = zipfile.is_zipfile(start(path))
   except zipfile.BadZipFile: is_zip = True  # a zip, but a broken one: _load_zip says how
   if is_zip:
-    try: obj, storages = _load_zip(path)
+    try: obj, storages = _load_zip(start(path))
     except (zipfile.BadZipFile, RuntimeError, zlib.error, EOFError, OSError) as e:  # RuntimeError: unsupported zip features
       raise ValueError(f"torch checkpoint {path}: corrupt zip: {type(e).__name__}: {e}") from None
-  elif tarfile.is_tarfile(path): raise ValueError(f"{path} is a torch checkpoint in the pre-0.4 tar format, which is not supported")
+  elif tarfile.is_tarfile(start(path)): raise ValueError(f"{path} is a torch checkpoint in the pre-0.4 tar format, which is not supported")
+  elif hasattr(path, "read"): obj, storages = _load_legacy(io.BytesIO(start(path).read()), path)
   else:
     with open(path, "rb") as f: obj, storages = _load_legacy(io.BytesIO(f.read()), path)  # a read past the end stays small
   return _materialize(obj, storages, path)

@@ -1,18 +1,18 @@
 """Model state: find a model's tensors by attribute path, load them strictly, and read/write them as safetensors or torch files."""
 from __future__ import annotations
-import io, json, pathlib, tarfile, zipfile
-from typing import Any
+import functools, io, json, pathlib, tarfile, zipfile
+from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import dtypes
 from tinycore.tensor import Tensor, _plain
 from tinycore.nn.serialization import safetensors_load_arrays, safetensors_save_arrays, torch_load_arrays, is_bfloat16, BFLOAT16
 
-def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
-  """Every Tensor reachable from obj through attributes, lists, tuples and dicts, keyed by its dotted path
-  ("layers.0.weight"). A tensor reachable twice (tied weights) appears under both names; cycles are followed once."""
-  out: dict[str, Tensor] = {}
+def get_state_dict(obj: Any, prefix: str = "", tensor_type: type | tuple[type, ...] = Tensor) -> dict[str, Any]:
+  """Every Tensor (every instance of tensor_type) reachable from obj through attributes, lists, tuples and dicts, keyed by
+  its dotted path ("layers.0.weight"). A tensor reachable twice (tied weights) appears under both names; cycles are followed once."""
+  out: dict[str, Any] = {}
   def walk(o: Any, path: str, seen: frozenset[int]) -> None:
-    if isinstance(o, Tensor): out[path.rstrip(".")] = o; return
+    if isinstance(o, tensor_type): out[path.rstrip(".")] = o; return
     if id(o) in seen: return
     seen = seen | {id(o)}
     if hasattr(o, "_asdict"): o = o._asdict()  # namedtuple
@@ -76,11 +76,18 @@ def safetensors_save(tensors: dict[str, Tensor], fn, metadata: dict[str, str] | 
   if bad: raise TypeError(f"safetensors_save: values for {bad} are not Tensors")
   safetensors_save_arrays(fn, {k: _tensor_to_array(t) for k, t in tensors.items()}, metadata)
 
-def torch_load(fn, device: str | None = None) -> dict[str, Tensor]:
-  """The tensors of a torch.save checkpoint (a state_dict, possibly inside a training checkpoint) as {name: Tensor}."""
-  return {k: _array_to_tensor(a, device) for k, a in torch_load_arrays(fn).items()}
+def torch_load(t, device: str | None = None) -> dict[str, Tensor]:
+  """The tensors of a torch.save checkpoint (a path, or a uint8 Tensor of the file's bytes; a state_dict, possibly inside a
+  training checkpoint) as {name: Tensor}."""
+  return {k: _array_to_tensor(a, device) for k, a in torch_load_arrays(TensorIO(t) if isinstance(t, Tensor) else t).items()}
 
 # ***** tinygrad's names: files given as a path or as a uint8 Tensor of their bytes *****
+
+# the safetensors dtype names
+safe_dtypes = {"BOOL": dtypes.bool, "I8": dtypes.int8, "U8": dtypes.uint8, "I16": dtypes.int16, "U16": dtypes.uint16, "I32": dtypes.int32,
+               "U32": dtypes.uint32, "I64": dtypes.int64, "U64": dtypes.uint64, "F16": dtypes.float16, "BF16": dtypes.bfloat16,
+               "F32": dtypes.float32, "F64": dtypes.float64}
+inverse_safe_dtypes = {v: k for k, v in safe_dtypes.items()}
 
 def _file_tensor(fn: Tensor | str | pathlib.Path) -> Tensor:
   if isinstance(fn, Tensor):
@@ -88,9 +95,31 @@ def _file_tensor(fn: Tensor | str | pathlib.Path) -> Tensor:
     return fn
   return Tensor(pathlib.Path(fn).read_bytes())
 
-def safe_load_metadata(fn: Tensor | str | pathlib.Path) -> tuple[Tensor, int, dict[str, Any]]:
+def accept_filename(func: Callable[[Tensor], Any]) -> Callable[[Tensor | str | pathlib.Path], Any]:
+  """func of a file's bytes (a 1-D uint8 Tensor) called with the Tensor or with a path."""
+  @functools.wraps(func)
+  def wrapper(fn: Tensor | str | pathlib.Path) -> Any: return func(_file_tensor(fn))
+  return wrapper
+
+class TensorIO(io.RawIOBase):
+  """A 1-D uint8 Tensor read as a binary file (seekable): what file readers such as torch_load take."""
+  def __init__(self, t: Tensor):
+    self._data, self._pos = bytes(_file_tensor(t).numpy()), 0
+  def readable(self) -> bool: return True
+  def seekable(self) -> bool: return True
+  def readinto(self, buffer: Any) -> int:
+    chunk = self._data[self._pos:self._pos + len(buffer)]
+    buffer[:len(chunk)] = chunk
+    self._pos += len(chunk)
+    return len(chunk)
+  def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+    self._pos = max(0, {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: len(self._data)}[whence] + offset)
+    return self._pos
+  def tell(self) -> int: return self._pos
+
+@accept_filename
+def safe_load_metadata(t: Tensor) -> tuple[Tensor, int, dict[str, Any]]:
   """(the file as uint8 bytes, where its tensor data starts, its JSON header) of a safetensors file."""
-  t = _file_tensor(fn)
   n = int.from_bytes(bytes(t[:8].numpy()), "little")
   if 8 + n > t.shape[0]: raise ValueError(f"safetensors header of {n} bytes does not fit a file of {t.shape[0]} bytes")
   return t, 8 + n, json.loads(bytes(t[8:8 + n].numpy()))
@@ -99,16 +128,18 @@ def safe_load(fn: Tensor | str | pathlib.Path, device: str | None = None) -> dic
   return safetensors_load(fn if not isinstance(fn, Tensor) else bytes(_file_tensor(fn).numpy()), device)
 safe_save = safetensors_save
 
-def tar_extract(fn: Tensor | str | pathlib.Path) -> dict[str, Tensor]:
+@accept_filename
+def tar_extract(t: Tensor) -> dict[str, Tensor]:
   """The regular files of a tar archive (gzip'd too), each as a uint8 Tensor of its bytes."""
-  raw = bytes(_file_tensor(fn).numpy())
-  with tarfile.open(fileobj=io.BytesIO(raw), mode="r:*") as tar:
+  with tarfile.open(fileobj=TensorIO(t), mode="r:*") as tar:
     return {m.name: Tensor(tar.extractfile(m).read()) for m in tar if m.isreg()}  # type: ignore[union-attr]
 
-def zip_extract(fn: Tensor | str | pathlib.Path) -> dict[str, Tensor]:
+@accept_filename
+def zip_extract(t: Tensor) -> dict[str, Tensor]:
   """The files of a zip archive (stored or deflated), each as a uint8 Tensor of its bytes."""
-  with zipfile.ZipFile(io.BytesIO(bytes(_file_tensor(fn).numpy()))) as zf:
+  with zipfile.ZipFile(TensorIO(t)) as zf:
     return {zi.filename: Tensor(zf.read(zi)) for zi in zf.infolist() if not zi.is_dir()}
 
 __all__ = ["get_state_dict", "get_parameters", "load_state_dict", "safetensors_load", "safetensors_save", "torch_load",
-           "safe_load", "safe_save", "safe_load_metadata", "tar_extract", "zip_extract"]
+           "safe_load", "safe_save", "safe_load_metadata", "tar_extract", "zip_extract", "safe_dtypes", "inverse_safe_dtypes", "accept_filename",
+           "TensorIO"]

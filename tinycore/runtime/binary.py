@@ -1,6 +1,7 @@
-"""The kernel binary container an assembler may wrap its output in: magic, one JSON header line, sha256 of the payload, the payload."""
+"""The kernel binary container an assembler may wrap its output in: magic, one JSON header line, sha256 of the payload, the
+payload; and a disassembler run on bytes."""
 from __future__ import annotations
-import hashlib, json
+import hashlib, json, os, shutil, subprocess, tempfile
 from tinycore.runtime.errors import CompileError
 
 def pack_binary(magic: bytes, header: dict, payload: bytes) -> bytes:
@@ -20,3 +21,12 @@ def unpack_binary(magic: bytes, binary: bytes, backend: str) -> tuple[dict, byte
     return header, payload
   except Exception as e:
     raise CompileError(f"{backend}: corrupt kernel binary ({type(e).__name__}: {e}); it was not produced by this backend's assembler") from e
+
+def disassemble_with(tools: tuple[str, ...], args: tuple[str, ...], data: bytes) -> str | None:
+  """What the first of `tools` found on PATH prints for `data` (written to a file named after `args`); None when none is
+  installed or it refuses the bytes. Assemblers' `disassemble` uses it for vendor disassemblers (llvm-objdump, cuobjdump)."""
+  if (tool := next((p for t in tools if (p := shutil.which(t))), None)) is None: return None
+  with tempfile.TemporaryDirectory(prefix="tinycore-disasm-") as d:
+    with open(path := os.path.join(d, "kernel"), "wb") as f: f.write(data)
+    r = subprocess.run([tool, *args, path], capture_output=True, text=True)
+  return r.stdout.replace(path, "kernel").strip() + "\n" if r.returncode == 0 and r.stdout.strip() else None

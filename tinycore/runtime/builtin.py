@@ -190,7 +190,7 @@ class NullAllocator(Allocator):
 def tinycore_backends() -> list[BackendSpec]:
   return [
     BackendSpec("PYTHON", (2, 0), PythonRenderer, Assembler, PythonDriver, lambda drv: HostAllocator(drv.device), priority=0, instances=virtual_instances,
-                capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics", "reduce_scale_elements": 1 << 18}),
+                capabilities={"dtypes": "all", "speed": "slow: an interpreter, the reference semantics", "reduce_scale_elements": 1 << 18, "fuzz_elements": 40_000}),
     BackendSpec("NULL", (2, 0), NullRenderer, Assembler, NullDriver, lambda drv: NullAllocator(drv.device), priority=-100, instances=virtual_instances,
                 capabilities={"runs": False}),
   ]

@@ -1,12 +1,12 @@
 """Runtime: the Allocator and Driver bases, Buffer, and the Device registry that finds backends through entry points."""
 from __future__ import annotations
-import importlib.metadata, os, warnings
-from collections import defaultdict
-from dataclasses import dataclass
+import importlib.metadata, warnings
+from collections import OrderedDict
+from dataclasses import dataclass, fields
 from typing import Any
 import pluggy
-from tinycore.dtype import DType, to_np_dtype
-from tinycore.helpers import LRU
+from tinycore.dtype import DType, DTypeSet, to_np_dtype
+from tinycore.helpers import LRU, DEV, GlobalCounters
 from tinycore import trace
 from tinycore.runtime.errors import PluginError, DeviceError, ContractDeprecationWarning
 from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, instance_name, check_contract, version_str
@@ -40,27 +40,44 @@ class Allocator:
   def _as_buffer(self, buf: Any) -> memoryview | None: return None  # zero-copy host view, where memory is host memory
 
 class LRUAllocator(Allocator):
-  """Keeps freed buffers by (size, options) and hands them out again before asking the backend."""
+  """Keeps freed buffers by (size, options) and hands them out again before asking the backend. It keeps at most as
+  many bytes as were ever live at once (peak_bytes): a loop over the same shapes finds everything it frees again, and a
+  process whose shapes keep changing does not keep a buffer of every size it ever freed (the least recently freed sizes
+  go back to the backend first)."""
   def __init__(self, device: str):
     super().__init__(device)
-    self.cache: dict[tuple[int, Any], list[Any]] = defaultdict(list)
+    self.cache: OrderedDict[tuple[int, Any], list[Any]] = OrderedDict()
+    self.cached_bytes = self.peak_bytes = 0
   def alloc(self, size: int, options: Any = None) -> Any:
-    if (c := self.cache.get((max(size, 1), options))):
-      self.live, self.live_bytes = self.live + 1, self.live_bytes + size
-      return c.pop()
-    try: return super().alloc(size, options)
-    except (MemoryError, DeviceError):
-      self.free_cache()
-      return super().alloc(size, options)
+    if (c := self.cache.get(key := (max(size, 1), options))):
+      self.live, self.live_bytes, self.cached_bytes = self.live + 1, self.live_bytes + size, self.cached_bytes - key[0]
+      buf = c.pop()
+      if not c: del self.cache[key]
+    else:
+      try: buf = super().alloc(size, options)
+      except (MemoryError, DeviceError):
+        self.free_cache()
+        buf = super().alloc(size, options)
+    if self.live_bytes > self.peak_bytes: self.peak_bytes = self.live_bytes
+    return buf
   def free(self, buf: Any, size: int, options: Any = None) -> None:
     if LRU.value and (options is None or not getattr(options, "nolru", False)):
       self.live, self.live_bytes = self.live - 1, self.live_bytes - size
-      self.cache[(max(size, 1), options)].append(buf)
+      if (c := self.cache.get(key := (max(size, 1), options))) is None: c = self.cache[key] = []
+      else: self.cache.move_to_end(key)
+      c.append(buf)
+      self.cached_bytes += key[0]
+      while self.cached_bytes > self.peak_bytes:
+        (sz, opt), old = next(iter(self.cache.items()))
+        self._free(old.pop(0), sz, opt)
+        self.cached_bytes -= sz
+        if not old: del self.cache[(sz, opt)]
     else: super().free(buf, size, options)
   def free_cache(self) -> None:
     for (sz, opt), bufs in self.cache.items():
       for b in bufs: self._free(b, sz, opt)
     self.cache.clear()
+    self.cached_bytes = 0
 
 # ***** buffer *****
 
@@ -95,6 +112,7 @@ class Buffer:
         self._buf = alloc.alloc(nbytes := self.nbytes, self.options)
         if (used := GlobalCounters.mem_used + nbytes) > GlobalCounters.mem_peak: GlobalCounters.mem_peak = used
         GlobalCounters.mem_used = used
+        GlobalCounters.mem_used_per_device[self.device] += nbytes
         if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
         if self.initial is not None:
           data, self.initial = self.initial, None
@@ -108,6 +126,7 @@ class Buffer:
     try:
       (alloc := self._allocator).free(self._buf, nbytes := self.nbytes, self.options)
       GlobalCounters.mem_used -= nbytes
+      GlobalCounters.mem_used_per_device[self.device] -= nbytes
       if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
     except Exception: pass  # interpreter shutdown: the device may already be gone
   def copyin(self, mv: memoryview | bytes) -> Buffer:
@@ -132,25 +151,33 @@ class Buffer:
     return np.frombuffer(self.as_bytes(), dtype=to_np_dtype(self.dtype)).copy()
   def __repr__(self): return f"<Buffer {self.device} {self.size} {self.dtype}{' view@'+str(self.offset) if self._base else ''}>"
 
-class GlobalCounters:
-  """Process-wide counters: kernels launched, FLOPs and bytes they were estimated to do, time, live and peak memory."""
-  kernel_count: int = 0
-  global_ops: int = 0
-  global_mem: int = 0
-  time_sum_s: float = 0.0
-  mem_used: int = 0   # bytes in allocated Buffers now
-  mem_peak: int = 0   # the most mem_used has been since the last reset
-  @staticmethod
-  def reset() -> None:
-    GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem, GlobalCounters.time_sum_s = 0, 0, 0, 0.0
-    GlobalCounters.mem_peak = GlobalCounters.mem_used
-
 # ***** driver *****
+
+@dataclass
+class LaunchCounters:
+  """What one launch did, as an emulating driver counts it (the NV and AMD emulators; bench/gpu.py reads them). Bytes
+  count what the threads asked for (per active thread, its access size), not cache lines; instructions one per warp or
+  wave that issues one (a thread of it active), thread_instructions one per active thread; barriers each block passing
+  one once; threads and blocks those of the grid."""
+  global_read: int = 0
+  global_written: int = 0
+  shared_read: int = 0
+  shared_written: int = 0
+  barriers: int = 0
+  instructions: int = 0
+  thread_instructions: int = 0
+  threads: int = 0
+  blocks: int = 0
+  def __iadd__(self, o: LaunchCounters) -> LaunchCounters:
+    for f in fields(self): setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
+    return self
 
 class Driver:
   """Opens a device and loads binaries into programs. `load` returns a callable:
   program(*bufs, global_size, local_size, vals, wait) -> seconds if wait else None.
-  `description` names the hardware it opened (`tinycore devices` shows it), e.g. an adapter and the API behind it."""
+  `description` names the hardware it opened (`tinycore devices` shows it), e.g. an adapter and the API behind it.
+  Optional: `graph(launches) -> replay`, launches of its programs as one submission (TinyJit uses it; see
+  docs/writing-a-backend.md, section 5)."""
   description = ""
   def __init__(self, device: str): self.device = device
   def load(self, name: str, binary: bytes, spec: Any) -> Any: raise NotImplementedError
@@ -161,6 +188,9 @@ class Assembler:
   target: str = ""   # part of the disk-cache key: the ISA/CPU the bytes are for
   def __init__(self, renderer: Any = None): self.renderer = renderer
   def assemble(self, src: str) -> bytes: return src.encode()
+  def disassemble(self, binary: bytes) -> str | None:
+    """The bytes `assemble` made as readable machine code (VIZ shows it); None where there is no disassembler."""
+    return None
 
 # ***** the device registry *****
 
@@ -291,7 +321,9 @@ class _DeviceRegistry:
   def renderer(self, device: str) -> Any:
     """The renderer alone, shared by every instance of the backend: works without opening the device."""
     name = self.instance(device)[0]
-    if name not in self._renderers: self._renderers[name] = self._spec(name).renderer()
+    if name not in self._renderers:
+      r = self._renderers[name] = self._spec(name).renderer()
+      r.supported_dtypes = DTypeSet(r.supported_dtypes)   # tinygrad's programs call it: renderer.supported_dtypes()
     return self._renderers[name]
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""
@@ -322,15 +354,15 @@ class _DeviceRegistry:
     return rows
   @property
   def DEFAULT(self) -> str:
+    """The device DEV names (the environment's, `with Context(DEV=...)`, or one assigned here), else the first that opens."""
+    if DEV.device: return self.canonicalize(DEV.device)
     if self._default is None:
-      if (env := os.environ.get("DEV")): self._default = self.canonicalize(env)
-      else:
-        for spec in sorted(self.specs.values(), key=lambda s: -s.priority):
-          if self.opens(spec.name)[0]: self._default = spec.name; break
-        else: raise PluginError(f"no backend opens on this machine: {self.errors}")
+      for spec in sorted(self.specs.values(), key=lambda s: -s.priority):
+        if self.opens(spec.name)[0]: self._default = spec.name; break
+      else: raise PluginError(f"no backend opens on this machine: {self.errors}")
     return self._default
   @DEFAULT.setter
-  def DEFAULT(self, name: str) -> None: self._default = self.canonicalize(name)
+  def DEFAULT(self, name: str) -> None: DEV.value = self.canonicalize(name)
   def __iter__(self): return iter(self.specs)
 
 def _entry_points() -> list[importlib.metadata.EntryPoint]:
@@ -340,3 +372,11 @@ def _dist_info(ep) -> tuple[str, str]:
   return (dist.metadata["Name"], dist.version) if dist is not None else (ep.value.split(".")[0], "?")
 
 Device = _DeviceRegistry()
+
+def canonicalize_device(device: str | tuple | list | None) -> str | tuple[str, ...]:
+  """A device name as Device knows it (None: the default), or a tuple of them for a sharded tensor."""
+  if not isinstance(device, (tuple, list)): return Device.canonicalize(device)
+  if len(device) == 0: raise ValueError("a tuple of devices needs at least one device")
+  out = tuple(Device.canonicalize(d) for d in device)
+  if len(set(out)) != len(out): raise ValueError(f"devices {out} repeat one: each shard needs a device of its own")
+  return out

@@ -25,7 +25,12 @@ class CompiledRunner:
     self._dims = spec.launch_dims({}) if all(isinstance(g, int) for g in spec.global_size) else None
     self._var_names = tuple(v.arg[0] for v in spec.vars)
     self.cost = (spec.flops, spec.mem_bytes) if isinstance(spec.flops, int) and isinstance(spec.mem_bytes, int) else None
-  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
+  def launch(self, bufs: list[Buffer], var_vals: dict[str, int]) -> tuple:
+    """What one launch gives the program: (program, the buffers' device handles, global_size, local_size, vals); a driver's
+    optional `graph` takes lists of these."""
     gsize, lsize = self._dims if self._dims is not None else self.spec.launch_dims(var_vals)
     vals = tuple([var_vals[v] for v in names]) if (names := self._var_names) else ()
-    return self.program(*[(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], global_size=gsize, local_size=lsize, vals=vals, wait=wait)
+    return self.program, [(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], gsize, lsize, vals
+  def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
+    program, handles, gsize, lsize, vals = self.launch(bufs, var_vals)
+    return program(*handles, global_size=gsize, local_size=lsize, vals=vals, wait=wait)

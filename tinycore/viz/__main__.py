@@ -7,6 +7,7 @@ def main() -> None:
   ap.add_argument("path", help="a VIZ dump (VIZ=1 saves one) or a Chrome trace JSON (PROFILE=1, tinycore.profile)")
   ap.add_argument("--port", type=int, default=8000, help="the port on 127.0.0.1 (default 8000; 0: any free one)")
   args = ap.parse_args()
-  serve(load(args.path), args.port)
+  try: serve(load(args.path), args.port)
+  except (OSError, ValueError) as e: ap.error(str(e))   # a missing file, one that is not a run, a port taken: said, without a traceback
 
 if __name__ == "__main__": main()

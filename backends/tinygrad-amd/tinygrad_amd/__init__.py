@@ -27,4 +27,6 @@ def _instances() -> int:
 def tinycore_backends() -> list[BackendSpec]:
   return [BackendSpec("AMD", (2, 0), _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
                       capabilities={"dtypes": "all", "index_bits": 32, "isa": "gfx1100 (RDNA3, wave32)",
-                                    "emulator": "AMD_EMULATE=1"})]
+                                    "emulator": "AMD_EMULATE=1",
+                                    # the emulator runs each wave's loop trips one by one, in Python: smaller random programs
+                                    **({"fuzz_elements": 10_000} if os.environ.get("AMD_EMULATE", "") not in ("", "0") else {})})]

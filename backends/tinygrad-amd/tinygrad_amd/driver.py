@@ -31,8 +31,8 @@ class EmulatedProgram:
   """A kernel run by the RDNA3 emulator on host memory; `counters` holds what its last launch did (also logged in
   emulator.LAUNCHES)."""
   def __init__(self, driver: AMDDriver, name: str, binary: bytes):
-    from tinygrad_amd.emulator import Program, EmulatorError, Counters
-    self.name, self.counters = name, Counters()
+    from tinygrad_amd.emulator import Program, EmulatorError, LaunchCounters
+    self.name, self.counters = name, LaunchCounters()
     try: self.prog = Program(parse(binary))
     except (CodeObjectError, EmulatorError) as e: raise CompileError(f"AMD: cannot load kernel {name!r}: {e}") from e
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait: bool = False):

@@ -1,34 +1,19 @@
 """An RDNA3 (gfx1100, wave32) emulator: decodes a code object's machine code once, then runs every wave of a dispatch
 together with numpy (registers are arrays over waves and lanes). Waves at the lowest program counter step together, so
 waves that branch differently still make progress, and s_barrier holds a wave until every wave of its workgroup that has
-not ended waits at one. Every launch is counted (Counters: bytes moved, barriers, instructions)."""
+not ended waits at one. Every launch is counted (LaunchCounters: bytes moved, barriers, instructions)."""
 from __future__ import annotations
 import collections
-from dataclasses import dataclass, fields
 import numpy as np
 from tinycore.dtype import fma, tensor_core_dot
+from tinycore.runtime.device import LaunchCounters
 from tinygrad_amd.isa import EXEC, VCC, NULL, SCC, LITERAL, INLINE_FLOATS, INV_2PI, Inst, inline_int, regs
 from tinygrad_amd.asm import decode, Decoded, AsmError
 from tinygrad_amd.codeobject import Loaded
 
 class EmulatorError(RuntimeError): pass
 
-@dataclass
-class Counters:
-  """What one launch did. Bytes count what the work-items asked for (per active lane: its access size); instructions
-  count one per wave that issues it, thread_instructions one per lane active (in EXEC) then; barriers count each
-  workgroup passing an s_barrier once; threads are the work-items of the grid, blocks its workgroups."""
-  global_read: int = 0
-  global_written: int = 0
-  shared_read: int = 0
-  shared_written: int = 0
-  barriers: int = 0
-  instructions: int = 0
-  thread_instructions: int = 0
-  threads: int = 0
-  blocks: int = 0
-
-LAUNCHES: collections.deque[tuple[str, Counters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
+LAUNCHES: collections.deque[tuple[str, LaunchCounters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
 LDS_MAX = 64 * 1024   # bytes of LDS a workgroup may have on gfx11
 # WMMA's adder: AMD documents neither its internal precision nor its rounding, and no RDNA3 GPU was at hand to measure;
 # the emulator adds the exact products and c keeping 46 bits below the largest exponent (tensor_core_dot) and rounds
@@ -234,7 +219,7 @@ class State:
     self.group = np.zeros(waves, np.int64)   # workgroup of each wave (its LDS)
     self.mem: Memory | None = None
     self.lanes_key, self.lanes_val, self.all_lanes = b"", None, False
-    self.counters = Counters()
+    self.counters = LaunchCounters()
   def active(self, lanes: np.ndarray) -> int: return int(np.count_nonzero(lanes))
   def lanes(self, w) -> np.ndarray:
     """The exec masks of waves w as (waves, 32) bools, kept while they do not change (most instructions leave them)."""
@@ -541,7 +526,7 @@ class Program:
     raise EmulatorError(f"{self.loaded.name}: no s_endpgm after {max_steps} instructions (an endless loop?)")
 
 def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, grid: tuple[int, int, int], group: tuple[int, int, int],
-           max_waves: int = 4096) -> Counters:
+           max_waves: int = 4096) -> LaunchCounters:
   """Run a dispatch: grid counts work-items per dimension (the last workgroup of a dimension may be partial), group the
   workgroup size. Workgroups run in batches of at most max_waves waves. Returns what the dispatch did."""
   lo = prog.loaded
@@ -557,7 +542,7 @@ def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, 
   per_group = group[0] * group[1] * group[2]
   wpg = -(-per_group // LANES)
   total = ngroups[0] * ngroups[1] * ngroups[2]
-  counters = Counters(threads=grid[0] * grid[1] * grid[2], blocks=total)
+  counters = LaunchCounters(threads=grid[0] * grid[1] * grid[2], blocks=total)
   if total == 0: return counters
   batch = max(1, max_waves // wpg)
   t = np.arange(wpg * LANES)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import functools, os, shutil, subprocess, tempfile
 from tinycore.runtime.device import Assembler
-from tinycore.runtime.binary import pack_binary, unpack_binary
+from tinycore.runtime.binary import pack_binary, unpack_binary, disassemble_with
 from tinycore.runtime.errors import CompileError
 from tinygrad_cpu.renderer import kernel_signature
 
@@ -32,7 +32,12 @@ def host_target_machine():
   triple, cpu, feats = ll.get_process_triple(), ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()
   return ll.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default"), f"{triple}:{cpu}:{feats}"
 
-class LLVMAssembler(Assembler):
+class CPUAssembler(Assembler):
+  """What both CPU assemblers share: their output disassembled by LLVM's objdump (LLVM 19's as CI installs it) or binutils'."""
+  def disassemble(self, binary: bytes) -> str | None:
+    return disassemble_with(("llvm-objdump", "llvm-objdump-19", "objdump"), ("-d", "--no-show-raw-insn"), unpack(binary)[1])
+
+class LLVMAssembler(CPUAssembler):
   """LLVM IR -> object code, in process: verify, the O3 pipeline (no fast-math anywhere), emit an ELF/Mach-O/COFF object."""
   def __init__(self, renderer=None):
     super().__init__(renderer)
@@ -48,7 +53,11 @@ class LLVMAssembler(Assembler):
     pto = ll.create_pipeline_tuning_options(speed_level=3)
     pto.loop_unrolling = False  # our upcasts unroll where it pays; LLVM's unroller doubled code generation time
     pb = ll.create_pass_builder(self.tm, pto)
-    pb.getModulePassManager().run(mod, pb)
+    mpm = pb.getModulePassManager()
+    # freed here: llvmlite's ModulePassManager never frees itself (its MRO picks ObjectRef's no-op _dispose over
+    # NewPassManager's), and the O3 pipeline, ~75 KB of LLVM heap, stayed behind for every kernel ever assembled
+    try: mpm.run(mod, pb)
+    finally: ll.newpassmanagers.NewPassManager._dispose(mpm); mpm.detach()
     return pack("llvm", src, self.tm.emit_object(mod))
 
 @functools.cache
@@ -67,7 +76,7 @@ def find_c_compiler() -> str | None:
   found = [path for cc in ("clang", "gcc") if (path := shutil.which(cc))]
   return next((cc for cc in found if _has_float16(cc)), found[0] if found else None)
 
-class ClangAssembler(Assembler):
+class ClangAssembler(CPUAssembler):
   """C -> a shared object with clang or gcc. -O2 -march=native; -ffp-contract=off and no fast-math keep IEEE semantics,
   -fwrapv makes signed overflow wrap like every other backend."""
   FLAGS = ["-shared", "-fPIC", "-O2", "-march=native", "-ffp-contract=off", "-fwrapv", "-fno-math-errno", "-fno-ident", "-std=gnu11"]

@@ -1,7 +1,7 @@
 """CPU driver: loads kernels in process (object code through llvmlite's ORC JIT, C shared objects with dlopen) and runs
 the core ids of a launch on a thread pool; small kernels run on the calling thread."""
 from __future__ import annotations
-import ctypes, itertools, os, queue, tempfile, threading, time, weakref
+import _ctypes, ctypes, itertools, os, queue, tempfile, threading, time, weakref
 from tinycore.runtime.device import Driver
 from tinycore.runtime.plugin import instance_name
 from tinycore.runtime.errors import CompileError
@@ -10,7 +10,13 @@ from tinygrad_cpu.renderer import cpu_threads
 
 _CTYPES = {"bool": ctypes.c_bool, "char": ctypes.c_int8, "uchar": ctypes.c_uint8, "short": ctypes.c_int16, "ushort": ctypes.c_uint16,
            "int": ctypes.c_int32, "uint": ctypes.c_uint32, "long": ctypes.c_int64, "ulong": ctypes.c_uint64}
+JIT_SESSION_KERNELS = 32      # LLVM kernels linked into one JIT session (see CPUDriver._link_object)
 PARALLEL_MIN_WORK = 1 << 22   # estimated FLOPs + bytes (~80 us of work) below which a kernel runs on one thread: a pool launch costs ~10-40 us
+
+def _dlclose(handle: int) -> None:
+  """Unload a C kernel's shared object (ctypes never does)."""
+  if hasattr(_ctypes, "dlclose"): _ctypes.dlclose(handle)
+  else: _ctypes.FreeLibrary(handle)
 
 class CPUProgram:
   """A loaded kernel: fn(bufs..., vars..., core_start, core_end)."""
@@ -58,27 +64,31 @@ class CPUDriver(Driver):
     self._pool_pid = 0
     self._jit = None
     self._libs = itertools.count()
-    self._trackers: list = []
   def load(self, name: str, binary: bytes, spec=None) -> CPUProgram:
     header, payload = unpack(binary)
     argtypes = [ctypes.c_void_p] * header["nbufs"] + [_CTYPES[t] for t in header["vars"]] + [ctypes.c_int32, ctypes.c_int32]
-    if header["kind"] == "llvm": addr, keep = self._link_object(name, header["fn"], payload), None
+    if header["kind"] == "llvm": addr, keep = self._link_object(name, header["fn"], payload)
     else: addr, keep = self._dlopen(name, header["fn"], payload)
     fn = ctypes.CFUNCTYPE(None, *argtypes)(addr)   # a foreign call releases the GIL: pool threads run in parallel
     return CPUProgram(self, name, fn, keep, self._worth_threads(spec))
   def _link_object(self, name: str, fn: str, obj: bytes):
-    if self._jit is None: self._jit = llvm().create_lljit_compiler(host_target_machine()[0])
+    # every link leaves ~9 KB in its JIT session (the emptied library) after its code is freed, and a session costs
+    # ~170 KB: kernels are linked JIT_SESSION_KERNELS to a session, which each kernel's tracker holds (a session ends
+    # with the last of its kernels), so loaded code stays bounded by the loaded runners (KERNEL_CACHE_SIZE)
+    if (i := next(self._libs)) % JIT_SESSION_KERNELS == 0: self._jit = llvm().create_lljit_compiler(host_target_machine()[0])
     try:
-      tracker = llvm().JITLibraryBuilder().add_object_img(obj).add_current_process().export_symbol(fn).link(self._jit, f"{fn}_{next(self._libs)}")
+      tracker = llvm().JITLibraryBuilder().add_object_img(obj).add_current_process().export_symbol(fn).link(self._jit, f"{fn}_{i}")
     except RuntimeError as e: raise CompileError(f"CPU: cannot load kernel {name!r}: the JIT linker refused its object code: {e}") from e
-    self._trackers.append(tracker)  # the code lives as long as the driver
-    return tracker[fn]
+    return tracker[fn], tracker   # the code is freed when the tracker is (an evicted runner's program)
   def _dlopen(self, name: str, fn: str, so: bytes):
     fd, path = tempfile.mkstemp(suffix=".so")
     try:
       with os.fdopen(fd, "wb") as f: f.write(so)
       lib = ctypes.CDLL(path)
-      return ctypes.cast(getattr(lib, fn), ctypes.c_void_p).value, lib
+      # lib[fn] is not cached on lib (getattr is, in a cycle through lib): lib goes when the program does, and unloads
+      addr = ctypes.cast(lib[fn], ctypes.c_void_p).value
+      weakref.finalize(lib, _dlclose, lib._handle)
+      return addr, lib
     except (OSError, AttributeError) as e: raise CompileError(f"CPU: cannot load kernel {name!r} from its shared object: {e}") from e
     finally: os.unlink(path)
   def _worth_threads(self, spec) -> bool:

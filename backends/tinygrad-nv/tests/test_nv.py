@@ -1,6 +1,6 @@
 """tinygrad-nv: ptxas accepts every kernel of the reference workloads for sm_90 and sm_80, the emulator's PTX semantics, launches."""
 from __future__ import annotations
-import itertools, os, re, subprocess, sys
+import itertools, json, os, re, subprocess, sys
 import numpy as np
 import pytest
 
@@ -168,6 +168,9 @@ def test_launch_slices_tall_grids():
   assert all(g[1] <= 65535 and g[2] <= 65535 for g, *_ in got)
   covered = sorted((z0 + z, y0 + y) for g, _, y0, z0 in got for z in range(g[2]) for y in range(g[1]))
   assert covered == [(z, y) for z in range(3) for y in range(70000)]
+  # without a local_size a kernel of thread blocks gets blocks of one thread: three sizes each, never more (a longer
+  # tuple would shift every later argument of cuLaunchKernel)
+  assert launches(src, (16, 1, 1), None) == [((16, 1, 1), (1, 1, 1), 0, 0)] and launches(src, (4,), (8,)) == [((4, 1, 1), (8, 1, 1), 0, 0)]
 
 def test_tall_launch_runs():
   """A kernel whose second global dimension is past 65535 computes every element (on the emulator)."""
@@ -243,3 +246,160 @@ def test_no_gpu_error_names_what_is_missing(monkeypatch):
   monkeypatch.delenv("NV_EMULATE")
   with pytest.raises(DeviceError, match=r"libcuda\.so\.1.*NV_EMULATE=1"): driver.NVDriver(0)
   assert driver.gpu_count() == 0
+
+# ***** the emulator follows the PTX ISA and the measured hardware, not the core's definition *****
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+PTX_TYPE = {np.float32: "f32", np.float64: "f64", np.int32: "s32", np.uint32: "u32", np.int64: "s64", np.uint64: "u64"}
+REG = {"f32": "f", "f64": "fd", "s32": "r", "u32": "r", "s64": "rd", "u64": "rd"}
+
+def emulate(instr: str, out: str, *args: np.ndarray) -> np.ndarray:
+  """`instr` (with {d} for its destination, {a} {b} {c} for its operands, registers of the operands' types) run by one
+  thread per element of the arrays; the destinations as a numpy array of type `out`."""
+  from tinygrad_nv.emulator import NP
+  n = len(args[0])
+  block = min(n, 256)
+  args = tuple(np.concatenate([a, np.zeros(-n % block, a.dtype)]) for a in args)   # whole blocks of up to 256 threads
+  tys = [PTX_TYPE[a.dtype.type] for a in args]
+  lines = ["mov.u32 %r7, %tid.x;", "mov.u32 %r6, %ctaid.x;", "mov.u32 %r5, %ntid.x;", "mad.lo.s32 %r7, %r6, %r5, %r7;"]
+  for i, ty in enumerate([out, *tys]):
+    lines += [f"ld.param.u64 %ad{i}, [data{i}];", f"mul.wide.u32 %ad{8 + i}, %r7, {np.dtype(NP[ty]).itemsize};", f"add.s64 %ad{i}, %ad{i}, %ad{8 + i};"]
+  lines += [f"ld.global.{ty} %{REG[ty]}{i}, [%ad{i}];" for i, ty in enumerate(tys, 1)]
+  lines += [instr.format(d=f"%{REG[out]}0", **{k: f"%{REG[ty]}{i}" for k, i, ty in zip("abc", range(1, 4), tys)}) + ";",
+            f"st.global.{out} [%ad0], %{REG[out]}0;", "ret;"]
+  params = ", ".join(f".param .u64 data{i}" for i in range(len(args) + 1))
+  regs = ".reg .f32 %f<4>;\n.reg .f64 %fd<4>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<4>;\n.reg .b64 %ad<16>;\n.reg .pred %p<2>;\n"
+  ptx = f".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k({params})\n{{\n{regs}" + "\n".join(lines) + "\n}"
+  mem, padded = EmulatedMemory(), len(args[0])
+  addrs = [mem.alloc(padded * np.dtype(NP[out]).itemsize)] + [mem.alloc(a.nbytes) for a in args]
+  for addr, a in zip(addrs[1:], args): mem.span(addr, a.nbytes)[:] = a.view(np.uint8)
+  EmulatedKernel(ptx, "k", mem)({f"data{i}": a for i, a in enumerate(addrs)}, (padded // block, 1, 1), (block, 1, 1))
+  return mem.span(addrs[0], padded * np.dtype(NP[out]).itemsize).view(NP[out])[:n].copy()
+
+def f32(*xs) -> np.ndarray: return np.array(xs, np.float32)
+def bits(x: np.ndarray) -> list[int]: return x.view(np.uint32 if x.itemsize == 4 else np.uint64).tolist()
+
+def test_emulator_reproduces_the_h100_cvt_table():
+  """cvt.rzi from f32 and f64 into every integer width over NaN, +-inf, out-of-range and rounding inputs: the emulator gives
+  exactly what an H100 gave (NaN from an f64 or into 64 bits is 1 << (bits - 1), not 0: the ISA's Integer Notes)."""
+  from tinygrad_nv import edges
+  with open(os.path.join(DATA, "h100_cvt_rzi.json")) as f: h100 = json.load(f)
+  assert h100["inputs"] == edges.INPUTS and sorted(h100["results"]) == sorted(edges.PAIRS)
+  assert edges.differences(edges.on_emulator(), h100) == []
+
+def test_edge_tables_run_through_an_opened_device():
+  """The GPU proof's path (tools/gpu_proof.py): the raw PTX assembled, loaded and launched through the NV device (here the
+  emulator) gives the emulator's tables; and the .approx sweep's errors stay inside the ISA's bounds."""
+  from tinygrad_nv import edges
+  with open(os.path.join(DATA, "h100_cvt_rzi.json")) as f: h100 = json.load(f)
+  assert edges.differences(edges.on_device("NV"), h100) == []
+  x = edges.approx_inputs(1 << 9)
+  for op in edges.APPROX:
+    got = edges.approx_run(op, x, "NV")
+    assert np.array_equal(got.view(np.uint32), edges.approx_run(op, x).view(np.uint32))
+    errs = edges.approx_errors(op, x, got)
+    assert errs["worst"] <= (2 if op == "ex2" else 1) and errs["inexact_where_representable"] == errs["specials_differ"] == 0, errs
+
+@pytest.mark.parametrize("src", [dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64], ids=lambda d: d.name)
+def test_float_to_int_casts_of_edge_values_give_the_definition(src):
+  """The renderer makes the hardware's conversions give the core's definition (saturating, NaN -> 0) for every integer
+  dtype, on the emulator that gives the hardware's NaN results."""
+  from tinycore.uop import exec_cast
+  from tinygrad_nv import edges
+  x = np.array([float(v) for v in edges.INPUTS], np.float32)
+  ints = [d for d in sorted(PTXRenderer.supported_dtypes, key=lambda d: d.name) if dtypes.is_int(d)]
+  xs = Tensor(x, device="NV").cast(src).realize()
+  outs = [xs.cast(d) for d in ints]
+  Tensor.realize_all(*outs)
+  for d, got in zip(ints, outs):
+    want = exec_cast(exec_cast(x, dtypes.float32, src), src, d)
+    assert got.numpy().tolist() == want.tolist(), f"{src.name} -> {d.name} over {edges.INPUTS}"
+
+def test_emulator_min_max_follow_the_isa():
+  """min/max.f32: a NaN operand loses to a number, two NaNs give the canonical NaN, .NaN makes any NaN win, +0.0 > -0.0."""
+  nan, payload = np.float32(np.nan), np.uint32(0x7FC00001).view(np.float32)
+  a, b = f32(nan, 1, payload, -0.0, 0.0, 3), f32(1, nan, nan, 0.0, -0.0, 2)
+  assert bits(emulate("max.f32 {d}, {a}, {b}", "f32", a, b)) == bits(f32(1, 1, 0, 0.0, 0.0, 3)[:2]) + [0x7FFFFFFF] + bits(f32(0.0, 0.0, 3))
+  assert bits(emulate("min.f32 {d}, {a}, {b}", "f32", a, b)) == bits(f32(1, 1)) + [0x7FFFFFFF] + bits(f32(-0.0, -0.0, 2))
+  assert bits(emulate("max.NaN.f32 {d}, {a}, {b}", "f32", a, b))[:3] == [0x7FFFFFFF] * 3
+
+def test_emulator_integer_division_by_zero_is_not_the_definitions_zero():
+  """The ISA leaves x / 0 and x % 0 unspecified: the emulator gives all bits set and x, never the core's 0, so a kernel
+  that skips the renderer's zero guard fails here; and division truncates."""
+  a, b = np.array([7, -7, -7, 7], np.int32), np.array([0, 0, 2, -2], np.int32)
+  assert emulate("div.s32 {d}, {a}, {b}", "s32", a, b).tolist() == [-1, -1, -3, -3]
+  assert emulate("rem.s32 {d}, {a}, {b}", "s32", a, b).tolist() == [7, -7, -1, 1]
+  assert emulate("div.u32 {d}, {a}, {b}", "u32", np.array([7, 9], np.uint32), np.array([0, 2], np.uint32)).tolist() == [2**32 - 1, 4]
+
+def test_emulator_bfe_follows_the_isa():
+  a = np.array([0xF0, 0xF0, 0xF0, -(2**31), 0x7FFFFFFF, 0xF0], np.int32)
+  pos, ln = np.array([4, 4, 4, 40, 28, 260], np.uint32), np.array([4, 0, 3, 8, 8, 4], np.uint32)   # pos and len are taken & 0xff
+  assert emulate("bfe.s32 {d}, {a}, {b}, {c}", "s32", a, pos, ln).tolist() == [-1, 0, -1, -1, 7, -1]
+  assert emulate("bfe.u32 {d}, {a}, {b}, {c}", "u32", a.view(np.uint32), pos, ln).tolist() == [15, 0, 7, 0, 7, 15]
+
+def test_emulator_approximations_are_not_exact_and_stay_inside_the_isa_bounds():
+  """ex2/lg2.approx.f32 are not exact on the hardware: the emulator's results are one ulp off the correctly rounded value,
+  in both directions, inside the ISA's bounds (ex2: 2 ulp; lg2: 2**-22 absolute in (0.5, 2), relative elsewhere); exact
+  where the result is an f32 (2**integer, log2 of a power of two) and for the ISA's special values; subnormal inputs are
+  kept unless .ftz."""
+  x = np.random.default_rng(0).uniform(-100, 100, 4096).astype(np.float32)
+  want = np.exp2(x.astype(np.float64))
+  ulps = (emulate("ex2.approx.f32 {d}, {a}", "f32", x) - want) / np.spacing(want.astype(np.float32)).astype(np.float64)
+  assert np.all(np.abs(ulps) <= 1.5) and ulps.max() > 0.5 and ulps.min() < -0.5
+  y = np.abs(x) / 40
+  err = emulate("lg2.approx.f32 {d}, {a}", "f32", y).astype(np.float64) - np.log2(y.astype(np.float64))
+  bound = np.where((y > 0.5) & (y < 2), 2.0**-22, 2.0**-22 * np.abs(np.log2(y.astype(np.float64))))
+  assert np.all(np.abs(err) <= bound) and err.max() > 0 and err.min() < 0
+  ints = f32(-3, 0, 1, 7, 100)
+  assert emulate("ex2.approx.f32 {d}, {a}", "f32", ints).tolist() == [0.125, 1.0, 2.0, 128.0, 2.0**100]
+  assert emulate("lg2.approx.f32 {d}, {a}", "f32", f32(0.25, 1, 2, 2**60)).tolist() == [-2.0, 0.0, 1.0, 60.0]
+  specials = f32(-np.inf, -0.0, 0.0, np.inf, np.nan, -1)
+  assert emulate("ex2.approx.f32 {d}, {a}", "f32", specials).tolist()[:4] == [0.0, 1.0, 1.0, np.inf]
+  got = emulate("lg2.approx.f32 {d}, {a}", "f32", specials)
+  assert np.isnan(got[[0, 4, 5]]).all() and got[1:4].tolist() == [-np.inf, -np.inf, np.inf]
+  sub = f32(1e-40)
+  assert emulate("lg2.approx.f32 {d}, {a}", "f32", sub)[0] > -133 and emulate("lg2.approx.ftz.f32 {d}, {a}", "f32", sub)[0] == -np.inf
+
+def test_emulator_float_modifiers_and_nans():
+  """fma rounds once; .ftz flushes subnormals, which are kept otherwise; .sat clamps to [0, 1] with NaN -> 0; an f32 NaN
+  result is the canonical NaN, an f64 one keeps its payload; a cvt from f64 NaN into s32 gives INT_MIN."""
+  a = f32(1 + 2**-12)
+  got = emulate("fma.rn.f32 {d}, {a}, {b}, {c}", "f32", a, a, f32(2**-70))
+  assert got[0] == np.float32(1 + 2**-11 + 2**-23)   # a*a is a tie 1 + 2**-11 + 2**-24: the tiny c decides it upward
+  tiny = f32(1e-39, 0.7, np.nan)
+  assert emulate("add.f32 {d}, {a}, {b}", "f32", tiny, f32(0, 0.7, 1)).tolist()[:2] == [np.float32(1e-39), np.float32(1.4)]
+  assert emulate("add.ftz.f32 {d}, {a}, {b}", "f32", tiny, f32(0, 0, 0)).tolist()[0] == 0.0
+  assert emulate("add.sat.f32 {d}, {a}, {b}", "f32", tiny, f32(0, 0.7, 1)).tolist() == [np.float32(1e-39), 1.0, 0.0]
+  assert bits(emulate("add.f32 {d}, {a}, {b}", "f32", np.uint32([0xFFC00001]).view(np.float32), f32(1))) == [0x7FFFFFFF]
+  payload = np.uint64([0x7FF8000000000123]).view(np.float64)
+  assert bits(emulate("add.f64 {d}, {a}, {b}", "f64", payload, np.float64([1]))) == [0x7FF8000000000123]
+  assert emulate("cvt.rzi.s32.f64 {d}, {a}", "s32", np.float64([np.nan, 2.9])).tolist() == [-(2**31), 2]
+  assert emulate("cvt.rpi.s32.f32 {d}, {a}", "s32", f32(1e-40)).tolist() == [1]
+  assert emulate("cvt.rpi.ftz.s32.f32 {d}, {a}", "s32", f32(1e-40)).tolist() == [0]
+  assert emulate("cvt.rn.sat.f32.f64 {d}, {a}", "f32", np.float64([2.0, np.nan, -1, 0.25])).tolist() == [1.0, 0.0, 0.0, 0.25]
+
+@pytest.mark.parametrize("instr", ["add.rz.f32 {d}, {a}, {b}", "div.approx.f32 {d}, {a}, {b}", "div.f32 {d}, {a}, {b}",
+                                   "max.xorsign.abs.f32 {d}, {a}, {b}", "cvt.f32.f64 {d}, {a}", "sqrt.approx.f32 {d}, {a}"])
+def test_emulator_refuses_what_it_does_not_implement(instr):
+  """A modifier the emulator does not implement, or a missing rounding modifier the ISA requires, is an error naming it:
+  never the instruction without it."""
+  ops = [np.float64([1.0])] if "f32.f64" in instr else [f32(1.0)] * (instr.count("{") - 1)
+  with pytest.raises(EmulatorError, match=r"modifier \.\w+ of \w+ is not implemented|rounding modifier|only \.approx"):
+    emulate(instr, "f32", *ops)
+
+def test_jit_replays_through_the_emulators_graph(monkeypatch):
+  """TinyJit's graph path (Driver.graph) on the emulator: the graph is made once, at the first replay, and each replay
+  with new inputs and a new Variable value computes what the function computes."""
+  from tinycore import TinyJit, Variable
+  made = []
+  drv = Device["NV"].driver
+  monkeypatch.setattr(drv, "graph", lambda launches, real=drv.graph: made.append(len(launches)) or real(launches))
+  w = Tensor(np.linspace(-1, 1, 48, dtype=np.float32).reshape(6, 8), device="NV").realize()
+  @TinyJit
+  def step(x, n): return ((x.shrink(((0, n), None)) @ w.T).relu().contiguous() * 2).sum(axis=1).contiguous().exp()
+  rng = np.random.default_rng(0)
+  for k in (3, 4, 5, 2, 5):
+    x = rng.standard_normal((5, 8)).astype(np.float32)
+    got = step(Tensor(x, device="NV"), Variable("n", 1, 5).bind(k)).numpy()
+    np.testing.assert_allclose(got, np.exp((np.maximum(x[:k] @ w.numpy().T, 0) * 2).sum(axis=1)), rtol=1e-5, atol=1e-5)
+  assert len(made) == 1 and made[0] >= 2, made

@@ -26,4 +26,6 @@ def tinycore_backends() -> list[BackendSpec]:
                       instances=virtual_instances if emulate else _instances,
                       capabilities={"dtypes": "all", "index_bits": 64, "arch": "NV_ARCH (default sm_90)",
                                     "runs on": "the PTX emulator (NV_EMULATE=1)" if emulate else "an NVIDIA GPU through libcuda.so.1",
-                                    "assembler": "ptxas (tinygrad-nv[ptxas], or on PATH) -> cubin; else PTX for the driver's JIT"})]
+                                    "assembler": "ptxas (tinygrad-nv[ptxas], or on PATH) -> cubin; else PTX for the driver's JIT",
+                                    # the emulator runs each thread's loop trips one by one, in Python: smaller random programs
+                                    **({"fuzz_elements": 20_000} if emulate else {})})]

@@ -3,7 +3,7 @@ from __future__ import annotations
 import os, re, shutil, subprocess, tempfile
 from pathlib import Path
 from tinycore.runtime.device import Assembler
-from tinycore.runtime.binary import pack_binary, unpack_binary
+from tinycore.runtime.binary import pack_binary, unpack_binary, disassemble_with
 from tinycore.runtime.errors import CompileError
 
 # The binary: tinycore's container (runtime/binary.py) with header {"arch", "ptx": its byte length} and payload the PTX text
@@ -51,3 +51,7 @@ class PTXAssembler(Assembler):
   def assemble(self, src: str) -> bytes:
     cubin = run_ptxas(src, self.arch, self.ptxas)[0] if self.ptxas else b""
     return pack(self.arch, src.encode(), cubin)
+  def disassemble(self, binary: bytes) -> str | None:
+    """The cubin's SASS where CUDA's cuobjdump is installed (the PTX is the rendered source); None without either."""
+    cubin = unpack(binary)[2]
+    return disassemble_with(("cuobjdump",), ("-sass",), cubin) if cubin else None

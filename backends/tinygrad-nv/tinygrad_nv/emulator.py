@@ -2,13 +2,14 @@
 threads of many thread blocks at once) with per-lane program counters when branches diverge. It models what the
 hardware gives a kernel: thread blocks of warps of 32 (shuffles and tensor-core instructions work on whole warps),
 each block's shared memory, barriers that hold a block's threads until all of them that have not exited arrive, and
-global memory in host RAM. Every launch is counted (Counters: bytes moved, barriers, instructions)."""
+global memory in host RAM. Every launch is counted (LaunchCounters: bytes moved, barriers, instructions)."""
 from __future__ import annotations
 import bisect, collections, re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, Callable
 import numpy as np
 from tinycore.dtype import fma, tensor_core_dot
+from tinycore.runtime.device import LaunchCounters
 
 class EmulatorError(RuntimeError):
   """The emulated kernel did something PTX does not allow (or the emulator does not know): the message names it."""
@@ -23,25 +24,7 @@ SHARED_WINDOW = 1 << 56   # generic addresses [SHARED_WINDOW, SHARED_WINDOW + 2*
 
 # ***** counters *****
 
-@dataclass
-class Counters:
-  """What one launch did. Bytes count what the threads asked for (per active thread: its access size), not cache lines;
-  instructions count one per warp that issues it (with at least one thread active), thread_instructions one per active
-  thread; barriers count each block passing a barrier once."""
-  global_read: int = 0
-  global_written: int = 0
-  shared_read: int = 0
-  shared_written: int = 0
-  barriers: int = 0
-  instructions: int = 0
-  thread_instructions: int = 0
-  threads: int = 0
-  blocks: int = 0
-  def __iadd__(self, o: Counters) -> Counters:
-    for f in fields(self): setattr(self, f.name, getattr(self, f.name) + getattr(o, f.name))
-    return self
-
-LAUNCHES: collections.deque[tuple[str, Counters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
+LAUNCHES: collections.deque[tuple[str, LaunchCounters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
 
 # ***** global memory *****
 
@@ -100,7 +83,7 @@ class Thread:
   warps_per_block: int = 1
   shared: np.ndarray = field(default_factory=lambda: np.zeros((1, 16), np.uint8))   # (blocks, bytes rounded up to 16)
   shared_size: int = 0   # bytes of shared memory a block has
-  counters: Counters = field(default_factory=Counters)
+  counters: LaunchCounters = field(default_factory=LaunchCounters)
   def __post_init__(self): self.lanes_changed()
   def lanes_changed(self) -> None:
     self.warp = self.block * self.warps_per_block + self.tid // WARP   # each lane's warp (its slot in the batch), ascending
@@ -329,8 +312,10 @@ class Decoder:
     if parts[0] == "bra": return Instr(stmt, "bra", guard, label=ops[0])
     if parts[0] in ("exit", "ret"): return Instr(stmt, "exit", guard)
     if parts[0] in ("bar", "barrier") and "warp" not in parts: return self.barrier(stmt, guard, parts[1:], ops)
-    fn = OPS.get(parts[0])
-    if fn is None: raise EmulatorError(f"NV emulator: kernel {self.name}: instruction {parts[0]!r} is not implemented ({stmt})")
+    if parts[0] not in OPS: raise EmulatorError(f"NV emulator: kernel {self.name}: instruction {parts[0]!r} is not implemented ({stmt})")
+    fn, known = OPS[parts[0]]
+    if known is not None and (unknown := [m for m in parts[1:] if m not in known and m not in TYPES]):
+      raise EmulatorError(f"NV emulator: kernel {self.name}: modifier .{unknown[0]} of {parts[0]} is not implemented ({stmt})")
     try: run = fn(self, parts[1:], ops)
     except EmulatorError: raise
     except Exception as e: raise EmulatorError(f"NV emulator: kernel {self.name}: cannot decode {stmt!r}: {type(e).__name__}: {e}") from e
@@ -345,28 +330,46 @@ class Decoder:
     return Instr(stmt, "bar", guard, barrier=self.reader(ops[0], "u32"), aligned=stmt.startswith("bar.") or "aligned" in kind)
 
 # ***** instruction semantics: each builder gets the decoder, the opcode's modifiers and the operands, returns run(thread) *****
+# Each instruction does what the PTX ISA (9.1, chapter 9.7) defines, not what the core's definition wants: the renderer is
+# what makes the two agree. Where the ISA leaves a result unspecified the emulator gives what NVIDIA GPUs were measured to
+# give (tests/data/*.json), else a value that differs from the core's definition, so a kernel relying on it fails here too.
 
 TYPES = set(NP)
 def types_of(mods: list[str]) -> list[str]: return [m for m in mods if m in TYPES]
 
-def sat_float_to_int(x: np.ndarray, ty: str) -> np.ndarray:
-  """PTX float->int: rounded by the instruction, clamped to the destination's range, NaN -> 0."""
-  info = np.iinfo(NP[ty])
-  x = np.nan_to_num(np.asarray(x, np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf)
-  over, under = x >= float(info.max), x <= float(info.min)
-  safe = np.where(over | under, 0, x).astype(NP[ty])
-  return np.where(over, NP[ty](info.max), np.where(under, NP[ty](info.min), safe))
+F32_TINY = np.float32(2.0**-126)                      # the smallest normal f32: below it .ftz flushes
+CANONICAL_NAN = np.uint32(0x7FFFFFFF).view(np.float32)
 
-def _unary(fn):
+def flush(x: np.ndarray) -> np.ndarray:
+  """.ftz: f32 subnormals become the zero of their sign."""
+  return np.where(np.abs(x) < F32_TINY, np.copysign(np.float32(0), x), x).astype(np.float32)
+
+def float_op(fn: Callable, ty: str, mods: list[str]) -> Callable:
+  """fn over float operands with the instruction's modifiers: .ftz flushes f32 subnormal inputs and results, .sat clamps the
+  result to [0, 1] with NaN -> +0. An f32 NaN result is the canonical NaN 0x7fffffff (the ISA: single precision returns an
+  unspecified NaN), an f64 NaN keeps its payload (the ISA supports double-precision payloads)."""
+  ftz, sat = "ftz" in mods, "sat" in mods
+  if ftz and ty != "f32": raise EmulatorError(f"NV emulator: .ftz applies to .f32 only, not .{ty}")
+  def run(*xs):
+    with np.errstate(all="ignore"):
+      if ftz: xs = tuple(flush(x) for x in xs)
+      r = np.asarray(fn(*xs))
+      if ftz: r = flush(r)
+      if sat: r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(r.dtype)
+    return np.where(np.isnan(r), CANONICAL_NAN, r) if ty == "f32" else r
+  return run
+
+def needs(mods: list[str], rnd: str, what: str) -> None:
+  if rnd not in mods: raise EmulatorError(f"NV emulator: {what} needs the .{rnd} rounding modifier (other roundings are not implemented)")
+
+def _unary(fn):   # fn(a, ty, mods)
   def build(d: Decoder, mods, ops):
     ty = types_of(mods)[-1]
     a, out = d.reader(ops[1], ty), d.writer(ops[0], ty)
-    def run(t):
-      with np.errstate(all="ignore"): out(t, fn(a(t), ty))
-    return run
+    return lambda t: out(t, fn(a(t), ty, mods))
   return build
 
-def _binary(fn):
+def _binary(fn):   # fn(a, b, ty, mods)
   def build(d: Decoder, mods, ops):
     ty = types_of(mods)[-1]
     a, b, out = d.reader(ops[1], ty), d.reader(ops[2], ty), d.writer(ops[0], ty)
@@ -375,28 +378,44 @@ def _binary(fn):
     return run
   return build
 
+def _arith(float_fn, int_fn=None, rnd: str | None = None):
+  """An instruction on floats (float_fn, through float_op; rnd: the rounding modifier it must carry) and integers (int_fn,
+  wrapping in the type; None: floats only)."""
+  def fn(a, b, ty, mods):
+    if ty[0] == "f":
+      if rnd: needs(mods, rnd, f"{ty} arithmetic")
+      return float_op(float_fn, ty, mods)(a, b)
+    if int_fn is None or "sat" in mods: raise EmulatorError(f"NV emulator: {'.'.join(mods)} is not implemented")
+    return int_fn(a, b, ty, mods)
+  return fn
+
 def _int_div(a, b, ty, mods):
-  if ty[0] == "f": return np.divide(a, b)
-  b = np.where(b == 0, 1, b).astype(a.dtype)   # PTX leaves x / 0 undefined: any value will do, it must not trap
-  q = np.floor_divide(a, b)
-  fix = (a - q * b != 0) & ((a < 0) != (b < 0))
-  return np.where(fix, q + 1, q).astype(a.dtype)
+  """Truncating division. By zero the ISA gives "an unspecified, machine-specific value": here all bits set (never the
+  core's 0); MIN / -1 wraps."""
+  zero = b == 0
+  bs = np.where(zero, 1, b).astype(a.dtype)
+  q = np.floor_divide(a, bs)
+  q = np.where((a - q * bs != 0) & ((a < 0) != (bs < 0)), q + 1, q).astype(a.dtype)
+  return np.where(zero, ~np.zeros_like(a), q)
 
 def _int_rem(a, b, ty, mods):
-  return (a - _int_div(a, b, ty, mods) * np.where(b == 0, 1, b).astype(a.dtype)).astype(a.dtype)
+  """The remainder of the truncating division (NVIDIA's sign rule: the dividend's); by zero unspecified: here a itself."""
+  if ty[0] == "f": raise EmulatorError(f"NV emulator: rem.{ty} does not exist")
+  bs = np.where(b == 0, 1, b).astype(a.dtype)
+  return np.where(b == 0, a, (a - _int_div(a, bs, ty, mods) * bs).astype(a.dtype))
 
-def _mul(a, b, ty, mods):
+def _mul_int(a, b, ty, mods):
   if "wide" in mods:
     wide = {"s32": np.int64, "u32": np.uint64, "s16": np.int32, "u16": np.uint32}[ty]
     return a.astype(wide) * b.astype(wide)
-  if "hi" in mods: raise EmulatorError("NV emulator: mul.hi is not implemented")
+  if "lo" not in mods: raise EmulatorError(f"NV emulator: mul.{'.'.join(mods)} (only .lo and .wide on integers) is not implemented")
   return a * b
 
 def _shift(left: bool):
   def fn(a, n, ty, mods):
     bits = 8 * a.dtype.itemsize
     n = np.asarray(n).astype(np.uint64)
-    big = n >= bits   # PTX clamps the shift amount to the width
+    big = n >= bits   # the ISA: shift amounts past the register width are clamped to the width
     m = np.minimum(n, bits - 1).astype(a.dtype)
     if left: return np.where(big, 0, np.left_shift(a, m)).astype(a.dtype)
     r = np.right_shift(a, m)
@@ -451,32 +470,37 @@ def _cvta(d, mods, ops):
   return to_shared
 
 def _fused(d, mods, ops):
-  """mad.lo (ints, wrapping) and fma.rn / mad.rn (floats: a * b + c rounded once)."""
+  """mad.lo on integers (wrapping); fma.rn / mad.rn on floats: a * b + c rounded once (tinycore.dtype.fma), with .ftz and
+  .sat as float_op applies them."""
   ty = types_of(mods)[-1]
   a, b, c, out = d.reader(ops[1], ty), d.reader(ops[2], ty), d.reader(ops[3], ty), d.writer(ops[0], ty)
   if ty[0] == "f":
-    if mods != ["rn", ty]: raise EmulatorError(f"NV emulator: fma.{'.'.join(mods)}: only fma.rn.{ty} (no .ftz, .sat, other roundings) is implemented")
-    return lambda t: out(t, fma(*np.broadcast_arrays(a(t), b(t), c(t))))
+    needs(mods, "rn", f"fma/mad.{ty}")
+    fn = float_op(lambda x, y, z: fma(*np.broadcast_arrays(x, y, z)), ty, mods)
+    return lambda t: out(t, fn(a(t), b(t), c(t)))
+  if "lo" not in mods or "sat" in mods: raise EmulatorError(f"NV emulator: mad.{'.'.join(mods)} (only .lo on integers) is not implemented")
   def run(t):
     with np.errstate(all="ignore"): out(t, a(t) * b(t) + c(t))
   return run
 
 CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
        "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal}
+SETP_CMPS = set(CMP) | {c + "u" for c in ("eq", "ne", "lt", "le", "gt", "ge")} | {"num", "nan"}
 def _setp(d, mods, ops):
   ty = types_of(mods)[-1]
   cmp = mods[0]
+  if cmp not in SETP_CMPS: raise EmulatorError(f"NV emulator: setp.{cmp} is not implemented")
+  if "ftz" in mods and ty != "f32": raise EmulatorError(f"NV emulator: .ftz applies to .f32 only, not .{ty}")
   boolop = next((m for m in mods[1:] if m in ("and", "or", "xor")), None)
   a, b = d.reader(ops[1], ty), d.reader(ops[2], ty)
   c = d.reader(ops[3].lstrip("!"), "pred") if boolop else None
   neg_c = boolop is not None and ops[3].startswith("!")
   out = d.writer(ops[0], "pred")
   def compare(x, y):
+    if "ftz" in mods: x, y = flush(x), flush(y)
     if cmp == "nan": return np.isnan(x) | np.isnan(y)
     if cmp == "num": return ~(np.isnan(x) | np.isnan(y))
-    if cmp.endswith("u") and cmp != "u":   # unordered forms: true when either is NaN
-      return CMP[cmp[:-1]](x, y) | np.isnan(x) | np.isnan(y)
-    if cmp not in CMP: raise EmulatorError(f"NV emulator: setp.{cmp} is not implemented")
+    if cmp not in CMP: return CMP[cmp[:-1]](x, y) | np.isnan(x) | np.isnan(y)   # unordered forms: true when either is NaN
     return CMP[cmp](x, y)   # ordered: NaN compares false (ne included)
   def run(t):
     with np.errstate(invalid="ignore"): p = compare(a(t), b(t))
@@ -500,33 +524,72 @@ def _logic(fn):
   return build
 
 def _bfe(d, mods, ops):
+  """The ISA's bfe: len bits of a from bit pos (both taken & 0xff), padded with the field's sign bit (0 for unsigned types
+  and for len 0); past the msb of a the field is all sign bit."""
   ty = types_of(mods)[-1]
+  if ty not in ("u32", "u64", "s32", "s64"): raise EmulatorError(f"NV emulator: bfe.{ty} does not exist")
   a, pos, ln, out = d.reader(ops[1], ty), d.reader(ops[2], "u32"), d.reader(ops[3], "u32"), d.writer(ops[0], ty)
-  if ty != "u32": raise EmulatorError(f"NV emulator: bfe.{ty} is not implemented")
+  bits, one = 8 * np.dtype(NP[ty]).itemsize, np.uint64(1)
+  ones = np.uint64(2**bits - 1)
   def run(t):
-    p, n = int(pos(t)), int(ln(t))
-    out(t, (a(t) >> np.uint32(p)) & np.uint32((1 << n) - 1))
+    x = np.asarray(a(t)).view(f"u{bits // 8}").astype(np.uint64)
+    p, n = (np.asarray(pos(t)) & 0xff).astype(np.uint64), (np.asarray(ln(t)) & 0xff).astype(np.uint64)
+    take = np.minimum(n, np.uint64(bits) - np.minimum(p, np.uint64(bits)))   # bits that come from a
+    mask = np.where(take >= 64, ~np.uint64(0), (one << np.minimum(take, np.uint64(63))) - one)
+    field = (x >> np.minimum(p, np.uint64(63))) & mask
+    if ty[0] == "s":
+      sbit = (x >> np.minimum(p + n - one, np.uint64(bits - 1))) & one
+      field = np.where((n > 0) & (sbit == one), field | (~mask & ones), field)
+    out(t, field.astype(f"u{bits // 8}").view(NP[ty]))
   return run
 
+INT_ROUNDINGS = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}
+
+def float_to_int(x: np.ndarray, at: str, dt: str) -> np.ndarray:
+  """An integral float value as integer type dt, clamped to its range (the ISA: float-to-int conversions saturate). NaN
+  gives 0, except from an .f64 or into a 64-bit integer, where it gives 1 << (bits - 1) (the ISA's Integer Notes; the
+  H100's results, tests/data/h100_cvt_rzi.json)."""
+  info, x = np.iinfo(NP[dt]), np.asarray(x, np.float64)
+  nan, over, under = np.isnan(x), x >= float(info.max), x <= float(info.min)
+  out = np.where(over, NP[dt](info.max), np.where(under, NP[dt](info.min), np.where(over | under | nan, 0, x).astype(NP[dt])))
+  if at == "f64" or info.bits == 64:
+    out = np.where(nan, np.array(1 << (info.bits - 1), f"u{info.bits // 8}").view(NP[dt]), out)
+  return out.astype(NP[dt])
+
 def _cvt(d, mods, ops):
+  """cvt between the types the ISA lists: float->int with an integer rounding (saturating), float->float (rounding to an
+  integral value, or to a narrower type with .rn), int->float with .rn, int->int (truncated or extended); .ftz and .sat
+  as the ISA defines them for float results."""
   dt, at = types_of(mods)[-2:]
-  rnd = next((m for m in mods if m in ("rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi")), None)
-  if "sat" in mods: raise EmulatorError("NV emulator: cvt.sat is not implemented")
+  rnd = next((m for m in mods if m in INT_ROUNDINGS or m == "rn"), None)
   a, out = d.reader(ops[1], at), d.writer(ops[0], dt)
   fa, fd = at[0] == "f", dt[0] == "f"
-  if fa and fd and dt == at:   # round to an integral value in the same type
-    r = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}.get(rnd)
-    if r is None: raise EmulatorError(f"NV emulator: cvt.{rnd}.{dt}.{at} is not implemented")
-    return lambda t: out(t, r(a(t)))
+  ftz_in = "ftz" in mods and at == "f32"
+  if "ftz" in mods and "f32" not in (at, dt): raise EmulatorError(f"NV emulator: cvt.ftz needs an .f32 source or destination, not cvt.{dt}.{at}")
   if fa and not fd:
-    r = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}.get(rnd)
-    if r is None: raise EmulatorError(f"NV emulator: cvt.{dt}.{at} needs an integer rounding modifier")
+    if rnd not in INT_ROUNDINGS: raise EmulatorError(f"NV emulator: cvt.{dt}.{at} needs an integer rounding modifier (.rni .rzi .rmi .rpi)")
+    r = INT_ROUNDINGS[rnd]
     def run(t):
-      with np.errstate(invalid="ignore"): out(t, sat_float_to_int(r(a(t).astype(np.float64)), dt))
+      x = a(t)
+      with np.errstate(invalid="ignore"): out(t, float_to_int(r((flush(x) if ftz_in else x).astype(np.float64)), at, dt))
     return run
-  if fd and rnd not in (None, "rn"): raise EmulatorError(f"NV emulator: cvt.{rnd}.{dt}.{at} is not implemented")
-  def conv(t):
-    with np.errstate(all="ignore"): out(t, a(t).astype(NP[dt]))   # float narrowing and int->float round to nearest even; ints wrap/extend
+  if not fa and not fd:
+    if rnd is not None or "sat" in mods: raise EmulatorError(f"NV emulator: cvt.{'.'.join(mods)} between integers takes no rounding (.sat is not implemented)")
+    return lambda t: out(t, a(t).astype(NP[dt]))   # truncated, or extended by the source's signedness
+  if fa and at == dt:   # rounded to an integral value in the same type
+    if rnd not in INT_ROUNDINGS: raise EmulatorError(f"NV emulator: cvt.{dt}.{at} rounds to an integral value: it needs .rni .rzi .rmi or .rpi")
+    fn = float_op(INT_ROUNDINGS[rnd], dt, mods)
+    return lambda t: out(t, fn(a(t)))
+  narrowing = not fa or np.dtype(NP[dt]).itemsize < np.dtype(NP[at]).itemsize
+  if narrowing and rnd != "rn": raise EmulatorError(f"NV emulator: cvt.{dt}.{at} needs the .rn rounding modifier (.rz .rm .rp are not implemented)")
+  if not narrowing and rnd is not None: raise EmulatorError(f"NV emulator: cvt.{dt}.{at} is exact and takes no rounding modifier")
+  def conv(t):   # narrowing and int->float round to nearest even (numpy's conversions), widening is exact
+    x = a(t)
+    with np.errstate(all="ignore"):
+      r = (flush(x) if ftz_in else x).astype(NP[dt])
+      if "ftz" in mods and dt == "f32": r = flush(r)
+      if "sat" in mods: r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(NP[dt])
+    out(t, r)
   return conv
 
 SPACES = ("global", "shared", "param", "local", "const")
@@ -718,38 +781,72 @@ def _ldmatrix(d, mods, ops):
       out(t, r)
   return run
 
+def approximation(exact: np.ndarray, x: np.ndarray) -> np.ndarray:
+  """An .approx instruction's f32 result: the correctly rounded value moved one ulp, up or down by the input's last bit
+  (deterministic, both directions exercised), which is inside the ISA's bounds (ex2: 2 ulp; lg2: 2**-22 absolute in
+  (0.5, 2), relative elsewhere) and never exact where the hardware need not be. Exact where the exact result is an f32
+  (ex2 of integers, lg2 of powers of two: the ISA's special values among them), and for infinities, NaN and zero."""
+  r = exact.astype(np.float32)
+  moved = np.nextafter(r, np.where((x.view(np.uint32) & np.uint32(1)).astype(bool), np.float32(-np.inf), np.float32(np.inf)))
+  keep = ~np.isfinite(r) | (r == 0) | (r.astype(np.float64) == exact) | ~np.isfinite(moved)
+  return np.where(keep, r, moved)
+
+def ex2_approx(x: np.ndarray) -> np.ndarray: return approximation(np.exp2(x.astype(np.float64)), x)
+def lg2_approx(x: np.ndarray) -> np.ndarray: return approximation(np.log2(x.astype(np.float64)), x)
+
 def _approx(fn):
-  def f(x, ty):
-    if ty != "f32": raise EmulatorError(f"NV emulator: .approx.{ty} is not implemented")
-    return fn(x.astype(np.float64)).astype(np.float32)   # modelled exactly: within the documented error of the hardware's
+  def f(a, ty, mods):
+    if ty != "f32" or "approx" not in mods: raise EmulatorError(f"NV emulator: only .approx.f32 is implemented, not .{'.'.join(mods)}")
+    return float_op(fn, ty, mods)(a)
   return _unary(f)
 
-def _maxmin(fn):
+def _ieee(fn):   # rcp and sqrt: IEEE 754 rounding, .rn only (numpy's float32/float64 results are correctly rounded)
+  def f(a, ty, mods):
+    needs(mods, "rn", f"{ty} rcp/sqrt")
+    return float_op(fn, ty, mods)(a)
+  return _unary(f)
+
+def _maxmin(is_max: bool):
   def f(a, b, ty, mods):
-    if ty[0] == "f": return np.where(np.isnan(a), b, np.where(np.isnan(b), a, fn(a, b)))   # PTX: NaN loses unless both are
-    return fn(a, b)
+    if ty[0] != "f": return (np.maximum if is_max else np.minimum)(a, b)
+    def pick(x, y):   # the ISA: NaN loses unless both are (.NaN: NaN wins), and +0.0 > -0.0
+      first = (x > y) if is_max else (x < y)
+      first |= (x == 0) & (y == 0) & (np.signbit(y) if is_max else np.signbit(x))
+      r = np.where(first, x, y)
+      nan_x, nan_y = np.isnan(x), np.isnan(y)
+      if "NaN" in mods: return np.where(nan_x | nan_y, np.nan, r).astype(x.dtype)
+      return np.where(nan_x, y, np.where(nan_y, x, r))
+    return float_op(pick, ty, mods)(a, b)
   return _binary(f)
 
-OPS: dict[str, Callable] = {
-  "mov": _mov, "cvta": _cvta, "ld": _ld, "st": _st, "cvt": _cvt, "setp": _setp, "selp": _selp, "bfe": _bfe,
-  "shfl": _shfl, "bar": _bar_warp, "barrier": _bar_warp, "mma": _mma, "ldmatrix": _ldmatrix,
-  "add": _binary(lambda a, b, ty, m: a + b), "sub": _binary(lambda a, b, ty, m: a - b), "mul": _binary(_mul),
-  "div": _binary(_int_div), "rem": _binary(_int_rem), "mad": _fused, "fma": _fused,
-  "max": _maxmin(np.maximum), "min": _maxmin(np.minimum),
-  "neg": _unary(lambda a, ty: -a), "not": _unary(lambda a, ty: ~a),
-  "rcp": _unary(lambda a, ty: np.divide(a.dtype.type(1), a)), "sqrt": _unary(lambda a, ty: np.sqrt(a)),
-  "ex2": _approx(np.exp2), "lg2": _approx(np.log2), "sin": _approx(np.sin),
-  "and": _logic(np.bitwise_and), "or": _logic(np.bitwise_or), "xor": _logic(np.bitwise_xor),
-  "shl": _build_shift(True), "shr": _build_shift(False),
-}
-# the wide multiply's result type is twice the instruction's: its writer must be built for that type
-def _mul_build(d, mods, ops):
+def _mul_build(d, mods, ops):   # the wide multiply's result type is twice the instruction's: its writer is built for that type
   ty = types_of(mods)[-1]
-  if "wide" not in mods: return _binary(_mul)(d, mods, ops)
+  if "wide" not in mods: return _binary(_arith(np.multiply, _mul_int, "rn"))(d, mods, ops)
   wty = {"s32": "s64", "u32": "u64", "s16": "s32", "u16": "u32"}[ty]
   a, b, out = d.reader(ops[1], ty), d.reader(ops[2], ty), d.writer(ops[0], wty)
-  return lambda t: out(t, _mul(a(t), b(t), ty, mods))
-OPS["mul"] = _mul_build
+  return lambda t: out(t, _mul_int(a(t), b(t), ty, mods))
+
+ROUND = {"rn"}
+# opcode: (builder, the modifiers it is emulated with besides the types, any other being an error naming it; None: the
+# builder checks its own, those with spaces, vector widths and shapes)
+OPS: dict[str, tuple[Callable, set[str] | None]] = {
+  "mov": (_mov, set()), "cvta": (_cvta, None), "ld": (_ld, None), "st": (_st, None),
+  "shfl": (_shfl, None), "bar": (_bar_warp, None), "barrier": (_bar_warp, None), "mma": (_mma, None), "ldmatrix": (_ldmatrix, None),
+  "cvt": (_cvt, set(INT_ROUNDINGS) | ROUND | {"ftz", "sat"}), "selp": (_selp, set()), "bfe": (_bfe, set()),
+  "setp": (_setp, SETP_CMPS | {"and", "or", "xor", "ftz"}),
+  "add": (_binary(_arith(np.add, lambda a, b, ty, m: a + b)), ROUND | {"ftz", "sat"}),
+  "sub": (_binary(_arith(np.subtract, lambda a, b, ty, m: a - b)), ROUND | {"ftz", "sat"}),
+  "mul": (_mul_build, ROUND | {"lo", "wide", "ftz", "sat"}),
+  "div": (_binary(_arith(np.divide, _int_div, "rn")), ROUND | {"ftz"}), "rem": (_binary(_int_rem), set()),
+  "mad": (_fused, ROUND | {"lo", "ftz", "sat"}), "fma": (_fused, ROUND | {"ftz", "sat"}),
+  "max": (_maxmin(True), {"ftz", "NaN"}), "min": (_maxmin(False), {"ftz", "NaN"}),
+  "neg": (_unary(lambda a, ty, m: float_op(np.negative, ty, m)(a) if ty[0] == "f" else -a), {"ftz"}),
+  "not": (_unary(lambda a, ty, m: ~a), set()),
+  "rcp": (_ieee(lambda a: np.divide(a.dtype.type(1), a)), ROUND | {"ftz"}), "sqrt": (_ieee(np.sqrt), ROUND | {"ftz"}),
+  "ex2": (_approx(ex2_approx), {"approx", "ftz"}), "lg2": (_approx(lg2_approx), {"approx", "ftz"}),
+  "and": (_logic(np.bitwise_and), set()), "or": (_logic(np.bitwise_or), set()), "xor": (_logic(np.bitwise_xor), set()),
+  "shl": (_build_shift(True), set()), "shr": (_build_shift(False), set()),
+}
 
 # ***** the tensor core's arithmetic *****
 
@@ -773,12 +870,12 @@ class EmulatedKernel:
     dec = Decoder(ptx, name)
     self.name, self.memory, self.instrs, self.params = name, memory, dec.instrs, dec.param_order
     self.static_shared = dec.static_shared
-    self.counters = Counters()
+    self.counters = LaunchCounters()
 
-  def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> Counters:
+  def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> LaunchCounters:
     nblocks, per_block = int(np.prod(grid)), int(np.prod(block))
     if per_block > MAX_THREADS: raise EmulatorError(f"NV emulator: kernel {self.name}: a block of {block} has {per_block} threads, more than {MAX_THREADS}")
-    self.counters = c = Counters(threads=nblocks * per_block, blocks=nblocks)
+    self.counters = c = LaunchCounters(threads=nblocks * per_block, blocks=nblocks)
     if nblocks == 0 or per_block == 0: return c
     shared = self.static_shared + shared_bytes
     step = max(1, LANES // per_block)   # blocks per batch
@@ -883,3 +980,4 @@ class EmulatedKernel:
         raise EmulatorError(f"NV emulator: kernel {self.name}: {t.who(k)} (at `{self.instrs[pcs[k]].text}`) and {t.who(k + 1)} "
                             f"(at `{self.instrs[pcs[k + 1]].text}`) {why}")
     t.counters.barriers += int(np.count_nonzero(np.diff(t.block))) + 1
+

@@ -97,6 +97,8 @@ def int_math(ctx: CStyleKernel, x: UOp) -> str:
 def image_at(ctx: CStyleKernel, i: UOp) -> str: return f"(int2)((int){ctx[i.src[1]]}, (int){ctx[i.src[2]]})"
 def image_type(dt: DType) -> str: return "h" if dt == dtypes.float16 else "f"   # read_imageh/imagef (half images only with fp16)
 
+SELECT_MASK = {dtypes.float16: "short", dtypes.float32: "int", dtypes.float64: "long"}   # select()'s condition type per float
+
 class OpenCLRenderer(CStyleRenderer):
   """OpenCL C for Adreno. Defaults describe an Adreno GPU (native half through cl_khr_fp16, no float64, images with the
   OpenCL 1.2 minimum limits); `for_device` reads what an opened device reports. Rendering needs no device."""
@@ -181,6 +183,8 @@ class OpenCLRenderer(CStyleRenderer):
                                    f"({'half4' if image_type(v.dtype) == 'h' else 'float4'})({ctx[v]}, 0, 0, 0));")),
     (UPat(Ops.LOAD, dtypes.bool, name="x"), lambda ctx, x: f"({ctx[x.src[0]]} != 0)"),   # bool lives in memory as uchar
     (UPat(Ops.STORE, src=(UPat.var("i"), UPat.var("v", dtypes.bool)), allow_any_len=True, name="x"), lambda ctx, x, i, v: ctx.line(f"{ctx[i]} = (uchar){ctx[v]};")),
+    # floats by select(): pocl's compiler turns (x > 0 ? -0.0f : x) into a min that returns -0.0 for x = +0.0
+    (UPat(Ops.WHERE, tuple(SELECT_MASK), name="x"), lambda ctx, x: "select({2}, {1}, ({t}){0})".format(*ctx.args(x), t=SELECT_MASK[x.dtype])),
     (on(Ops.MAX, INTS), lambda ctx, x: "max({}, {})".format(*ctx.args(x))),
     (on((Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MULACC, Ops.SHL), INTS), int_math),
     # arithmetic for signed values, written so that no right shift of a negative number is needed

@@ -26,7 +26,7 @@ def check_alive(view: GPUView) -> None:
 class WebGPUAllocator(LRUAllocator):
   supports_offset = True
   def __init__(self, driver):
-    super().__init__("WEBGPU")
+    super().__init__(driver.device)
     self.driver = driver
     # every GPUBuffer from _alloc until _free, by id. wgpu releases a GPUBuffer in its __del__; a tinycore Buffer that dies
     # in a reference cycle (an exception's traceback, say) takes its GPUView and GPUBuffer into the same cyclic trash, whose

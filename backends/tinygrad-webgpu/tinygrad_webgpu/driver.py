@@ -142,6 +142,7 @@ class WebGPUProgram:
 
 class WebGPUDriver(Driver):
   def __init__(self, index: int = 0):  # one instance: the adapter wgpu picks
+    if index != 0: raise DeviceError(f"WEBGPU: only instance 0 exists (the adapter wgpu picks), WEBGPU:{index} was asked for")
     super().__init__("WEBGPU")
     adapter, forced = request_adapter(), os.environ.get("WGPU_BACKEND_TYPE", "").strip()
     if adapter is None:

@@ -71,14 +71,16 @@ def hand_coded(k: Kernel) -> Kernel:
   return k
 
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
-  """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile), the sum staged in
-  shared memory 16 at a time (tiles of both operands: 8 KiB in float32) and unrolled."""
+  """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile; 8x8 and 128x128 where
+  both output axes are 1024 or longer and the target takes 8 copies: twice the multiply-adds per shared-memory read),
+  the sum staged in shared memory 16 at a time (tiles of both operands: 8 or 16 KiB in float32) and unrolled."""
   rid, cid = rows.arg[0], cols.arg[0]
+  per_thread = 8 if min(const_size(rows), const_size(cols)) >= 1024 and k.ren.upcast_max >= 8 else 4
   lim = min(ren_threads := k.ren.max_threads_per_group, 256)
   for r, cap in ((cols, 16), (rows, lim // 16)):
     if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: k = _try(k, OptOps.LOCAL, r, n)
   for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
-    if any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), 4)) is not None: k = _try(k, OptOps.UPCAST, i, n)
+    if any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), per_thread)) is not None: k = _try(k, OptOps.UPCAST, i, n)
   # the innermost sum axis that tiles (a conv's kernel rows and columns do not: its channels do)
   for r in reversed([r for r in k.reduces[0].src[1:] if const_size(r) is not None]):
     for bk in (16, 8, 4):

@@ -200,13 +200,15 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
       terms = split_terms(ld.src[0].src[1])[0]
       tile.sort(key=lambda a: (-abs(terms.get(a, 0)), a.arg[0]))
       size = prod(const_size(a) for a in tile)
-      if size % nthreads: continue
       smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, "local"), (), len(copies))
-      e = lid if size == nthreads else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, size // nthreads),),
+      e = lid if size <= nthreads else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads)),),
                                                            (k.next_id + len(copies), AxisType.UPCAST))
+      # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
+      inside = e < size if size % nthreads else None
+      at = e if inside is None else inside.where(e, UOp.const(dtypes.index, 0))
       coords, stride = {}, 1
-      for a in reversed(tile): coords[a], stride = (e // stride) % const_size(a) if stride > 1 else e % const_size(a), stride * const_size(a)
-      copies.append(smem.index(e).store(ld.substitute(coords), pre))
+      for a in reversed(tile): coords[a], stride = (at // stride) % const_size(a) if stride > 1 else at % const_size(a), stride * const_size(a)
+      copies.append(smem.index(at).store(ld.substitute(coords), *((inside,) if inside is not None else ()), pre))
       sub[ld] = smem.index(flat(tile))
       smem_bytes += size * ld.dtype.itemsize
   if not copies: raise OptError("STAGE: no load the threads of a block share")

@@ -33,6 +33,21 @@ def use_tensor_cores(k: Kernel) -> Kernel | None:
       if (kk := _axis(kk, rngs, d)) is None: break
     if kk is None: continue
     for r in sorted((r for r in kk.reduces[0].src[1:] if const_size(r) is not None and const_size(r) % K == 0), key=lambda r: -const_size(r)):
-      try: return apply_opt(kk, Opt(OptOps.TC, r.arg[0], i))
+      try: return _tiles(apply_opt(kk, Opt(OptOps.TC, r.arg[0], i)))
       except OptError: continue
   return None
+
+def _tiles(k: Kernel) -> Kernel:
+  """More work per warp and warps per block: each warp 2x4 instructions' tiles (A's fragments used by 4, B's by 2),
+  2x2 warps to a block, where the output axes divide."""
+  (mma,) = [u for u in k.order if u.op is Ops.WMMA]
+  a, b = ({u for u in s.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL} for s in mma.src[:2])
+  for op, side, amt in ((OptOps.UPCAST, b - a, 4), (OptOps.UPCAST, a - b, 2), (OptOps.LOCAL, a - b, 2), (OptOps.LOCAL, b - a, 2)):
+    for r in sorted(side, key=lambda r: -r.arg[0]):
+      r = k.rng(r.arg[0])
+      if const_size(r) is not None and const_size(r) % amt == 0 and const_size(r) > amt:
+        try:
+          k = apply_opt(k, Opt(op, r.arg[0], amt))
+          break
+        except OptError: pass
+  return k

@@ -14,7 +14,7 @@ def driver(index: int):
   return ExampleDriver(index)
 def allocator(driver):
   from tinygrad_example.allocator import ExampleAllocator
-  return ExampleAllocator("EXAMPLE")
+  return ExampleAllocator(driver.device)   # the instance's name: "EXAMPLE:1" for driver(1)
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:

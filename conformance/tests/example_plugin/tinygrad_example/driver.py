@@ -3,6 +3,7 @@ import ctypes, os, tempfile, time
 from tinycore.runtime.binary import unpack_binary
 from tinycore.runtime.device import Driver
 from tinycore.runtime.errors import CompileError
+from tinycore.runtime.plugin import instance_name
 from tinygrad_example.assembler import MAGIC
 
 class ExampleProgram:
@@ -14,7 +15,8 @@ class ExampleProgram:
     return time.perf_counter() - st if wait else None   # one call runs the whole kernel (global_dims = 0: a loop nest)
 
 class ExampleDriver(Driver):
-  def __init__(self, index: int = 0): super().__init__("EXAMPLE")   # a real driver opens GPU number `index` here
+  # a real driver opens GPU number `index` here; the name ("EXAMPLE", "EXAMPLE:1", ...) says which one in every error
+  def __init__(self, index: int = 0): super().__init__(instance_name("EXAMPLE", index))
   def load(self, name: str, binary: bytes, spec=None) -> ExampleProgram:
     header, so = unpack_binary(MAGIC, binary, "EXAMPLE")   # a binary from elsewhere, or corrupted, is a CompileError
     fd, path = tempfile.mkstemp(suffix=".so")

@@ -1,0 +1,137 @@
+"""The GPU-style codegen: each optimisation action keeps results, refuses what it cannot do, and the renderers' kernels have
+thread blocks, shared memory, barriers and tensor-core instructions where the work calls for them (no device needed)."""
+import numpy as np
+import pytest
+from tinycore import Tensor, Device, dtypes
+from tinycore.uop import Ops, AxisType
+from tinycore.codegen import get_program, lower_to_sink
+from tinycore.codegen.opt import Kernel, Opt, OptOps, OptError, apply_opt
+from tinycore.engine import CompiledRunner
+
+def last_kernel(t: Tensor):
+  return [si for si in t.schedule() if si.ast.op is Ops.SINK][-1]
+
+def run_with(si, opts) -> np.ndarray:
+  """The schedule item's kernel compiled with `opts` on PYTHON, run on its buffers: its output."""
+  CompiledRunner("PYTHON", get_program(si.ast, Device.renderer("PYTHON"), opts=tuple(opts)))(si.bufs, {})
+  return si.bufs[0].numpy().copy()
+
+def kernel_of(si) -> Kernel:
+  ren = Device.renderer("PYTHON")
+  return Kernel(lower_to_sink(si.ast, ren), ren)
+
+rng = np.random.default_rng(0)
+A = rng.integers(-3, 4, (24, 40)).astype(np.float32)
+B = rng.integers(-3, 4, (40, 36)).astype(np.float32)
+
+# small integers: every order of summation is exact, so every action must give the same bits
+ACTIONS = {
+  "LOCAL": [Opt(OptOps.LOCAL, 1, 4)], "UPCAST": [Opt(OptOps.UPCAST, 0, 3)], "UNROLL": [Opt(OptOps.UNROLL, 2, 8)],
+  "GROUP": [Opt(OptOps.GROUP, 2, 8)], "GROUPTOP": [Opt(OptOps.GROUPTOP, 2, 5)],
+  "LOCAL+GROUP onto its threads": [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.GROUP, 2, 4)],
+  "PADTO rows": [Opt(OptOps.PADTO, 0, 16)], "PADTO sum": [Opt(OptOps.PADTO, 2, 32)],
+  "MERGE": [Opt(OptOps.MERGE, 0, 1)],
+  "LOCAL+UPCAST+STAGE+UNROLL": [Opt(OptOps.LOCAL, 1, 4), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.UPCAST, 0, 2),
+                                Opt(OptOps.STAGE, 2, 8), Opt(OptOps.UNROLL, 7, 4)],
+}
+
+@pytest.mark.parametrize("name", list(ACTIONS))
+def test_every_action_keeps_the_result(name):
+  si = last_kernel(Tensor(A, device="PYTHON").realize() @ Tensor(B, device="PYTHON").realize())
+  np.testing.assert_array_equal(run_with(si, ACTIONS[name]).reshape(24, 36), A @ B)
+
+def test_actions_that_do_not_apply_say_why():
+  si = last_kernel(Tensor(A, device="PYTHON").realize() @ Tensor(B, device="PYTHON").realize())
+  k = kernel_of(si)
+  for opt, why in ((Opt(OptOps.LOCAL, 1, 7), "does not divide"), (Opt(OptOps.UNROLL, 0, 2), "splits a REDUCE range"),
+                   (Opt(OptOps.LOCAL, 9, 2), "no range 9"), (Opt(OptOps.PADTO, 0, 100), "more than doubles"),
+                   (Opt(OptOps.STAGE, 2, 8), "no thread axes"), (Opt(OptOps.TC, 2, 0), "not the axis of one sum of half products")):
+    with pytest.raises(OptError, match=why): apply_opt(k, opt)
+  staged = apply_opt(apply_opt(k, Opt(OptOps.LOCAL, 1, 4)), Opt(OptOps.STAGE, 2, 8))
+  with pytest.raises(OptError, match="only UNROLL may follow STAGE"): apply_opt(staged, Opt(OptOps.UPCAST, 0, 2))
+
+def test_grouped_reduction_gates_its_store_and_shares_threads_with_the_rows():
+  """A sum over few outputs gets threads of its own (the group's first stores); a row's sum in a kernel that then writes
+  the row (softmax's) runs on the row's threads, each storing its own element."""
+  x = Tensor(rng.standard_normal((8, 1024)).astype(np.float32), device="PYTHON").realize()
+  spec = get_program(last_kernel(x.sum(1)).ast, Device.renderer("PYTHON"))
+  assert spec.local_size[0] >= 64 and any(u.op is Ops.STORE and len(u.src) > 2 and u.src[0].src[0].op is Ops.DEFINE_GLOBAL for u in spec.uops)
+  for si in [si for si in x.softmax(1).schedule() if si.ast.op is Ops.SINK]:
+    spec = get_program(si.ast, Device.renderer("PYTHON"))
+    loads = [u for u in spec.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    # every global read happens once per thread per trip: no thread reads a whole row alone
+    assert all(not any(r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg >= 1024 for r in ld.toposort()) for ld in loads), spec.name
+  np.testing.assert_allclose(x.softmax(1).numpy(), np.exp(x.numpy()) / np.exp(x.numpy()).sum(1, keepdims=True), rtol=1e-5)
+
+def test_tensor_core_action_matches_the_definition_and_pads():
+  """The TC action's fragments (index math built from the layout) against PYTHON's WMMA (its own gather of the same
+  layout): sizes that are multiples of the tile and ones padded to it."""
+  for m, k, n in ((16, 24, 8), (13, 11, 7)):
+    a, b = rng.uniform(-2, 2, (m, k)).astype(np.float16), rng.uniform(-2, 2, (k, n)).astype(np.float16)
+    out = Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON")
+    spec = get_program(last_kernel(out).ast, Device.renderer("PYTHON"))
+    assert any(u.op is Ops.WMMA for u in spec.uops) and spec.local_size[0] == 32
+    np.testing.assert_allclose(out.numpy().astype(np.float32), (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16), rtol=2e-3, atol=2e-3)
+
+def test_wmma_refuses_lanes_that_disagree_on_a_copy():
+  """PYTHON's WMMA checks the layout: lanes holding copies of one element (none in its own tensor core) must agree."""
+  from tinycore.renderer import TensorCore
+  from tinycore.runtime.builtin import wmma
+  tc = TensorCore("copies", (2, 2, 2), dtypes.float16, dtypes.float32, 2, a=((None,), (("m", 0), ("k", 0))),
+                  b=((("n", 0),), (("k", 0),)), c=((("n", 0),), (("m", 0),)))
+  a = np.array([[1, 2, 3, 4], [1, 2, 3, 5]], np.float16)   # lane 1's copy of A differs in its last element
+  with pytest.raises(RuntimeError, match=r"disagree"): wmma(tc, a, np.ones((2, 2)), np.zeros((2, 2)), lanes=2)
+
+# ***** rendered kernels: the structure, without a device *****
+
+def renderer(name: str):
+  if name == "NV":
+    nv = pytest.importorskip("tinygrad_nv.renderer")
+    return nv.PTXRenderer("sm_90")
+  if name == "QCOM": return pytest.importorskip("tinygrad_qcom.renderer").OpenCLRenderer()
+  return pytest.importorskip("tinygrad_webgpu.renderer").WGSLRenderer()
+
+MARKS = {"NV": (".shared", "bar.sync"), "QCOM": ("__local", "barrier(CLK_LOCAL_MEM_FENCE)"), "WEBGPU": ("var<workgroup>", "workgroupBarrier()")}
+def conv_grads():
+  x, w = Tensor.empty(8, 16, 32, 32, requires_grad=True), Tensor.empty(32, 16, 3, 3, requires_grad=True)
+  return x.conv2d(w, padding=1).sum().gradient(x, w)
+
+WORK = {
+  "matmul 512": lambda: Tensor.empty(512, 512) @ Tensor.empty(512, 512),
+  "conv forward": lambda: Tensor.empty(8, 16, 32, 32).conv2d(Tensor.empty(32, 16, 3, 3), padding=1),
+  "conv backward": conv_grads,
+  "softmax": lambda: Tensor.empty(256, 1024).softmax(1),
+  "sum 2^20": lambda: Tensor.empty(1 << 20).sum(),
+}
+
+@pytest.mark.parametrize("dev", list(MARKS))
+def test_gpu_kernels_use_blocks_shared_memory_and_barriers(dev):
+  ren = renderer(dev)
+  for name, make in WORK.items():
+    outs = make()
+    items = [si for t in (outs if isinstance(outs, (list, tuple)) else [outs]) for si in t.schedule() if si.ast.op is Ops.SINK]
+    specs = [get_program(si.ast, ren) for si in items]
+    big = [s for s, si in zip(specs, items) if sum(b.size for b in si.bufs[1:]) >= 4096]   # (not a sum of 32 partials)
+    assert big and all(s.local_size is not None and np.prod(s.local_size) > 1 for s in big), (dev, name, [s.local_size for s in specs])
+    shared = [s for s in specs if all(m in s.src for m in MARKS[dev])]
+    assert shared, f"{dev} {name}: no kernel uses shared memory and a barrier"
+
+def test_a_sum_stored_twice_is_lowered_once():
+  """A training step's forward kernel stores a matmul's float32 sum (for the ReLU's gradient) and the half activation
+  (the sum cast, reshaped back to the kernel's shape): the lowerer reaches the sum along both paths as one (u, index),
+  so it is one REDUCE, on the tensor core; two copies of it would be twice the work and keep the TC action off."""
+  h, r = dtypes.float16, np.random.default_rng(1)
+  xs, w1s, b1s, w2s = (r.integers(-2, 3, s).astype(np.float16) for s in ((16, 32), (32, 64), (64,), (64, 16)))
+  x, w1, b1, w2 = (Tensor(v, device="PYTHON", requires_grad=True) for v in (xs, w1s, b1s, w2s))
+  loss = (x.linear(w1, b1).relu() @ w2).float().square().sum()
+  grads = loss.gradient(w1, w2)
+  items = [si for si in Tensor.schedule(*grads) if si.ast.op is Ops.SINK]
+  (fwd,) = [si for si in items if len(si.ast.src) == 2]   # the one kernel with two outputs: the sum and the activation
+  ren = Device.renderer("PYTHON")
+  assert sum(u.op is Ops.REDUCE for u in lower_to_sink(fwd.ast, ren).toposort()) == 1
+  assert any(u.op is Ops.WMMA for u in get_program(fwd.ast, ren).uops)
+  a = np.maximum(xs.astype(np.float64) @ w1s + b1s, 0)
+  g_out = 2 * (a @ w2s)
+  want = (xs.T @ ((g_out @ w2s.T) * (a > 0)), a.T @ g_out)
+  for got, ref in zip(grads, want):   # the intermediates are rounded to half: 2^-11 of each, a few times over
+    np.testing.assert_allclose(got.numpy().astype(np.float64), ref, atol=4e-3 * np.abs(ref).max())
