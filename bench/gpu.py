@@ -39,6 +39,8 @@ def emulator_workloads(a):
   return {
     f"matmul {n}x{n} fp32": (lambda d: (Tensor.randn(n, n, device=d).realize(), Tensor.randn(n, n, device=d).realize()),
                              lambda x, y: [x @ y], 3 * n * n * 4),
+    f"matmul {n}x{n} fp16 (tensor cores)": (lambda d: (Tensor.randn(n, n, device=d).cast("float16").realize(), Tensor.randn(n, n, device=d).cast("float16").realize()),
+                                            lambda x, y: [x @ y], 3 * n * n * 2),
     f"conv {b}x{c}x{hw}x{hw} * {k}x{c}x3x3 forward": (conv_inputs, lambda x, w: [x.conv2d(w, padding=1)], (b * c + b * k) * hw * hw * 4 + k * c * 36),
     "conv backward (dx, dw)": (conv_inputs, conv_backward, (2 * b * c + b * k) * hw * hw * 4 + 2 * k * c * 36),
     f"softmax {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * sr * sc * 4),
@@ -62,7 +64,7 @@ def run_counters(a) -> None:
     print(f"\n== {dev} emulator ==")
     print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'(x least)':>9s} {'written':>10s} {'shared r/w':>21s} {'barriers':>9s} "
           f"{'instr (warp)':>12s} {'instr/thread':>12s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
-    for name, (make, run, least) in emulator_workloads(a).items():
+    for name, (make, run, least) in ((n, w) for n, w in emulator_workloads(a).items() if a.only in n):
       Tensor.manual_seed(0)
       ins = make(dev)
       st = time.perf_counter()
@@ -203,7 +205,7 @@ def main() -> None:
   p.add_argument("--gpu-conv", type=int, nargs=4, default=[32, 64, 56, 64], metavar=("BATCH", "CIN", "SIZE", "COUT"))
   p.add_argument("--train-batch", type=int, default=256)
   p.add_argument("--reps", type=int, default=5)
-  p.add_argument("--only", default="", help="gpu mode: only workloads whose name contains this")
+  p.add_argument("--only", default="", help="only workloads whose name contains this")
   a = p.parse_args()
   a.conv_batch, a.conv_channels, a.conv_size, a.conv_out = a.conv
   mode = a.mode if a.mode != "auto" else ("gpu" if has_nvidia_gpu() else "counters")

@@ -83,6 +83,27 @@ def test_tensor_core_action_matches_the_definition_and_pads():
     assert any(u.op is Ops.WMMA for u in spec.uops) and spec.local_size[0] == 32
     np.testing.assert_allclose(out.numpy().astype(np.float32), (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16), rtol=2e-3, atol=2e-3)
 
+@pytest.mark.parametrize("shape", [(64, 64, 64), (2, 32, 48, 64), (100, 77, 33)])
+def test_tensor_core_operands_are_staged_in_shared_memory(shape):
+  """Blocks of several warps copy both operands' tiles to shared memory (a barrier, then the fragments read from there):
+  square, batched and padded sizes, on PYTHON's 8x8x8 tensor core against numpy."""
+  *bs, m, k, n = shape
+  a, b = rng.uniform(-2, 2, (*bs, m, k)).astype(np.float16), rng.uniform(-2, 2, (*bs, k, n)).astype(np.float16)
+  out = Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON")
+  spec = get_program(last_kernel(out).ast, Device.renderer("PYTHON"))
+  assert any(u.op is Ops.WMMA for u in spec.uops) and any(u.op is Ops.BARRIER for u in spec.uops)
+  smem = [u for u in spec.uops if u.op is Ops.DEFINE_LOCAL]
+  assert smem and all(any(u.op is Ops.LOAD and u.src[0].src[0] is s for u in spec.uops) for s in smem)
+  np.testing.assert_allclose(out.numpy().astype(np.float32), (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16), rtol=2e-3, atol=2e-3)
+
+def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory():
+  """The PTX of an fp16 matmul: mma.sync on fragments loaded from .shared, the tiles copied there between bar.syncs;
+  each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments."""
+  src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dtypes.float16) @ Tensor.empty(512, 512, dtype=dtypes.float16)).ast, renderer("NV")).src
+  assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ld.shared.b16" in src
+  # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128 threads
+  assert src.count("ld.global.b16") == (128 * 32 + 32 * 128) // 128 and src.count("mma.sync") == 4 * 8
+
 def test_wmma_refuses_lanes_that_disagree_on_a_copy():
   """PYTHON's WMMA checks the layout: lanes holding copies of one element (none in its own tensor core) must agree."""
   from tinycore.renderer import TensorCore

@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from enum import Enum, auto
+import numpy as np
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod, ceildiv
 from tinycore.uop import UOp, Ops, AxisType, symbolic_rules, split_terms, identity_element
@@ -178,6 +179,55 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
 # consecutive addresses), wait at a barrier, then read them from there: global traffic falls by the block's width. A
 # barrier before the copy keeps a tile until every thread has finished reading the one before it.
 
+# A tensor core's fragment loads read their tile through the lane id's bits (codegen/opt/tc.py), not through one range
+# per tile axis: their tile is found from the addresses themselves. Every fragment load of one operand (one buffer, one
+# base address) reads inside the same box of elements, `sizes` along `strides` of the buffer; the box is copied to
+# shared memory whole, in the buffer's order (consecutive threads consecutive addresses), and each fragment element is
+# read at its place in the box.
+
+_NP_ALU = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.NEG: np.negative,
+           Ops.CMPLT: np.less, Ops.CMPNE: np.not_equal, Ops.CMPEQ: np.equal, Ops.AND: np.logical_and, Ops.OR: np.logical_or,
+           Ops.WHERE: np.where, Ops.IDIV: lambda a, b: np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b)),
+           Ops.MOD: lambda a, b: a - b * (np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b)))}
+
+def _values(u: UOp, tile: list[UOp], others: int) -> np.ndarray | None:
+  """The index u at every point of the tile's ranges (one numpy axis each), every other range at `others`; None where
+  it reads something else (a variable, a load)."""
+  vals: dict[UOp, np.ndarray] = {}
+  for x in u.toposort():
+    if x.op is Ops.CONST: vals[x] = np.array(x.arg)
+    elif x.op is Ops.RANGE:
+      vals[x] = np.arange(const_size(x)).reshape([-1 if t is x else 1 for t in tile]) if x in tile else np.array(min(others, x.vmax))
+    elif x.op in _NP_ALU: vals[x] = _NP_ALU[x.op](*(vals[s] for s in x.src))
+    else: return None
+  return np.broadcast_to(vals[u], [const_size(t) for t in tile]).astype(np.int64)
+
+def _box(idxs: list[UOp], tile: list[UOp]) -> tuple[int, list[int], list[int]] | None:
+  """(least offset, strides, sizes): the elements the indexes read over the tile's ranges, relative to the first one's
+  at the tile's origin, as a box of the buffer (each stride a multiple of the span below it), the same wherever the
+  other ranges are; None where they are not one."""
+  offs = []
+  for others in (0, 1):
+    vals = [_values(i, tile, others) for i in idxs]
+    if any(v is None for v in vals): return None
+    offs.append(np.unique(np.concatenate([v.ravel() for v in vals])) - vals[0].flat[0])
+  if offs[0].shape != offs[1].shape or (offs[0] != offs[1]).any(): return None
+  low, got = int(offs[0][0]), offs[0] - offs[0][0]
+  strides, sizes, points = [], [], np.zeros(1, np.int64)
+  while len(points) < len(got):
+    s, n = int(got[~np.isin(got, points)][0]), 1
+    while np.isin(points + n * s, got).all(): n += 1
+    if n == 1 or strides and s < strides[-1] * sizes[-1] or strides and s % strides[-1]: return None
+    strides, sizes, points = strides + [s], sizes + [n], np.add.outer(np.arange(n) * s, points).ravel()
+  return (low, strides, sizes) if len(points) == len(got) and np.isin(got, points).all() else None
+
+def _ungated(ld: UOp) -> UOp:
+  """A load's index without the gates of padded reads (pad_range, the lowerer's pads: where a gate is off, the value
+  read is masked after the load): the copy gates its own reads."""
+  idx = ld.src[0].src[1]
+  while idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0: idx = idx.src[1]
+  return idx
+
 def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   """Every global load in the reductions over `inner` that some thread axis does not change (the threads share it) is
   read from a shared-memory copy of its tile: the values it takes over `inner` and the thread and upcast axes it reads."""
@@ -187,7 +237,18 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   nthreads, lid = prod(const_size(t) for t in threads), flat(threads)
   pre = UOp(Ops.BARRIER, dtypes.void, (outer,) if outer is not None else ())
   sub, copies, smem_bytes = {}, [], 0
-  tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL)
+  tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL, AxisType.WARP)
+  def copy(ld: UOp, size: int, value) -> UOp:
+    """smem (a fresh one of `size` elements) filled by the block's threads: element e is value(e)."""
+    smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, "local"), (), len(copies))
+    e = lid if size <= nthreads else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads)),),
+                                                         (k.next_id + len(copies), AxisType.UPCAST))
+    # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
+    inside = e < size if size % nthreads else None
+    copies.append(smem.index(at := e if inside is None else inside.where(e, UOp.const(dtypes.index, 0))).store(
+      value(at), *((inside,) if inside is not None else ()), pre))
+    return smem
+  fragments: dict[tuple, list[UOp]] = {}
   for x in k.owners.get(inner, []):
     # the sum's loops inside the tile's loop are the tile's; those outside it run alike in every thread of the block
     mine = set(x.src[1 + x.src[1:].index(outer) + 1:]) if outer is not None else set(x.src[1:])
@@ -196,21 +257,37 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
       tile = [a for a in k.deps[ld] if a is not outer and (a.arg[1] in tile_kinds or a in mine)]
       if any(a not in tile and a is not outer and a.arg[1] is not AxisType.GLOBAL for a in k.deps[ld]): continue
       if any(const_size(a) is None for a in tile): continue
+      if any(a.arg[1] is AxisType.WARP for a in tile):   # a fragment element: its operand's loads are staged together below
+        # one operand's fragment elements: one buffer, one base address but for its constant
+        base = split_terms(_ungated(ld).substitute({a: UOp.const(dtypes.index, 0) for a in tile}).simplify())[0]
+        group = fragments.setdefault((ld.src[0].src[0], ld.dtype, frozenset(base.items())), [])
+        if ld not in group: group.append(ld)
+        continue
       # the layout follows the global addresses (the axis of stride 1 last): the copy reads consecutive elements
       terms = split_terms(ld.src[0].src[1])[0]
       tile.sort(key=lambda a: (-abs(terms.get(a, 0)), a.arg[0]))
-      size = prod(const_size(a) for a in tile)
-      smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, "local"), (), len(copies))
-      e = lid if size <= nthreads else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads)),),
-                                                           (k.next_id + len(copies), AxisType.UPCAST))
-      # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
-      inside = e < size if size % nthreads else None
-      at = e if inside is None else inside.where(e, UOp.const(dtypes.index, 0))
-      coords, stride = {}, 1
-      for a in reversed(tile): coords[a], stride = (at // stride) % const_size(a) if stride > 1 else at % const_size(a), stride * const_size(a)
-      copies.append(smem.index(at).store(ld.substitute(coords), *((inside,) if inside is not None else ()), pre))
+      coords = lambda at: {a: (at // prod(const_size(b) for b in tile[i + 1:])) % const_size(a) for i, a in enumerate(tile)}
+      smem = copy(ld, size := prod(const_size(a) for a in tile), lambda at: ld.substitute(coords(at)))
       sub[ld] = smem.index(flat(tile))
       smem_bytes += size * ld.dtype.itemsize
+  for (buf, _, _), lds in fragments.items():
+    reals = [_ungated(ld) for ld in lds]
+    tile = sorted({a for ld in lds for a in k.deps[ld] if a.arg[1] is not AxisType.GLOBAL and a is not outer}, key=lambda a: a.arg[0])
+    base = reals[0].substitute({a: UOp.const(dtypes.index, 0) for a in tile}).simplify()
+    if (box := _box(reals, tile)) is None: continue
+    low, strides, sizes = box
+    gated = any(ld.src[0].src[1].op is Ops.WHERE for ld in lds)
+    def value(at: UOp, ld=lds[0], buf=buf, base=base, low=low, strides=strides, sizes=sizes, gated=gated) -> UOp:
+      addr = base + low + sum((((at // prod(sizes[:i])) % n) * s for i, (s, n) in enumerate(zip(strides, sizes))), UOp.const(dtypes.index, 0))
+      # a padded operand's box runs past the buffer's ends: those copies read its first element (the sum masks them)
+      ok = (addr < buf.dtype.size) & (UOp.const(dtypes.index, -1) < addr) if gated else None
+      return UOp(Ops.LOAD, ld.dtype, (buf.index(addr if ok is None else ok.where(addr, UOp.const(dtypes.index, 0))),))
+    smem = copy(lds[0], size := prod(sizes), value)
+    smem_bytes += size * lds[0].dtype.itemsize
+    for ld, real in zip(lds, reals):
+      off = real.substitute({a: UOp.const(dtypes.index, 0) for a in k.deps[ld] if a not in tile}) - int(_values(reals[0], tile, 0).flat[0]) - low
+      # the box's strides each divide the next: an offset's place along stride s is (off mod the next stride) // s
+      sub[ld] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * prod(sizes[:i]) for i, s in enumerate(strides)))
   if not copies: raise OptError("STAGE: no load the threads of a block share")
   if smem_bytes > k.ren.shared_max: raise OptError(f"STAGE: tiles of {smem_bytes} bytes, more than the {k.ren.shared_max} bytes of shared memory")
   post = UOp(Ops.BARRIER, dtypes.void, tuple(copies))

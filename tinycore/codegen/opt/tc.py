@@ -1,5 +1,6 @@
 """Tensor-core heuristics: a matmul-shaped reduction whose dtypes a renderer's tensor core takes runs on it, padded to its tile."""
 from __future__ import annotations
+from tinycore.helpers import ceildiv
 from tinycore.uop import UOp, Ops, AxisType
 from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size, _mma_operands
 
@@ -30,24 +31,41 @@ def use_tensor_cores(k: Kernel) -> Kernel | None:
       da, db = ({u for u in o.toposort() if u.op is Ops.RANGE} for o in _mma_operands(x, tc))
       rngs = [r for r in (x.src[1:] if side == "k" else kk.axes(AxisType.GLOBAL)) if const_size(r) is not None and
               (side == "k" or (r in da) != (r in db) and (r in da) == (side == "m"))]
-      if (kk := _axis(kk, rngs, d)) is None: break
+      # padded sizes go to a multiple of the block's tile (2x2 warps of up to 4x8 tiles, K 32) where that costs little
+      wide = next((w for w in ((2 * K,) if side == "k" else (d * 8, d * 4, d * 2)) if any(const_size(r) % w == 0 or
+                   ceildiv(const_size(r), w) * w * 8 <= const_size(r) * 9 for r in rngs)), d)
+      if (kk := _axis(kk, rngs, wide) or _axis(kk, rngs, d)) is None: break
     if kk is None: continue
     for r in sorted((r for r in kk.reduces[0].src[1:] if const_size(r) is not None and const_size(r) % K == 0), key=lambda r: -const_size(r)):
-      try: return _tiles(apply_opt(kk, Opt(OptOps.TC, r.arg[0], i)))
+      try: return _stage(_tiles(apply_opt(kk, Opt(OptOps.TC, r.arg[0], i))), r.arg[0], K)
       except OptError: continue
   return None
 
 def _tiles(k: Kernel) -> Kernel:
-  """More work per warp and warps per block: each warp 2x4 instructions' tiles (A's fragments used by 4, B's by 2),
-  2x2 warps to a block, where the output axes divide."""
+  """Warps per block and more work per warp: 2x2 warps to a block (their operands' tiles shared through shared memory:
+  _stage), each warp up to 4x8 instructions' tiles (A's fragments used by 8, B's by 4; at most the renderer's
+  upcast_max copies of either), as far as the output axes divide."""
   (mma,) = [u for u in k.order if u.op is Ops.WMMA]
   a, b = ({u for u in s.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL} for s in mma.src[:2])
-  for op, side, amt in ((OptOps.UPCAST, b - a, 4), (OptOps.UPCAST, a - b, 2), (OptOps.LOCAL, a - b, 2), (OptOps.LOCAL, b - a, 2)):
-    for r in sorted(side, key=lambda r: -r.arg[0]):
-      r = k.rng(r.arg[0])
-      if const_size(r) is not None and const_size(r) % amt == 0 and const_size(r) > amt:
-        try:
-          k = apply_opt(k, Opt(op, r.arg[0], amt))
-          break
-        except OptError: pass
+  for op, side, most in ((OptOps.LOCAL, a - b, 2), (OptOps.LOCAL, b - a, 2), (OptOps.UPCAST, b - a, 8), (OptOps.UPCAST, a - b, 4)):
+    for amt in (x for x in (8, 4, 2) if x <= min(most, k.ren.upcast_max)):
+      before = len(k.applied)
+      for r in sorted(side, key=lambda r: -r.arg[0]):
+        r = k.rng(r.arg[0])
+        if const_size(r) is not None and const_size(r) % amt == 0 and const_size(r) > amt:
+          try:
+            k = apply_opt(k, Opt(op, r.arg[0], amt))
+            break
+          except OptError: pass
+      if len(k.applied) > before: break
+  return k
+
+def _stage(k: Kernel, axis: int, K: int) -> Kernel:
+  """The operands' tiles the block's warps share copied to shared memory 32 of the sum at a time (fewer where the sum's
+  tiles do not divide), where there is a loop over the tensor core's K tiles to cut."""
+  if not any(r.arg[0] == axis for r in k.ranges): return k
+  n = const_size(k.rng(axis))
+  for amt in [a for a in range(max(32 // K, 2), 1, -1) if n % a == 0] + ([n] if n <= max(32 // K, 2) else []):
+    try: return apply_opt(k, Opt(OptOps.STAGE, axis, amt))
+    except OptError: pass
   return k
