@@ -287,6 +287,30 @@ def test_emulator_reproduces_the_h100_cvt_table():
   assert h100["inputs"] == edges.INPUTS and sorted(h100["results"]) == sorted(edges.PAIRS)
   assert edges.differences(edges.on_emulator(), h100) == []
 
+def test_emulator_float_conversions_give_the_canonical_nan():
+  """An H100 gave 0x7fff for float16 NaNs of every payload and sign passed through cvt.f32.f16 and cvt.rn.f16.f32 (the GPU
+  proof's conformance run: bitcasts of half NaNs that went through float32 and back lost their bits). The emulator does
+  the same, so a renderer that routes a bitcast's bits through a conversion fails here as it did on the silicon."""
+  body = """
+  ld.param.u64 %rd0, [data0];
+  mov.u32 %r0, %tid.x;
+  shl.b32 %r1, %r0, 5;
+  or.b32 %r1, %r1, 0xfc01;
+  cvt.u16.u32 %h0, %r1;
+  cvt.f32.f16 %f0, %h0;
+  cvt.rn.f16.f32 %h1, %f0;
+  cvt.u32.u16 %r2, %h1;
+  mov.b32 %r3, %f0;
+  shr.u32 %r3, %r3, 16;
+  shl.b32 %r3, %r3, 16;
+  or.b32 %r2, %r2, %r3;
+  mul.wide.u32 %rd1, %r0, 4;
+  add.s64 %rd1, %rd1, %rd0;
+  st.global.u32 [%rd1], %r2;
+  ret;"""
+  got = run_ptx(body, 8, ".reg .pred %p<4>;\n.reg .b16 %h<4>;\n.reg .b32 %r<8>;\n.reg .f32 %f<4>;\n.reg .b64 %rd<4>;\n").view(np.uint32)
+  assert [hex(v) for v in got] == ["0x7fff7fff"] * 8   # f32 0x7fffffff's high half, f16 0x7fff
+
 def test_edge_tables_run_through_an_opened_device():
   """The GPU proof's path (tools/gpu_proof.py): the raw PTX assembled, loaded and launched through the NV device (here the
   emulator) gives the emulator's tables; and the .approx sweep's errors stay inside the ISA's bounds."""

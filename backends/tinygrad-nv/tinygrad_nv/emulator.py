@@ -339,6 +339,9 @@ def types_of(mods: list[str]) -> list[str]: return [m for m in mods if m in TYPE
 
 F32_TINY = np.float32(2.0**-126)                      # the smallest normal f32: below it .ftz flushes
 CANONICAL_NAN = np.uint32(0x7FFFFFFF).view(np.float32)
+# a float->float cvt's NaN result is canonical too: on an H100 float16 NaNs of every payload and sign came back 0x7fff
+# through cvt.f32.f16 and cvt.rn.f16.f32 (the GPU proof's conformance run, specials section)
+CVT_NAN = {"f16": np.uint16(0x7fff).view(np.float16), "f32": CANONICAL_NAN, "f64": np.uint64(0x7fffffffffffffff).view(np.float64)}
 
 def flush(x: np.ndarray) -> np.ndarray:
   """.ftz: f32 subnormals become the zero of their sign."""
@@ -589,6 +592,7 @@ def _cvt(d, mods, ops):
       r = (flush(x) if ftz_in else x).astype(NP[dt])
       if "ftz" in mods and dt == "f32": r = flush(r)
       if "sat" in mods: r = np.where(np.isnan(r), 0, np.clip(r, 0, 1)).astype(NP[dt])
+    if fa: r = np.where(np.isnan(r), CVT_NAN[dt], r)
     out(t, r)
   return conv
 
