@@ -1,12 +1,14 @@
 """AMD renderer: linear UOps -> RDNA3 (gfx1100, wave32) assembly for tinygrad_amd's assembler. Every value lives in
-VGPRs (one per 32-bit lane value, a float64 in a pair); buffer pointers and launch variables arrive in SGPRs from the
-kernarg segment. The core computes half in float32 (converting with v_cvt), bfloat16 as its bits, 8/16-bit ints in 32
+VGPRs (one per 32-bit lane value, a float64 in a pair, a vector in consecutive ones); buffer pointers and launch
+variables arrive in SGPRs from the kernarg segment; shared memory (DEFINE_LOCAL) is the workgroup's LDS, addressed by byte
+offsets in VGPRs. The core computes half in float32 (converting with v_cvt), bfloat16 as its bits, 8/16-bit ints in 32
 bits and 64-bit ints from 32-bit halves (codegen/emulate.py)."""
 from __future__ import annotations
 import math, struct
 from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
+from tinycore.renderer import TensorCore
 from tinycore.renderer.isa import ISARenderer, ISAKernel
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
@@ -31,11 +33,13 @@ def const_text(value, dt: DType) -> str:
 
 LOADS = {dtypes.bool: "u8", dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.float16: "u16"}
 STORES = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
-PAIR = dtypes.uint32.vec(2)   # a 64-bit integer's words where it meets float64 (a bitcast): the float64's pair
 
-def halves(pair: str) -> tuple[str, str]:
-  lo = int(pair[2:].split(":")[0])
-  return f"v{lo}", f"v{lo + 1}"
+def split(r: str) -> list[str]:
+  """The VGPRs of a register range (a pair, a vector), or of one register."""
+  if not r.startswith("v["): return [r]
+  lo, hi = map(int, r[2:-1].split(":"))
+  return [f"v{i}" for i in range(lo, hi + 1)]
+def halves(pair: str) -> tuple[str, ...]: return tuple(split(pair))
 
 def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
 def is_vgpr(x: str) -> bool: return x.startswith("v")
@@ -53,6 +57,7 @@ class AMDKernel(ISAKernel):
     self.next_s = self.max_s = FIRST_PARAM_SGPR + 2 * self.nbufs + len(self.vars)
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
+    self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -91,7 +96,7 @@ class AMDKernel(ISAKernel):
     self.max_s = max(self.max_s, self.next_s)
     return f"s{self.next_s - 1}"
 
-  def new(self, dt: DType) -> str: return self.vreg(2 if dt.itemsize == 8 else 1)
+  def new(self, dt: DType) -> str: return self.vreg(max(1, dt.itemsize * dt.count // 4))   # 16-bit vector elements two to a VGPR
   def fresh_label(self) -> str:
     self.nlabel += 1
     return f"L{self.nlabel}"
@@ -130,14 +135,16 @@ class AMDKernel(ISAKernel):
       self.r[u] = self.write(u)
       for t in self.temps: self.release(t)
       for s in set(u.src) | {u}:   # a value's VGPRs are free after its last use
-        if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]):
+        if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]) \
+           and not (s.op is Ops.WMMA and s.src[2].op is Ops.DEFINE_ACC):   # (a WMMA into its accumulator: those registers)
           self.release(self.r.pop(s))
     return self
 
   def move(self, d: str, x: UOp) -> str:
-    """d = x, for one register or a pair."""
+    """d = x, for one register, a pair or a vector (a constant vector: its one value in every element)."""
     if self[x] == d: return d
-    for dh, xh in zip(halves(d), self.words(x)) if d.startswith("v[") else ((d, self[x]),): self.ins(f"v_mov_b32_e32 {dh}, {xh}")
+    xs = self.words(x) if x.dtype.itemsize == 8 else [self[x]] * x.dtype.count if x.op is Ops.CONST else split(self[x])
+    for dh, xh in zip(split(d), xs): self.ins(f"v_mov_b32_e32 {dh}, {xh}")
     return d
 
   def words(self, x: UOp) -> tuple[str, str]:
@@ -375,19 +382,57 @@ class AMDKernel(ISAKernel):
 
 # ***** one UOp: the rules *****
 
+def shared(idx: UOp) -> bool: return idx.src[0].op is Ops.DEFINE_LOCAL
 def load(ctx: AMDKernel, x: UOp) -> str:
+  """Global memory through the buffer's address, LDS by its byte address; each waits for its data (a BARRIER source only
+  orders the load after the barrier, which it follows in the lines)."""
   idx, dt = x.src[0], x.dtype.scalar
-  ctx.ins(f"global_load_{LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32')} {(d := ctx.new(dt))}, {ctx[idx]}, {ctx[idx.src[0]]}", "s_waitcnt vmcnt(0)")
-  return d
+  kind, d = LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32'), ctx.new(dt)
+  if shared(idx): return ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}", "s_waitcnt lgkmcnt(0)") or d
+  return ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}", "s_waitcnt vmcnt(0)") or d
 def store(ctx: AMDKernel, x: UOp) -> str:
+  """A bool gate (a source past the value) stores from the lanes where it holds only: EXEC narrowed around the store."""
   idx, val = x.src[0], x.src[1]
   v = ctx.pair(val) if val.dtype.itemsize == 8 else ctx.vref(val)
-  return ctx.ins(f"global_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
+  if (gate := next((g for g in x.src[2:] if g.dtype == dtypes.bool), None)) is not None:
+    ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(gate))
+    ctx.ins(f"s_mov_b32 {(save := ctx.sreg())}, exec_lo", "s_and_b32 exec_lo, exec_lo, vcc_lo")
+  if shared(idx): ctx.ins(f"ds_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}")
+  else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
+  if gate is not None:
+    ctx.ins(f"s_mov_b32 exec_lo, {save}")
+    ctx.next_s -= 1
+  return ""
 def index(ctx: AMDKernel, x: UOp) -> str:
+  """A byte address: from the buffer's base address (global: the load's SGPR pair), or in LDS (the shared array's offset)."""
   size, i, d = x.src[0].dtype.base.itemsize, x.src[1], ctx.vreg()
-  if i.op is Ops.CONST: ctx.ins(f"v_mov_b32_e32 {d}, {const_text(i.arg * size, dtypes.uint32)}")
+  base = ctx[x.src[0]] if shared(x) else 0
+  if i.op is Ops.CONST: ctx.ins(f"v_mov_b32_e32 {d}, {const_text(base + i.arg * size, dtypes.uint32)}")
+  elif base: ctx.vop("v_lshl_add_u32", d, ctx[i], str(size.bit_length() - 1), const_text(base, dtypes.uint32))
   else: ctx.vop("v_lshlrev_b32", d, str(size.bit_length() - 1), ctx[i])
   return d
+def define_local(ctx: AMDKernel, x: UOp) -> int:
+  """A shared array: the next 16-byte aligned bytes of the workgroup's LDS; its value is its first byte's offset."""
+  base, ctx.lds_bytes = ctx.lds_bytes, ctx.lds_bytes + -(-x.dtype.size * x.dtype.base.itemsize // 16) * 16
+  return base
+
+def vectorize(ctx: AMDKernel, x: UOp) -> str:
+  """32-bit elements in consecutive VGPRs (a float64's words, a pair); 16-bit ones (a WMMA's f16/bf16 fragment) two to a
+  VGPR, the first in the low half. A loaded or constant 16-bit value has zero high bits; a computed one is masked."""
+  d = ctx.new(x.dtype)
+  if x.dtype.itemsize == 4:
+    for dh, s in zip(split(d), x.src): ctx.ins(f"v_mov_b32_e32 {dh}, {ctx[s]}")
+    return d
+  for dh, lo, hi in zip(split(d), x.src[0::2], x.src[1::2]):
+    low = ctx[lo]
+    if lo.op not in (Ops.LOAD, Ops.CONST): ctx.vop("v_and_b32", low := dh, "0xffff", ctx[lo])
+    ctx.vop("v_lshl_or_b32", dh, ctx.to_vgpr(ctx[hi]), "16", low)
+  return d
+def wmma(ctx: AMDKernel, x: UOp) -> str:
+  """D = A @ B + C, written into the accumulator's registers in a reduction (C is then the DEFINE_ACC)."""
+  a, b, c = x.src
+  d = ctx[c] if c.op is Ops.DEFINE_ACC else ctx.move(ctx.new(x.dtype), c)
+  return ctx.ins(f"{x.arg.name} {d}, {ctx[a]}, {ctx[b]}, {d}") or d
 
 def loop(ctx: AMDKernel, x: UOp) -> str:
   """Lanes whose counter reached the end stop (exec), the loop ends when no lane is left."""
@@ -492,6 +537,8 @@ class RDNA3Renderer(ISARenderer):
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
+  has_shared = True        # DEFINE_LOCAL: LDS (ds_load/ds_store), BARRIER: s_barrier
+  shared_max = 64 << 10    # LDS a workgroup may allocate on gfx11
   local_max = (1024, 1024, 1024)
   max_threads_per_group = 1024
   max_buffers = 32
@@ -499,10 +546,19 @@ class RDNA3Renderer(ISARenderer):
   upcast_max = 4
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
+  # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
+  # l % 16 of B (K = 0..15 its 16 elements; lanes 16-31 copies of lanes 0-15), and in element v of C and D the row
+  # 2 v + l // 16 (rows interleaved by half-wave), column l % 16
+  tensor_cores = tuple(TensorCore(f"v_wmma_f32_16x16x16_{t}", (16, 16, 16), dt, dtypes.float32, 32,
+                                  a=((("m", 0), ("m", 1), ("m", 2), ("m", 3), None), (("k", 0), ("k", 1), ("k", 2), ("k", 3))),
+                                  b=((("n", 0), ("n", 1), ("n", 2), ("n", 3), None), (("k", 0), ("k", 1), ("k", 2), ("k", 3))),
+                                  c=((("n", 0), ("n", 1), ("n", 2), ("n", 3), ("m", 0)), (("m", 1), ("m", 2), ("m", 3))))
+                       for dt, t in ((dtypes.float16, "f16"), (dtypes.bfloat16, "bf16")))
   instruction, kernel = "  {}", AMDKernel
   def render_kernel(self, k: AMDKernel) -> str:
     k.ins("s_endpgm")
-    return "\n".join([f".kernel {k.name}", f".vgprs {k.max_v}", f".sgprs {k.max_s}", f".args {k.nbufs}", f".vars {len(k.vars)}"] + k.lines) + "\n"
+    head = [f".kernel {k.name}", f".vgprs {k.max_v}", f".sgprs {k.max_s}", f".args {k.nbufs}", f".vars {len(k.vars)}", f".lds {k.lds_bytes}"]
+    return "\n".join(head + k.lines) + "\n"
 
   rules = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda ctx, x: const_text(x.arg, x.dtype)),
@@ -518,8 +574,13 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: ctx.move(ctx[x.src[0]], x.src[1])),
     (UPat(Ops.CAST, name="x"), cast),
     (UPat(Ops.BITCAST, name="x"), bitcast),
-    # a float64's words (a uint32 pair) only meet bitcasts: copies, since a register is freed after its own last use
-    (UPat(Ops.VECTORIZE, PAIR, name="x"), lambda ctx, x: ctx.ins("v_mov_b32_e32 {0}, {2}\nv_mov_b32_e32 {1}, {3}".format(*halves(d := ctx.vreg(2)), *ctx.args(x))) or d),
-    (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {halves(ctx[x.src[0]])[x.arg]}") or d),
+    (UPat(Ops.DEFINE_LOCAL, name="x"), define_local),
+    # every wave's LDS accesses done (lgkmcnt; global loads were each waited for), then the workgroup's waves meet
+    (UPat(Ops.BARRIER), lambda ctx: ctx.ins("s_waitcnt lgkmcnt(0)", "s_barrier")),
+    # vectors (a float64's words, a WMMA's fragments and accumulator): an element is copied out, since a register is freed
+    # after its own last use
+    (UPat(Ops.VECTORIZE, name="x"), vectorize),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {split(ctx[x.src[0]])[x.arg]}") or d),
+    (UPat(Ops.WMMA, name="x"), wmma),
     (UPat(GroupOp.ALU, name="x"), alu32),
   ])
