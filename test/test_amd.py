@@ -382,6 +382,12 @@ def test_rendered_lds_and_wmma_kernels_disassemble_like_llvm_objdump():
   names = {d.inst.base for blob in blobs.values() for d in decode(parse(blob).code)}
   assert {"ds_store_b32", "ds_load_b32", "s_barrier", "v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"} <= names
 
+def test_half_constants_are_their_bits(amd):
+  """A half is held as its 16 bits: a constant it is selected against (sigmoid's 1, hardtanh's bounds) is too."""
+  x = np.linspace(-3, 3, 15).astype(np.float16)
+  np.testing.assert_allclose(Tensor(x, device="AMD").sigmoid().numpy(), 1 / (1 + np.exp(-x.astype(np.float64))), atol=1e-3)
+  assert Tensor(x, device="AMD").clip(-1, 1).tolist() == np.clip(x, -1, 1).tolist()
+
 def test_64bit_integers_and_float64(amd):
   rng = np.random.default_rng(2)
   a = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64), [-2**63, 2**63 - 1, 0, 7, -7]])

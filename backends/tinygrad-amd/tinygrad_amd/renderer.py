@@ -21,7 +21,9 @@ F32_INLINE = {0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0}
 def f32_bits(x: float) -> int: return struct.unpack("<I", struct.pack("<f", x))[0]
 
 def const_text(value, dt: DType) -> str:
-  """A constant as an operand of an instruction on dt: an inline constant where the hardware has one, else a literal."""
+  """A constant as an operand of an instruction on dt: an inline constant where the hardware has one, else a literal. A
+  half is held as its 16 bits (selected, stored, converted by v_cvt), so it is its bits."""
+  if dt.scalar == dtypes.float16: value, dt = struct.unpack("<H", struct.pack("<e", value))[0], dtypes.uint32
   if dtypes.is_float(dt):
     v = float(value)
     if v == 0.0 and math.copysign(1, v) > 0: return "0"
