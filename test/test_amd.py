@@ -388,6 +388,14 @@ def test_half_constants_are_their_bits(amd):
   np.testing.assert_allclose(Tensor(x, device="AMD").sigmoid().numpy(), 1 / (1 + np.exp(-x.astype(np.float64))), atol=1e-3)
   assert Tensor(x, device="AMD").clip(-1, 1).tolist() == np.clip(x, -1, 1).tolist()
 
+def test_products_join_their_accumulator_rounded_once(amd):
+  """-(1 + 2^-11) + x * x with x = 1 + 2^-12: one v_fma keeps the 2^-24 that rounding x * x first would lose."""
+  x = np.float32(1 + 2**-12)
+  a, b = np.array([-1, x], np.float32), np.array([1 + 2**-11, x], np.float32)
+  dot = (Tensor(a, device="AMD") * Tensor(b, device="AMD")).sum()
+  assert "v_fma_f32" in program_for(dot).src and "v_mul_f32" not in program_for(dot).src
+  assert dot.item() == 2**-24
+
 def test_64bit_integers_and_float64(amd):
   rng = np.random.default_rng(2)
   a = np.concatenate([rng.integers(-2**63, 2**63 - 1, 300, dtype=np.int64), [-2**63, 2**63 - 1, 0, 7, -7]])

@@ -4,7 +4,7 @@ variables arrive in SGPRs from the kernarg segment; shared memory (DEFINE_LOCAL)
 offsets in VGPRs. The core computes half in float32 (converting with v_cvt), bfloat16 as its bits, 8/16-bit ints in 32
 bits and 64-bit ints from 32-bit halves (codegen/emulate.py)."""
 from __future__ import annotations
-import math, struct
+import collections, math, struct
 from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
@@ -60,6 +60,14 @@ class AMDKernel(ISAKernel):
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
     self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
+    uses = collections.Counter(s for u in uops for s in u.src)
+    # a float product whose one use joins an accumulator: one v_fma there (one rounding, as NV's fma.rn); the MUL emits nothing
+    self.fused = {u.src[1]: u for u in uops if u.op is Ops.ADD and u.dtype in (dtypes.float32, dtypes.float64) and u.src[0].op is Ops.DEFINE_ACC
+                  and u.src[1].op is Ops.MUL and uses[u.src[1]] == 1}
+    # a WMMA or such a multiply-add that the next line assigns to the accumulator it reads: computed into the accumulator's
+    # registers (no copy; nothing reads the accumulator's old value after it)
+    self.into_acc = {u for u, nxt in zip(uops, uops[1:]) if nxt.op is Ops.ASSIGN and nxt.src[1] is u and nxt.src[0] in u.src
+                     and (u.op is Ops.WMMA or u in self.fused.values())}
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -70,6 +78,8 @@ class AMDKernel(ISAKernel):
     last: dict[UOp, int] = {u: i for i, u in enumerate(self.uops)}
     for i, u in enumerate(self.uops):
       for s in u.src: last[s] = max(last.get(s, i), i)
+    for m, add in self.fused.items():   # a fused product's operands are read by its multiply-add
+      for s in m.src: last[s] = max(last[s], pos[add])
     for u in self.uops:
       if u.op is Ops.ASSIGN: last[u.src[0]] = max(last[u.src[0]], last[u])
     loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
@@ -138,7 +148,7 @@ class AMDKernel(ISAKernel):
       for t in self.temps: self.release(t)
       for s in set(u.src) | {u}:   # a value's VGPRs are free after its last use
         if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]) \
-           and not (s.op is Ops.WMMA and s.src[2].op is Ops.DEFINE_ACC):   # (a WMMA into its accumulator: those registers)
+           and s not in self.into_acc:   # (the accumulator's registers)
           self.release(self.r.pop(s))
     return self
 
@@ -431,10 +441,17 @@ def vectorize(ctx: AMDKernel, x: UOp) -> str:
     ctx.vop("v_lshl_or_b32", dh, ctx.to_vgpr(ctx[hi]), "16", low)
   return d
 def wmma(ctx: AMDKernel, x: UOp) -> str:
-  """D = A @ B + C, written into the accumulator's registers in a reduction (C is then the DEFINE_ACC)."""
+  """D = A @ B + C (D = C's registers in a reduction's step)."""
   a, b, c = x.src
-  d = ctx[c] if c.op is Ops.DEFINE_ACC else ctx.move(ctx.new(x.dtype), c)
+  d = ctx[c] if x in ctx.into_acc else ctx.move(ctx.new(x.dtype), c)
   return ctx.ins(f"{x.arg.name} {d}, {ctx[a]}, {ctx[b]}, {d}") or d
+def multiply_add(ctx: AMDKernel, x: UOp) -> str | None:
+  """acc + a * b rounded once, for a product whose one use is this (its MUL emitted nothing)."""
+  if ctx.fused.get(x.src[1]) is not x: return None
+  acc, (a, b), ft = x.src[0], x.src[1].src, FT[x.dtype]
+  d = ctx[acc] if x in ctx.into_acc else ctx.new(x.dtype)
+  ctx.vop(f"v_fma_{ft}", d, *(ctx.pair(s) if ft == "f64" else ctx[s] for s in (a, b, acc)))
+  return d
 
 def loop(ctx: AMDKernel, x: UOp) -> str:
   """Lanes whose counter reached the end stop (exec), the loop ends when no lane is left."""
@@ -546,6 +563,7 @@ class RDNA3Renderer(ISARenderer):
   max_buffers = 32
   index_bits = 32
   upcast_max = 4
+  fma = True               # a product joining a float32/float64 accumulator is one v_fma (its MULACC rounds the product first)
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
   # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
@@ -584,5 +602,7 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.VECTORIZE, name="x"), vectorize),
     (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {split(ctx[x.src[0]])[x.arg]}") or d),
     (UPat(Ops.WMMA, name="x"), wmma),
+    (UPat(Ops.MUL, name="x"), lambda ctx, x: "" if x in ctx.fused else None),
+    (UPat(Ops.ADD, name="x"), multiply_add),
     (UPat(GroupOp.ALU, name="x"), alu32),
   ])
