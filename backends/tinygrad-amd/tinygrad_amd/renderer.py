@@ -47,10 +47,44 @@ def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsign
 def is_vgpr(x: str) -> bool: return x.startswith("v")
 def is_literal(x: str) -> bool: return x.startswith("0x")
 
+def stores_early(uops: list[UOp]) -> list[UOp]:
+  """uops with each store to global memory moved up to just after its last source, where no loop starts or ends and no
+  load of its buffer lies in between: the same memory at the end, and its value's and address's VGPRs free at once (a
+  tensor core's 64 outputs, each stored in float32 and half, and an optimiser's updates all waited for the kernel's end)."""
+  out: list[UOp] = []
+  for u in uops:
+    if u.op is Ops.STORE and (buf := u.src[0].src[0]).op is Ops.DEFINE_GLOBAL:
+      at = max(i for i, v in enumerate(out) if v in u.src) + 1
+      if not any(v.op in (Ops.RANGE, Ops.ENDRANGE) or v.op is Ops.LOAD and v.src[0].src[0] is buf for v in out[at:]):
+        out.insert(at, u)
+        continue
+    out.append(u)
+  return out
+
+PURE = {Ops.CONST, Ops.INDEX, Ops.GEP, Ops.VECTORIZE, Ops.CAST, Ops.BITCAST, Ops.WMMA, Ops.LOAD, *GroupOp.ALU}
+def values_late(uops: list[UOp]) -> list[UOp]:
+  """uops with each value computed just before its first use, never across a loop's start or end, a barrier or an
+  accumulator's update (nor a load across a store to its buffer): a value loaded or computed long before its use holds a
+  VGPR meanwhile (an optimiser's update fused after a tensor core's sum loads its 3 x 64 states, then computes)."""
+  users: dict[UOp, list[int]] = collections.defaultdict(list)
+  for i, u in enumerate(uops):
+    for s in u.src: users[s].append(i)
+  key = [float(i) for i in range(len(uops))]   # a value's key: a little under its first user's; sources sort first
+  fence, stored = len(uops), {}   # the next position nothing may cross, and each buffer's next store
+  for i in range(len(uops) - 1, -1, -1):
+    u = uops[i]
+    if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER, Ops.ASSIGN): fence = i
+    elif u.op is Ops.STORE: stored[u.src[0].src[0]] = i
+    elif u.op in PURE and users[u]:
+      limit = min(fence, stored.get(u.src[0].src[0], fence)) if u.op is Ops.LOAD else fence
+      key[i] = max(float(i), min(min(key[j] for j in users[u]) - 1e-6, limit - 0.5))
+  return [uops[i] for i in sorted(range(len(uops)), key=lambda i: (key[i], i))]
+
 class AMDKernel(ISAKernel):
   """Rendering one kernel: VGPRs allocated and freed after each value's last use, SGPRs for loops, the instruction lines."""
   def __init__(self, ren: RDNA3Renderer, name: str, uops: list[UOp]):
-    super().__init__(ren, name, uops)
+    super().__init__(ren, name, values_late(stores_early(uops)))
+    uops = self.uops
     self.free_v = list(range(1, VGPRS))   # v0 holds the packed work-item ids for the whole kernel
     self.max_v, self.nlabel = 1, 0
     self.params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
@@ -136,6 +170,7 @@ class AMDKernel(ISAKernel):
     for t in temps: self.release(t)
 
   def vref(self, u: UOp) -> str: return self.to_vgpr(self[u])
+  def element(self, vector: str, i: int) -> str: return split(vector)[i] if vector.startswith("v[") else vector   # (a constant: itself)
 
   def write_all(self) -> AMDKernel:
     for i, (a, _) in enumerate(self.params): self.ins(f"s_load_b64 s[{FIRST_PARAM_SGPR + 2 * a}:{FIRST_PARAM_SGPR + 2 * a + 1}], s[0:1], {8 * a:#x}")
@@ -445,6 +480,13 @@ def wmma(ctx: AMDKernel, x: UOp) -> str:
   a, b, c = x.src
   d = ctx[c] if x in ctx.into_acc else ctx.move(ctx.new(x.dtype), c)
   return ctx.ins(f"{x.arg.name} {d}, {ctx[a]}, {ctx[b]}, {d}") or d
+def vector_alu(ctx: AMDKernel, x: UOp) -> str:
+  """A vector op (tensor-core accumulators summed) lane by lane (ISAKernel.lanes), the lanes moved into the vector's VGPRs."""
+  d = ctx.new(x.dtype)
+  for dh, r in zip(split(d), ctx.lanes(x)):
+    ctx.ins(f"v_mov_b32_e32 {dh}, {r}")
+    ctx.release(r)
+  return d
 def multiply_add(ctx: AMDKernel, x: UOp) -> str | None:
   """acc + a * b rounded once, for a product whose one use is this (its MUL emitted nothing)."""
   if ctx.fused.get(x.src[1]) is not x: return None
@@ -602,6 +644,7 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.VECTORIZE, name="x"), vectorize),
     (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {split(ctx[x.src[0]])[x.arg]}") or d),
     (UPat(Ops.WMMA, name="x"), wmma),
+    (UPat(GroupOp.ALU, name="x"), lambda ctx, x: vector_alu(ctx, x) if x.dtype.count > 1 else None),
     (UPat(Ops.MUL, name="x"), lambda ctx, x: "" if x in ctx.fused else None),
     (UPat(Ops.ADD, name="x"), multiply_add),
     (UPat(GroupOp.ALU, name="x"), alu32),
