@@ -24,6 +24,8 @@ def const_text(value, dt: DType) -> str:
   """A constant as an operand of an instruction on dt: an inline constant where the hardware has one, else a literal. A
   half is held as its 16 bits (selected, stored, converted by v_cvt), so it is its bits."""
   if dt.scalar == dtypes.float16: value, dt = struct.unpack("<H", struct.pack("<e", value))[0], dtypes.uint32
+  # a float64 is used through its two words (AMDKernel.words, pair); as one operand its bits, which no instruction takes
+  if dt.scalar == dtypes.float64: return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016x}"
   if dtypes.is_float(dt):
     v = float(value)
     if v == 0.0 and math.copysign(1, v) > 0: return "0"
