@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 pytest.importorskip("tinygrad_amd", reason="the AMD backend is not installed (pip install -e backends/tinygrad-amd)")
-from tinygrad_amd.asm import assemble_code, disassemble, AsmError
+from tinygrad_amd.asm import assemble_code, decode, disassemble, AsmError
 from tinygrad_amd.codeobject import KernelInfo, build, parse
 from tinygrad_amd.emulator import Program, launch, EmulatorError
 from tinygrad_amd import llvm_check
@@ -336,6 +336,65 @@ def test_loop_bounds_live_through_their_loop(amd):
   for n in (255, 257, 1025, 4097):
     x = np.arange(n, dtype=np.float32)
     assert Tensor(x, device="AMD").sum().item() == x.sum(), n
+
+def program_for(t: Tensor):
+  """The rendered program of t's last kernel (no device)."""
+  from tinycore.codegen import get_program
+  from tinycore.uop import Ops
+  from tinygrad_amd.renderer import RDNA3Renderer
+  return get_program([si for si in t.schedule() if si.ast.op is Ops.SINK][-1].ast, RDNA3Renderer())
+
+def test_thread_blocks_with_lds_end_to_end(amd):
+  """A staged matmul (tiles of both operands in LDS between barriers), a grouped sum (partials through LDS, each group's
+  first lane storing under a narrowed EXEC) and softmax: numpy's results, with LDS traffic and barriers counted."""
+  from tinygrad_amd import emulator
+  rng = np.random.default_rng(4)
+  a, b, x = (rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (48, 80), (8, 1024)))
+  A, B, X = (Tensor(v, device="AMD") for v in (a, b, x))
+  assert "s_and_b32 exec_lo, exec_lo, vcc_lo\n  global_store_b32" in program_for(X.sum(1)).src
+  for make, want in ((lambda: A @ B, a.astype(np.float64) @ b), (lambda: X.sum(1), x.astype(np.float64).sum(1)),
+                     (lambda: X.softmax(1), np.exp(x) / np.exp(x).sum(1, keepdims=True))):
+    emulator.LAUNCHES.clear()
+    np.testing.assert_allclose(make().numpy(), want, rtol=1e-5, atol=1e-5)
+    assert any(c.shared_written and c.shared_read and c.barriers and c.threads > c.blocks for _, c in emulator.LAUNCHES), emulator.LAUNCHES
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_tensor_core_matmuls_end_to_end(amd, dt):
+  """v_wmma on a multiple of its 16x16x16 tile and on sizes padded to it: exact products summed in float32."""
+  rng = np.random.default_rng(5)
+  for m, k, n in ((32, 48, 64), (20, 11, 9)):
+    A, B = (Tensor(rng.uniform(-2, 2, s).astype(np.float32), device="AMD").cast(getattr(dtypes, dt)).realize() for s in ((m, k), (k, n)))
+    out = A.matmul(B, dtype=dtypes.float32)
+    assert f"v_wmma_f32_16x16x16_{'f16' if dt == 'float16' else 'bf16'}" in program_for(out).src
+    want = A.float().numpy().astype(np.float64) @ B.float().numpy().astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+def test_rendered_lds_and_wmma_kernels_disassemble_like_llvm_objdump():
+  objdump = llvm_tool("llvm-objdump")
+  from tinygrad_amd.assembler import RDNA3Assembler
+  work = [Tensor.empty(64, 64) @ Tensor.empty(64, 64), Tensor.empty(8, 1024).sum(1)]
+  work += [Tensor.empty(48, 32, dtype=dt) @ Tensor.empty(32, 40, dtype=dt) for dt in (dtypes.float16, dtypes.bfloat16)]
+  with tempfile.TemporaryDirectory() as tmp:
+    blobs = {os.path.join(tmp, f"k{i}.co"): RDNA3Assembler().assemble(program_for(t).src) for i, t in enumerate(work)}
+    for path, blob in blobs.items():
+      with open(path, "wb") as f: f.write(blob)
+    assert llvm_check.compare_code_objects(blobs, objdump) == []
+  names = {d.inst.base for blob in blobs.values() for d in decode(parse(blob).code)}
+  assert {"ds_store_b32", "ds_load_b32", "s_barrier", "v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"} <= names
+
+def test_half_constants_are_their_bits(amd):
+  """A half is held as its 16 bits: a constant it is selected against (sigmoid's 1, hardtanh's bounds) is too."""
+  x = np.linspace(-3, 3, 15).astype(np.float16)
+  np.testing.assert_allclose(Tensor(x, device="AMD").sigmoid().numpy(), 1 / (1 + np.exp(-x.astype(np.float64))), atol=1e-3)
+  assert Tensor(x, device="AMD").clip(-1, 1).tolist() == np.clip(x, -1, 1).tolist()
+
+def test_products_join_their_accumulator_rounded_once(amd):
+  """-(1 + 2^-11) + x * x with x = 1 + 2^-12: one v_fma keeps the 2^-24 that rounding x * x first would lose."""
+  x = np.float32(1 + 2**-12)
+  a, b = np.array([-1, x], np.float32), np.array([1 + 2**-11, x], np.float32)
+  dot = (Tensor(a, device="AMD") * Tensor(b, device="AMD")).sum()
+  assert "v_fma_f32" in program_for(dot).src and "v_mul_f32" not in program_for(dot).src
+  assert dot.item() == 2**-24
 
 def test_64bit_integers_and_float64(amd):
   rng = np.random.default_rng(2)

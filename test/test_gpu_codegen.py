@@ -119,10 +119,12 @@ def renderer(name: str):
   if name == "NV":
     nv = pytest.importorskip("tinygrad_nv.renderer")
     return nv.PTXRenderer("sm_90")
+  if name == "AMD": return pytest.importorskip("tinygrad_amd.renderer").RDNA3Renderer()
   if name == "QCOM": return pytest.importorskip("tinygrad_qcom.renderer").OpenCLRenderer()
   return pytest.importorskip("tinygrad_webgpu.renderer").WGSLRenderer()
 
-MARKS = {"NV": (".shared", "bar.sync"), "QCOM": ("__local", "barrier(CLK_LOCAL_MEM_FENCE)"), "WEBGPU": ("var<workgroup>", "workgroupBarrier()")}
+MARKS = {"NV": (".shared", "bar.sync"), "AMD": ("ds_store_", "ds_load_", "s_waitcnt lgkmcnt(0)\n  s_barrier"),
+         "QCOM": ("__local", "barrier(CLK_LOCAL_MEM_FENCE)"), "WEBGPU": ("var<workgroup>", "workgroupBarrier()")}
 def conv_grads():
   x, w = Tensor.empty(8, 16, 32, 32, requires_grad=True), Tensor.empty(32, 16, 3, 3, requires_grad=True)
   return x.conv2d(w, padding=1).sum().gradient(x, w)
@@ -146,6 +148,18 @@ def test_gpu_kernels_use_blocks_shared_memory_and_barriers(dev):
     assert big and all(s.local_size is not None and np.prod(s.local_size) > 1 for s in big), (dev, name, [s.local_size for s in specs])
     shared = [s for s in specs if all(m in s.src for m in MARKS[dev])]
     assert shared, f"{dev} {name}: no kernel uses shared memory and a barrier"
+
+TENSOR_CORES = {"NV": ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+                "AMD": ("v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16")}
+
+@pytest.mark.parametrize("dev", list(TENSOR_CORES))
+def test_half_matmuls_render_the_tensor_core_instruction(dev):
+  """fp16 and bf16 matmuls (a multiple of the tile, one padded to it, a batched one) on the target's own instruction."""
+  ren = renderer(dev)
+  for dt, inst in zip((dtypes.float16, dtypes.bfloat16), TENSOR_CORES[dev]):
+    for a, b in (((512, 512), (512, 512)), ((1000, 333), (333, 777)), ((4, 64, 48), (4, 48, 32))):
+      src = get_program(last_kernel(Tensor.empty(*a, dtype=dt) @ Tensor.empty(*b, dtype=dt)).ast, ren).src
+      assert inst in src, (dev, dt, a, b)
 
 def test_a_sum_stored_twice_is_lowered_once():
   """A training step's forward kernel stores a matmul's float32 sum (for the ReLU's gradient) and the half activation

@@ -1,6 +1,6 @@
 """Half-precision training (`python -m tinycore.examples.train_digits --dtype float16|bfloat16`): the digits convnet and the
-MLP follow float32's loss on CPU, PYTHON and the NV emulator, their matmuls and convolutions run on the tensor cores of
-PYTHON and NV, and a loss that overflows stops training with an error."""
+MLP follow float32's loss on CPU, PYTHON and the NV and AMD emulators, their matmuls and convolutions run on the tensor
+cores of PYTHON, NV and AMD, and a loss that overflows stops training with an error."""
 from importlib import import_module
 from importlib.util import find_spec
 import numpy as np
@@ -67,9 +67,9 @@ def on(monkeypatch):
   """Make a device the default for the test (NV through its emulator)."""
   def use(device: str):
     if device == "CPU": pytest.importorskip("tinygrad_cpu")
-    if device == "NV":
-      pytest.importorskip("tinygrad_nv")
-      monkeypatch.setenv("NV_EMULATE", "1")
+    if device in ("NV", "AMD"):
+      pytest.importorskip(f"tinygrad_{device.lower()}")
+      monkeypatch.setenv(f"{device}_EMULATE", "1")
     monkeypatch.setattr(Device, "DEFAULT", device)
   return use
 
@@ -81,10 +81,12 @@ def test_half_training_follows_float32_on_cpu(on, model_name, width, dtype_name)
   losses, _ = overfit(model_name, width, 16, 8, dtype_name)
   assert_follows_float32(losses, float32_losses(model_name, width, 16, 8), dtype_name)
 
-# PYTHON runs WMMA from its own definition, the NV emulator runs mma.sync m16n8k16 as the PTX ISA lays it out: a few steps
+# PYTHON runs WMMA from its own definition, the NV emulator runs mma.sync m16n8k16 as the PTX ISA lays it out, the AMD one
+# v_wmma_f32_16x16x16 as the RDNA3 ISA does: a few steps
 # each (PYTHON's interpreter and the emulator are slow; the convnet's BatchNorm sums are the slowest kernels, so batch 1)
 DEVICE_RUNS = [("PYTHON", "mlp", 32, 16, 3, "float16"), ("PYTHON", "mlp", 32, 16, 3, "bfloat16"), ("PYTHON", "convnet", 8, 1, 2, "float16"),
-               ("NV", "mlp", 32, 16, 3, "float16"), ("NV", "mlp", 32, 16, 3, "bfloat16"), ("NV", "convnet", 8, 1, 2, "bfloat16")]
+               ("NV", "mlp", 32, 16, 3, "float16"), ("NV", "mlp", 32, 16, 3, "bfloat16"), ("NV", "convnet", 8, 1, 2, "bfloat16"),
+               ("AMD", "mlp", 32, 16, 3, "bfloat16"), ("AMD", "convnet", 8, 1, 2, "float16")]
 
 @pytest.mark.parametrize("device,model_name,width,batch,steps,dtype_name", DEVICE_RUNS)
 def test_half_training_on_tensor_cores_follows_float32(on, device, model_name, width, batch, steps, dtype_name):
@@ -92,7 +94,8 @@ def test_half_training_on_tensor_cores_follows_float32(on, device, model_name, w
   on(device)
   losses, programs = overfit(model_name, width, batch, steps, dtype_name)
   assert wmma_kernels(programs), f"no kernel of the {model_name}'s step uses {device}'s tensor core"
-  if device == "NV": assert all("mma.sync.aligned.m16n8k16" in p.src for p in programs if p.name in wmma_kernels(programs))
+  mark = {"NV": "mma.sync.aligned.m16n8k16", "AMD": "v_wmma_f32_16x16x16_"}.get(device, "")
+  assert all(mark in p.src for p in programs if p.name in wmma_kernels(programs))
   assert_follows_float32(losses, ref, dtype_name)
 
 # the example's default sizes (batch 64): every matmul and convolution of a step on the tensor core, forward and backward
@@ -109,6 +112,7 @@ def test_every_matmul_of_a_step_is_on_the_tensor_core(monkeypatch, model_name):
   with Tensor.train(): loss, updates = step_tensors(model, opt, dtype, np.zeros((64, 1, 28, 28), np.float32), np.zeros(64, np.int32))
   asts = [si.ast for si in loss.schedule(*updates) if si.ast.op is Ops.SINK]
   renderers = [Device.renderer("PYTHON")] + ([import_module("tinygrad_nv.renderer").PTXRenderer("sm_90")] if find_spec("tinygrad_nv") else [])
+  renderers += [import_module("tinygrad_amd.renderer").RDNA3Renderer()] if find_spec("tinygrad_amd") else []
   for ren in renderers:
     programs = [get_program(ast, ren) for ast in asts]
     tc = wmma_kernels(programs)

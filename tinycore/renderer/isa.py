@@ -29,9 +29,12 @@ class ISAKernel(KernelWriter):
     out = []
     for i in range(x.dtype.count):
       lane = UOp(x.op, x.dtype.scalar, tuple(UOp(Ops.GEP, s.dtype.scalar, (s,), i) for s in x.src))
-      for g in lane.src: self.r[g] = self[g.src[0]][i]
+      for g in lane.src: self.r[g] = self.element(self[g.src[0]], i)
       out.append(self.write(lane))
     return tuple(out)
+  def element(self, vector, i: int):
+    """Lane i of a vector value: here a tuple of registers (a target holding vectors otherwise says how)."""
+    return vector[i]
 
 class ISARenderer(Renderer):
   """`reg_kind(dtype)` is the register class a value lives in, `reg_name` how a register is written, `instruction` how

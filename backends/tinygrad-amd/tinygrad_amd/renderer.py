@@ -1,12 +1,14 @@
 """AMD renderer: linear UOps -> RDNA3 (gfx1100, wave32) assembly for tinygrad_amd's assembler. Every value lives in
-VGPRs (one per 32-bit lane value, a float64 in a pair); buffer pointers and launch variables arrive in SGPRs from the
-kernarg segment. The core computes half in float32 (converting with v_cvt), bfloat16 as its bits, 8/16-bit ints in 32
+VGPRs (one per 32-bit lane value, a float64 in a pair, a vector in consecutive ones); buffer pointers and launch
+variables arrive in SGPRs from the kernarg segment; shared memory (DEFINE_LOCAL) is the workgroup's LDS, addressed by byte
+offsets in VGPRs. The core computes half in float32 (converting with v_cvt), bfloat16 as its bits, 8/16-bit ints in 32
 bits and 64-bit ints from 32-bit halves (codegen/emulate.py)."""
 from __future__ import annotations
-import math, struct
+import collections, math, struct
 from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
+from tinycore.renderer import TensorCore
 from tinycore.renderer.isa import ISARenderer, ISAKernel
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
@@ -19,7 +21,11 @@ F32_INLINE = {0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 4.0, -4.0}
 def f32_bits(x: float) -> int: return struct.unpack("<I", struct.pack("<f", x))[0]
 
 def const_text(value, dt: DType) -> str:
-  """A constant as an operand of an instruction on dt: an inline constant where the hardware has one, else a literal."""
+  """A constant as an operand of an instruction on dt: an inline constant where the hardware has one, else a literal. A
+  half is held as its 16 bits (selected, stored, converted by v_cvt), so it is its bits."""
+  if dt.scalar == dtypes.float16: value, dt = struct.unpack("<H", struct.pack("<e", value))[0], dtypes.uint32
+  # a float64 is used through its two words (AMDKernel.words, pair); as one operand its bits, which no instruction takes
+  if dt.scalar == dtypes.float64: return f"0x{struct.unpack('<Q', struct.pack('<d', float(value)))[0]:016x}"
   if dtypes.is_float(dt):
     v = float(value)
     if v == 0.0 and math.copysign(1, v) > 0: return "0"
@@ -31,20 +37,56 @@ def const_text(value, dt: DType) -> str:
 
 LOADS = {dtypes.bool: "u8", dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.float16: "u16"}
 STORES = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
-PAIR = dtypes.uint32.vec(2)   # a 64-bit integer's words where it meets float64 (a bitcast): the float64's pair
 
-def halves(pair: str) -> tuple[str, str]:
-  lo = int(pair[2:].split(":")[0])
-  return f"v{lo}", f"v{lo + 1}"
+def split(r: str) -> list[str]:
+  """The VGPRs of a register range (a pair, a vector), or of one register."""
+  if not r.startswith("v["): return [r]
+  lo, hi = map(int, r[2:-1].split(":"))
+  return [f"v{i}" for i in range(lo, hi + 1)]
+def halves(pair: str) -> tuple[str, ...]: return tuple(split(pair))
 
 def signed(dt: DType) -> bool: return dtypes.is_int(dt) and not dtypes.is_unsigned(dt)
 def is_vgpr(x: str) -> bool: return x.startswith("v")
 def is_literal(x: str) -> bool: return x.startswith("0x")
 
+def stores_early(uops: list[UOp]) -> list[UOp]:
+  """uops with each store to global memory moved up to just after its last source, where no loop starts or ends and no
+  load of its buffer lies in between: the same memory at the end, and its value's and address's VGPRs free at once (a
+  tensor core's 64 outputs, each stored in float32 and half, and an optimiser's updates all waited for the kernel's end)."""
+  out: list[UOp] = []
+  for u in uops:
+    if u.op is Ops.STORE and (buf := u.src[0].src[0]).op is Ops.DEFINE_GLOBAL:
+      at = max(i for i, v in enumerate(out) if v in u.src) + 1
+      if not any(v.op in (Ops.RANGE, Ops.ENDRANGE) or v.op is Ops.LOAD and v.src[0].src[0] is buf for v in out[at:]):
+        out.insert(at, u)
+        continue
+    out.append(u)
+  return out
+
+PURE = {Ops.CONST, Ops.INDEX, Ops.GEP, Ops.VECTORIZE, Ops.CAST, Ops.BITCAST, Ops.WMMA, Ops.LOAD, *GroupOp.ALU}
+def values_late(uops: list[UOp]) -> list[UOp]:
+  """uops with each value computed just before its first use, never across a loop's start or end, a barrier or an
+  accumulator's update (nor a load across a store to its buffer): a value loaded or computed long before its use holds a
+  VGPR meanwhile (an optimiser's update fused after a tensor core's sum loads its 3 x 64 states, then computes)."""
+  users: dict[UOp, list[int]] = collections.defaultdict(list)
+  for i, u in enumerate(uops):
+    for s in u.src: users[s].append(i)
+  key = [float(i) for i in range(len(uops))]   # a value's key: a little under its first user's; sources sort first
+  fence, stored = len(uops), {}   # the next position nothing may cross, and each buffer's next store
+  for i in range(len(uops) - 1, -1, -1):
+    u = uops[i]
+    if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER, Ops.ASSIGN): fence = i
+    elif u.op is Ops.STORE: stored[u.src[0].src[0]] = i
+    elif u.op in PURE and users[u]:
+      limit = min(fence, stored.get(u.src[0].src[0], fence)) if u.op is Ops.LOAD else fence
+      key[i] = max(float(i), min(min(key[j] for j in users[u]) - 1e-6, limit - 0.5))
+  return [uops[i] for i in sorted(range(len(uops)), key=lambda i: (key[i], i))]
+
 class AMDKernel(ISAKernel):
   """Rendering one kernel: VGPRs allocated and freed after each value's last use, SGPRs for loops, the instruction lines."""
   def __init__(self, ren: RDNA3Renderer, name: str, uops: list[UOp]):
-    super().__init__(ren, name, uops)
+    super().__init__(ren, name, values_late(stores_early(uops)))
+    uops = self.uops
     self.free_v = list(range(1, VGPRS))   # v0 holds the packed work-item ids for the whole kernel
     self.max_v, self.nlabel = 1, 0
     self.params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())
@@ -53,6 +95,15 @@ class AMDKernel(ISAKernel):
     self.next_s = self.max_s = FIRST_PARAM_SGPR + 2 * self.nbufs + len(self.vars)
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
+    self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
+    uses = collections.Counter(s for u in uops for s in u.src)
+    # a float product whose one use joins an accumulator: one v_fma there (one rounding, as NV's fma.rn); the MUL emits nothing
+    self.fused = {u.src[1]: u for u in uops if u.op is Ops.ADD and u.dtype in (dtypes.float32, dtypes.float64) and u.src[0].op is Ops.DEFINE_ACC
+                  and u.src[1].op is Ops.MUL and uses[u.src[1]] == 1}
+    # a WMMA or such a multiply-add that the next line assigns to the accumulator it reads: computed into the accumulator's
+    # registers (no copy; nothing reads the accumulator's old value after it)
+    self.into_acc = {u for u, nxt in zip(uops, uops[1:]) if nxt.op is Ops.ASSIGN and nxt.src[1] is u and nxt.src[0] in u.src
+                     and (u.op is Ops.WMMA or u in self.fused.values())}
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -63,6 +114,8 @@ class AMDKernel(ISAKernel):
     last: dict[UOp, int] = {u: i for i, u in enumerate(self.uops)}
     for i, u in enumerate(self.uops):
       for s in u.src: last[s] = max(last.get(s, i), i)
+    for m, add in self.fused.items():   # a fused product's operands are read by its multiply-add
+      for s in m.src: last[s] = max(last[s], pos[add])
     for u in self.uops:
       if u.op is Ops.ASSIGN: last[u.src[0]] = max(last[u.src[0]], last[u])
     loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
@@ -91,7 +144,7 @@ class AMDKernel(ISAKernel):
     self.max_s = max(self.max_s, self.next_s)
     return f"s{self.next_s - 1}"
 
-  def new(self, dt: DType) -> str: return self.vreg(2 if dt.itemsize == 8 else 1)
+  def new(self, dt: DType) -> str: return self.vreg(max(1, dt.itemsize * dt.count // 4))   # 16-bit vector elements two to a VGPR
   def fresh_label(self) -> str:
     self.nlabel += 1
     return f"L{self.nlabel}"
@@ -119,6 +172,7 @@ class AMDKernel(ISAKernel):
     for t in temps: self.release(t)
 
   def vref(self, u: UOp) -> str: return self.to_vgpr(self[u])
+  def element(self, vector: str, i: int) -> str: return split(vector)[i] if vector.startswith("v[") else vector   # (a constant: itself)
 
   def write_all(self) -> AMDKernel:
     for i, (a, _) in enumerate(self.params): self.ins(f"s_load_b64 s[{FIRST_PARAM_SGPR + 2 * a}:{FIRST_PARAM_SGPR + 2 * a + 1}], s[0:1], {8 * a:#x}")
@@ -130,14 +184,16 @@ class AMDKernel(ISAKernel):
       self.r[u] = self.write(u)
       for t in self.temps: self.release(t)
       for s in set(u.src) | {u}:   # a value's VGPRs are free after its last use
-        if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]):
+        if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]) \
+           and s not in self.into_acc:   # (the accumulator's registers)
           self.release(self.r.pop(s))
     return self
 
   def move(self, d: str, x: UOp) -> str:
-    """d = x, for one register or a pair."""
+    """d = x, for one register, a pair or a vector (a constant vector: its one value in every element)."""
     if self[x] == d: return d
-    for dh, xh in zip(halves(d), self.words(x)) if d.startswith("v[") else ((d, self[x]),): self.ins(f"v_mov_b32_e32 {dh}, {xh}")
+    xs = self.words(x) if x.dtype.itemsize == 8 else [self[x]] * x.dtype.count if x.op is Ops.CONST else split(self[x])
+    for dh, xh in zip(split(d), xs): self.ins(f"v_mov_b32_e32 {dh}, {xh}")
     return d
 
   def words(self, x: UOp) -> tuple[str, str]:
@@ -375,18 +431,70 @@ class AMDKernel(ISAKernel):
 
 # ***** one UOp: the rules *****
 
+def shared(idx: UOp) -> bool: return idx.src[0].op is Ops.DEFINE_LOCAL
 def load(ctx: AMDKernel, x: UOp) -> str:
+  """Global memory through the buffer's address, LDS by its byte address; each waits for its data (a BARRIER source only
+  orders the load after the barrier, which it follows in the lines)."""
   idx, dt = x.src[0], x.dtype.scalar
-  ctx.ins(f"global_load_{LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32')} {(d := ctx.new(dt))}, {ctx[idx]}, {ctx[idx.src[0]]}", "s_waitcnt vmcnt(0)")
-  return d
+  kind, d = LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32'), ctx.new(dt)
+  if shared(idx): return ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}", "s_waitcnt lgkmcnt(0)") or d
+  return ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}", "s_waitcnt vmcnt(0)") or d
 def store(ctx: AMDKernel, x: UOp) -> str:
+  """A bool gate (a source past the value) stores from the lanes where it holds only: EXEC narrowed around the store."""
   idx, val = x.src[0], x.src[1]
   v = ctx.pair(val) if val.dtype.itemsize == 8 else ctx.vref(val)
-  return ctx.ins(f"global_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
+  if (gate := next((g for g in x.src[2:] if g.dtype == dtypes.bool), None)) is not None:
+    ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(gate))
+    ctx.ins(f"s_mov_b32 {(save := ctx.sreg())}, exec_lo", "s_and_b32 exec_lo, exec_lo, vcc_lo")
+  if shared(idx): ctx.ins(f"ds_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}")
+  else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
+  if gate is not None:
+    ctx.ins(f"s_mov_b32 exec_lo, {save}")
+    ctx.next_s -= 1
+  return ""
 def index(ctx: AMDKernel, x: UOp) -> str:
+  """A byte address: from the buffer's base address (global: the load's SGPR pair), or in LDS (the shared array's offset)."""
   size, i, d = x.src[0].dtype.base.itemsize, x.src[1], ctx.vreg()
-  if i.op is Ops.CONST: ctx.ins(f"v_mov_b32_e32 {d}, {const_text(i.arg * size, dtypes.uint32)}")
+  base = ctx[x.src[0]] if shared(x) else 0
+  if i.op is Ops.CONST: ctx.ins(f"v_mov_b32_e32 {d}, {const_text(base + i.arg * size, dtypes.uint32)}")
+  elif base: ctx.vop("v_lshl_add_u32", d, ctx[i], str(size.bit_length() - 1), const_text(base, dtypes.uint32))
   else: ctx.vop("v_lshlrev_b32", d, str(size.bit_length() - 1), ctx[i])
+  return d
+def define_local(ctx: AMDKernel, x: UOp) -> int:
+  """A shared array: the next 16-byte aligned bytes of the workgroup's LDS; its value is its first byte's offset."""
+  base, ctx.lds_bytes = ctx.lds_bytes, ctx.lds_bytes + -(-x.dtype.size * x.dtype.base.itemsize // 16) * 16
+  return base
+
+def vectorize(ctx: AMDKernel, x: UOp) -> str:
+  """32-bit elements in consecutive VGPRs (a float64's words, a pair); 16-bit ones (a WMMA's f16/bf16 fragment) two to a
+  VGPR, the first in the low half. A loaded or constant 16-bit value has zero high bits; a computed one is masked."""
+  d = ctx.new(x.dtype)
+  if x.dtype.itemsize == 4:
+    for dh, s in zip(split(d), x.src): ctx.ins(f"v_mov_b32_e32 {dh}, {ctx[s]}")
+    return d
+  for dh, lo, hi in zip(split(d), x.src[0::2], x.src[1::2]):
+    low = ctx[lo]
+    if lo.op not in (Ops.LOAD, Ops.CONST): ctx.vop("v_and_b32", low := dh, "0xffff", ctx[lo])
+    ctx.vop("v_lshl_or_b32", dh, ctx.to_vgpr(ctx[hi]), "16", low)
+  return d
+def wmma(ctx: AMDKernel, x: UOp) -> str:
+  """D = A @ B + C (D = C's registers in a reduction's step)."""
+  a, b, c = x.src
+  d = ctx[c] if x in ctx.into_acc else ctx.move(ctx.new(x.dtype), c)
+  return ctx.ins(f"{x.arg.name} {d}, {ctx[a]}, {ctx[b]}, {d}") or d
+def vector_alu(ctx: AMDKernel, x: UOp) -> str:
+  """A vector op (tensor-core accumulators summed) lane by lane (ISAKernel.lanes), the lanes moved into the vector's VGPRs."""
+  d = ctx.new(x.dtype)
+  for dh, r in zip(split(d), ctx.lanes(x)):
+    ctx.ins(f"v_mov_b32_e32 {dh}, {r}")
+    ctx.release(r)
+  return d
+def multiply_add(ctx: AMDKernel, x: UOp) -> str | None:
+  """acc + a * b rounded once, for a product whose one use is this (its MUL emitted nothing)."""
+  if ctx.fused.get(x.src[1]) is not x: return None
+  acc, (a, b), ft = x.src[0], x.src[1].src, FT[x.dtype]
+  d = ctx[acc] if x in ctx.into_acc else ctx.new(x.dtype)
+  ctx.vop(f"v_fma_{ft}", d, *(ctx.pair(s) if ft == "f64" else ctx[s] for s in (a, b, acc)))
   return d
 
 def loop(ctx: AMDKernel, x: UOp) -> str:
@@ -492,17 +600,29 @@ class RDNA3Renderer(ISARenderer):
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
+  has_shared = True        # DEFINE_LOCAL: LDS (ds_load/ds_store), BARRIER: s_barrier
+  shared_max = 64 << 10    # LDS a workgroup may allocate on gfx11
   local_max = (1024, 1024, 1024)
   max_threads_per_group = 1024
   max_buffers = 32
   index_bits = 32
   upcast_max = 4
+  fma = True               # a product joining a float32/float64 accumulator is one v_fma (its MULACC rounds the product first)
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
+  # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
+  # l % 16 of B (K = 0..15 its 16 elements; lanes 16-31 copies of lanes 0-15), and in element v of C and D the row
+  # 2 v + l // 16 (rows interleaved by half-wave), column l % 16
+  tensor_cores = tuple(TensorCore(f"v_wmma_f32_16x16x16_{t}", (16, 16, 16), dt, dtypes.float32, 32,
+                                  a=((("m", 0), ("m", 1), ("m", 2), ("m", 3), None), (("k", 0), ("k", 1), ("k", 2), ("k", 3))),
+                                  b=((("n", 0), ("n", 1), ("n", 2), ("n", 3), None), (("k", 0), ("k", 1), ("k", 2), ("k", 3))),
+                                  c=((("n", 0), ("n", 1), ("n", 2), ("n", 3), ("m", 0)), (("m", 1), ("m", 2), ("m", 3))))
+                       for dt, t in ((dtypes.float16, "f16"), (dtypes.bfloat16, "bf16")))
   instruction, kernel = "  {}", AMDKernel
   def render_kernel(self, k: AMDKernel) -> str:
     k.ins("s_endpgm")
-    return "\n".join([f".kernel {k.name}", f".vgprs {k.max_v}", f".sgprs {k.max_s}", f".args {k.nbufs}", f".vars {len(k.vars)}"] + k.lines) + "\n"
+    head = [f".kernel {k.name}", f".vgprs {k.max_v}", f".sgprs {k.max_s}", f".args {k.nbufs}", f".vars {len(k.vars)}", f".lds {k.lds_bytes}"]
+    return "\n".join(head + k.lines) + "\n"
 
   rules = PatternMatcher([
     (UPat(Ops.CONST, name="x"), lambda ctx, x: const_text(x.arg, x.dtype)),
@@ -518,8 +638,16 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: ctx.move(ctx[x.src[0]], x.src[1])),
     (UPat(Ops.CAST, name="x"), cast),
     (UPat(Ops.BITCAST, name="x"), bitcast),
-    # a float64's words (a uint32 pair) only meet bitcasts: copies, since a register is freed after its own last use
-    (UPat(Ops.VECTORIZE, PAIR, name="x"), lambda ctx, x: ctx.ins("v_mov_b32_e32 {0}, {2}\nv_mov_b32_e32 {1}, {3}".format(*halves(d := ctx.vreg(2)), *ctx.args(x))) or d),
-    (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {halves(ctx[x.src[0]])[x.arg]}") or d),
+    (UPat(Ops.DEFINE_LOCAL, name="x"), define_local),
+    # every wave's LDS accesses done (lgkmcnt; global loads were each waited for), then the workgroup's waves meet
+    (UPat(Ops.BARRIER), lambda ctx: ctx.ins("s_waitcnt lgkmcnt(0)", "s_barrier")),
+    # vectors (a float64's words, a WMMA's fragments and accumulator): an element is copied out, since a register is freed
+    # after its own last use
+    (UPat(Ops.VECTORIZE, name="x"), vectorize),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {split(ctx[x.src[0]])[x.arg]}") or d),
+    (UPat(Ops.WMMA, name="x"), wmma),
+    (UPat(GroupOp.ALU, name="x"), lambda ctx, x: vector_alu(ctx, x) if x.dtype.count > 1 else None),
+    (UPat(Ops.MUL, name="x"), lambda ctx, x: "" if x in ctx.fused else None),
+    (UPat(Ops.ADD, name="x"), multiply_add),
     (UPat(GroupOp.ALU, name="x"), alu32),
   ])
