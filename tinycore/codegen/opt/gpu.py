@@ -46,7 +46,7 @@ def hand_coded(k: Kernel) -> Kernel:
     return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
   # the longest sum (a sum of sums, as a split reduction leaves, spreads its inner one)
   heavy = [r for r in max(k.reduces, key=lambda x: prod(const_size(r) or 1 for r in x.src[1:])).src[1:] if const_size(r) is not None] if k.reduces else []
-  if ren.has_shared and heavy and (total := prod(const_size(r) for r in heavy)) >= 64 and outputs * 8 <= total * 1024:
+  if ren.has_shared and heavy and prod(const_size(r) for r in heavy) >= 64 and outputs * 8 <= const_size(longest(heavy)) * 1024:
     # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours). Where no
     # power of two of 16 or more divides its longest axis (a convolution's 26x26 map, a batch cut into 6 partials of
     # 43), the sum's axes are merged into one (the contiguous one innermost) and spread over that one's largest divisor
