@@ -605,6 +605,7 @@ class RDNA3Renderer(ISARenderer):
   local_max = (1024, 1024, 1024)
   max_threads_per_group = 1024
   max_buffers = 32
+  registers = 256          # VGPRs per lane of a wave32 (the renderer refuses a kernel needing more)
   index_bits = 32
   upcast_max = 4
   fma = True               # a product joining a float32/float64 accumulator is one v_fma (its MULACC rounds the product first)

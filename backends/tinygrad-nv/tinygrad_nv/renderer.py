@@ -167,6 +167,7 @@ class PTXRenderer(ISARenderer):
   shared_max = 48 << 10               # static .shared per block without opting in to more
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
+  registers = 255                     # per thread (ptxas spills past it)
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules

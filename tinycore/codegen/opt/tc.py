@@ -46,9 +46,17 @@ def _tiles(k: Kernel) -> Kernel:
   _stage), each warp up to 4x8 instructions' tiles (A's fragments used by 8, B's by 4; at most the renderer's
   upcast_max copies of either), as far as the output axes divide."""
   (mma,) = [u for u in k.order if u.op is Ops.WMMA]
+  tc = mma.arg
   a, b = ({u for u in s.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL} for s in mma.src[:2])
-  for op, side, most in ((OptOps.LOCAL, a - b, 2), (OptOps.LOCAL, b - a, 2), (OptOps.UPCAST, b - a, 8), (OptOps.UPCAST, a - b, 4)):
+  def words(n: int, dt) -> int: return ceildiv(n * dt.itemsize, 4)
+  def regs(ua: int, ub: int) -> int:   # 32-bit registers a lane holds for ua x ub tiles: accumulators, A's and B's fragments
+    return ua * ub * words(tc.elements("c"), tc.dtype_out) + ua * words(tc.elements("a"), tc.dtype_in) + ub * words(tc.elements("b"), tc.dtype_in)
+  up = {"a": 1, "b": 1}   # copies of A's tiles (along its own output axis) and of B's
+  for op, name, most in ((OptOps.LOCAL, "a", 2), (OptOps.LOCAL, "b", 2), (OptOps.UPCAST, "b", 8), (OptOps.UPCAST, "a", 4)):
+    side = a - b if name == "a" else b - a
     for amt in (x for x in (8, 4, 2) if x <= min(most, k.ren.upcast_max)):
+      # the tiles' registers below three quarters of a lane's (the rest: addresses, loop counters, the copies to shared memory)
+      if op is OptOps.UPCAST and k.ren.registers and regs(up["a"] * (amt if name == "a" else 1), up["b"] * (amt if name == "b" else 1)) >= k.ren.registers * 3 // 4: continue
       before = len(k.applied)
       for r in sorted(side, key=lambda r: -r.arg[0]):
         r = k.rng(r.arg[0])
@@ -57,7 +65,9 @@ def _tiles(k: Kernel) -> Kernel:
             k = apply_opt(k, Opt(op, r.arg[0], amt))
             break
           except OptError: pass
-      if len(k.applied) > before: break
+      if len(k.applied) > before:
+        if op is OptOps.UPCAST: up[name] *= amt
+        break
   return k
 
 def _stage(k: Kernel, axis: int, K: int) -> Kernel:
