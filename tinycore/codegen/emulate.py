@@ -29,7 +29,7 @@ class Emulation:
     self.bits = {d for d in self.floats if d not in ren.float_conversions}   # and held as their bits
     self.ints = lacks & {dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
     self.longs = lacks & set(LONGS)
-    self.word, self.exact_division = ren.memory_word, ren.exact_division
+    self.word, self.exact_division, self.device = ren.memory_word, ren.exact_division, ren.device
     self.emulated = self.floats | self.ints | self.longs | {d for d in ren.supported_dtypes if d.itemsize < self.word}
     self.acc = max((u.arg for u in uops if u.op is Ops.DEFINE_ACC), default=-1) + 1
   def new_acc(self) -> int:
@@ -51,7 +51,8 @@ def retype_buffer(x: UOp, dt: DType, size: int) -> UOp: return x.replace(dtype=d
 def float_alu(ctx: Emulation, x: UOp) -> UOp | None:
   t = x.src[-1].dtype
   if t.scalar not in ctx.floats or x.op is Ops.WHERE: return None
-  if x.op is Ops.MULACC: return UOp(Ops.ADD, x.dtype, (UOp(Ops.MUL, x.dtype, x.src[:2]), x.src[2]))   # the product rounds first
+  if x.op is Ops.MULACC:   # rounded once: float32's product and sum would round twice (codegen forms none outside mulacc_dtypes)
+    raise UnsupportedError(f"backend {ctx.device}: no fused multiply-add (MULACC) of {t.scalar.name} from float32 arithmetic")
   if t == F16 and x.op in (Ops.FDIV, Ops.RECIP, Ops.SQRT) and not ctx.exact_division:
     a, b = (UOp.const(F32, 1.0) if x.op is Ops.RECIP else x.src[0].cast(F32)), x.src[-1].cast(F32)
     return f16_root(b, b.alu(Ops.SQRT)) if x.op is Ops.SQRT else f16_quotient(a, b, a / b)

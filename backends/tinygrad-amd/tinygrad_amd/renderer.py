@@ -458,9 +458,7 @@ def float_alu(ctx: AMDKernel, x: UOp, d: str, a: list[str], ft: str) -> str:
   op, hi = x.op, (lambda r: halves(r)[1] if ft == "f64" else r)   # the word holding the sign
   if op in (Ops.ADD, Ops.MUL, Ops.TRUNC): ctx.vop(f"v_{op.name.lower()}_{ft}", d, *a)
   elif op is Ops.SUB: ctx.vop(f"v_add_{ft}", d, a[0], f"-{a[1]}") if ft == "f64" else ctx.vop("v_sub_f32", d, a[0], a[1])
-  elif op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be
-    ctx.vop(f"v_mul_{ft}", d, a[0], a[1])
-    ctx.vop(f"v_add_{ft}", d, a[2], d)
+  elif op is Ops.MULACC: ctx.vop(f"v_fma_{ft}", d, *a)   # rounded once
   elif op is Ops.NEG:
     if ft == "f64": ctx.ins(f"v_mov_b32_e32 {halves(d)[0]}, {halves(a[0])[0]}")
     ctx.vop("v_xor_b32", hi(d), "0x80000000", hi(a[0]))
@@ -489,6 +487,7 @@ class RDNA3Renderer(ISARenderer):
                                 dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.float64})
   float_conversions = frozenset({dtypes.float16})   # v_cvt_f16_f32 and v_cvt_f32_f16
+  mulacc_dtypes = frozenset({dtypes.float32, dtypes.float64})   # v_fma_f32, v_fma_f64
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
