@@ -487,7 +487,7 @@ class RDNA3Renderer(ISARenderer):
                                 dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.float64})
   float_conversions = frozenset({dtypes.float16})   # v_cvt_f16_f32 and v_cvt_f32_f16
-  mulacc_dtypes = frozenset({dtypes.float32, dtypes.float64})   # v_fma_f32, v_fma_f64
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})   # v_fma_f32, v_fma_f64 (half: the core's, in float32)
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True

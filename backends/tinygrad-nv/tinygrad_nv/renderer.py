@@ -159,7 +159,7 @@ class PTXRenderer(ISARenderer):
   supported_dtypes = frozenset(ALL_DTYPES)
   alu_dtypes = frozenset(ALL_DTYPES) - {dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
   float_conversions = frozenset({dtypes.float16})   # cvt.rn.f16.f32 and cvt.f32.f16
-  mulacc_dtypes = frozenset({dtypes.float32, dtypes.float64})   # fma.rn
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})   # fma.rn (half: the core's, in float32)
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # gridDim.y/z <= 65535 is met by the driver launching slices, never by truncating
   has_local = True                    # SPECIAL lidxN: threads of a block; global_size then counts blocks
