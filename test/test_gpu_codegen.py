@@ -63,6 +63,16 @@ def test_grouped_reduction_gates_its_store_and_shares_threads_with_the_rows():
     assert all(not any(r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg >= 1024 for r in ld.toposort()) for ld in loads), spec.name
   np.testing.assert_allclose(x.softmax(1).numpy(), np.exp(x.numpy()) / np.exp(x.numpy()).sum(1, keepdims=True), rtol=1e-5)
 
+def test_a_sum_whose_axes_no_power_of_two_divides_is_merged_and_grouped():
+  """A convolution's bias gradient: 16 outputs, each a sum over a batch and a 26x26 map. No power of two of 16 or more
+  divides any one axis, so the sum's axes are merged and spread over a block (not 16 threads summing 10816 terms each)."""
+  xs = rng.integers(-3, 4, (16, 16, 26, 26)).astype(np.float32)   # small integers: every order of summation is exact
+  x = Tensor(xs, device="PYTHON").realize()
+  si = last_kernel(x.sum((0, 2, 3)))
+  spec = get_program(si.ast, Device.renderer("PYTHON"))
+  assert np.prod(spec.local_size) >= 64 and np.prod(spec.global_size) * np.prod(spec.local_size) >= 16 * 64, (spec.global_size, spec.local_size)
+  np.testing.assert_array_equal(x.sum((0, 2, 3)).numpy(), xs.sum((0, 2, 3)))
+
 def test_tensor_core_action_matches_the_definition_and_pads():
   """The TC action's fragments (index math built from the layout) against PYTHON's WMMA (its own gather of the same
   layout): sizes that are multiples of the tile and ones padded to it."""

@@ -110,8 +110,11 @@ def test_every_matmul_of_a_step_is_on_the_tensor_core(monkeypatch, model_name):
   asts = [si.ast for si in loss.schedule(*updates) if si.ast.op is Ops.SINK]
   renderers = [Device.renderer("PYTHON")] + ([import_module("tinygrad_nv.renderer").PTXRenderer("sm_90")] if find_spec("tinygrad_nv") else [])
   for ren in renderers:
-    tc = wmma_kernels([get_program(ast, ren) for ast in asts])
+    programs = [get_program(ast, ren) for ast in asts]
+    tc = wmma_kernels(programs)
     assert len(tc) == MATMULS[model_name], (ren.device, tc)
+    if ren.device == "NV" and (ptxas := import_module("tinygrad_nv.assembler").find_ptxas()):   # and every kernel assembles
+      assert not import_module("tinygrad_nv.ptxas_check").check([p.src for p in programs], "sm_90", ptxas)
 
 def test_an_overflowing_loss_stops_training(tmp_path):
   """float16 ends at 65504: weights stepped by lr=1e4 overflow the logits at once; the example stops with an error naming

@@ -259,6 +259,22 @@ def test_unet_denoising():
     losses.append(loss.item())
   assert falls(losses, 0.5), losses
 
+def test_unet_gradient_kernels_stay_small():
+  """A U-Net's gradient sums over a pad's taps with a long body (swish's backward): written out trip by trip over three
+  8-trip loops it was 512 copies of the body, 23k operations and 970 KB of LLVM IR taking 24 s to compile. A sum's
+  written-out taps are bounded (codegen/opt/cpu.py TAP_OPS); every kernel of the step stays a few thousand operations."""
+  from tinycore import Device
+  from tinycore.codegen import get_program
+  Tensor.manual_seed(5)
+  x = Tensor(np.random.default_rng(5).random((8, 1, 8, 8), dtype=np.float32))
+  model = UNet()
+  params = get_parameters(model)
+  loss = (model(x) - x).square().mean()
+  items = [si for si in Tensor.schedule(*loss.gradient(*params)) if si.ast.op.name == "SINK"]
+  ren = Device.renderer("CPU")
+  sizes = {get_program(si.ast, ren).name: len(get_program(si.ast, ren).uops) for si in items}
+  assert max(sizes.values()) < 4000, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
 # ***** 6. EfficientNet-style: depthwise convolution, swish, squeeze-and-excitation, dropout in training *****
 
 class MBConv:

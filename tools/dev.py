@@ -113,10 +113,14 @@ def main(argv: list[str]) -> int:
   if kind == "train":
     run(PY, ROOT / "examples/train_digits.py", *rest, cwd=ROOT)
     return 0
+  # tests and conformance runs spread over the cores (pytest-xdist's workers; TINYCORE_TEST_JOBS to choose), each test
+  # independent of the others; worksteal: an idle worker takes queued tests from a busy one, so a slow file ends no run alone
+  jobs = max(1, int(os.environ.get("TINYCORE_TEST_JOBS", os.cpu_count() or 1)))
+  par = ("-n", str(jobs), "--dist", "worksteal") if jobs > 1 else ()
   # the core and backend tests, then the conformance suite once per installed backend and configuration
-  run(PY, "-m", "pytest", "-q", *rest, cwd=ROOT)
+  run(PY, "-m", "pytest", "-q", *par, *rest, cwd=ROOT)
   # ONNX's whole node-test suite (the default pytest run takes one test per op): a few minutes, so a step of its own
-  run(PY, "-m", "pytest", "-q", "test/test_onnx_node.py", cwd=ROOT, env={**os.environ, "ONNX_NODE_TESTS": "all"})
+  run(PY, "-m", "pytest", "-q", *par, "test/test_onnx_node.py", cwd=ROOT, env={**os.environ, "ONNX_NODE_TESTS": "all"})
   todo: list[tuple[str, Run]] = []
   later: list[tuple[str, Run]] = []   # a backend's further runs go last: by then its first run has warmed shared caches
   for dev, opens, why in installed_backends():
@@ -124,8 +128,7 @@ def main(argv: list[str]) -> int:
       if r.missing: cannot_run(r)
       else: (later if i and any(d == dev for d, _ in todo) else todo).append((dev, r))
   todo += later
-  # the runs are independent single-threaded processes: as many at once as there are cores (TINYCORE_TEST_JOBS to choose)
-  jobs = max(1, int(os.environ.get("TINYCORE_TEST_JOBS", os.cpu_count() or 1)))
+  # the runs are independent single-threaded processes: as many at once as there are cores
   print(f"conformance: {len(todo)} runs, {jobs} at a time: " + ", ".join(r.what for _, r in todo), flush=True)
   failed = []
   with ThreadPoolExecutor(jobs) as pool:

@@ -50,6 +50,9 @@ def install(timeout: float) -> tuple[str, str]:
   st = time.perf_counter()
   if not venv_python().exists(): venv.EnvBuilder(system_site_packages=True, with_pip=False).create(VENV)
   py = str(venv_python())
+  if sys.prefix != sys.base_prefix:   # run from a venv (numpy, torch... there): a venv made from it sees only its base's packages
+    site = sh([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], 30).stdout.strip()
+    (Path(site) / "tinycore-gpu-proof-parent.pth").write_text("".join(f"{p}\n" for p in __import__("site").getsitepackages()))
   cmd = [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index", "--disable-pip-version-check",
          *[x for p in PACKAGES for x in ("-e", p)]]
   r = sh(cmd, max(timeout - (time.perf_counter() - st), 5))

@@ -405,16 +405,23 @@ rules = PatternMatcher(folds + [(UPat(GroupOp.ALU, name="x"), f) for f in (float
 def rewrite_linear(uops: list[UOp], pm: PatternMatcher, ctx) -> list[UOp]:
   """pm's rules over a linear program: each UOp, its sources already rewritten, is rewritten with the nodes its rules build
   to a fixed point, and those new nodes take its place (in dependency order; a SINK only groups them). Nodes made inside a
-  loop, but constants, are gone after it: a later use places them again. Then every node nothing uses is dropped, unless
-  it is void (a store, a loop's end, a barrier) or a definition, loop or assignment."""
+  loop, but constants, are gone after it: a later use places them again. So are the nodes rules built from an
+  accumulator's value (a half one converted to float32) once it is assigned: a use of the accumulator reads its value
+  there, and an unrolled sum assigns it several times a trip. Then every node nothing uses is dropped, unless it is void
+  (a store, a loop's end, a barrier) or a definition, loop or assignment."""
   done: dict[UOp, UOp] = {}
-  out, avail, scopes = [], set(), []
+  out, avail, scopes, results = [], set(), [], set()
+  reads: dict[UOp, frozenset] = {}   # the accumulators a placed node reads
   for u in uops:
     r = graph_rewrite_map(u, pm, ctx, done=done)[u]
     for x in r.toposort(gate=lambda x: x not in avail):
       if x in avail or x.op is Ops.SINK: continue
       out.append(x); avail.add(x)
+      reads[x] = frozenset((x,) if x.op is Ops.DEFINE_ACC else ()).union(*(reads.get(s, ()) for s in x.src))
       if scopes and x.op is not Ops.CONST: scopes[-1].append(x)   # a constant is declared nowhere: it stays available
+      if x.op is Ops.ASSIGN:   # what rules built from the old value is stale (an original node's value stays as computed)
+        avail.difference_update([n for n in avail if x.src[0] in reads[n] and n.op not in (Ops.DEFINE_ACC, Ops.ASSIGN) and n not in results])
+    results.add(r)
     if u.op in (Ops.RANGE, Ops.IF): scopes.append([])
     elif u.op in (Ops.ENDRANGE, Ops.ENDIF): avail.difference_update(scopes.pop())
   keep, used = [], set()

@@ -3,7 +3,7 @@ rule returning the register that holds its value; registers named and counted pe
 from __future__ import annotations
 from collections import defaultdict
 from tinycore.dtype import DType
-from tinycore.uop import UOp
+from tinycore.uop import UOp, Ops
 from tinycore.renderer import Renderer, KernelWriter
 
 class ISAKernel(KernelWriter):
@@ -24,6 +24,14 @@ class ISAKernel(KernelWriter):
   def label(self, name: str) -> str:
     self.lines.append(f"{name}:")
     return ""
+  def lanes(self, x: UOp) -> tuple:
+    """A vector op (tensor-core accumulators summed) written lane by lane: each lane the scalar op of its sources' lanes."""
+    out = []
+    for i in range(x.dtype.count):
+      lane = UOp(x.op, x.dtype.scalar, tuple(UOp(Ops.GEP, s.dtype.scalar, (s,), i) for s in x.src))
+      for g in lane.src: self.r[g] = self[g.src[0]][i]
+      out.append(self.write(lane))
+    return tuple(out)
 
 class ISARenderer(Renderer):
   """`reg_kind(dtype)` is the register class a value lives in, `reg_name` how a register is written, `instruction` how

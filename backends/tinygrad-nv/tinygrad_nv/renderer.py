@@ -217,6 +217,7 @@ class PTXRenderer(ISARenderer):
                                                     f"{x.src[0].dtype.base.itemsize}", f"add.s64 {off}, {off}, {ctx[x.src[0]]}") or off),
     (UPat(Ops.LOAD, name="x"), load),
     (UPat(Ops.STORE, name="x"), store),
+    (UPat(GroupOp.ALU, name="x"), lambda ctx, x: ctx.lanes(x) if x.dtype.count > 1 else None),   # vectors: their registers
     (UPat(Ops.CAST, name="x"), cast),
     (UPat(Ops.BITCAST, name="x"), bitcast),
     # bool values are predicates

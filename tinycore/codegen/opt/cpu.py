@@ -101,6 +101,10 @@ def split_for_threads(sink: UOp, threads: int) -> tuple[UOp, tuple]:
 # one trip at a time, each trip is a kernel tap whose validity is an interval of y; on it the div/mod fold to sums
 # (y - 1 for one tap), and a tap that is never valid folds away.
 TAP_TRIPS = 8          # the longest such loop written out (a k x k kernel gives k + 1 trips)
+# the most operations a sum's written-out trips may hold together (trips x the body's operations): a U-Net's gradient
+# summed over three 8-trip loops with a 100-operation body wrote out 512 copies of it, 970 KB of LLVM IR that took 24 s
+# to compile; such a sum keeps its loops (a 3x3 conv's 16 trips of a few operations are far inside)
+TAP_OPS = 4096
 TAP_ENUMERATE = 256    # the longest axis whose valid values are found by trying each
 
 def _clauses(c: UOp) -> list[UOp]: return [x for s in c.src for x in _clauses(s)] if c.op is Ops.AND else [c]
@@ -169,6 +173,7 @@ def resolve_taps(sink: UOp) -> UOp:
   if not taps: return sink
   def write_out(x: UOp) -> UOp | None:
     if not (mine := [r for r in x.src[1:] if r in taps]): return None
+    if prod(_const_size(r) for r in mine) * sum(1 for u in x.src[0].toposort() if u.op in GroupOp.ALU) > TAP_OPS: return None
     parts = [x.src[0].substitute({r: UOp.const(dtypes.index, v) for r, v in zip(mine, combo)})
              for combo in itertools.product(*[range(_const_size(r)) for r in mine])]
     # the trips are terms of the reduction (TERMS): inside a remaining loop each joins the accumulator on its own

@@ -44,12 +44,20 @@ def hand_coded(k: Kernel) -> Kernel:
   red = [r for x in k.reduces for r in x.src[1:] if const_size(r) is not None]
   def longest(red: list[UOp]) -> UOp:   # the sum's axis its reads run along, else its longest
     return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
-  if ren.has_shared and red:
-    # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours)
-    r = longest(red)
-    want = min(256, ren.max_threads_per_group)
-    if const_size(r) >= 64 and outputs * 8 <= const_size(r) * 1024 and (g := _divisor(const_size(r), want, 16)) is not None:
-      k = _try(k, OptOps.GROUP, r, g)
+  # the longest sum (a sum of sums, as a split reduction leaves, spreads its inner one)
+  heavy = [r for r in max(k.reduces, key=lambda x: prod(const_size(r) or 1 for r in x.src[1:])).src[1:] if const_size(r) is not None] if k.reduces else []
+  if ren.has_shared and heavy and (total := prod(const_size(r) for r in heavy)) >= 64 and outputs * 8 <= total * 1024:
+    # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours). Where no
+    # power of two of 16 or more divides its longest axis (a convolution's 26x26 map, a batch cut into 6 partials of
+    # 43), the sum's axes are merged into one (the contiguous one innermost) and spread over that one's largest divisor
+    # that fills a block: 16 lone threads each summing 173k terms is what a conv's bias gradient became otherwise
+    r, want = longest(heavy), min(256, ren.max_threads_per_group)
+    if (g := _divisor(const_size(r), want, 16)) is None and len(heavy) > 1:
+      outer, *inner = sorted(heavy, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, -max([abs(s) for s in _strides(k, r)] or [0])))
+      for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
+      r = k.rng(outer.arg[0])
+      g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
+    if g is not None: k = _try(k, OptOps.GROUP, r, g)
   # output axes across the threads of a block, the contiguous one fastest
   room = min(256, ren.max_threads_per_group) // prod(const_size(t) for t in k.threads())
   for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
@@ -68,6 +76,10 @@ def hand_coded(k: Kernel) -> Kernel:
     else: break
     tried.add((r := longest(cands)).arg[0])
     k = _try(k, OptOps.GROUP, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
+  # each thread's own part of a sum taken 4 terms a trip: four independent loads in flight, not one waiting on the last
+  for i in range(len(k.reduces)):
+    own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
+    if own: k = _try(k, OptOps.UNROLL, min(own, key=lambda r: min([abs(s) for s in _strides(k, r)] or [1 << 62])), 4)
   return k
 
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
