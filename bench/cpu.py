@@ -210,7 +210,7 @@ def main():
   if args.describe: ren.vector_width, ren.vector_registers = map(int, args.describe.split(","))
   print(f"machine: {cpu_model()}, {os.cpu_count()} cores; SIMD features {' '.join(simd_features()) or 'none'}")
   print(f"CPU backend: renderer {type(ren).__name__}, {drv.threads} threads, vector width {ren.vector_width}, "
-        f"{getattr(ren, 'vector_registers', '?')} vector registers, FMA {getattr(ren, 'fma', '?')}, "
+        f"{getattr(ren, 'vector_registers', '?')} vector registers, fused multiply-add {sorted(d.name for d in getattr(ren, 'mulacc_dtypes', ()))}, "
         f"target {Device['CPU'].assembler.target.split(':')[0:3]}; comparing with {[f['name'] for f in fws[1:]]}")
   mm = bench_matmul(fws, args.n, args.reps)
   table(f"float32 matmul {args.n}x{args.n} (best of {args.reps})", mm, "GFLOPS", True)

@@ -6,6 +6,7 @@ import pytest
 from tinycore.dtype import ALL_DTYPES, dtypes
 from tinycore.uop import Ops, GroupOp
 from tinycore.codegen import get_program
+from tinycore.runtime.errors import UnsupportedError
 from tinycore.runtime.builtin import PythonRenderer, PythonProgram
 from tinycore_conformance import uop_table as T
 from tinycore_conformance.test_uops import table_cases, cols_for, table
@@ -17,19 +18,22 @@ class Words32(PythonRenderer):
   supported_dtypes = frozenset(ALL_DTYPES) - {dtypes.float64}
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32})
   memory_word = 4
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.float32})
   exact_division = False   # half quotients and roots through the correction WGSL needs (exact here: PYTHON divides exactly)
   tensor_cores = ()   # PYTHON's WMMA computes on values, not the bits a half is held as here
 class HalfConverts(PythonRenderer):
   """AMD's and NV's kind: float64, half converted natively but computed in float32, no 64-bit or 8/16-bit integer arithmetic."""
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.float64})
   float_conversions = frozenset({dtypes.float16})
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})
   tensor_cores = ()
 RENDERERS = {"words32": Words32(), "half_converts": HalfConverts()}
 
 def cases(ren):
-  # a bitcast between float64 and a 64-bit integer is a pair of words the PYTHON interpreter (no vectors) cannot hold
+  # a bitcast between float64 and a 64-bit integer is a pair of words the PYTHON interpreter (no vectors) cannot hold; a
+  # fused multiply-add of a float the target does not declare is never formed (test_mulacc_of_an_emulated_bfloat16_is_refused)
   return [(op, dt, to) for op, dt, to in table_cases(type("T", (), {"dtypes": [d for d in ALL_DTYPES if d in ren.supported_dtypes]})())
-          if not (op is Ops.BITCAST and dtypes.float64 in (dt, to))]
+          if not (op is Ops.BITCAST and dtypes.float64 in (dt, to)) and not (op is Ops.MULACC and dtypes.is_float(dt) and dt not in ren.mulacc_dtypes)]
 ALL = [(k, *c) for k, r in RENDERERS.items() for c in cases(r)]
 
 def run(ren, op, dt, to, cols) -> bytes:
@@ -51,6 +55,11 @@ def test_emulated_op(ren, op, dt, to):
   out_dt, in_dts = signature(op, dt, to)
   bad = T.mismatched_rows(op, dt, out_dt, got, want, operands(in_dts, cols))
   if bad.size: raise AssertionError(table(op, dt, to, cols, got, want, bad))
+
+@pytest.mark.parametrize("ren", RENDERERS)
+def test_mulacc_of_an_emulated_bfloat16_is_refused(ren):
+  """A bfloat16 product can leave float32's range (or round among its subnormals), so no float32 method is exact: refused."""
+  with pytest.raises(UnsupportedError, match="no fused multiply-add \\(MULACC\\) of bfloat16"): get_program(one_op_kernel(Ops.MULACC, dtypes.bfloat16, 4), RENDERERS[ren])
 
 # integers that float32 rounds onto a bfloat16 tie (then to even) though they lie past it: only one rounding gets them right
 ROUND_ONCE = {dtypes.int32: [2**30 + 2**22 + 1, -(2**30 + 2**22 + 1), 2**24 + 2**16 + 1], dtypes.uint32: [2**31 + 2**23 + 1, 2**32 - 1],

@@ -180,3 +180,18 @@ def test_a_sum_stored_twice_is_lowered_once():
   want = (xs.T @ ((g_out @ w2s.T) * (a > 0)), a.T @ g_out)
   for got, ref in zip(grads, want):   # the intermediates are rounded to half: 2^-11 of each, a few times over
     np.testing.assert_allclose(got.numpy().astype(np.float64), ref, atol=4e-3 * np.abs(ref).max())
+
+# ***** MULACC: a product joining its accumulator is one fused multiply-add where the renderer declares the dtype *****
+
+def test_products_fuse_into_accumulators_only_where_declared():
+  """fuse_mulacc: each term of a matmul's sum becomes MULACC(a, b, acc) in the renderer's mulacc_dtypes (PYTHON: every
+  float), none without them, and an elementwise a * b + c stays a product and a sum (its two roundings are the graph's)."""
+  from tinycore.runtime.builtin import PythonRenderer
+  class NoFma(PythonRenderer): mulacc_dtypes = frozenset()
+  a, b = (Tensor(np.arange(64, dtype=np.float32).reshape(8, 8) / 7, device="PYTHON") for _ in range(2))
+  mm, ew = last_kernel(a @ b).ast, last_kernel(a * b + a).ast
+  fused = [u for u in get_program(mm, PythonRenderer()).uops if u.op is Ops.MULACC]
+  assert fused and all(u.src[2].op is Ops.DEFINE_ACC for u in fused)
+  assert not any(u.op is Ops.MULACC for u in get_program(mm, NoFma()).uops)
+  assert not any(u.op is Ops.MULACC for u in get_program(ew, PythonRenderer()).uops)
+  np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-6)

@@ -345,13 +345,18 @@ def test_float_remainder_is_exact(gpu):
     cols = [list(c) for c in zip(*rows)]
     assert run_op("WEBGPU", Ops.MOD, dt, *cols) == definition(Ops.MOD, dt, *cols), dt
 
-def test_bfloat16_mulacc_rounds_the_product_first(gpu):
-  """MULACC is unfused for every dtype: (1 + 2^-7)^2 rounds to 1 + 2^-6 in bfloat16 before the add, so adding -(1 + 2^-6)
-  gives 0 (fused in float32 it would be 2^-14)."""
-  from tinycore.uop import Ops
-  from tinycore_conformance.uops import run_op, definition
+def test_no_fused_multiply_add():
+  """MULACC is rounded once ((1 + 2^-7)^2 - (1 + 2^-6) is 2^-14 in bfloat16, 0 as a product and a sum), and WGSL's fma()
+  need not be: WEBGPU declares no mulacc_dtypes, so a matmul's products join their sums as a multiply and an add, and a
+  MULACC given to the renderer is refused."""
+  from tinycore_conformance.uops import definition, one_op_kernel, from_bytes
   cols = [[1 + 2.0**-7], [1 + 2.0**-7], [-(1 + 2.0**-6)]]
-  assert run_op("WEBGPU", Ops.MULACC, dtypes.bfloat16, *cols) == definition(Ops.MULACC, dtypes.bfloat16, *cols) == bytes(2)
+  assert from_bytes(definition(Ops.MULACC, dtypes.bfloat16, *cols), dtypes.bfloat16).tolist() == [2.0**-14]
+  assert not WGSLRenderer.mulacc_dtypes
+  src = get_program(ast_of(P(np.ones((8, 8))) @ P(np.ones((8, 8)))), WGSLRenderer()).src
+  assert "fma(" not in src and "pin((" in src
+  for dt in (dtypes.float32, dtypes.bfloat16):
+    with pytest.raises(UnsupportedError, match="WEBGPU.*MULACC"): get_program(one_op_kernel(Ops.MULACC, dt, 4), WGSLRenderer())
 
 def test_sin_keeps_the_sign_of_zero(gpu):
   for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16):

@@ -251,16 +251,21 @@ def _fma_f64(a, b, c):
   for i in zip(*np.nonzero(hard)): out[i] = _fma_exact(float(a[i]), float(b[i]), float(c[i]))
   return out
 
+def fma_odd(a, b, c):
+  """a * b + c in float64 rounded to odd, for operands of at most 26 significant bits (float16, bfloat16, float32): their
+  product is exact in float64, so one more rounding to 24 or fewer bits is the correctly rounded fma."""
+  with np.errstate(all="ignore"):
+    f = lambda x: np.asarray(x, np.float64)
+    return _round_odd(*_two_sum(f(a) * f(b), f(c)))
+
 def fma(a, b, c):
-  """a * b + c rounded once (IEEE fusedMultiplyAdd) in the dtype of a: float16 and float32 through an exact float64
-  product, its exact sum with c rounded to odd, then one rounding to the narrow type; float64 by _fma_f64."""
+  """a * b + c rounded once (IEEE fusedMultiplyAdd) in the dtype of a: float16 and float32 by fma_odd, then one rounding
+  to the narrow type; float64 by _fma_f64."""
   dt = np.asarray(a).dtype
   if dt == np.float64:
     with np.errstate(all="ignore"): return _fma_f64(a, b, c)
   if dt not in (np.float16, np.float32): raise TypeError(f"fma of {dt}: only float16, float32 and float64")
-  with np.errstate(all="ignore"):
-    f = lambda x: np.asarray(x, np.float64)
-    return _round_odd(*_two_sum(f(a) * f(b), f(c))).astype(dt)
+  with np.errstate(all="ignore"): return fma_odd(a, b, c).astype(dt)
 
 def tensor_core_dot(A, B, C, emin: int, frac_bits: int, rounding: str, nan_bits: int | None = None):
   """D = A B + C as a tensor core computes it: A (..., M, K) and B (..., K, N) hold the inputs' exact values (float64),

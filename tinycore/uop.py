@@ -3,7 +3,7 @@ from __future__ import annotations
 import functools, math, weakref
 from typing import Any, Callable, Sequence
 import numpy as np
-from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max, round_to_odd_f32, INTS
+from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max, round_to_odd_f32, fma, fma_odd, INTS
 from tinycore.helpers import prod, all_int
 from tinycore.ops import Ops, GroupOp, AxisType
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite, graph_substitute
@@ -454,7 +454,10 @@ def exec_cast(x, src: DType, dst: DType, bitcast: bool = False):
 
 def exec_alu(op: Ops, dt: DType, srcs: Sequence[Any]):
   """Evaluate one ALU op on numpy arrays (or scalars) with the exact semantics kernels have."""
-  if op is Ops.MULACC: return exec_alu(Ops.ADD, dt, [exec_alu(Ops.MUL, dt, srcs[:2]), srcs[2]])  # unfused: the product rounds first
+  if op is Ops.MULACC and dtypes.is_float(dt):   # fused: a * b + c rounded once (IEEE fusedMultiplyAdd)
+    if dt.scalar == dtypes.bfloat16: return exec_cast(fma_odd(*srcs), dtypes.float64, dtypes.bfloat16)
+    return fma(*(np.asarray(s, to_np_dtype(dt.scalar)) for s in srcs))
+  if op is Ops.MULACC: return exec_alu(Ops.ADD, dt, [exec_alu(Ops.MUL, dt, srcs[:2]), srcs[2]])  # integers wrap: no rounding to fuse
   cdt = dtypes.float32 if dt.scalar == dtypes.bfloat16 else dt.scalar  # bfloat16 math runs in float32, rounded after
   a = [np.asarray(s) for s in srcs]
   with np.errstate(all="ignore"):

@@ -1,6 +1,7 @@
 """The uops section's table: edge operands per op and dtype, an independent reference of each op, and the byte comparison."""
 from __future__ import annotations
 import itertools, math
+from fractions import Fraction
 import numpy as np
 from tinycore.dtype import DType, dtypes, FLOATS, INTS
 from tinycore.uop import Ops
@@ -56,10 +57,19 @@ def columns(op: Ops, dt: DType) -> list[list]:
   e = edges(dt)
   if op in (Ops.SHL, Ops.SHR): rows = list(itertools.product(e, shift_amounts(dt)))
   elif op is Ops.WHERE: rows = [(c, a, b) for c in (False, True) for a, b in itertools.product(e, e)]
-  elif op is Ops.MULACC: rows = [(a, b, c) for a, b in itertools.product(e, e) for c in e[:: max(1, len(e) // 5)]]
+  elif op is Ops.MULACC: rows = [(a, b, c) for a, b in itertools.product(e, e) for c in e[:: max(1, len(e) // 5)]] + fused_rows(dt)
   elif op in (Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC): rows = [(a,) for a in e]
   else: rows = list(itertools.product(e, e))
   return [list(c) for c in zip(*rows)]
+
+def fused_rows(dt: DType) -> list[tuple]:
+  """MULACC operands where one rounding and two differ: products that cancel against c below the dtype's precision,
+  one that overflows while the sum does not, and products whose rounding in the subnormal range a sum would see."""
+  if dt not in FLOATS: return []
+  big, tiny, sub = finfo(dt)
+  u = 2.0 ** (1 - MANT[dt])   # the spacing above 1
+  return [(1 + u, 1 - u, -1.0), (1 + u, 1 + u, -(1 + 2 * u)), (1 + u, -(1 + u), 1 + 2 * u), (1 / 3, 3.0, -1.0), (0.1, 10.0, -1.0),
+          (big, 2.0, -big), (-big, 2.0, big), (big, 1 + u, -big), (0.5 + u, sub, -sub), (0.5, sub, sub), (0.5, -sub, -sub), (tiny, 1 - u / 2, -tiny)]
 
 def cast_column(src: DType, dst: DType) -> list:
   """Edges of `src`, plus the values at and just past the ends of `dst`'s range that `src` holds exactly."""
@@ -138,8 +148,7 @@ def ref_float(op: Ops, dt: DType, a: float, b: float = 0.0, c: float = 0.0):
     fn = {Ops.EXP2: lambda x: 2.0 ** x if x < 2000 else math.inf, Ops.LOG2: lambda x: math.nan if x < 0 else -math.inf if x == 0 else math.log2(x),
           Ops.SIN: lambda x: math.sin(x) if math.isfinite(x) else math.nan}[op]
     return in_dtype(math.nan if math.isnan(a) else fn(a), dt)
-  # MULACC is unfused: the product is rounded to the dtype, then the sum is
-  if op is Ops.MULACC: return ref_float(Ops.ADD, dt, float(ref_float(Ops.MUL, dt, a, b)), c)
+  if op is Ops.MULACC: return ref_fma(dt, a, b, c)
   # IEEE arithmetic, rounded once to the dtype (bfloat16: computed in float32, then rounded)
   carrier = np.float32 if dt == dtypes.bfloat16 else {dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64}[dt]
   x, y = carrier(a), carrier(b)
@@ -147,6 +156,29 @@ def ref_float(op: Ops, dt: DType, a: float, b: float = 0.0, c: float = 0.0):
     out = {Ops.ADD: lambda: x + y, Ops.SUB: lambda: x - y, Ops.MUL: lambda: x * y, Ops.FDIV: lambda: x / y, Ops.RECIP: lambda: carrier(1) / x,
            Ops.SQRT: lambda: np.sqrt(x)}[op]()
   return in_dtype(float(out), dt)
+
+def round_exact(x: Fraction, dt: DType):
+  """A rational rounded once to the nearest value of `dt` (ties to even), in Python integers; past the largest, infinity."""
+  big, tiny, _ = finfo(dt)
+  e = x.numerator.bit_length() - x.denominator.bit_length()
+  if abs(x) < Fraction(2) ** e: e -= 1   # now 2**e <= |x| < 2**(e + 1)
+  quantum = Fraction(2) ** (max(e, round(math.log2(tiny))) - MANT[dt] + 1)   # subnormals share the smallest normal's
+  v = round(x / quantum) * quantum                                             # Fraction's round: half to even
+  return in_dtype((-1.0 if x < 0 else 1.0) * (math.inf if abs(v) > big else float(abs(v))), dt)
+
+def ref_fma(dt: DType, a: float, b: float, c: float):
+  """a * b + c rounded once (IEEE fusedMultiplyAdd): the exact value in rationals, then round_exact."""
+  if math.isnan(a) or math.isnan(b) or math.isnan(c): return in_dtype(math.nan, dt)
+  if math.isinf(a) or math.isinf(b):
+    if a == 0 or b == 0: return in_dtype(math.nan, dt)
+    p = math.copysign(math.inf, a) * math.copysign(1.0, b)
+    return in_dtype(math.nan if math.isinf(c) and c != p else p, dt)
+  if math.isinf(c): return in_dtype(c, dt)
+  x = Fraction(a) * Fraction(b) + Fraction(c)
+  if x == 0:   # an exact zero is -0 only as a sum of two -0s (the product's sign is its operands')
+    neg = (a == 0 or b == 0) and c == 0 and math.copysign(1.0, a) * math.copysign(1.0, b) < 0 and math.copysign(1.0, c) < 0
+    return in_dtype(-0.0 if neg else 0.0, dt)
+  return round_exact(x, dt)
 
 def round_int(v: int, bits: int) -> int:
   """The integer v rounded to `bits` significant bits, ties to even: int -> float conversion done in integers."""

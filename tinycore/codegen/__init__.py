@@ -16,7 +16,7 @@ from tinycore.codegen.expander import expand
 from tinycore.codegen.reduce import group_reduces, tree_sums
 from tinycore.codegen.gpudims import map_gpu_dims
 from tinycore.codegen.linearize import linearize
-from tinycore.codegen.emulate import emulate
+from tinycore.codegen.emulate import emulate, rewrite_linear
 
 def _index_dtype(sink: UOp, ren: Renderer):
   lim = max([max(abs(u.vmin), abs(u.vmax)) for u in sink.toposort() if u.dtype == dtypes.index], default=0)
@@ -97,6 +97,16 @@ def run_passes(sink: UOp, st: CodegenState) -> UOp:
       with trace.capture.pass_step(p.name, sink) as done: sink = done(p.run(sink, st))
   return sink
 
+# a reduction's order and rounding are free (docs/architecture.md "Accuracy of reductions"): where the target renders a
+# fused multiply-add of the dtype, a product joins its accumulator rounded once. Outside reductions a * b + c stays two
+# roundings, as the graph says.
+fuse_products = PatternMatcher([(UPat(Ops.ADD, src=(UPat(Ops.DEFINE_ACC, name="acc"), UPat(Ops.MUL, name="m")), name="x"),
+  lambda ctx, x, acc, m: UOp(Ops.MULACC, x.dtype, (*m.src, acc)) if x.dtype.scalar in ctx.mulacc_dtypes else None)])
+
+def fuse_mulacc(uops: list[UOp], ren: Renderer) -> list[UOp]:
+  if not any(u.op is Ops.ADD and u.src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.MUL and u.dtype.scalar in ren.mulacc_dtypes for u in uops): return uops
+  return rewrite_linear(uops, fuse_products, ren)
+
 def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Opt, ...] = ()) -> ProgramSpec:
   """`opts`: optimisation actions (codegen/opt/kernel.py) BEAM chose; none: the target's hand-coded choice. Lowered, then
   PASSES in order, then linearized and rendered."""
@@ -106,7 +116,7 @@ def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Op
   # every parameter, used or simplified away, so the kernel's signature is the schedule item's buffer list
   uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL])
   flops, mem = estimate_cost(uops, gsize, lsize)
-  uops = emulate(uops, ren)   # the dtypes the renderer lacks (on the linear program: the linearizer makes the accumulators)
+  uops = emulate(fuse_mulacc(uops, ren), ren)   # the dtypes the renderer lacks (on the linear program: the linearizer makes the accumulators)
   if DEBUG >= 5: print_uops(uops)
   name = name or kernel_name(ast)
   params = sorted({u.arg: u for u in uops if u.op is Ops.DEFINE_GLOBAL}.items())

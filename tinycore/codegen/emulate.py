@@ -29,7 +29,7 @@ class Emulation:
     self.bits = {d for d in self.floats if d not in ren.float_conversions}   # and held as their bits
     self.ints = lacks & {dtypes.int8, dtypes.int16, dtypes.uint8, dtypes.uint16}
     self.longs = lacks & set(LONGS)
-    self.word, self.exact_division = ren.memory_word, ren.exact_division
+    self.word, self.exact_division, self.device = ren.memory_word, ren.exact_division, ren.device
     self.emulated = self.floats | self.ints | self.longs | {d for d in ren.supported_dtypes if d.itemsize < self.word}
     self.acc = max((u.arg for u in uops if u.op is Ops.DEFINE_ACC), default=-1) + 1
   def new_acc(self) -> int:
@@ -51,12 +51,27 @@ def retype_buffer(x: UOp, dt: DType, size: int) -> UOp: return x.replace(dtype=d
 def float_alu(ctx: Emulation, x: UOp) -> UOp | None:
   t = x.src[-1].dtype
   if t.scalar not in ctx.floats or x.op is Ops.WHERE: return None
-  if x.op is Ops.MULACC: return UOp(Ops.ADD, x.dtype, (UOp(Ops.MUL, x.dtype, x.src[:2]), x.src[2]))   # the product rounds first
+  if x.op is Ops.MULACC:   # rounded once (a product and a sum in float32 would round twice): half exactly, bfloat16 not at all
+    if t.scalar != F16: raise UnsupportedError(f"backend {ctx.device}: no fused multiply-add (MULACC) of {t.scalar.name} from float32 arithmetic")
+    return f16_fma(*(s.cast(vec(F32, s.dtype)) for s in x.src)).cast(x.dtype)
   if t == F16 and x.op in (Ops.FDIV, Ops.RECIP, Ops.SQRT) and not ctx.exact_division:
     a, b = (UOp.const(F32, 1.0) if x.op is Ops.RECIP else x.src[0].cast(F32)), x.src[-1].cast(F32)
     return f16_root(b, b.alu(Ops.SQRT)) if x.op is Ops.SQRT else f16_quotient(a, b, a / b)
   out = UOp(x.op, x.dtype if x.op in GroupOp.Comparison else vec(F32, t), tuple(s.cast(vec(F32, s.dtype)) for s in x.src))
   return out if x.op in GroupOp.Comparison else out.cast(x.dtype)
+
+def f16_fma(a: UOp, b: UOp, c: UOp) -> UOp:
+  """a * b + c of three halves (float32 values), rounded once to half: the product is exact in float32 (22 bits), the
+  sum's rounding error exact by Knuth's two-sum, and the sum rounded to odd (its last bit set where it is inexact) then
+  to half is rounded once (float32 keeps 13 more bits; a nonzero exact sum is at least 2^-48, never subnormal)."""
+  p = a * b
+  s = p + c
+  back = s - p
+  e = (p - (s - back)) + (c - back)
+  bits = s.bitcast(vec(U32, s.dtype))
+  inexact = e.ne(0.0) & (bits & 0x7f800000).ne(0x7f800000) & (bits & 1).eq(0)   # an infinite sum leaves e NaN
+  step = ((e < 0.0).ne(s < 0.0)).where(bits.alu(Ops.SUB, const(bits, 1)), bits + 1)   # toward the exact sum
+  return inexact.where(step, bits).bitcast(s.dtype)
 
 # half division and square root where float32's are inexact (Renderer.exact_division False: WGSL lets them be 2.5 ulp off),
 # so that one rounded to half is not always the correctly rounded half. The exact result lies past the half midpoint next

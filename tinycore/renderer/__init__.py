@@ -69,7 +69,8 @@ class Renderer:
   vector_width: int = 1               # native SIMD width in float32 lanes (1: no vector types)
   vector_registers: int = 16          # SIMD registers the register tiles of CPU-style targets may fill
   registers: int = 0                  # 32-bit registers one GPU thread may hold (0: no limit): tensor-core tiles stay within it
-  fma: bool = False                   # a fused multiply-add: reductions of products accumulate with one rounding per term
+  mulacc_dtypes: frozenset[DType] = frozenset()   # float dtypes whose MULACC (a * b + c rounded once) the target renders: a
+                                              # reduction's product joins its accumulator as one (codegen/__init__.py)
   cache_bytes: int = 0                # a core's own cache nearest memory (L2 on x86) in bytes, 0: unknown (CPU-style cache blocking)
   max_buffers: int = 0                # 0: unlimited; else params per kernel (incl. output)
   loop_pass_max: int = 0              # 0: unlimited; else loop passes one thread may make in all (the scheduler splits kernels under it)
@@ -92,8 +93,8 @@ class Renderer:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
-    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "fma", "cache_bytes", "max_buffers", "loop_pass_max")
-    return {k: getattr(self, k) for k in keys} | {"supported_dtypes": sorted(d.name for d in self.supported_dtypes)}
+    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max")
+    return {k: getattr(self, k) for k in keys} | {k: sorted(d.name for d in getattr(self, k)) for k in ("supported_dtypes", "mulacc_dtypes")}
 
 class KernelWriter:
   """One kernel being written by a renderer's rule table: its rules (ctx is this writer) return each value's text (a

@@ -131,11 +131,12 @@ class CStyleRenderer(Renderer):
     (on(Ops.NEG, dtypes.bool), lambda ctx, x: f"(!{ctx[x.src[0]]})"),
     (on(Ops.MULACC, dtypes.bool), lambda ctx, x: "(({} & {}) | {})".format(*ctx.args(x))),
     (on(GroupOp.Binary, dtypes.bool), lambda ctx, x: f"({ctx[x.src[0]]} {ctx.ren.bool_infix[x.op]} {ctx[x.src[1]]})" if x.op in ctx.ren.bool_infix else None),
-    # floats: NaN wins a MAX (and of equal values the first); MULACC rounds its product first
+    # floats: NaN wins a MAX (and of equal values the first); MULACC is the language's fma, rounded once, where declared
     (on(Ops.MAX, FLOATS), lambda ctx, x: "(({0} >= {1} || {0} != {0}) ? {0} : {1})".format(*ctx.args(x))),
     (on(Ops.NEG, FLOATS), lambda ctx, x: f"(-{ctx[x.src[0]]})"),
     (on(Ops.RECIP, FLOATS), lambda ctx, x: f"({ctx.ren.render_const(1.0, x.dtype)} / {ctx[x.src[0]]})"),
-    (on(Ops.MULACC, FLOATS), lambda ctx, x: "((({t})({} * {})) + {})".format(*ctx.args(x), t=ctx.type(x.dtype))),
+    (on(Ops.MULACC, FLOATS), lambda ctx, x: "fma{s}({}, {}, {})".format(*ctx.args(x), s=ctx.ren.float_suffix.get(x.dtype, ""))
+     if x.dtype.scalar in ctx.ren.mulacc_dtypes else None),
     (on(Ops.IDIV, FLOATS), lambda ctx, x: "floor{s}({} / {})".format(*ctx.args(x), s=ctx.ren.float_suffix.get(x.dtype, ""))),
     (on((Ops.SQRT, Ops.TRUNC, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.MOD), FLOATS), lambda ctx, x: f"{ctx.ren.functions[x.op]}{ctx.ren.float_suffix.get(x.dtype, '')}"
      f"({', '.join(ctx.args(x))})" if x.op in ctx.ren.functions else None),

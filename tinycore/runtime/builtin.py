@@ -27,6 +27,7 @@ class PythonRenderer(Renderer):
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   shared_max = 48 << 10
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})   # exec_alu's fma, rounded once
   # a tensor core of its own, so the TC action and WMMA run everywhere the core does: 8x8x8 over a warp of 32, each lane
   # two elements of each operand, the lane and element bits spread over the coordinates (a swizzle to get wrong)
   tensor_cores = tuple(TensorCore(f"wmma_8x8x8_{dt.name}", (8, 8, 8), dt, dtypes.float32, 32,

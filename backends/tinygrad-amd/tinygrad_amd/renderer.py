@@ -96,14 +96,10 @@ class AMDKernel(ISAKernel):
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
     self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
-    uses = collections.Counter(s for u in uops for s in u.src)
-    # a float product whose one use joins an accumulator: one v_fma there (one rounding, as NV's fma.rn); the MUL emits nothing
-    self.fused = {u.src[1]: u for u in uops if u.op is Ops.ADD and u.dtype in (dtypes.float32, dtypes.float64) and u.src[0].op is Ops.DEFINE_ACC
-                  and u.src[1].op is Ops.MUL and uses[u.src[1]] == 1}
-    # a WMMA or such a multiply-add that the next line assigns to the accumulator it reads: computed into the accumulator's
-    # registers (no copy; nothing reads the accumulator's old value after it)
+    # a WMMA or a float MULACC (one v_fma) that the next line assigns to the accumulator it reads: computed into the
+    # accumulator's registers (no copy; nothing reads the accumulator's old value after it)
     self.into_acc = {u for u, nxt in zip(uops, uops[1:]) if nxt.op is Ops.ASSIGN and nxt.src[1] is u and nxt.src[0] in u.src
-                     and (u.op is Ops.WMMA or u in self.fused.values())}
+                     and (u.op is Ops.WMMA or u.op is Ops.MULACC and dtypes.is_float(u.dtype))}
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -114,8 +110,6 @@ class AMDKernel(ISAKernel):
     last: dict[UOp, int] = {u: i for i, u in enumerate(self.uops)}
     for i, u in enumerate(self.uops):
       for s in u.src: last[s] = max(last.get(s, i), i)
-    for m, add in self.fused.items():   # a fused product's operands are read by its multiply-add
-      for s in m.src: last[s] = max(last[s], pos[add])
     for u in self.uops:
       if u.op is Ops.ASSIGN: last[u.src[0]] = max(last[u.src[0]], last[u])
     loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
@@ -489,14 +483,6 @@ def vector_alu(ctx: AMDKernel, x: UOp) -> str:
     ctx.ins(f"v_mov_b32_e32 {dh}, {r}")
     ctx.release(r)
   return d
-def multiply_add(ctx: AMDKernel, x: UOp) -> str | None:
-  """acc + a * b rounded once, for a product whose one use is this (its MUL emitted nothing)."""
-  if ctx.fused.get(x.src[1]) is not x: return None
-  acc, (a, b), ft = x.src[0], x.src[1].src, FT[x.dtype]
-  d = ctx[acc] if x in ctx.into_acc else ctx.new(x.dtype)
-  ctx.vop(f"v_fma_{ft}", d, *(ctx.pair(s) if ft == "f64" else ctx[s] for s in (a, b, acc)))
-  return d
-
 def loop(ctx: AMDKernel, x: UOp) -> str:
   """Lanes whose counter reached the end stop (exec), the loop ends when no lane is left."""
   top, end, save, d = ctx.fresh_label(), ctx.fresh_label(), ctx.sreg(), ctx.vreg()
@@ -548,7 +534,7 @@ def alu32(ctx: AMDKernel, x: UOp) -> str:
     name = {Ops.CMPLT: "lt", Ops.CMPNE: "neq" if dtypes.is_float(t) else "ne", Ops.CMPEQ: "eq"}[op]
     ctx.vop(f"v_cmp_{name}_{FT.get(t) or ('i32' if op is Ops.CMPLT and signed(t) else 'u32')}", "vcc_lo", a[0], a[1])
     return ctx.bool_from_vcc(ctx.vreg())
-  if dtypes.is_float(t): return float_alu(ctx, x, ctx.new(t), a, FT[t])
+  if dtypes.is_float(t): return float_alu(ctx, x, ctx[x.src[2]] if x in ctx.into_acc else ctx.new(t), a, FT[t])
   d = ctx.vreg()
   if t == dtypes.bool: ctx.vop("v_xor_b32", d, "1", a[0]) if op is Ops.NEG else ctx.vop(BOOL_OPS[op], d, a[0], a[1])
   elif op in INT_OPS: ctx.vop(INT_OPS[op].format(s="i" if signed(t) else "u"), d, *a)
@@ -566,9 +552,7 @@ def float_alu(ctx: AMDKernel, x: UOp, d: str, a: list[str], ft: str) -> str:
   op, hi = x.op, (lambda r: halves(r)[1] if ft == "f64" else r)   # the word holding the sign
   if op in (Ops.ADD, Ops.MUL, Ops.TRUNC): ctx.vop(f"v_{op.name.lower()}_{ft}", d, *a)
   elif op is Ops.SUB: ctx.vop(f"v_add_{ft}", d, a[0], f"-{a[1]}") if ft == "f64" else ctx.vop("v_sub_f32", d, a[0], a[1])
-  elif op is Ops.MULACC:   # the product is rounded before the add, as the two ops would be
-    ctx.vop(f"v_mul_{ft}", d, a[0], a[1])
-    ctx.vop(f"v_add_{ft}", d, a[2], d)
+  elif op is Ops.MULACC: ctx.vop(f"v_fma_{ft}", d, *a)   # rounded once
   elif op is Ops.NEG:
     if ft == "f64": ctx.ins(f"v_mov_b32_e32 {halves(d)[0]}, {halves(a[0])[0]}")
     ctx.vop("v_xor_b32", hi(d), "0x80000000", hi(a[0]))
@@ -597,6 +581,7 @@ class RDNA3Renderer(ISARenderer):
                                 dtypes.int64, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})
   alu_dtypes = frozenset({dtypes.bool, dtypes.int32, dtypes.uint32, dtypes.float32, dtypes.float64})
   float_conversions = frozenset({dtypes.float16})   # v_cvt_f16_f32 and v_cvt_f32_f16
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})   # v_fma_f32, v_fma_f64 (half: the core's, in float32)
   global_dims = 3
   global_max = (2**31 - 1,) * 3
   has_local = True
@@ -608,7 +593,6 @@ class RDNA3Renderer(ISARenderer):
   registers = 256          # VGPRs per lane of a wave32 (the renderer refuses a kernel needing more)
   index_bits = 32
   upcast_max = 4
-  fma = True               # a product joining a float32/float64 accumulator is one v_fma (its MULACC rounds the product first)
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
   # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
@@ -648,7 +632,5 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {split(ctx[x.src[0]])[x.arg]}") or d),
     (UPat(Ops.WMMA, name="x"), wmma),
     (UPat(GroupOp.ALU, name="x"), lambda ctx, x: vector_alu(ctx, x) if x.dtype.count > 1 else None),
-    (UPat(Ops.MUL, name="x"), lambda ctx, x: "" if x in ctx.fused else None),
-    (UPat(Ops.ADD, name="x"), multiply_add),
     (UPat(GroupOp.ALU, name="x"), alu32),
   ])

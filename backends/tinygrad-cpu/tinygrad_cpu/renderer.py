@@ -32,6 +32,7 @@ def host_vector_registers() -> int:
   return 32 if feats.get("avx512f") or feats.get("neon") else 16
 
 def host_fma() -> bool: return bool(host_features().get("fma") or host_features().get("neon"))
+FMA_DTYPES = frozenset({dtypes.float32, dtypes.float64})   # llvm.fma / fma(), fmaf(): declared where the CPU has the instruction
 
 @functools.cache
 def host_cache_bytes() -> int:
@@ -157,10 +158,6 @@ class LLVMKernel(ISAKernel):
   # ***** ALU *****
   def alu(self, u: UOp) -> str:
     op, dt = u.op, u.dtype
-    if self.ren.fma and op is Ops.ADD and u.src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.MUL and dt.scalar in (dtypes.float32, dtypes.float64):
-      # a term of a sum of products joins its accumulator with one rounding (a reduction's order and rounding are free,
-      # see docs/architecture.md); the same instruction in every tile and thread, so results stay bit-identical
-      return self.intr("fma", ltype(dt), self[u.src[1].src[0]], self[u.src[1].src[1]], self[u.src[0]])
     a = [self[s] for s in u.src]
     ty = ltype(dt)
     if op is Ops.WHERE: return self.let(f"select {ltype(u.src[0].dtype)} {a[0]}, {ty} {a[1]}, {ty} {a[2]}")
@@ -184,9 +181,8 @@ class LLVMKernel(ISAKernel):
       nan = self.let(f"fcmp uno {ty} {a[0]}, {a[0]}")
       pick = self.let(f"or {_vec('i1', dt.count)} {ge}, {nan}")
       return self.let(f"select {_vec('i1', dt.count)} {pick}, {ty} {a[0]}, {ty} {a[1]}")
-    # a*b rounded, then + c rounded, as defined: llvm.fmuladd lets LLVM fuse where it likes (the vector body of a loop and its
-    # scalar remainder did not agree on FMA CPUs)
-    if op is Ops.MULACC: return self.let(f"fadd {ty} {self.let(f'fmul {ty} {a[0]}, {a[1]}')}, {a[2]}")
+    # rounded once, everywhere (llvm.fmuladd would let LLVM choose per loop: a vector body and its scalar remainder disagreed)
+    if op is Ops.MULACC: return self.intr("fma", ty, *a)
     if op in (Ops.SQRT, Ops.TRUNC, Ops.SIN): return self.intr({Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.SIN: "sin"}[op], ty, a[0])
     if op in (Ops.EXP2, Ops.LOG2):
       name = "exp2" if op is Ops.EXP2 else "log2"
@@ -322,7 +318,7 @@ class LLVMRenderer(ISARenderer):
     self.cache_bytes = host_cache_bytes() if cache_bytes is None else cache_bytes
     self.vector_width = host_vector_width() if vector_width is None else vector_width
     self.vector_registers = host_vector_registers() if vector_registers is None else vector_registers
-    self.fma = host_fma() if fma is None else fma
+    self.mulacc_dtypes = FMA_DTYPES if (host_fma() if fma is None else fma) else frozenset()
   def reg_kind(self, dt: DType) -> str: return "t"
   def render_kernel(self, k: LLVMKernel) -> str:
     if k.core: k.end_loop("core", "i32")
@@ -367,7 +363,9 @@ class CRenderer(CStyleRenderer):
   float_conversions = frozenset({dtypes.float16})
   upcast_max = 8
   max_buffers = 960   # the driver calls a kernel through ctypes, which passes at most 1024 arguments (buffers, variables, 2 core ids)
-  def __init__(self, threads: int | None = None): self.threads = cpu_threads() if threads is None else threads
+  def __init__(self, threads: int | None = None):
+    self.threads = cpu_threads() if threads is None else threads
+    self.mulacc_dtypes = FMA_DTYPES if host_fma() else frozenset()
   def render_special(self, ctx: CStyleKernel, x: UOp) -> str:   # the core loop around the whole body, closed at the end
     core_id(x)
     ctx.open("for (int32_t core = core_start; core < core_end; core++) {")

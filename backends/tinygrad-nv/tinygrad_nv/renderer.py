@@ -159,7 +159,7 @@ class PTXRenderer(ISARenderer):
   supported_dtypes = frozenset(ALL_DTYPES)
   alu_dtypes = frozenset(ALL_DTYPES) - {dtypes.float16, dtypes.bfloat16, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16}
   float_conversions = frozenset({dtypes.float16})   # cvt.rn.f16.f32 and cvt.f32.f16
-  fma = True                          # a product joining a float32/float64 accumulator is one fma.rn
+  mulacc_dtypes = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})   # fma.rn (half: the core's, in float32)
   global_dims = 3
   global_max = (2**31 - 1,) * 3       # gridDim.y/z <= 65535 is met by the driver launching slices, never by truncating
   has_local = True                    # SPECIAL lidxN: threads of a block; global_size then counts blocks
@@ -229,13 +229,10 @@ class PTXRenderer(ISARenderer):
     (on(tuple(BOOL_OPS), dtypes.bool), lambda ctx, x: emit(ctx, x, f"{BOOL_OPS[x.op]}.pred")),
     (UPat(Ops.WHERE, name="x"), lambda ctx, x: emit(ctx, x, f"selp.{MOV[reg_kind(x.dtype)]}", *ctx.args(x)[1:], ctx[x.src[0]])),
     (UPat(GroupOp.Comparison, name="x"), lambda ctx, x: emit(ctx, x, f"setp.{'neu' if x.op is Ops.CMPNE and dtypes.is_float(x.src[0].dtype) else CMP[x.op]}.{{t}}")),
-    # floats: NaN in either operand of a MAX gives NaN, of equal values (0 and -0) the first; MULACC rounds its product first
+    # floats: NaN in either operand of a MAX gives NaN, of equal values (0 and -0) the first; MULACC is rounded once
     (on(Ops.MAX, FLOATS32), lambda ctx, x: ctx.ins("setp.nan.{t} {2}, {0}, {0}\nsetp.ge.or.{t} {3}, {0}, {1}, {2}\nselp.{t} {4}, {0}, {1}, {3}".format(
       *ctx.args(x), ctx.reg("p"), ctx.reg("p"), (out := ctx.new(x.dtype)), t=op_type(x.dtype))) or out),
-    (on(Ops.MULACC, FLOATS32), lambda ctx, x: ctx.ins(f"add.rn.{op_type(x.dtype)} {(out := emit(ctx, x, 'mul.rn.{t}', *ctx.args(x)[:2]))}, {out}, {ctx[x.src[2]]}") or out),
-    # a product joining a reduction's accumulator: one fma, one rounding (the reduction's own order, as the CPU's)
-    (UPat(Ops.ADD, FLOATS32, (UPat(Ops.DEFINE_ACC, name="acc"), UPat(Ops.MUL, name="m")), name="x"),
-     lambda ctx, x, acc, m: emit(ctx, x, "fma.rn.{t}", *ctx.args(m), ctx[acc])),
+    (on(Ops.MULACC, FLOATS32), lambda ctx, x: emit(ctx, x, "fma.rn.{t}")),
     (on(tuple(FLOAT_OPS), FLOATS32), lambda ctx, x: emit(ctx, x, FLOAT_OPS[x.op])),
     (on((Ops.IDIV, Ops.MOD), INTS32), int_divide),
     (on((Ops.SHL, Ops.SHR), INTS32), shift),

@@ -130,6 +130,7 @@ class OpenCLRenderer(CStyleRenderer):
     self.extra_matcher = PatternMatcher([(UPat(Ops.SINK, name="sink"), lambda sink: to_images(self, sink))])
     self.supported_dtypes = frozenset(d for d in CL_TYPES if d != dtypes.float64 or fp64)
     if not fp16: self.alu_dtypes = self.supported_dtypes - {dtypes.float16}
+    self.mulacc_dtypes = frozenset({dtypes.float32, dtypes.float64} & self.supported_dtypes)   # fma(), correctly rounded
 
   @classmethod
   def for_device(cls, info) -> OpenCLRenderer:
@@ -144,7 +145,7 @@ class OpenCLRenderer(CStyleRenderer):
     var_types = [k.type(v.dtype) for v in k.uops if v.op is Ops.DEFINE_VAR]
     head = [f"{KERNEL_HEADER} {k.name}", " ".join(["// writes", *map(str, writes)]), " ".join(["// vars", *var_types])]
     head += [f"// image {i.param} {i.dtype.name} {i.width}x{i.height} {i.access}" for i in sorted(images.values(), key=lambda i: i.param)]
-    head.append("#pragma OPENCL FP_CONTRACT OFF")   # a*b+c stays two roundings, as the reference semantics (no fma contraction)
+    head.append("#pragma OPENCL FP_CONTRACT OFF")   # a*b+c stays two roundings, as defined (fused only as MULACC, fma())
     used = {(u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype).scalar for u in k.uops}
     if dtypes.float16 in used: head.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
     if dtypes.float64 in used: head.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")

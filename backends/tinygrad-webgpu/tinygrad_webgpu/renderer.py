@@ -221,7 +221,6 @@ FLOAT_CALLS = {Ops.MAX: "ieee_max({0}, {1})", Ops.NEG: "(-{0})", Ops.TRUNC: "tru
 def float_alu(ctx: CStyleKernel, x: UOp) -> str | None:
   a, op, s = x.src, x.op, ctx.args(x)
   if op is Ops.MUL: return fmul(ctx, *a)
-  if op is Ops.MULACC: return f"pin(({fmul(ctx, a[0], a[1])} + {s[2]}))"   # the product rounds first
   if op is Ops.ADD and (is_zero(a[0], False) or is_zero(a[1], False)): return f"plus_zero({s[1] if is_zero(a[0], False) else s[0]})"
   if op is Ops.SUB and is_zero(a[1], True): return f"plus_zero({s[0]})"           # x - (-0) = x + 0
   if op is Ops.SUB and is_zero(a[0], False): return f"plus_zero(-{s[1]})"         # 0 - x: +0 for x = +-0, else -x
@@ -274,6 +273,7 @@ class WGSLRenderer(CStyleRenderer):
   # whose float32 forms need only 32-bit integers
   extra_matcher = sin_rules + fmod_rules
   exact_division = False              # WGSL lets f32 division and sqrt be 2.5 ulp off (the core still rounds half results exactly)
+  # no mulacc_dtypes: WGSL's fma() has the accuracy of x * y + z, not one rounding, so products and sums stay two ops
   types = WGSL_TYPES
   bool_infix = {Ops.ADD: "||", Ops.OR: "||", Ops.MAX: "||", Ops.MUL: "&&", Ops.AND: "&&", Ops.XOR: "!="}
   infix = {**CStyleRenderer.infix, Ops.SHL: "<<", Ops.SHR: ">>"}

@@ -379,7 +379,7 @@ def register_tile(ren: Renderer, rows: UOp, cols: UOp, W: int, ok, sums: int = 1
   with most multiply-adds per load wins (2.4 for 6x4 in AVX-512's 32 registers, 1.7 for 4x3 in AVX2's 16), discounted
   by the work an overlapping last tile repeats. `sums` reductions share the loop (a conv's taps, see resolve_taps): each
   tile cell has that many accumulators."""
-  regs, nr, nc = ren.vector_registers - (1 if ren.fma else 2), _const_size(rows), _const_size(cols)
+  regs, nr, nc = ren.vector_registers - (1 if dtypes.float32 in ren.mulacc_dtypes else 2), _const_size(rows), _const_size(cols)
   def useful(n: int, t: int) -> float: return n / (ceildiv(n, t) * t)
   tiles = [(m * n / (m + n) * useful(nr, m) * useful(nc, n * W), m * n, m, n) for n in range(1, regs + 1) if n == 1 or ok(cols, n)
            for m in range(1, regs // n) if m * n * sums + n <= regs and (m == 1 or ok(rows, m))]
