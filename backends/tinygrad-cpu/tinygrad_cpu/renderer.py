@@ -152,7 +152,10 @@ class LLVMKernel(ISAKernel):
     r = self.let(f"select {bty} {small}, {dty} {lconst(dty, lo)}, {dty} {conv}")
     return self.let(f"select {bty} {big}, {dty} {lconst(dty, hi - 1)}, {dty} {r}")
   def bitcast(self, x: UOp) -> str:
-    st, v = ltype(x.src[0].dtype), self[x.src[0]]
+    st, v, n = ltype(x.src[0].dtype), self[x.src[0]], x.dtype.count
+    # a bool is an i1 in registers and a byte in memory: its bits are that byte (0 or 1); a byte is true where nonzero
+    if x.src[0].dtype.scalar == dtypes.bool: st, v = _vec("i8", n), self.let(f"zext {st} {v} to {_vec('i8', n)}")
+    if x.dtype.scalar == dtypes.bool: return self.let(f"icmp ne {st} {v}, {lconst(st, 0)}")
     return v if st == ltype(x.dtype) else self.let(f"bitcast {st} {v} to {ltype(x.dtype)}")
 
   # ***** ALU *****
