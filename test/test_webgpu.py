@@ -1,5 +1,5 @@
 """Tests of the WEBGPU backend: WGSL rendering without a device, and kernels on a WebGPU adapter checked against numpy."""
-import json, os, re, subprocess, sys, threading
+import json, math, os, re, subprocess, sys, threading
 from pathlib import Path
 import numpy as np
 import pytest
@@ -383,9 +383,19 @@ def test_views_inside_a_binding_word_are_refused(gpu):
 def test_loop_passes_are_counted_per_kernel():
   """Each entry into a loop costs its trips plus the pass that exits, nested loops once per trip of the loops around them."""
   from tinygrad_webgpu.renderer import loop_passes
-  src = get_program(ast_of(P(np.ones((16, 8), np.float32)).sum()), WGSLRenderer()).src
-  trips = [int(t) for t in re.findall(r"ridx\d+ < (\d+)i", src)]
-  assert len(trips) == 2 and loop_passes(src) == (trips[0] + 1) + trips[0] * (trips[1] + 1)
+  def counted(src: str) -> int:   # from the text's own nesting: each loop's trips + 1, times the trips of those around it
+    total, around = 0, []   # (trips, brace depth) of the loops open here
+    for ln in src.splitlines():
+      while around and ln.strip().startswith("}") and around[-1][1] == ln.index("}"): around.pop()
+      if (m := re.search(r"for \(var ridx\d+: i32 = 0; ridx\d+ < (\d+)i", ln)):
+        total += (int(m[1]) + 1) * math.prod(t for t, _ in around)
+        around.append((int(m[1]), ln.index("for")))
+    return total
+  sequential = get_program(ast_of(P(np.ones((16, 8), np.float32)).sum()), WGSLRenderer()).src   # a thread's sum, then the group's
+  with Context(NOOPT=1): nested = get_program(ast_of(P(np.ones((4, 6, 8), np.float32)).sum(axis=(1, 2))), WGSLRenderer()).src
+  for src in (sequential, nested):
+    assert len(re.findall(r"for \(var ridx", src)) >= 2 and loop_passes(src) == counted(src) > 0, src
+  assert counted(nested) > sum(int(t) + 1 for t in re.findall(r"ridx\d+ < (\d+)i", nested)), "the second kernel's loops are nested"
   assert loop_passes(get_program(ast_of(P([1.0]) + 1), WGSLRenderer()).src) == 0
 
 def test_kernels_past_the_adapters_loop_limit_are_split_or_refused(gpu, monkeypatch):
