@@ -49,8 +49,12 @@ def _tiles(k: Kernel) -> Kernel:
   tc = mma.arg
   a, b = ({u for u in s.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL} for s in mma.src[:2])
   def words(n: int, dt) -> int: return ceildiv(n * dt.itemsize, 4)
+  # what the kernel reads per output after the sum (an optimiser's step fused onto a weight gradient: the weight and
+  # Adam's two moments) is held beside each accumulator
+  inside = set(mma.toposort())
+  after = sum(1 for u in k.order if u.op is Ops.LOAD and u not in inside and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and k.deps[u] & (a | b))
   def regs(ua: int, ub: int) -> int:   # 32-bit registers a lane holds for ua x ub tiles: accumulators, A's and B's fragments
-    return ua * ub * words(tc.elements("c"), tc.dtype_out) + ua * words(tc.elements("a"), tc.dtype_in) + ub * words(tc.elements("b"), tc.dtype_in)
+    return ua * ub * words(tc.elements("c"), tc.dtype_out) * (1 + after) + ua * words(tc.elements("a"), tc.dtype_in) + ub * words(tc.elements("b"), tc.dtype_in)
   up = {"a": 1, "b": 1}   # copies of A's tiles (along its own output axis) and of B's
   for op, name, most in ((OptOps.LOCAL, "a", 2), (OptOps.LOCAL, "b", 2), (OptOps.UPCAST, "b", 8), (OptOps.UPCAST, "a", 4)):
     side = a - b if name == "a" else b - a
