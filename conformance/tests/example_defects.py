@@ -12,7 +12,8 @@ def widened(base):
 def negative_zero_literals(base):
   """A -0.0 constant written into the kernel as 0.0 (a renderer printing the value without its sign)."""
   class Renderer(widened(base)):
-    def render(self, name: str, uops: list[UOp]) -> str: return super().render(name, uops).replace(", -0.0)", ", 0.0)")
+    def render(self, name: str, uops: list[UOp]) -> str:   # the C base writes floats in hex: -0.0 is -0x0.0p+0
+      return super().render(name, uops).replace(float(-0.0).hex(), float(0.0).hex())
   return Renderer
 
 def through_an_intermediate(base):
