@@ -142,7 +142,9 @@ def _recorded_rewrite_map(sink: UOp, pm: PatternMatcher, ctx: Any, bottom_up: bo
   frame = sys._getframe(1)
   while frame.f_back is not None and frame.f_code.co_filename == __file__: frame = frame.f_back
   where = f"{frame.f_code.co_name} ({frame.f_code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
-  call, group = cap.rewrite_call(sink, where), cap.group
+  # nodes `done` already maps are taken as rewritten before the call starts: its input shows them so, and its steps replay
+  start = graph_substitute(sink, done) if done else sink
+  call, group = cap.rewrite_call(start, where), cap.group
   cap.group = None
   try: replace = graph_rewrite_map(sink, _ReportingMatcher(pm, cap, call), ctx, bottom_up, done)  # type: ignore[arg-type]
   finally: cap.group = group
