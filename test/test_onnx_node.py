@@ -49,7 +49,7 @@ EXCLUDED = {
 KNOWN_FAILURES = {
   r"affine_grid(?!.*expanded)|gridsample|deform_conv|col2im|test_dft|test_stft|melweightmatrix|nonmaxsuppression|roialign|"
   r"antialias|blocked": "attribute not implemented yet (Resize antialias, blocked quantization)",
-  r"attention_.*bf16|attention_4d_(causal_)?fp16|attention_4d_gqa_with_past_and_present_fp16|celu_bfloat16|causal_conv_with_state_silu_fp16_expanded":
+  r"attention_.*bf16|attention_4d_fp16|attention_4d_gqa_with_past_and_present_fp16|celu_bfloat16":
     "half precision: rounds differently from the reference",
 }
 def reason(table: dict, name: str) -> str | None: return next((why for pat, why in table.items() if re.search(pat, name)), None)
