@@ -342,3 +342,17 @@ def test_check_contract_table(stated, driver, status, run_as):
   if status == "adapted":
     spec.driver(0)   # called without the index underneath
     assert spec.instances() == 1
+
+def test_renderer_attribute_no_longer_read_is_named_with_what_to_declare():
+  """`fma` sized CPU tiles at 2.2 and is not read since 2.3 (the core never turns it into MULACC, which an old renderer
+  may not render): a 2.2 plugin setting it runs with no warning, as the policy promises an older minor; one stating 2.3
+  is told it meant `mulacc_dtypes`; a renderer without it gets no note."""
+  from tinycore.runtime.plugin import BackendSpec, unread_attribute_notes
+  from tinycore.renderer import Renderer
+  class OldRenderer(Renderer): fma = True
+  def spec(stated): return BackendSpec("OLDFMA", stated, OldRenderer, object, _index, object, package="old-fma", version="0.1")
+  assert unread_attribute_notes(spec((2, 2)), OldRenderer()) == [] and OldRenderer.mulacc_dtypes == frozenset()
+  notes = unread_attribute_notes(spec((2, 3)), OldRenderer())
+  assert len(notes) == 1 and "old-fma 0.1 states contract 2.3" in notes[0] and "`fma`" in notes[0] and "since contract 2.3" in notes[0], notes
+  assert "mulacc_dtypes" in notes[0] and "writing-a-backend.md" in notes[0], notes
+  assert unread_attribute_notes(spec((2, 3)), Renderer()) == []

@@ -9,7 +9,7 @@ from tinycore.dtype import DType, DTypeSet, to_np_dtype
 from tinycore.helpers import LRU, DEV, GlobalCounters
 from tinycore import trace
 from tinycore.runtime.errors import PluginError, DeviceError, ContractDeprecationWarning
-from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, instance_name, check_contract, version_str
+from tinycore.runtime.plugin import BackendSpec, BackendHooks, PROJECT, ENTRY_POINT_GROUP, instance_name, check_contract, unread_attribute_notes, version_str
 
 # ***** allocator *****
 
@@ -324,6 +324,7 @@ class _DeviceRegistry:
     if name not in self._renderers:
       r = self._renderers[name] = self._spec(name).renderer()
       r.supported_dtypes = DTypeSet(r.supported_dtypes)   # tinygrad's programs call it: renderer.supported_dtypes()
+      for note in unread_attribute_notes(self._spec(name), r): warnings.warn(note, ContractDeprecationWarning, stacklevel=3)
     return self._renderers[name]
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""

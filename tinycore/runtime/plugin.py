@@ -9,7 +9,7 @@ PROJECT = "tinycore"
 ENTRY_POINT_GROUP = "tinycore.backends"
 # the contract this core speaks, (major, minor); docs/writing-a-backend.md keeps the policy and the changelog. A plugin
 # states the version it was written for as a literal: importing this constant would claim whichever version runs it
-CONTRACT_VERSION = (2, 2)
+CONTRACT_VERSION = (2, 3)
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
@@ -81,6 +81,21 @@ ADAPTED: dict[int, tuple[int, Callable[[BackendSpec], BackendSpec], str]] = {
 }
 SUPPORTED = ((min(ADAPTED, default=CONTRACT_VERSION[0]), 0), CONTRACT_VERSION)   # the oldest and the newest version a plugin may state
 PORTING = "docs/writing-a-backend.md, 'Contract versions', says how to port"
+
+# renderer attributes a contract stopped reading: name -> (the version that stopped, what to declare instead). A plugin that
+# sets one runs (the core never read it for correctness). Written for an older version, it runs with no warning (the
+# policy: an older minor runs unchanged); stating the version that stopped reading it, it is told what it meant to declare
+UNREAD_RENDERER_ATTRIBUTES: dict[str, tuple[tuple[int, int], str]] = {
+  "fma": ((2, 3), "list the float dtypes whose fused multiply-add (rounded once) it renders in `mulacc_dtypes`, and render "
+                  "MULACC for them; the core hands it MULACC only for those"),
+}
+
+def unread_attribute_notes(spec: BackendSpec, renderer: Any) -> list[str]:
+  """What a plugin stating a contract that no longer reads them sets on its renderer, each with what to declare instead."""
+  stated = parse_version(spec.contract_version) or (0, 0)
+  return [f"plugin {spec.package} {spec.version} states contract {version_str(stated)}, and {spec.name}'s renderer sets `{attr}`, "
+          f"which tinycore no longer reads since contract {version_str(since)}: {instead} ({PORTING})"
+          for attr, (since, instead) in UNREAD_RENDERER_ATTRIBUTES.items() if stated >= since and getattr(renderer, attr, None) is not None]
 
 def check_contract(spec: BackendSpec) -> BackendSpec:
   """The spec as this core runs it, with `contract_status`, `contract_run_as` and `contract_note` set: refused (outside
