@@ -407,13 +407,21 @@ def rewrite_linear(uops: list[UOp], pm: PatternMatcher, ctx) -> list[UOp]:
   to a fixed point, and those new nodes take its place (in dependency order; a SINK only groups them). Nodes made inside a
   loop, but constants, are gone after it: a later use places them again. So are the nodes rules built from an
   accumulator's value (a half one converted to float32) once it is assigned: a use of the accumulator reads its value
-  there, and an unrolled sum assigns it several times a trip. Then every node nothing uses is dropped, unless it is void
-  (a store, a loop's end, a barrier) or a definition, loop or assignment."""
+  there, and an unrolled sum assigns it several times a trip. A node the program holds twice (an unrolled sum's equal
+  terms: one update and assignment, each time reading what the one before assigned) is placed again where it stands
+  again: kept as computed, its first place would stand for both and the sum lose a term. Then every node nothing uses is
+  dropped, unless it is void (a store, a loop's end, a barrier) or a definition, loop or assignment."""
   done: dict[UOp, UOp] = {}
-  out, avail, scopes, results = [], set(), [], set()
+  out, avail, scopes, results, seen = [], set(), [], set(), set()
   reads: dict[UOp, frozenset] = {}   # the accumulators a placed node reads
   for u in uops:
     r = graph_rewrite_map(u, pm, ctx, done=done)[u]
+    if u in seen:   # its value, and its assignments with what groups them (a 64-bit one's two halves), are placed again
+      again = {r}
+      for x in r.toposort():
+        if x.op is Ops.ASSIGN or any(s in again for s in x.src): again.add(x)
+      avail.difference_update(again)
+    seen.add(u)
     for x in r.toposort(gate=lambda x: x not in avail):
       if x in avail or x.op is Ops.SINK: continue
       out.append(x); avail.add(x)
