@@ -88,7 +88,9 @@ def python_renderer(ren):
 PROGRAMS = {"sum": lambda t: t.sum(1), "max": lambda t: t.max(1), "matmul": lambda t: t[:, :32] @ t[:, 32:64].T,
             "cumsum": lambda t: t[:, :48].cumsum(1), "where": lambda t: (t > t.flip(1)).where(t, t * 3),
             # short reductions: one thread's loop, its accumulator assigned several times a trip (UNROLL)
-            "prod": lambda t: t[:, :8].prod(1), "short_max": lambda t: t[:, :64].max(1)}
+            "prod": lambda t: t[:, :8].prod(1), "short_max": lambda t: t[:, :64].max(1),
+            # an unrolled sum whose terms past the pad's gate are equal: the same update and assignment several times a trip
+            "padded_sum": lambda t: t[:, :1].expand(4, 31).pad(((0, 0), (1, 0))).sum(1)}
 @pytest.mark.parametrize("ren", list(RENDERERS))
 @pytest.mark.parametrize("name", PROGRAMS)
 @pytest.mark.parametrize("dt", [dtypes.int8, dtypes.uint16, dtypes.int64, dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)

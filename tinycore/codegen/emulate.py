@@ -407,13 +407,22 @@ def rewrite_linear(uops: list[UOp], pm: PatternMatcher, ctx) -> list[UOp]:
   to a fixed point, and those new nodes take its place (in dependency order; a SINK only groups them). Nodes made inside a
   loop, but constants, are gone after it: a later use places them again. So are the nodes rules built from an
   accumulator's value (a half one converted to float32) once it is assigned: a use of the accumulator reads its value
-  there, and an unrolled sum assigns it several times a trip. Then every node nothing uses is dropped, unless it is void
-  (a store, a loop's end, a barrier) or a definition, loop or assignment."""
+  there, and an unrolled sum assigns it several times a trip. A node the program holds twice (an unrolled sum's equal
+  terms: one update and assignment, each time reading what the one before assigned) is placed again where it stands
+  again: kept as computed, its first place would stand for both and the sum lose a term. Then every node nothing uses is
+  dropped, unless it is void (a store, a loop's end, a barrier) or a definition, loop or assignment."""
   done: dict[UOp, UOp] = {}
   out, avail, scopes, results = [], set(), [], set()
   reads: dict[UOp, frozenset] = {}   # the accumulators a placed node reads
+  first: dict[UOp, set[UOp]] = {}    # the nodes placed for an original node where it first stands
   for u in uops:
     r = graph_rewrite_map(u, pm, ctx, done=done)[u]
+    if (was := first.get(u)) is not None:   # its value, and its own assignments with what groups them (a 64-bit one's two
+      again = {r}                            # halves), are placed again; another accumulator's assignment never is
+      for x in r.toposort():
+        if (x.op is Ops.ASSIGN and x in was) or any(s in again for s in x.src): again.add(x)
+      avail.difference_update(again)
+    placed = len(out)
     for x in r.toposort(gate=lambda x: x not in avail):
       if x in avail or x.op is Ops.SINK: continue
       out.append(x); avail.add(x)
@@ -422,6 +431,7 @@ def rewrite_linear(uops: list[UOp], pm: PatternMatcher, ctx) -> list[UOp]:
       if x.op is Ops.ASSIGN:   # what rules built from the old value is stale (an original node's value stays as computed)
         avail.difference_update([n for n in avail if x.src[0] in reads[n] and n.op not in (Ops.DEFINE_ACC, Ops.ASSIGN) and n not in results])
     results.add(r)
+    first.setdefault(u, set(out[placed:]))
     if u.op in (Ops.RANGE, Ops.IF): scopes.append([])
     elif u.op in (Ops.ENDRANGE, Ops.ENDIF): avail.difference_update(scopes.pop())
   keep, used = [], set()

@@ -76,6 +76,10 @@ def hand_coded(k: Kernel) -> Kernel:
     else: break
     tried.add((r := longest(cands)).arg[0])
     k = _try(k, OptOps.GROUP, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
+  # each thread's own part of a sum taken 4 terms a trip: four independent loads in flight, not one waiting on the last
+  for i in range(len(k.reduces)):
+    own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
+    if own: k = _try(k, OptOps.UNROLL, min(own, key=lambda r: min([abs(s) for s in _strides(k, r)] or [1 << 62])), 4)
   return k
 
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
