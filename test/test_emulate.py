@@ -104,6 +104,22 @@ def test_emulated_programs(ren, name, dt):
   with python_renderer(RENDERERS[ren]): got = PROGRAMS[name](Tensor(x, device="PYTHON").cast(dt)).numpy()
   assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=got.dtype.kind == "f"), (got, want)
 
+@pytest.mark.parametrize("ren", list(RENDERERS))
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_a_16_bit_float_constant_reaches_the_renderer_as_a_constant(ren, dt):
+  """x * -0.0 in a 16-bit float held as bits: the float32 operand is the constant -0.0, not its value computed from bits
+  in the kernel (a renderer decides constant zero operands on the constant: WGSL's shader compilers fold x * -0.0 they
+  can see through to +0.0); a NaN constant keeps its payload through the bits."""
+  from tinycore import Tensor
+  from tinycore.codegen import get_program
+  with python_renderer(RENDERERS[ren]):
+    held_as_bits = dt not in RENDERERS[ren].float_conversions   # (a half the target converts itself is cast, not decoded)
+    for fill, want in ((-0.0, lambda c: c.arg == 0.0 and np.signbit(c.arg)), *([(float("nan"), None)] if held_as_bits else [])):
+      t = Tensor.ones(8, device="PYTHON", dtype=dt).contiguous().realize() * fill
+      uops = get_program(t.schedule()[-1].ast, RENDERERS[ren]).uops
+      operands = [s for u in uops if u.op is Ops.MUL and u.dtype.scalar == dtypes.float32 for s in u.src if s.op is Ops.CONST]
+      assert any(want(c) for c in operands) if want else not any(np.isnan(c.arg) for c in operands), operands
+
 # what emulation code looks like: bfloat16's rounding increment and half's overflow threshold and infinity (16-bit float
 # rounding), 64-bit shifts and multiplies of 32-bit words (64-bit integers), and the helpers the backends used to have
 EMULATION_MARKERS = r"0x7fff\b|\b32767\b|0x477ff000|0x7c00|\b31744\b|rev_b64|rev_i64|mad_u64_u32|\bbf16_|\bf16_bits|\bfit\(|half_bits|round_to\("

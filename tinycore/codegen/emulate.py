@@ -2,7 +2,7 @@
 float_conversions, memory_word), rewritten on the linear program into ones it does: 16-bit floats in float32, 8/16-bit
 integers in 32 bits, 64-bit integers as 32-bit halves, 8/16-bit memory packed in 32-bit words."""
 from __future__ import annotations
-import struct
+import math, struct
 from tinycore.dtype import DType, PtrDType, dtypes, f32_to_bf16_bits
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat, graph_rewrite_map
@@ -166,6 +166,14 @@ def f16_value(h: UOp) -> UOp:
 TO_BITS, FROM_BITS = {dtypes.bfloat16: bf16_bits, dtypes.float16: f16_bits}, {dtypes.bfloat16: bf16_value, dtypes.float16: f16_value}
 CONST_BITS = {dtypes.bfloat16: lambda v: f32_to_bf16_bits(v), dtypes.float16: lambda v: struct.unpack("<H", struct.pack("<e", v))[0]}
 
+VALUE_OF_BITS = {dtypes.bfloat16: lambda b: struct.unpack("<f", struct.pack("<I", b << 16))[0], dtypes.float16: lambda b: struct.unpack("<e", struct.pack("<H", b))[0]}
+def const_value(x: UOp, w: UOp, r: UOp) -> UOp | None:
+  """The float32 a 16-bit float constant's bits stand for, as a constant: computed from the bits in the kernel, the
+  value would hide from the renderer what it is (a constant -0.0 whose product a shader compiler folds to +0.0). NaN
+  stays in the bit path, which keeps its payload."""
+  if r.op is not Ops.CONST or math.isnan(v := VALUE_OF_BITS[w.dtype.scalar](r.arg)): return None
+  return UOp.const(x.dtype, v)
+
 def bits_wrap(r: UOp, dt: DType) -> UOp: return r.bitcast(vec(dt.scalar, r.dtype))
 def retype_bits(ctx: Emulation, x: UOp) -> UOp | None:
   """Sources of a 16-bit float held as bits (buffers, loads, accumulators, selections, vectors) become uint16 ones."""
@@ -183,7 +191,7 @@ def bits_rules() -> list:
     (UPat(Ops.STORE, src=(UPat.var("i"), wrapped(None, dtypes.uint16)), allow_any_len=True, name="x"),
      lambda ctx, x, i, w, r: x.replace(src=(i, r, *x.src[2:])) if is_bits(ctx, w) else None),
     (UPat(Ops.CAST, F32, (wrapped(None, dtypes.uint16),), name="x"),
-     lambda ctx, x, w, r: FROM_BITS[w.dtype.scalar](r.cast(vec(U32, r.dtype))) if is_bits(ctx, w) else None),
+     lambda ctx, x, w, r: None if not is_bits(ctx, w) else c if (c := const_value(x, w, r)) is not None else FROM_BITS[w.dtype.scalar](r.cast(vec(U32, r.dtype)))),
     (UPat(Ops.CAST, src=(UPat.var("y", F32),), name="x"),
      lambda ctx, x, y: bits_wrap(TO_BITS[x.dtype.scalar](y).cast(vec(dtypes.uint16, y.dtype)), x.dtype) if is_bits(ctx, x) else None),
     (UPat(Ops.BITCAST, src=(wrapped(None, dtypes.uint16),), name="x"),   # a user's bitcast of the bits: the bits themselves
