@@ -24,6 +24,6 @@ def allocator_factory(driver):
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("CPU", (2, 0), renderer_factory, assembler_factory, driver_factory, allocator_factory, priority=100, instances=virtual_instances,
+  return [BackendSpec("CPU", (2, 3), renderer_factory, assembler_factory, driver_factory, allocator_factory, priority=100, instances=virtual_instances,
                       capabilities={"dtypes": "all", "renderers": "LLVM (default), C (CPU_RENDERER=C, needs clang or gcc)",
                                     "threads": "CPU_THREADS (default: every core)", "instances": "virtual: CPU:0, CPU:1, ... as many as asked", "index_bits": 64})]

@@ -22,7 +22,7 @@ def _instances() -> int:
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("QCOM", (2, 0), _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
+  return [BackendSpec("QCOM", (2, 3), _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
                       capabilities={"dtypes": "bool, 8-64 bit ints, half (cl_khr_fp16, else float math rounded to half), float, double with cl_khr_fp64",
                                     "images": "QCOM_IMAGE=1: float/half tensors a kernel only reads or writes as image2d_t",
                                     "runtime": "KGSL (/dev/kgsl-3d0) or any OpenCL runtime through libOpenCL.so.1 (QCOM_OPENCL=1)"})]

@@ -17,5 +17,5 @@ def _allocator(driver):
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("WEBGPU", (2, 0), _renderer, _assembler, _driver, _allocator, priority=1,
+  return [BackendSpec("WEBGPU", (2, 3), _renderer, _assembler, _driver, _allocator, priority=1,
                       capabilities={"dtypes": "bool int8 uint8 int16 uint16 int32 uint32 float16 bfloat16 float32", "index_bits": 32, "export": "browser (navigator.gpu)"})]
