@@ -29,5 +29,5 @@ _ended: dict[str, str] = {}
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_handlecrashitem(crashitem, report, sched):   # the same words in the failure's own report (the run's summary)
-  if (why := _ended.get(getattr(getattr(report, "node", None), "gateway", None) and report.node.gateway.id)) is not None:
-    report.longrepr = f"{report.longrepr}: {why}"
+  node = getattr(report, "node", None)
+  if node is not None and (why := _ended.get(node.gateway.id)) is not None: report.longrepr = f"{report.longrepr}: {why}"
