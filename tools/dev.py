@@ -118,9 +118,12 @@ def main(argv: list[str]) -> int:
   jobs = max(1, int(os.environ.get("TINYCORE_TEST_JOBS", os.cpu_count() or 1)))
   par = ("-n", str(jobs), "--dist", "worksteal") if jobs > 1 else ()
   # the core and backend tests, then the conformance suite once per installed backend and configuration
-  run(PY, "-m", "pytest", "-q", *par, *rest, cwd=ROOT)
+  # --capture=sys: what C code writes to the process's stderr reaches the log. A test worker that aborts (a Python fatal
+  # error, glibc's or LLVM's message before abort()) says why there; under pytest's default fd capture the message dies
+  # with the worker, and the run shows only "killed by SIGABRT" (conftest.py)
+  run(PY, "-m", "pytest", "-q", "--capture=sys", *par, *rest, cwd=ROOT)
   # ONNX's whole node-test suite (the default pytest run takes one test per op): a few minutes, so a step of its own
-  run(PY, "-m", "pytest", "-q", *par, "test/test_onnx_node.py", cwd=ROOT, env={**os.environ, "ONNX_NODE_TESTS": "all"})
+  run(PY, "-m", "pytest", "-q", "--capture=sys", *par, "test/test_onnx_node.py", cwd=ROOT, env={**os.environ, "ONNX_NODE_TESTS": "all"})
   todo: list[tuple[str, Run]] = []
   later: list[tuple[str, Run]] = []   # a backend's further runs go last: by then its first run has warmed shared caches
   for dev, opens, why in installed_backends():
