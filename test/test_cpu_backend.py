@@ -858,3 +858,26 @@ def test_resident_memory_stops_growing_over_thousands_of_shapes(tmp_path):
   assert out.returncode == 0, out.stderr[-3000:]
   warm, end = map(float, out.stdout.split())
   assert end - warm < 12, f"resident memory grew from {warm:.0f} MB to {end:.0f} MB over {2 * (N - WARM)} kernels of new shapes"
+
+def test_llvm_kernels_hold_only_64_bit_relocations():
+  """The JIT maps a kernel's code and its constants separately; in a long-lived process they can land over 2 GiB apart,
+  past a 32-bit relocation (LLVM aborted a test worker mid-run: "resolveX86_64Relocation: Assertion isInt<32>").
+  Kernels are built for the large code model, whose relocations are all 64-bit: read off the object's ELF RELA entries."""
+  import platform, struct
+  from tinycore.codegen import get_program
+  from tinygrad_cpu.assembler import LLVMAssembler, unpack
+  from tinygrad_cpu.renderer import LLVMRenderer
+  if platform.machine() not in ("x86_64", "AMD64") or platform.system() != "Linux": pytest.skip("reads x86-64 ELF relocations")
+  ren = LLVMRenderer()
+  x = Tensor(np.arange(64, dtype=np.float32), device="CPU")
+  obj = unpack(LLVMAssembler(ren).assemble(get_program((x.exp().log().sin() * 0.3 + 0.7).schedule()[-1].ast, ren).src))[1]
+  shoff, = struct.unpack_from("<Q", obj, 0x28)
+  shentsize, shnum = struct.unpack_from("<HH", obj, 0x3A)
+  types = []
+  for i in range(shnum):
+    sh_type, = struct.unpack_from("<I", obj, shoff + i * shentsize + 4)
+    if sh_type != 4: continue   # SHT_RELA: Elf64_Rela entries of 24 bytes, the type in r_info's low word
+    off, size = struct.unpack_from("<QQ", obj, shoff + i * shentsize + 0x18)
+    types += [struct.unpack_from("<Q", obj, off + j + 8)[0] & 0xffffffff for j in range(0, size, 24)]
+  # R_X86_64_64, PC64, GOTOFF64, GOT64, GOTPCREL64, GOTPC64, GOTPLT64, PLTOFF64
+  assert types and set(types) <= {1, 24, 25, 27, 28, 29, 30, 31}, sorted(set(types))

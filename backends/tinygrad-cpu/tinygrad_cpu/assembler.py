@@ -27,10 +27,13 @@ def llvm():
 
 @functools.cache
 def host_target_machine():
-  """The host's triple, CPU name and features; -O3 code generation, position independent, small code model."""
+  """The host's triple, CPU name and features; -O3 code generation, position independent, large code model: the JIT
+  (RuntimeDyld) maps a kernel's code and its constants separately, and in a long-lived process they can land more than
+  2 GiB apart, past what the small model's 32-bit relocations reach (LLVM aborted: "resolveX86_64Relocation: Assertion
+  isInt<32>(RealOffset)", a pytest worker killed mid-run)."""
   ll = llvm()
   triple, cpu, feats = ll.get_process_triple(), ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten()
-  return ll.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="default"), f"{triple}:{cpu}:{feats}"
+  return ll.Target.from_triple(triple).create_target_machine(cpu=cpu, features=feats, opt=3, reloc="pic", codemodel="large"), f"{triple}:{cpu}:{feats}"
 
 class CPUAssembler(Assembler):
   """What both CPU assemblers share: their output disassembled by LLVM's objdump (LLVM 19's as CI installs it) or binutils'."""
@@ -42,7 +45,7 @@ class LLVMAssembler(CPUAssembler):
   def __init__(self, renderer=None):
     super().__init__(renderer)
     self.tm, host = host_target_machine()
-    self.target = f"llvm{'.'.join(map(str, llvm().llvm_version_info))}-O3-nounroll:{host}"  # all that decides the bytes
+    self.target = f"llvm{'.'.join(map(str, llvm().llvm_version_info))}-O3-nounroll-large:{host}"  # all that decides the bytes
   def assemble(self, src: str) -> bytes:
     ll = llvm()
     try:
