@@ -3,7 +3,7 @@ float_conversions, memory_word), rewritten on the linear program into ones it do
 integers in 32 bits, 64-bit integers as 32-bit halves, 8/16-bit memory packed in 32-bit words."""
 from __future__ import annotations
 import math, struct
-from tinycore.dtype import DType, PtrDType, dtypes, f32_to_bf16_bits
+from tinycore.dtype import DType, PtrDType, dtypes, f32_to_bf16_bits, bf16_bits_to_f32
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat, graph_rewrite_map
 from tinycore.renderer import Renderer
@@ -166,7 +166,7 @@ def f16_value(h: UOp) -> UOp:
 TO_BITS, FROM_BITS = {dtypes.bfloat16: bf16_bits, dtypes.float16: f16_bits}, {dtypes.bfloat16: bf16_value, dtypes.float16: f16_value}
 CONST_BITS = {dtypes.bfloat16: lambda v: f32_to_bf16_bits(v), dtypes.float16: lambda v: struct.unpack("<H", struct.pack("<e", v))[0]}
 
-VALUE_OF_BITS = {dtypes.bfloat16: lambda b: struct.unpack("<f", struct.pack("<I", b << 16))[0], dtypes.float16: lambda b: struct.unpack("<e", struct.pack("<H", b))[0]}
+VALUE_OF_BITS = {dtypes.bfloat16: bf16_bits_to_f32, dtypes.float16: lambda b: struct.unpack("<e", struct.pack("<H", b))[0]}
 def const_value(x: UOp, w: UOp, r: UOp) -> UOp | None:
   """The float32 a 16-bit float constant's bits stand for, as a constant: computed from the bits in the kernel, the
   value would hide from the renderer what it is (a constant -0.0 whose product a shader compiler folds to +0.0). NaN

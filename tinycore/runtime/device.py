@@ -322,9 +322,10 @@ class _DeviceRegistry:
     """The renderer alone, shared by every instance of the backend: works without opening the device."""
     name = self.instance(device)[0]
     if name not in self._renderers:
-      r = self._renderers[name] = self._spec(name).renderer()
+      spec = self._spec(name)
+      r = self._renderers[name] = spec.renderer()
       r.supported_dtypes = DTypeSet(r.supported_dtypes)   # tinygrad's programs call it: renderer.supported_dtypes()
-      for note in unread_attribute_notes(self._spec(name), r): warnings.warn(note, ContractDeprecationWarning, stacklevel=3)
+      for note in unread_attribute_notes(spec, r): warnings.warn(note, ContractDeprecationWarning, stacklevel=3)
     return self._renderers[name]
   def opens(self, name: str) -> tuple[bool, str]:
     try: self[name]; return True, ""

@@ -1,6 +1,6 @@
 """CPU memory: 64-byte aligned host buffers (numpy-owned), zero-copy views at byte offsets."""
 from __future__ import annotations
-import ctypes, mmap, os
+import ctypes, functools, mmap, os
 import numpy as np
 from tinycore.runtime.device import LRUAllocator
 
@@ -30,12 +30,15 @@ class CPUAllocator(LRUAllocator):
 GUARD = os.environ.get("CPU_GUARD", "").lower()
 if GUARD not in ("", "after", "before"): raise ValueError(f"CPU_GUARD={GUARD!r}: use 'after' or 'before' (or leave it unset)")
 
+@functools.cache
+def _libc() -> ctypes.CDLL: return ctypes.CDLL(None, use_errno=True)   # for mprotect, which the mmap module lacks
+
 def _guarded(size: int, where: str) -> CPUBuffer:
   page = mmap.PAGESIZE
   span = -(-max(size, 1) // page) * page
   m = mmap.mmap(-1, span + 2 * page)
   base = ctypes.addressof(ctypes.c_char.from_buffer(m))
-  libc = ctypes.CDLL(None, use_errno=True)
+  libc = _libc()
   for at in (base, base + page + span):   # PROT_NONE (0): no access
     if libc.mprotect(ctypes.c_void_p(at), ctypes.c_size_t(page), 0) != 0: raise OSError(ctypes.get_errno(), "CPU_GUARD: mprotect failed")
   off = page if where == "before" else (page + span - size) // ALIGN * ALIGN
