@@ -356,3 +356,15 @@ def test_renderer_attribute_no_longer_read_is_named_with_what_to_declare():
   assert len(notes) == 1 and "old-fma 0.1 states contract 2.3" in notes[0] and "`fma`" in notes[0] and "since contract 2.3" in notes[0], notes
   assert "mulacc_dtypes" in notes[0] and "writing-a-backend.md" in notes[0], notes
   assert unread_attribute_notes(spec((2, 3)), Renderer()) == []
+
+def _two_args(index, queue): pass
+def _keyword_index(*, index): pass
+@pytest.mark.parametrize("driver", [_two_args, _keyword_index])
+def test_contract_2_driver_that_cannot_take_the_index_alone_is_refused_saying_so(driver):
+  """Stating 2.x with a driver factory that neither driver(index) nor contract 1's driver() can call: refused at
+  registration, told what contract 2 calls (not to state the contract_version it already states)."""
+  from tinycore.runtime.plugin import BackendSpec, check_contract
+  spec = check_contract(BackendSpec("X", (2, 0), object, object, driver, object, package="pkg", version="1.2"))
+  assert (spec.contract_status, spec.contract_run_as) == ("refused", None)
+  assert spec.contract_note == ("plugin pkg 1.2 provides X for contract 2.0, but its driver factory cannot be called as driver(index) (contract 2 "
+                                "passes the instance index as its one positional argument): make every other parameter optional"), spec.contract_note

@@ -117,9 +117,11 @@ def check_contract(spec: BackendSpec) -> BackendSpec:
   if run_as[0] < CONTRACT_VERSION[0] and run_as[1] > ADAPTED.get(run_as[0], (-1,))[0]:
     return refuse(f"for contract {version_str(run_as)}{said}, which " + (f"does not exist: {span}" if run_as[0] in ADAPTED else
                   f"is older than this tinycore supports: {span}. Upgrade {spec.package} ({PORTING})"))
-  if run_as[0] == 1 and not binds(spec.driver):
+  if run_as[0] == 1 and not binds(spec.driver):   # neither form calls it: say what the contract it states passes
     return refuse(f"for contract {version_str(stated)}, but its driver factory needs an argument, which contract 1 never passed: "
-                  f"if it takes the instance index, state contract_version=(2, 0)")
+                  f"if it takes the instance index, state contract_version=(2, 0)" if stated[0] == 1 else
+                  f"for contract {version_str(stated)}, but its driver factory cannot be called as driver(index) (contract 2 passes "
+                  f"the instance index as its one positional argument): make every other parameter optional")
   ports = []
   for major in range(run_as[0], CONTRACT_VERSION[0]): spec, ports = ADAPTED[major][1](spec), ports + [ADAPTED[major][2]]
   if ports:
