@@ -926,6 +926,19 @@ def test_signatures_take_every_tinygrad_argument_form():
     assert not _same_default(theirs.default, ours.default), f"SIGNATURE_DIFFERENCES lists {m}({name}) ({why}), which is the same as tinygrad's now: drop it"
     assert f"`{name}`" in yes[m], f"docs/tensor-api.md's row for {m} should say how `{name}` differs: {why}"
 
+# tinygrad master's Tensor attributes that tinycore leaves out; with TINYGRAD_SIGNATURES' names they are all of its Tensor's public attributes
+TINYGRAD_TENSOR_ABSENT = {"alu", "as_param", "call", "callify", "const", "custom_kernel", "decode_hevc_frame", "invalids", "linear_with_vars",
+                          "random_bits", "schedule_linear", "threefry", "ufix", "uprod", "usum"}
+
+def test_every_tinygrad_tensor_attribute_is_in_the_table():
+  text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "tensor-api.md").read_text().split("## Tensor attributes of tinygrad")[1]
+  rows = {(c := line.split("|"))[1].strip().strip("`"): (c[2].strip(), c[3].strip()) for line in text.splitlines() if line.startswith("| `")}
+  missing = (set(TINYGRAD_SIGNATURES) | TINYGRAD_TENSOR_ABSENT) - set(rows)
+  assert not missing, f"tinygrad Tensor attributes docs/tensor-api.md's table does not list: {sorted(missing)}"
+  no = {n for n, (yes, _) in rows.items() if yes == "no"}
+  assert no == TINYGRAD_TENSOR_ABSENT, f"rows marked no differ from TINYGRAD_TENSOR_ABSENT: {sorted(no ^ TINYGRAD_TENSOR_ABSENT)}"
+  assert all(why for n, (_, why) in rows.items() if n in no), "a row marked no says why tinycore leaves the attribute out"
+
 # Each parameter tinygrad's signature has is passed by some test call (a PyTorch case, or for a method named in ELSEWHERE its
 # test), in each of its forms: a dim as a negative number, a dim tinygrad also takes as a tuple as a tuple, a shape or order as
 # varargs and as one sequence, each mode a string parameter selects
