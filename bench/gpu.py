@@ -46,6 +46,7 @@ def emulator_workloads(a):
     f"softmax {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * sr * sc * 4),
     f"layernorm {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.layernorm()], 2 * sr * sc * 4),
     f"sum 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(),), lambda x: [x.sum()], s * 4 + 4),
+    f"a + b 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(), Tensor.randn(s, device=d).realize()), lambda x, y: [x + y], 3 * s * 4),
   }
 
 def show_bytes(x: int) -> str:

@@ -3,6 +3,7 @@ thread blocks, shared memory, barriers and tensor-core instructions where the wo
 import numpy as np
 import pytest
 from tinycore import Tensor, Device, dtypes
+from tinycore.dtype import to_np_dtype as to_np
 from tinycore.uop import Ops, AxisType
 from tinycore.codegen import get_program, lower_to_sink
 from tinycore.codegen.opt import Kernel, Opt, OptOps, OptError, apply_opt
@@ -195,3 +196,52 @@ def test_products_fuse_into_accumulators_only_where_declared():
   assert not any(u.op is Ops.MULACC for u in get_program(mm, NoFma()).uops)
   assert not any(u.op is Ops.MULACC for u in get_program(ew, PythonRenderer()).uops)
   np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-6)
+
+# ***** wide accesses: a thread's consecutive elements at a provably aligned index, one vector load or store *****
+
+def vector_accesses(spec) -> list[tuple[str, int]]:
+  return [(u.op.name, (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) for u in spec.uops
+          if u.op in (Ops.LOAD, Ops.STORE) and (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count > 1]
+
+@pytest.mark.parametrize("dt, lanes", [(dtypes.float32, 4), (dtypes.int32, 4), (dtypes.float64, 2), (dtypes.float16, 4)])
+def test_elementwise_work_loads_and_stores_whole_vectors(dt, lanes):
+  """PYTHON (memory_vector 16, as NV) runs a + b with each thread's `lanes` consecutive elements as one load per input and
+  one store, and gets numpy's result; the definition itself refuses a vector access at an index that is not a multiple of
+  its length, so every conformance run checks the core's alignment proofs."""
+  x, y = (np.arange(4096) % 251).astype(to_np(dt)), (np.arange(4096) % 13).astype(to_np(dt))
+  out = Tensor(x, device="PYTHON") + Tensor(y, device="PYTHON")
+  spec = get_program(last_kernel(out).ast, Device.renderer("PYTHON"))
+  assert sorted(vector_accesses(spec)) == [("LOAD", lanes)] * 2 + [("STORE", lanes)], vector_accesses(spec)
+  assert spec.aligned == lanes * dt.itemsize
+  np.testing.assert_array_equal(out.numpy(), x + y)
+
+def test_accesses_not_provably_aligned_stay_element_by_element():
+  """a[1:] + a[:-1]: the shifted read starts one element past a multiple of 4, a[::2] steps by 2, a bool is a byte the
+  renderer turns into a predicate: none is read as a vector (the store of the first, aligned, still is), and every
+  result is right."""
+  ren, a = Device.renderer("PYTHON"), np.arange(4097, dtype=np.float32)
+  t = Tensor(a, device="PYTHON")
+  shifted = t[1:] + t[:-1]
+  assert sorted(vector_accesses(get_program(last_kernel(shifted).ast, ren))) == [("LOAD", 4), ("STORE", 4)]
+  np.testing.assert_array_equal(shifted.numpy(), a[1:] + a[:-1])
+  strided = t[:4096:2] * 2
+  assert [n for op, n in vector_accesses(get_program(last_kernel(strided).ast, ren)) if op == "LOAD"] == []
+  np.testing.assert_array_equal(strided.numpy(), a[:4096:2] * 2)
+  flags = Tensor(a[:4096] > 9, device="PYTHON") & Tensor(a[:4096] < 99, device="PYTHON")
+  assert vector_accesses(get_program(last_kernel(flags).ast, ren)) == []
+  np.testing.assert_array_equal(flags.numpy(), (a[:4096] > 9) & (a[:4096] < 99))
+
+def test_a_wide_kernel_refuses_a_buffer_view_off_its_alignment():
+  """The core proves an index a multiple of the access's length, so the buffer's start must be a multiple of its bytes:
+  a view at byte offset 4 is refused at launch, saying which buffer and what to pass; one at 16 runs."""
+  from tinycore.runtime.device import Buffer
+  from tinycore.runtime.errors import UnsupportedError
+  si = last_kernel(Tensor.empty(64, device="PYTHON") * 2)
+  runner = CompiledRunner("PYTHON", get_program(si.ast, Device.renderer("PYTHON")))
+  assert runner.spec.aligned == 16
+  base = Buffer("PYTHON", 72, dtypes.float32).ensure_allocated().copyin(memoryview(np.arange(72, dtype=np.float32)).cast("B"))
+  out = Buffer("PYTHON", 64, dtypes.float32).ensure_allocated()
+  with pytest.raises(UnsupportedError, match=r"backend PYTHON: .* buffer 1 is a view at byte offset 4: pass a view at such an offset, or a copy"):
+    runner([out, base.view(64, dtypes.float32, 4)], {})
+  runner([out, base.view(64, dtypes.float32, 16)], {})
+  np.testing.assert_array_equal(out.numpy(), np.arange(4, 68, dtype=np.float32) * 2)

@@ -28,6 +28,7 @@ class Launch:
   def read(self, i: int, npdt) -> np.ndarray: return np.frombuffer(self.bufs[i].as_bytes(), npdt)
   def __call__(self, var_vals: dict[str, int] | None = None, wait: bool = False, bufs: list | None = None):
     vv = var_vals or {}
+    self.spec.check_aligned(bufs or self.bufs)   # as the core's runner does: views off a wide kernel's alignment are refused
     gsize, lsize = self.spec.launch_dims(vv)
     vals = tuple(vv[v.arg[0]] for v in self.spec.vars)
     return self.program(*[b._buf for b in (bufs or self.bufs)], global_size=gsize, local_size=lsize, vals=vals, wait=wait)

@@ -15,6 +15,7 @@ from tinycore.codegen.opt import cpu
 from tinycore.codegen.expander import expand
 from tinycore.codegen.reduce import group_reduces, tree_sums
 from tinycore.codegen.gpudims import map_gpu_dims
+from tinycore.codegen.widen import widen
 from tinycore.codegen.linearize import linearize
 from tinycore.codegen.emulate import emulate, rewrite_linear
 
@@ -47,6 +48,12 @@ def estimate_cost(uops: list[UOp], gsize, lsize=None) -> tuple[int, int]:
     elif u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL: mem += mult * u.src[1].dtype.nbytes
   g = prod(x if isinstance(x, int) else int(x.vmax) for x in gsize) * prod(lsize or ())
   return flops * g, mem * g
+
+def aligned_bytes(uops: list[UOp], ren: Renderer) -> int:
+  """The widest global access of a thread, which codegen/widen.py made assuming every buffer starts at a multiple of its
+  size (1: element by element; CPU-style vectors assume nothing)."""
+  if ren.memory_vector <= 1: return 1
+  return max((u.src[0].dtype.nbytes for u in uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL), default=1)
 
 def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
   """The kernel as loops, loads and stores with simplified index math: what optimisations (and BEAM) work on."""
@@ -86,6 +93,7 @@ PASSES = [
   Pass("expand", lambda s, st: expand(s)),                              # UPCAST / UNROLL ranges written out as copies
   Pass("thread ids", thread_ids),                                       # shared-memory reductions, grid/block ids, CPU tiles
   Pass("tree sums", lambda s, st: tree_sums(s)),                        # long float sums as trees of short loops (accuracy)
+  Pass("wide accesses", lambda s, st: widen(s, st.ren)),                # a thread's consecutive aligned elements: one vector access
   Pass("renderer rules", lambda s, st: s if st.ren.extra_matcher is None else graph_rewrite(s, st.ren.extra_matcher)),
   Pass("index width", lambda s, st: lower_index_dtype(s, st.ren)),      # index math in int32 where it fits, else int64
 ]
@@ -123,4 +131,5 @@ def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Op
   written = {u.src[0].src[0].arg for u in uops if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_GLOBAL}
   src = ren.render(name, uops)
   return ProgramSpec(name, src, ren.device, uops, gsize, lsize, tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg)),
-                     tuple(sorted(written)), tuple(i for i, _ in params if i not in written), flops, mem)
+                     tuple(sorted(written)), tuple(i for i, _ in params if i not in written), flops, mem,
+                     aligned_bytes(uops, ren))

@@ -22,8 +22,15 @@ class ProgramSpec:
   ins: tuple[int, ...] = ()                  # param indices read
   flops: Any = 0
   mem_bytes: Any = 0
+  aligned: int = 1                           # bytes every buffer's address must be a multiple of: its widest access (codegen/widen.py)
   def launch_dims(self, var_vals: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
     return tuple(sym_eval(g, var_vals) for g in self.global_size), self.local_size
+  def check_aligned(self, bufs: list) -> None:
+    """Refuse buffers (views) not starting at a multiple of `aligned` bytes, which this kernel's wide accesses assume."""
+    if self.aligned > 1 and (bad := [i for i, b in enumerate(bufs) if b.offset % self.aligned]):
+      raise UnsupportedError(f"backend {self.device}: kernel {self.name} accesses {self.aligned} bytes at a time, so each of its buffers must "
+                             f"start at a multiple of {self.aligned} bytes, but buffer {bad[0]} is a view at byte offset {bufs[bad[0]].offset}: "
+                             f"pass a view at such an offset, or a copy")
 
 @dataclass(frozen=True)
 class TensorCore:
@@ -86,6 +93,8 @@ class Renderer:
   exact_division: bool = True         # float32 FDIV, RECIP and SQRT correctly rounded (else the core rounds half results from them itself)
   memory_word: int = 1                # bytes of the narrowest load and store; narrower elements are packed in 32-bit words
                                       # (a store of one is STORE(word index, bits, mask): only the mask's bits are written)
+  memory_vector: int = 0              # bytes of the widest load and store of a thread's consecutive elements (0: one element
+                                      # each): the core makes one only at an index it proves aligned (codegen/widen.py)
   language: str = ""                  # what render() writes (for error messages)
   rules: PatternMatcher | None = None  # a rule renderer's table from UOps to text (renderer/cstyle.py, renderer/isa.py)
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
@@ -93,7 +102,7 @@ class Renderer:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
-    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max")
+    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max", "memory_vector")
     return {k: getattr(self, k) for k in keys} | {k: sorted(d.name for d in getattr(self, k)) for k in ("supported_dtypes", "mulacc_dtypes")}
 
 class KernelWriter:

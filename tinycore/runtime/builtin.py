@@ -28,6 +28,7 @@ class PythonRenderer(Renderer):
   max_threads_per_group = 1024
   shared_max = 48 << 10
   mulacc_dtypes = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})   # exec_alu's fma, rounded once
+  memory_vector = 16   # loads and stores of up to 16 bytes of consecutive elements, as NV's: the definition runs them
   # a tensor core of its own, so the TC action and WMMA run everywhere the core does: 8x8x8 over a warp of 32, each lane
   # two elements of each operand, the lane and element bits spread over the coordinates (a swizzle to get wrong)
   tensor_cores = tuple(TensorCore(f"wmma_8x8x8_{dt.name}", (8, 8, 8), dt, dtypes.float32, 32,
@@ -88,6 +89,12 @@ class PythonProgram:
     self.name = name
     self.ends = {src[0]: i for i, (op, _, src, _) in enumerate(self.uops) if op is Ops.ENDRANGE}
     if any(op is Ops.RANGE and i not in self.ends for i, (op, *_) in enumerate(self.uops)): raise CompileError(f"PYTHON: kernel {name!r} opens a loop it never closes")
+  def elements(self, idx, n: int):
+    """The elements a load or store of n at idx reads or writes: a vector access (n > 1, codegen/widen.py) takes n
+    consecutive ones from an index the core proved a multiple of n; one that is not is the core's bug, never rounded."""
+    if n == 1: return idx
+    if np.any(np.asarray(idx) % n): raise RuntimeError(f"PYTHON: kernel {self.name!r} accesses {n} elements at an index that is not a multiple of {n}")
+    return np.asarray(idx)[..., None] + np.arange(n)
   def __call__(self, *bufs: memoryview, global_size=(1, 1, 1), local_size=None, vals: tuple[int, ...] = (), wait: bool = False):
     import time
     st = time.perf_counter()
@@ -128,15 +135,16 @@ class PythonProgram:
       elif op is Ops.INDEX: v[pc] = (v[src[0]][0], v[src[0]][1] + v[src[1]])
       elif op is Ops.LOAD:   # srcs past the index only order it (a barrier: every lane is already there)
         key, idx = v[src[0]]
-        x = views[key][idx]
-        v[pc] = bf16_to_f32(x) if dt == dtypes.bfloat16 and key[0] == "g" else x
+        x = views[key][self.elements(idx, dt.count)]
+        v[pc] = bf16_to_f32(x) if dt.scalar == dtypes.bfloat16 and key[0] == "g" else x
       elif op is Ops.STORE:
         key, idx = v[src[0]]
-        val = v[src[1]]
-        if key[0] == "g" and uops[src[1]][1] == dtypes.bfloat16: val = f32_to_bf16(val)
+        val, n = v[src[1]], uops[src[1]][1].count
+        if key[0] == "g" and uops[src[1]][1].scalar == dtypes.bfloat16: val = f32_to_bf16(val)
         # srcs past the value: a bool gate (store where it holds), a uint32 mask (a sub-word store: only the mask's bits
         # are written, lane after lane, since lanes may share a word), a barrier (order only)
         gate, mask = (next((v[s] for s in src[2:] if uops[s][1] == d), True) for d in (dtypes.bool, dtypes.uint32))
+        if n > 1: idx, gate = self.elements(idx, n), np.asarray(gate)[..., None]   # a vector: each lane's n elements
         idx, val, keep, mask = np.broadcast_arrays(idx, val, gate, mask)
         idx, val, mask = idx[keep], val[keep], mask[keep]
         if mask.dtype == bool: views[key][idx] = val

@@ -29,6 +29,7 @@ class CompiledRunner:
     """What one launch gives the program: (program, the buffers' device handles, global_size, local_size, vals); a driver's
     optional `graph` takes lists of these."""
     gsize, lsize = self._dims if self._dims is not None else self.spec.launch_dims(var_vals)
+    if self.spec.aligned > 1: self.spec.check_aligned(bufs)
     vals = tuple([var_vals[v] for v in names]) if (names := self._var_names) else ()
     return self.program, [(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], gsize, lsize, vals
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:

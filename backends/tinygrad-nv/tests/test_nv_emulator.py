@@ -197,12 +197,38 @@ def test_counters_of_a_kernel_with_known_traffic():
   assert c.instructions < c.thread_instructions <= 32 * c.instructions   # a warp instruction runs 1..32 threads
 
 def test_counters_of_launches_through_tinycore():
-  """An elementwise add of 1000 floats reads 8000 bytes and writes 4000; the program keeps its last launch's counters
-  and the module's log has them."""
+  """An elementwise add of 1000 floats reads 8000 bytes and writes 4000, each thread 4 consecutive floats (one ld.v4 per
+  input, one st.v4); the program keeps its last launch's counters and the module's log has them."""
   from tinycore import Tensor
   a, b = Tensor.arange(1000, device="NV").float().realize(), Tensor.ones(1000, device="NV").contiguous().realize()
   LAUNCHES.clear()
   (a + b).realize()
   assert len(LAUNCHES) == 1
   name, c = LAUNCHES[0]
-  assert (c.global_read, c.global_written, c.shared_read, c.barriers) == (8000, 4000, 0, 0) and c.threads >= 1000
+  assert (c.global_read, c.global_written, c.shared_read, c.barriers) == (8000, 4000, 0, 0) and c.threads == 250
+
+def test_wide_accesses_take_fewer_instructions_for_the_same_bytes():
+  """a + b over 2^16 floats rendered with ld/st.global.v4 (codegen/widen.py) and element by element: the same result and
+  global bytes, a quarter of the memory instructions (fewer instructions in all, though each thread also does 4 adds)."""
+  from tinycore import Tensor
+  from tinycore.codegen import get_program
+  from tinygrad_nv.renderer import PTXRenderer
+  class Narrow(PTXRenderer): memory_vector = 0
+  n, rng = 1 << 16, np.random.default_rng(3)
+  a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
+  si = [si for si in (Tensor.empty(n) + Tensor.empty(n)).schedule() if si.ast.op.name == "SINK"][-1]
+  results, counts = [], []
+  for ren in (PTXRenderer("sm_90"), Narrow("sm_90")):
+    spec = get_program(si.ast, ren)
+    mem = EmulatedMemory()
+    addrs = [mem.alloc(4 * n) for _ in range(3)]
+    mem.span(addrs[1], 4 * n)[:] = a.view(np.uint8)
+    mem.span(addrs[2], 4 * n)[:] = b.view(np.uint8)
+    c = EmulatedKernel(spec.src, spec.name, mem)({f"data{i}": x for i, x in enumerate(addrs)} | {"block_y0": 0, "block_z0": 0},
+                                                spec.global_size, spec.local_size or (1, 1, 1))
+    results.append(mem.span(addrs[0], 4 * n).view(np.float32).copy())
+    counts.append((c.global_read, c.global_written, c.thread_instructions, spec.src.count("ld.global.v4.f32"), spec.src.count("st.global.v4.f32")))
+  assert np.array_equal(results[0], a + b) and np.array_equal(results[1], a + b)
+  (wr, ww, wi, wl, ws), (nr, nw, ni, nl, ns) = counts
+  assert (wr, ww) == (nr, nw) == (8 * n, 4 * n) and (wl, ws, nl, ns) == (2, 1, 0, 0), counts
+  assert wi < ni, counts

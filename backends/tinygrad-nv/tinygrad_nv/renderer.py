@@ -95,14 +95,18 @@ def wmma(ctx: ISAKernel, x: UOp) -> tuple[str, ...]:
   return d
 
 def space(x: UOp) -> str: return "shared" if x.src[0].src[0].op is Ops.DEFINE_LOCAL else "global"
-def load(ctx: ISAKernel, x: UOp) -> str:   # 8/16-bit ints are sign/zero-extended; bool is a byte in memory
+def load(ctx: ISAKernel, x: UOp) -> str | tuple[str, ...]:   # 8/16-bit ints are sign/zero-extended; bool is a byte in memory
+  if (n := x.dtype.count) > 1:   # a thread's n consecutive elements (codegen/widen.py proved the address aligned to their size)
+    out = tuple(ctx.new(x.dtype.scalar) for _ in range(n))
+    return ctx.ins(f"ld.{space(x)}.v{n}.{mem_type(x.dtype)} {{{', '.join(out)}}}, [{ctx[x.src[0]]}]") or out
   ctx.ins(f"ld.{space(x)}.{mem_type(x.dtype)} {(out := ctx.reg('r') if x.dtype == dtypes.bool else ctx.new(x.dtype))}, [{ctx[x.src[0]]}]")
   return ctx.ins(f"setp.ne.u32 {(p := ctx.reg('p'))}, {out}, 0") or p if x.dtype == dtypes.bool else out
 def store(ctx: ISAKernel, x: UOp) -> str:
-  v = ctx[x.src[1]]
-  if x.src[1].dtype == dtypes.bool: ctx.ins(f"selp.u32 {(v := ctx.reg('r'))}, 1, 0, {ctx[x.src[1]]}")
+  v, dt = ctx[x.src[1]], x.src[1].dtype
+  if dt == dtypes.bool: ctx.ins(f"selp.u32 {(v := ctx.reg('r'))}, 1, 0, {ctx[x.src[1]]}")
   gate = next((f"@{ctx[g]} " for g in x.src[2:] if g.dtype == dtypes.bool), "")
-  return ctx.ins(f"{gate}st.{space(x)}.{mem_type(x.src[1].dtype)} [{ctx[x.src[0]]}], {v}")
+  if dt.count > 1: return ctx.ins(f"{gate}st.{space(x)}.v{dt.count}.{mem_type(dt)} [{ctx[x.src[0]]}], {{{', '.join(v)}}}")
+  return ctx.ins(f"{gate}st.{space(x)}.{mem_type(dt)} [{ctx[x.src[0]]}], {v}")
 
 def cast(ctx: ISAKernel, x: UOp) -> str:
   src, dst, a = x.src[0].dtype.scalar, x.dtype.scalar, ctx[x.src[0]]
@@ -168,6 +172,7 @@ class PTXRenderer(ISARenderer):
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   registers = 255                     # per thread (ptxas spills past it)
+  memory_vector = 16                  # ld/st .v2 and .v4 of 32- and 64-bit elements, 16 bytes at most, aligned to their size
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules

@@ -5,6 +5,7 @@ from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, AxisType, split_terms
 from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size
 from tinycore.codegen.opt.tc import use_tensor_cores
+from tinycore.codegen.widen import lanes
 
 def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
   """k with the action applied, or k unchanged where it does not apply."""
@@ -58,6 +59,12 @@ def hand_coded(k: Kernel) -> Kernel:
       r = k.rng(outer.arg[0])
       g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
     if g is not None: k = _try(k, OptOps.GROUP, r, g)
+  # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
+  # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py)
+  if not k.reduces and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
+     (n := lanes(ren, k.sink.src[0].src[1].dtype)) > 1 and const_size(out) % n == 0:
+    k = _try(k, OptOps.UPCAST, out, n)
+    glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   # output axes across the threads of a block, the contiguous one fastest
   room = min(256, ren.max_threads_per_group) // prod(const_size(t) for t in k.threads())
   for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
