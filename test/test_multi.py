@@ -347,6 +347,23 @@ def test_allreduce_strategies_bit_identical(strategy, devices):
       if dt == dtypes.float16 and op is Ops.ADD:
         np.testing.assert_array_equal(host.bufs[0].numpy(), functools.reduce(np.add, [x.astype(np.float32) for x in shards]).astype(np.float16))
 
+@pytest.mark.parametrize("m", [5, 47, 1001])
+def test_allreduce_chunks_start_where_wide_kernels_may_read(m):
+  """Chunks start at multiples of 16 elements (16 bytes in every dtype), as kernels with wide accesses need
+  (codegen/widen.py): 47 elements cut evenly over 3 devices put a 16-element chunk at element 15, whose vector fold
+  PYTHON refused. The chunks still cover the buffer once, in order, none empty, and both chunked strategies on 3
+  PYTHON devices give numpy's sum."""
+  devices = ("PYTHON:0", "PYTHON:1", "PYTHON:2")
+  shards = [np.arange(m, dtype=np.float32) * (i + 1) for i in range(3)]
+  for strategy in ("ring", "all2all"):
+    plan = allreduce_plan(3, m, strategy)
+    assert plan[0][0] == 0 and plan[-1][1] == m and all(a[1] == b[0] for a, b in zip(plan, plan[1:])), plan
+    assert all(lo % 16 == 0 and lo < hi for lo, hi, _ in plan), plan
+    src, dest = MultiBuffer(devices, m, dtypes.float32), MultiBuffer(devices, m, dtypes.float32)
+    for b, x in zip(src.bufs, shards): b.copyin(memoryview(x).cast("B"))
+    assert allreduce(dest, src, Ops.ADD, strategy) == f"{strategy} on devices"
+    for b in dest.bufs: np.testing.assert_array_equal(b.numpy(), shards[0] * 6)
+
 def test_allreduce_env_var_forces_strategy(monkeypatch):
   monkeypatch.setenv("ALLREDUCE", "ring")
   assert pick_strategy(16, 2) == "ring"

@@ -195,7 +195,8 @@ multi_pm = PatternMatcher([
 STRATEGIES = ("naive", "ring", "all2all")
 _NP_OP = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.MAX: np.maximum}
 
-def chunk_bounds(m: int, n: int) -> list[int]: return [m * c // n for c in range(n + 1)]
+CHUNK_ALIGN = 16   # elements: a chunk's view starts at a multiple of 16 bytes whatever the dtype, as wide kernels need (codegen/widen.py)
+def chunk_bounds(m: int, n: int) -> list[int]: return [m * c // n // CHUNK_ALIGN * CHUNK_ALIGN if c < n else m for c in range(n + 1)]
 
 def pick_strategy(nbytes: int, n: int) -> str:
   """ALLREDUCE=naive|ring|all2all forces one. Else: small tensors or 2 devices gather everything (fewest transfers);
@@ -214,9 +215,9 @@ def allreduce_plan(n: int, m: int, strategy: str) -> Plan:
   folds in device order, so every element is the left fold ((s0 op s1) op s2) ..., whatever the strategy. The result
   is then sent to every device."""
   if strategy == "naive" or n == 1: return [(0, m, [(0, list(range(n)))])]
-  b = chunk_bounds(m, n)
-  if strategy == "all2all": return [(b[c], b[c + 1], [(c, list(range(n)))]) for c in range(n)]
-  return [(b[c], b[c + 1], [(1, [0, 1])] + [(j, [j]) for j in range(2, n)]) for c in range(n)]
+  b = chunk_bounds(m, n)   # (a chunk of a small buffer may be empty: it has nothing to fold)
+  if strategy == "all2all": return [(b[c], b[c + 1], [(c, list(range(n)))]) for c in range(n) if b[c] < b[c + 1]]
+  return [(b[c], b[c + 1], [(1, [0, 1])] + [(j, [j]) for j in range(2, n)]) for c in range(n) if b[c] < b[c + 1]]
 
 def device_groups(grid: tuple[int, ...], dims: tuple[int, ...]) -> list[list[int]]:
   """The devices of a grid that an all-reduce over grid dimensions `dims` combines: those equal in every other

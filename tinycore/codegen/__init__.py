@@ -53,7 +53,8 @@ def aligned_bytes(uops: list[UOp], ren: Renderer) -> int:
   """The widest global access of a thread, which codegen/widen.py made assuming every buffer starts at a multiple of its
   size (1: element by element; CPU-style vectors assume nothing)."""
   if ren.memory_vector <= 1: return 1
-  return max((u.src[0].dtype.nbytes for u in uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL), default=1)
+  return max((u.src[0].dtype.nbytes for u in uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and
+              u.src[0].dtype.count > 1), default=1)
 
 def lower_to_sink(ast: UOp, ren: Renderer) -> UOp:
   """The kernel as loops, loads and stores with simplified index math: what optimisations (and BEAM) work on."""
