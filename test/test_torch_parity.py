@@ -647,6 +647,12 @@ def test_pow_special_values_match_torch(dtype, device, torch):
   cells = [f"{x!r} ** tensor({y!r})" for x, y in zip(bs, es)]
   for what, got, ref in (("value", out, want), ("d/dbase", gb, wb), ("d/dexp", ge, we)): check(what, got, ref, cells)
 
+def test_pow_returns_a_new_tensor(device):
+  for e in (1, 1.0, 2, 0):  # x ** 1 was x itself: y += 1 changed x (PyTorch's pow always returns a new tensor)
+    x = Tensor([1.0, 2.0]); y = x ** e
+    y += 1
+    np.testing.assert_equal(x.numpy(), [1.0, 2.0])
+
 # ***** bitcast: every pair of dtypes, same size and size-changing along the last dim, bit for bit as torch's view(dtype) *****
 BITCAST_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
 

@@ -806,7 +806,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       raise RuntimeError(f"an integer tensor to the negative power {exp} is not an integer; cast the base to float first")
     integral = isinstance(exp, (int, float)) and not isinstance(exp, bool) and float(exp).is_integer() and abs(exp) <= 64
     if integral and (isinstance(exp, int) and exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
-      if exp == 1: return base
+      if exp == 1: return base + 0  # a new tensor, as PyTorch's: base itself would alias (y = x ** 1; y += 1 changed x)
       out, b, e = None, base, abs(int(exp))
       while e:
         if e & 1: out = b if out is None else out * b
