@@ -616,6 +616,43 @@ def test_metadata_and_python_values_match_torch(device, torch):
         assert got.data().shape == (tuple(want.shape) if got.numel() else (0,)), (name, shape)  # an empty one is flat: memoryview refuses a 0 in a shape
   with pytest.raises(ValueError, match="one element"): Tensor([1, 2]).item()
 
+# ***** pow at special values: every (base, exponent) cell, value and both slopes, as PyTorch *****
+POW_BASES = [-np.inf, -2.5, -2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 2.5, np.inf, np.nan]
+POW_EXPONENTS = [0.0, 0.3, 0.5, -0.5, 1.0, 1.5, 2.0, 3.0, 3.3, -1.0, -2.0, -2.5, np.inf, -np.inf, np.nan]
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_special_values_match_torch(dtype, device, torch):
+  # a Python exponent (float, and int where integral: other code paths, PyTorch's too) and a tensor exponent; infinities
+  # and NaN must sit in the same cells (tinygrad's test_pow_neg_inf_frac_exponent and test_pow_zero_exponent are cells here)
+  def check(what, got, want, cells):
+    got, want = got.numpy(), want.detach().numpy()
+    bad = ~(np.isclose(got, want, *GRAD_TOL[getattr(dtypes, dtype)], equal_nan=True) & (np.isnan(got) == np.isnan(want)))
+    assert not bad.any(), f"{what} {dtype}: " + ", ".join(f"{cells[i]} -> {got[i]}, PyTorch {want[i]}" for i in np.flatnonzero(bad))
+  exps = POW_EXPONENTS + [int(e) for e in POW_EXPONENTS if np.isfinite(e) and e == int(e)]
+  b = Tensor(POW_BASES, dtype=dtype, requires_grad=True)
+  tb = torch.tensor(POW_BASES, dtype=getattr(torch, dtype), requires_grad=True)
+  outs = [b ** e for e in exps]
+  grads = [o.sum().gradient(b)[0] for o in outs]
+  Tensor.realize(*outs, *grads)
+  for e, o, g in zip(exps, outs, grads):
+    want = tb ** e
+    cells = [f"{x!r} ** {e!r}" for x in POW_BASES]
+    check("value", o, want, cells)
+    check("d/dbase", g, torch.autograd.grad(want.sum(), tb)[0], cells)
+  bs, es = [x for x in POW_BASES for _ in POW_EXPONENTS], POW_EXPONENTS * len(POW_BASES)
+  b, e = Tensor(bs, dtype=dtype, requires_grad=True), Tensor(es, dtype=dtype, requires_grad=True)
+  tb, te = (torch.tensor(v, dtype=getattr(torch, dtype), requires_grad=True) for v in (bs, es))
+  out, want = b ** e, tb ** te
+  (gb, ge), (wb, we) = out.sum().gradient(b, e), torch.autograd.grad(want.sum(), (tb, te))
+  cells = [f"{x!r} ** tensor({y!r})" for x, y in zip(bs, es)]
+  for what, got, ref in (("value", out, want), ("d/dbase", gb, wb), ("d/dexp", ge, we)): check(what, got, ref, cells)
+
+def test_pow_returns_a_new_tensor(device):
+  for e in (1, 1.0, 2, 0):  # x ** 1 was x itself: y += 1 changed x (PyTorch's pow always returns a new tensor)
+    x = Tensor([1.0, 2.0]); y = x ** e
+    y += 1
+    np.testing.assert_equal(x.numpy(), [1.0, 2.0])
+
 # ***** bitcast: every pair of dtypes, same size and size-changing along the last dim, bit for bit as torch's view(dtype) *****
 BITCAST_DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64"]
 

@@ -72,6 +72,7 @@ pm_gradient = PatternMatcher([
   (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
   (UPat((Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD)), lambda ctx: (ctx,)),
   (UPat(Ops.DETACH), lambda ctx: (None,)),
+  (UPat(Ops.CUSTOM_GRADIENT, name="ret"), lambda ctx, ret: (None, *ret.arg[0](ctx, ret))),
   (UPat(Ops.COPY, name="ret"), lambda ctx, ret: (UOp(Ops.COPY, ctx.dtype, (ctx,), ret.src[0].device),)),
   (UPat(Ops.MULTI, name="ret"), lambda ctx, ret: (UOp(Ops.COPY, ctx.dtype, (ctx,), _sources(ret)[0].device),)),
   (UPat(Ops.BITCAST), lambda ctx: (None,)),

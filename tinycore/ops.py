@@ -8,6 +8,9 @@ class Ops(Enum):
   DEVICE = auto(); UNIQUE = auto(); BUFFER = auto(); CONST = auto(); DEFINE_VAR = auto(); BIND = auto()
   IOTA = auto()  # the tensor [0, 1, ..., n-1]: lowered straight to the loop index, O(n) without host data
   CONTIGUOUS = auto(); CONTIGUOUS_BACKWARD = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto()
+  # CUSTOM_GRADIENT(value, *inputs), arg (fn, data): the value of src[0], whose gradients with respect to the inputs are
+  # fn(gradient of the node, the node) (autograd does not look inside src[0]); the scheduler computes src[0]
+  CUSTOM_GRADIENT = auto()
   # sharded tensors (tinycore/multi.py): MULTI holds one shard's graph on a tuple of devices (arg: the shard axis or None);
   # ALLREDUCE (arg: (reduce op, grid sizes, grid dims reduced over)) and ALLGATHER (arg: the destination) move data between the shards, scheduled like COPY
   MULTI = auto(); ALLREDUCE = auto(); ALLGATHER = auto()

@@ -213,6 +213,7 @@ def fold_const_reduce(u: UOp) -> UOp | None:
 # constant reductions fold first (a sum of ones is a count), then long ones split
 def _reduce_rule(u: UOp) -> UOp | None: return folded if (folded := fold_const_reduce(u)) is not None else split_reduce(u)
 reduce_rules = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="u"), _reduce_rule)])
+custom_gradient_value = PatternMatcher([(UPat(Ops.CUSTOM_GRADIENT, name="u"), lambda u: u.src[0])])
 
 def _value(x: UOp) -> UOp:
   """What the kernel of realized node x computes: a contiguous copy's source, an assign's new value, else x itself."""
@@ -332,6 +333,10 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
   order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER and u not in done_assigns)
   if any(u in done_assigns for u in order):
     sink = sink.substitute({u: done_assigns[u] for u in order if u in done_assigns})
+    outs = list(sink.src)
+    order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+  if any(u.op is Ops.CUSTOM_GRADIENT for u in order):  # a gradient rule's carrier, nothing to compute: its value
+    sink = graph_rewrite(sink, custom_gradient_value)
     outs = list(sink.src)
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   tensor_outs, multi_outs = outs, None

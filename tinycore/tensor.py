@@ -804,40 +804,30 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if base.dtype == dtypes.bool and not (isinstance(exp, float) or isinstance(exp, Tensor) and dtypes.is_float(exp.dtype)): base = base.cast(dtypes.default_int)
     if isinstance(exp, int) and not isinstance(exp, bool) and exp < 0 and dtypes.is_int(base.dtype):
       raise RuntimeError(f"an integer tensor to the negative power {exp} is not an integer; cast the base to float first")
-    if isinstance(exp, int) and not isinstance(exp, bool) and abs(exp) <= 64 and (exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
-      if exp == 0: return base.ones_like()
-      out, b, e = None, base, abs(exp)
+    integral = isinstance(exp, (int, float)) and not isinstance(exp, bool) and float(exp).is_integer() and abs(exp) <= 64
+    if integral and (isinstance(exp, int) and exp >= 0 or dtypes.is_float(base.dtype)):  # exact repeated squaring
+      if exp == 1: return base + 0  # a new tensor, as PyTorch's: base itself would alias (y = x ** 1; y += 1 changed x)
+      out, b, e = None, base, abs(int(exp))
       while e:
         if e & 1: out = b if out is None else out * b
         b, e = b * b, e >> 1
-      return out if exp > 0 else out.reciprocal()
-    if isinstance(exp, float) and exp == 0.5: return base.sqrt()
+      out = base.ones_like() if out is None else out if exp > 0 else out.reciprocal()
+      return _pow_slopes(out, base, exp) if dtypes.is_float(base.dtype) else out
+    if isinstance(exp, float) and abs(exp) == 0.5:  # PyTorch's sqrt and rsqrt here, NaN at -inf (C's pow: inf and 0)
+      return _pow_slopes(base.sqrt() if exp > 0 else base.rsqrt(), base, exp)
     b, e = base._broadcasted(exp)
     if dtypes.is_int(b.dtype): return _int_pow(b, e)
-    if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # the chain below in float32
-    # b^e as exp2(e*log2(m)), m the base the log can take: |b| for a negative base with an integer exponent (the sign is
-    # set after), b itself otherwise (a negative base with a fractional exponent is NaN, value and slopes, as in PyTorch).
-    # Where the chain would meet 0 * inf, m is 1 and wheres below give the value and the slopes: at a zero base with
-    # e >= 0 PyTorch's (d/db 0 for e > 1, 1 for e == 1, inf for 0 < e < 1; d/de 0), at an infinite base C's pow values
-    # (|b|^e signed for odd e) with the slopes in b of that value (0 for e < 1, 1 for e == 1, infinite past 1; d/de 0),
-    # and x^0 = 1 for a base that is not finite or zero. A zero base with e < 0 stays in the chain: inf, PyTorch's slopes.
-    zero, neg, inf, e_int = b == 0, b < 0, b.isinf(), e.trunc() == e
-    e_odd = e_int & ((e.abs() * 0.5).trunc() * 2 != e.abs())
-    one = (e == 0) & (zero | b.isfinite().logical_not())
-    ex = e
-    if isinstance(exp, Tensor):
-      # a negative base has no slope in the exponent (b^e is real only at integer e): PyTorch's NaN, here the opposite
-      # infinite slopes of two square roots of zero (1 elsewhere, so the unselected ones pass 0, not 0/0)
-      k = neg & e_int & e.isfinite() & inf.logical_not()
-      ex = e + k.where(k.where(e - e.detach(), 1.0).sqrt() + k.where(e.detach() - e, 1.0).sqrt(), 0.0)
-    r = (ex * (zero & (e >= 0) | inf | one).where(1.0, (neg & e_int).where(-b, b)).log2()).exp2()
-    root = (zero & (e > 0) & (e < 1)).where(b, 1.0).sqrt()
-    r = zero.where((e > 1).where(0.0, (e == 1).where(b, (e > 0).where(root, r))), r)
-    r = (neg & e_odd).where(-r, r)
-    # at an infinite base past e == 1 the value is b times an infinity of the sign that makes it C's, its slope that infinity
-    big = b * (inf & (e > 1)).where((neg & e_odd.logical_not()).where(-math.inf, math.inf), 1.0).detach()   # 1 elsewhere: 0 * inf is NaN
-    r = inf.where((e > 1).where(big, (e == 1).where(b, (e > 0).where(math.inf, (e < 0).where((neg & e_odd).where(-0.0, 0.0), math.nan)))), r)
-    return one.where(1.0, r)
+    if b.dtype in (dtypes.float16, dtypes.bfloat16): return b.float().pow(e.float()).cast(b.dtype)  # computed in float32
+    # C's pow (PyTorch's for a float exponent) as exp2(e*log2(m)), m the base the log can take: |b| where the sign is set
+    # after (an integer e) or ignored (the base -inf), b itself otherwise (a negative finite base with a fractional e is
+    # NaN). 1 for e == 0 and for m == 1 (1 ** nan, (-1) ** inf), where the log meets 0 * inf or NaN.
+    ef = float(exp) if not isinstance(exp, Tensor) else None
+    neg = b.bitcast({4: dtypes.int32, 8: dtypes.int64}[b.dtype.itemsize]) < 0  # the sign bit: -0.0 ** -1 is -inf
+    e_int = e.trunc() == e if ef is None else ef.is_integer() or math.isinf(ef)
+    m = (neg & ((b == -math.inf) | e_int)).where(-b, b)
+    r = ((m == 1) | (e == 0)).where(1.0, (e * m.log2()).exp2())
+    odd = e_int & ((e * 0.5).trunc() * 2 != e) if ef is None else ef.is_integer() and ef % 2 == 1
+    return _pow_slopes((neg & odd).where(-r, r) if odd is not False else r, b, e if ef is None else ef)
   def __pow__(self, x): return self.pow(x)
   def __rpow__(self, x): return self.pow(x, reverse=True)
 
@@ -1403,6 +1393,19 @@ def _keccak_permutation(device: str, rows: int) -> Callable[[Tensor], Tensor]:
   for rc in rcs: state = _keccak_round(state, rot_mul, rot_div, u64([rc] + [0] * 24)).contiguous()
   graph = state.uop
   return lambda x: Tensor(graph.substitute({placeholder.uop: x.uop}))
+
+def _pow_gradient(ctx: UOp, ret: UOp) -> tuple[UOp, ...]:
+  """PyTorch's slopes of b ** e: d/db = e * b ** (e-1) (0 where e == 0), d/de = b ** e * ln(b) (0 where b == 0 and e >= 0).
+  Given as formulas, not derived from how the value is built: there wheres pick the value at special bases and exponents
+  (slope 0, or 0 * inf), and no composition of ops has the value +inf with the slope +inf of (-inf) ** 3.3."""
+  g, b, e = Tensor(ctx), Tensor(ret.src[1]), Tensor(ret.src[2]) if len(ret.src) > 2 else ret.arg[1]
+  if not isinstance(e, Tensor): return ((g * (e * b.pow(e - 1)) if e != 0 else g.zeros_like()).uop,)
+  return ((g * (e == 0).where(0.0, e * b.pow(e - 1))).uop, (g * ((b == 0) & (e >= 0)).where(0.0, Tensor(ret) * b.log())).uop)
+
+def _pow_slopes(value: Tensor, b: Tensor, e: Tensor | float) -> Tensor:
+  """value (b ** e) with _pow_gradient's slopes; a Python exponent e is kept in the arg."""
+  ins = (b.uop, e.uop) if isinstance(e, Tensor) else (b.uop,)
+  return Tensor(UOp(Ops.CUSTOM_GRADIENT, value.dtype, (value.uop, *ins), (_pow_gradient, None if isinstance(e, Tensor) else e)))
 
 def _int_pow(b: Tensor, e: Tensor) -> Tensor:
   """Exact integer power by square-and-multiply over the exponent's bits; negative exponents give 0 (|base|>1)."""
