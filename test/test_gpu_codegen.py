@@ -245,3 +245,18 @@ def test_a_wide_kernel_refuses_a_buffer_view_off_its_alignment():
     runner([out, base.view(64, dtypes.float32, 4)], {})
   runner([out, base.view(64, dtypes.float32, 16)], {})
   np.testing.assert_array_equal(out.numpy(), np.arange(4, 68, dtype=np.float32) * 2)
+
+def test_grouped_sums_read_whole_vectors():
+  """A long sum and softmax's row statistics, spread over a block's threads, take each thread's 4 consecutive terms a
+  trip (UNROLL before GROUP, codegen/opt/gpu.py `_group`): one vector load each, on PYTHON and NV, and numpy's results."""
+  rng = np.random.default_rng(5)
+  x, rows = rng.standard_normal(1 << 16).astype(np.float32), rng.standard_normal((64, 1024)).astype(np.float32)
+  for name in ("PYTHON", "NV"):
+    ren = Device.renderer("PYTHON") if name == "PYTHON" else renderer("NV")
+    for t in (Tensor.empty(1 << 16).sum(), Tensor.empty(64, 1024).softmax(-1)):
+      specs = [get_program(si.ast, ren) for si in t.schedule() if si.ast.op is Ops.SINK]
+      grouped = [s for s in specs if s.local_size is not None and any(u.op is Ops.DEFINE_LOCAL for u in s.uops)]
+      assert grouped and all(("LOAD", 4) in vector_accesses(s) for s in grouped), (name, [vector_accesses(s) for s in specs])
+  np.testing.assert_allclose(Tensor(x, device="PYTHON").sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
+  want = np.exp(rows - rows.max(1, keepdims=True))
+  np.testing.assert_allclose(Tensor(rows, device="PYTHON").softmax(-1).numpy(), want / want.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)

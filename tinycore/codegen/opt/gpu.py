@@ -21,6 +21,17 @@ def _strides(k: Kernel, r: UOp) -> list[int]:
   return [split_terms(u.src[0].src[1])[0].get(r, 0) for u in k.order
           if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
 
+def _group(k: Kernel, r: UOp, g: int) -> Kernel:
+  """r's sum spread over g threads. Where the target loads several elements at once and the sum reads r contiguously,
+  each thread first takes that many consecutive terms a trip (UNROLL, then GROUP of the rest): its reads are one vector
+  load (codegen/widen.py), neighbouring threads' neighbouring vectors."""
+  reads = [u for u in k.order if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
+  n = min((lanes(k.ren, u.dtype) for u in reads), default=1)
+  if n > 1 and all(split_terms(u.src[0].src[1])[0].get(r, 0) == 1 for u in reads) and const_size(r) % (n * g) == 0:
+    if len((unrolled := _try(k, OptOps.UNROLL, r, n)).applied) > len(k.applied) and \
+       len((grouped := _try(unrolled, OptOps.GROUP, r.arg[0], g)).applied) > len(unrolled.applied): return grouped
+  return _try(k, OptOps.GROUP, r, g)
+
 def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
   """(rows, cols) of a product's reduction whose two operands each skip an output axis (C[i, j] +=
   A[i, k] * B[k, j]: B does not change with i, A with j): the block's threads can share them. cols is the output's
@@ -58,7 +69,7 @@ def hand_coded(k: Kernel) -> Kernel:
       for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
       r = k.rng(outer.arg[0])
       g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
-    if g is not None: k = _try(k, OptOps.GROUP, r, g)
+    if g is not None: k = _group(k, r, g)
   # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
   # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py)
   if not k.reduces and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
@@ -82,7 +93,7 @@ def hand_coded(k: Kernel) -> Kernel:
       if free and cands: break
     else: break
     tried.add((r := longest(cands)).arg[0])
-    k = _try(k, OptOps.GROUP, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
+    k = _group(k, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
   # each thread's own part of a sum taken 4 terms a trip: four independent loads in flight, not one waiting on the last
   for i in range(len(k.reduces)):
     own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
