@@ -260,3 +260,12 @@ def test_grouped_sums_read_whole_vectors():
   np.testing.assert_allclose(Tensor(x, device="PYTHON").sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
   want = np.exp(rows - rows.max(1, keepdims=True))
   np.testing.assert_allclose(Tensor(rows, device="PYTHON").softmax(-1).numpy(), want / want.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+def test_a_rows_statistics_load_each_element_once():
+  """softmax over rows of 4096 with 256 threads: each thread's 16 elements are 4 vector loads written out (not a loop
+  over them), so the max and the exp-sum both read them from registers: the statistics kernel loads its input once."""
+  for ren in (Device.renderer("PYTHON"), renderer("NV")):
+    specs = [get_program(si.ast, ren) for si in Tensor.empty(8, 4096).softmax(-1).schedule() if si.ast.op is Ops.SINK]
+    (stats,) = [s for s in specs if any(u.op is Ops.DEFINE_LOCAL for u in s.uops)]
+    loads = [u for u in stats.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    assert [u.dtype.count for u in loads] == [4] * 4, (ren.device, loads)

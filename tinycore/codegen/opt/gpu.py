@@ -29,7 +29,12 @@ def _group(k: Kernel, r: UOp, g: int) -> Kernel:
   n = min((lanes(k.ren, u.dtype) for u in reads), default=1)
   if n > 1 and all(split_terms(u.src[0].src[1])[0].get(r, 0) == 1 for u in reads) and const_size(r) % (n * g) == 0:
     if len((unrolled := _try(k, OptOps.UNROLL, r, n)).applied) > len(k.applied) and \
-       len((grouped := _try(unrolled, OptOps.GROUP, r.arg[0], g)).applied) > len(unrolled.applied): return grouped
+       len((grouped := _try(unrolled, OptOps.GROUP, r.arg[0], g)).applied) > len(unrolled.applied):
+      # a few vectors left per thread (a softmax row of 4096 over 256 threads: 4) are written out, not looped over: the
+      # thread then holds its terms in registers, and another sum over the same elements (the row's max, then its
+      # exp-sum) reads them from there instead of loading them again
+      left = next((x for x in grouped.ranges if x.arg[0] == r.arg[0]), None)
+      return grouped if left is None or const_size(left) > 4 else _try(grouped, OptOps.UNROLL, left, const_size(left))
   return _try(k, OptOps.GROUP, r, g)
 
 def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
