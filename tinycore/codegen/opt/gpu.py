@@ -16,18 +16,20 @@ def _divisor(n: int, most: int, least: int = 2) -> int | None:
   """The largest power of two in [least, most] dividing n."""
   return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and n % d == 0), None)
 
+def _reads(k: Kernel, r: UOp) -> list[UOp]:
+  """The global loads whose value changes with r."""
+  return [u for u in k.order if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
+
 def _strides(k: Kernel, r: UOp) -> list[int]:
   """r's coefficient in each global load's address that reads it (0 where it is not a plain term)."""
-  return [split_terms(u.src[0].src[1])[0].get(r, 0) for u in k.order
-          if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
+  return [split_terms(u.src[0].src[1])[0].get(r, 0) for u in _reads(k, r)]
 
 def _group(k: Kernel, r: UOp, g: int) -> Kernel:
   """r's sum spread over g threads. Where the target loads several elements at once and the sum reads r contiguously,
   each thread first takes that many consecutive terms a trip (UNROLL, then GROUP of the rest): its reads are one vector
   load (codegen/widen.py), neighbouring threads' neighbouring vectors."""
-  reads = [u for u in k.order if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
-  n = min((lanes(k.ren, u.dtype) for u in reads), default=1)
-  if n > 1 and all(split_terms(u.src[0].src[1])[0].get(r, 0) == 1 for u in reads) and const_size(r) % (n * g) == 0:
+  n = min((lanes(k.ren, u.dtype) for u in _reads(k, r)), default=1)
+  if n > 1 and all(s == 1 for s in _strides(k, r)) and const_size(r) % (n * g) == 0:
     if len((unrolled := _try(k, OptOps.UNROLL, r, n)).applied) > len(k.applied) and \
        len((grouped := _try(unrolled, OptOps.GROUP, r.arg[0], g)).applied) > len(unrolled.applied):
       # a few vectors left per thread (a softmax row of 4096 over 256 threads: 4) are written out, not looped over: the
