@@ -269,3 +269,16 @@ def test_a_rows_statistics_load_each_element_once():
     (stats,) = [s for s in specs if any(u.op is Ops.DEFINE_LOCAL for u in s.uops)]
     loads = [u for u in stats.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
     assert [u.dtype.count for u in loads] == [4] * 4, (ren.device, loads)
+
+def test_short_sums_are_not_spread_over_a_block():
+  """A loss accumulated over a loop fuses many means of 4 into one kernel of 4 outputs. Each mean is summed by every
+  thread alone (GROUP_LEAST): combining 4 terms through shared memory and barriers costs more than adding them, and
+  spreading each of the kernel's sums rewrote the whole kernel once per sum (compile time quadratic in its length)."""
+  from tinycore.codegen.opt.gpu import GROUP_LEAST
+  assert GROUP_LEAST > 4
+  rows = rng.standard_normal((40, 4)).astype(np.float32)
+  total = Tensor.zeros(4, device="PYTHON")
+  for r in rows: total = total + Tensor(r, device="PYTHON").square().mean()
+  spec = get_program(last_kernel(total).ast, Device.renderer("PYTHON"))
+  assert not any(u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER) for u in spec.uops)
+  np.testing.assert_allclose(total.numpy(), np.square(rows).mean(1).sum() + np.zeros(4, np.float32), rtol=1e-5)

@@ -7,6 +7,11 @@ from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt
 from tinycore.codegen.opt.tc import use_tensor_cores
 from tinycore.codegen.widen import lanes
 
+# a sum of fewer terms is cheaper for each thread to compute alone than for a block to combine through shared memory and
+# barriers (and spreading each of a kernel's many short sums, 500 means of 4 in a loss accumulated over a loop, rewrote
+# the whole kernel once per sum: compile time grew with the square of the kernel)
+GROUP_LEAST = 64
+
 def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
   """k with the action applied, or k unchanged where it does not apply."""
   try: return apply_opt(k, Opt(op, r if isinstance(r, int) else r.arg[0], amount))
@@ -65,7 +70,7 @@ def hand_coded(k: Kernel) -> Kernel:
     return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
   # the longest sum (a sum of sums, as a split reduction leaves, spreads its inner one)
   heavy = [r for r in max(k.reduces, key=lambda x: prod(const_size(r) or 1 for r in x.src[1:])).src[1:] if const_size(r) is not None] if k.reduces else []
-  if ren.has_shared and heavy and prod(const_size(r) for r in heavy) >= 64 and outputs * 8 <= const_size(longest(heavy)) * 1024:
+  if ren.has_shared and heavy and prod(const_size(r) for r in heavy) >= GROUP_LEAST and outputs * 8 <= const_size(longest(heavy)) * 1024:
     # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours). Where no
     # power of two of 16 or more divides its longest axis (a convolution's 26x26 map, a batch cut into 6 partials of
     # 43), the sum's axes are merged into one (the contiguous one innermost) and spread over that one's largest divisor
@@ -94,7 +99,8 @@ def hand_coded(k: Kernel) -> Kernel:
   # spread over those threads
   tried: set[int] = set()
   while ren.has_shared:
-    for x in (x for x in k.reduces if not any(t.arg[1] in (AxisType.GROUP_REDUCE, AxisType.LOCAL) for t in x.src[1:])):
+    for x in (x for x in k.reduces if not any(t.arg[1] in (AxisType.GROUP_REDUCE, AxisType.LOCAL) for t in x.src[1:]) and
+              prod(const_size(r) or GROUP_LEAST for r in x.src[1:]) >= GROUP_LEAST):
       free = [t for t in k.axes(AxisType.LOCAL, AxisType.GROUP_REDUCE) if t not in k.deps[x]]
       cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(const_size(r) % const_size(t) == 0 for t in free)]
       if free and cands: break
