@@ -39,8 +39,8 @@ def emulator_workloads(a):
   return {
     f"matmul {n}x{n} fp32": (lambda d: (Tensor.randn(n, n, device=d).realize(), Tensor.randn(n, n, device=d).realize()),
                              lambda x, y: [x @ y], 3 * n * n * 4),
-    f"matmul {n}x{n} fp16 (tensor cores)": (lambda d: (Tensor.randn(n, n, device=d).cast("float16").realize(), Tensor.randn(n, n, device=d).cast("float16").realize()),
-                                            lambda x, y: [x @ y], 3 * n * n * 2),
+    **{f"matmul {n}x{n} {t} (tensor cores)": (lambda d, dt=dt: (Tensor.randn(n, n, device=d).cast(dt).realize(), Tensor.randn(n, n, device=d).cast(dt).realize()),
+                                             lambda x, y: [x @ y], 3 * n * n * 2) for t, dt in (("fp16", "float16"), ("bf16", "bfloat16"))},
     f"conv {b}x{c}x{hw}x{hw} * {k}x{c}x3x3 forward": (conv_inputs, lambda x, w: [x.conv2d(w, padding=1)], (b * c + b * k) * hw * hw * 4 + k * c * 36),
     "conv backward (dx, dw)": (conv_inputs, conv_backward, (2 * b * c + b * k) * hw * hw * 4 + 2 * k * c * 36),
     f"softmax {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * sr * sc * 4),
