@@ -1,5 +1,6 @@
 """The GPU-style codegen: each optimisation action keeps results, refuses what it cannot do, and the renderers' kernels have
 thread blocks, shared memory, barriers and tensor-core instructions where the work calls for them (no device needed)."""
+import re
 import numpy as np
 import pytest
 from tinycore import Tensor, Device, dtypes
@@ -101,9 +102,23 @@ def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory():
   """The PTX of an fp16 matmul: mma.sync on fragments loaded from .shared, the tiles copied there between bar.syncs;
   each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments."""
   src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dtypes.float16) @ Tensor.empty(512, 512, dtype=dtypes.float16)).ast, renderer("NV")).src
-  assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ld.shared.b16" in src
+  assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ldmatrix.sync.aligned.m8n8" in src
   # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128 threads
   assert src.count("ld.global.b16") == (128 * 32 + 32 * 128) // 128 and src.count("mma.sync") == 4 * 8
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_nv_tensor_core_loop_loads_each_fragment_once_with_ldmatrix(dt):
+  """The loop over a staged tile of a 512x512 matmul: each warp's 4x8 mmas read 4 fragments of A (16x16, its rows of
+  8 consecutive halves: one ldmatrix.x4) and 8 of B (16x8, stored k-major: ldmatrix.x2.trans), each loaded once and
+  read by every mma that uses it as loaded (nothing packed, no element loaded alone); each mma adds into its
+  accumulator's registers (d is c), nothing copied after it."""
+  src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, renderer("NV")).src
+  label = re.findall(r"^\$(loop\d+):$", src, re.M)[-1]   # the innermost loop: the one over the staged tile
+  body = src[src.index(f"${label}:"):src.index(f"bra ${label};")]
+  mmas = re.findall(r"mma\.sync\S* \{([^}]*)\}, \{[^}]*\}, \{[^}]*\}, \{([^}]*)\};", body)
+  assert len(mmas) == 32 and all(d == c for d, c in mmas)
+  assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 and body.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 8
+  assert "ld.shared" not in body and "mov.b32" not in body and "shl.b32" not in body, body
 
 def test_wmma_refuses_lanes_that_disagree_on_a_copy():
   """PYTHON's WMMA checks the layout: lanes holding copies of one element (none in its own tensor core) must agree."""

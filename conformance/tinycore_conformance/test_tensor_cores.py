@@ -48,7 +48,8 @@ def operands(tc, *shapes, seed: str):
   return [O.representable(rng.uniform(-2, 2, s), tc.dtype_in) for s in shapes]
 
 SHAPES = {"tile multiples": lambda M, N, K: (2 * M, 4 * K, 2 * N), "odd sizes (padded)": lambda M, N, K: (M + 5, K + 3, N + 1),
-          "one tile": lambda M, N, K: (M, K, N), "long sum": lambda M, N, K: (M, 32 * K, N)}
+          "one tile": lambda M, N, K: (M, K, N), "long sum": lambda M, N, K: (M, 32 * K, N),
+          "a block's tiles (through shared memory)": lambda M, N, K: (4 * M, 4 * K, 8 * N)}
 
 @pytest.mark.covers("tensor-core matmul")
 @pytest.mark.parametrize("shape", list(SHAPES))
@@ -59,13 +60,15 @@ def test_matmul(device, tcore, shape: str):
   check(device, out, a.astype(np.float64) @ b.astype(np.float64), tcore, k, np.abs(a).astype(np.float64) @ np.abs(b), f"{tcore.name} matmul {m}x{k}x{n}")
 
 @pytest.mark.covers("tensor-core batched and transposed")
-@pytest.mark.parametrize("layout", ["batched", "A transposed", "B transposed"])
+@pytest.mark.parametrize("layout", ["batched", "A transposed", "B transposed", "A transposed, a block's tiles", "B transposed, a block's tiles"])
 def test_batched_and_transposed(device, tcore, layout: str):
+  """Each operand stored either way round; with a block's tiles of them in shared memory too (read there as stored)."""
   M, N, K = tcore.dims
+  if "tiles" in layout: M, N, K = 4 * M, 8 * N, 2 * K
   if layout == "batched":
     a, b = operands(tcore, (3, M, 2 * K), (3, 2 * K, N), seed=layout)
     ta, tb, wa, wb = Tensor(a, dtype=tcore.dtype_in), Tensor(b, dtype=tcore.dtype_in), a, b
-  elif layout == "A transposed":
+  elif layout.startswith("A transposed"):
     a, b = operands(tcore, (2 * K, M), (2 * K, N), seed=layout)
     ta, tb, wa, wb = Tensor(a, dtype=tcore.dtype_in).T, Tensor(b, dtype=tcore.dtype_in), a.T, b
   else:

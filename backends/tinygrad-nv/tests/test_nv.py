@@ -60,19 +60,28 @@ def every_dtype() -> list[Tensor]:
     out += [a.bitcast(o) for o in dts if o.itemsize == dt.itemsize and o != dt and dtypes.bool not in (o, dt)]
   return out
 
-WORKLOADS = {"matmul": matmul, "conv": conv, "digits_step": digits_step, "every_dtype": every_dtype}
+def tensor_cores() -> list[Tensor]:
+  """fp16 and bf16 matmuls on mma.sync, their fragments loaded with each ldmatrix form (x4 and x2, plain and .trans)."""
+  out = []
+  for dt in (dtypes.float16, dtypes.bfloat16):
+    a, b = Tensor.empty(512, 512, dtype=dt, device="NV"), Tensor.empty(512, 512, dtype=dt, device="NV")
+    out += [a @ b, a.T @ b, a @ b.T]
+  return out
+
+WORKLOADS = {"matmul": matmul, "conv": conv, "digits_step": digits_step, "every_dtype": every_dtype, "tensor_cores": tensor_cores}
 
 @needs_ptxas
 @pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
 @pytest.mark.parametrize("workload", list(WORKLOADS))
 def test_ptxas_accepts(workload, arch):
-  """NVIDIA's assembler accepts every kernel (a PTX it refuses raises CompileError); the matmul and conv kernels spill nothing."""
+  """NVIDIA's assembler accepts every kernel (a PTX it refuses raises CompileError); the matmul, conv and tensor-core
+  kernels spill nothing."""
   if PTXAS is None: pytest.fail("CI must check NV kernels with ptxas: install tinygrad-nv[ptxas] (NVIDIA's nvidia-cuda-nvcc-cu12 wheel)")
   progs = programs(*WORKLOADS[workload](), arch=arch)
   assert progs, f"{workload} scheduled no kernels"
   for p in progs:
     _, log = run_ptxas(p.src, arch, PTXAS, "-v")
-    if workload in ("matmul", "conv"):
+    if workload in ("matmul", "conv", "tensor_cores"):
       spills = [int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]
       assert spills and not any(spills), f"kernel {p.name} spills registers on {arch}:\n{log}"
 

@@ -2,7 +2,7 @@
 outputs, the PTX ISA's semantics of each warp and block instruction, the errors for what PTX leaves undefined, and the
 per-launch counters."""
 from __future__ import annotations
-import json, os, pathlib
+import json, os, pathlib, re
 import numpy as np
 import pytest
 
@@ -232,3 +232,39 @@ def test_wide_accesses_take_fewer_instructions_for_the_same_bytes():
   (wr, ww, wi, wl, ws), (nr, nw, ni, nl, ns) = counts
   assert (wr, ww) == (nr, nw) == (8 * n, 4 * n) and (wl, ws, nl, ns) == (2, 1, 0, 0), counts
   assert wi < ni, counts
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_ldmatrix_fragments_equal_fragments_loaded_element_by_element(dt):
+  """64x64 matmuls whose operands' shared tiles hold rows of A (ldmatrix.x4) or of its transpose (.x4.trans), of B's
+  transpose (.x2) or of B (.x2.trans): the products are numpy's exactly (small integers), the same as the kernel reading
+  each fragment element alone, from the same shared bytes, in fewer instructions."""
+  from tinycore import Tensor, dtypes
+  from tinycore.codegen import get_program
+  from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
+  from tinygrad_nv.renderer import PTXRenderer
+  class ElementByElement(PTXRenderer): extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
+  rng, t = np.random.default_rng(4), getattr(dtypes, dt)
+  bits = (lambda x: x.astype(np.float16).view(np.uint16)) if dt == "float16" else (lambda x: (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16))
+  value = (lambda b: b.view(np.float16).astype(np.float32)) if dt == "float16" else (lambda b: (b.astype(np.uint32) << 16).view(np.float32))
+  forms = set()
+  for ta, tb in ((False, False), (True, False), (False, True)):
+    a, b = rng.integers(-2, 3, (64, 64)).astype(np.float32), rng.integers(-2, 3, (64, 64)).astype(np.float32)
+    A, B = Tensor.empty(64, 64, dtype=t), Tensor.empty(64, 64, dtype=t)
+    si = [si for si in ((A.T if ta else A) @ (B.T if tb else B)).schedule() if si.ast.op.name == "SINK"][-1]
+    results, counts = [], []
+    for ren in (PTXRenderer("sm_90"), ElementByElement("sm_90")):
+      spec = get_program(si.ast, ren)
+      mem = EmulatedMemory()
+      addrs = [mem.alloc(2 * 64 * 64) for _ in range(3)]
+      mem.span(addrs[1], 2 * 64 * 64)[:] = bits(a).view(np.uint8).reshape(-1)
+      mem.span(addrs[2], 2 * 64 * 64)[:] = bits(b).view(np.uint8).reshape(-1)
+      c = EmulatedKernel(spec.src, spec.name, mem)({f"data{i}": x for i, x in enumerate(addrs)} | {"block_y0": 0, "block_z0": 0},
+                                                  spec.global_size, spec.local_size or (1, 1, 1))
+      results.append(value(mem.span(addrs[0], 2 * 64 * 64).view(np.uint16).copy()).reshape(64, 64))
+      counts.append((c.shared_read, c.instructions, spec.src.count("ldmatrix"), spec.src.count("ld.shared")))
+      forms |= set(re.findall(r"ldmatrix\S*", spec.src))
+    ref = (a.T if ta else a) @ (b.T if tb else b)
+    assert np.array_equal(results[0], ref) and np.array_equal(results[1], ref)
+    (ms, mi, ml, md), (es, ei, el, ed) = counts
+    assert ms == es and ml == 3 and md == el == 0 and ed > 0 and mi < ei, counts
+  assert forms == {f"ldmatrix.sync.aligned.m8n8.{x}.shared.b16" for x in ("x4", "x4.trans", "x2", "x2.trans")}, forms

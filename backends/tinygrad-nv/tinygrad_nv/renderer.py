@@ -2,7 +2,7 @@
 from __future__ import annotations
 import os, re, struct
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore, on
 from tinycore.renderer.isa import ISARenderer, ISAKernel
@@ -11,6 +11,7 @@ from tinycore.runtime.errors import UnsupportedError
 
 PTX_VERSION = "8.0"
 GRID_YZ_MAX = 65535    # gridDim.y/z limit: the driver launches taller grids in slices, passing each slice's first block
+WARP = 32              # lanes of a warp
 LAUNCH_THREADS, LAUNCH_GROUPS = "// launch: threads", "// launch: groups"   # what global_size counts, read by the driver
 
 # registers by the kind of value they hold: bool in predicates, 8/16-bit ints sign/zero-extended in 32 bits (the core computes
@@ -75,27 +76,110 @@ def special(ctx: ISAKernel, x: UOp) -> str:
   return out
 
 def move(ctx: ISAKernel, dst, src, dt: DType) -> str:
-  """dst = src, for registers or vectors of them."""
-  for d, s in zip(*((r,) if isinstance(r, str) else r for r in (dst, src))): ctx.ins(f"mov.{MOV[reg_kind(dt)]} {d}, {s}")
+  """dst = src, for registers or vectors of them (nothing where they are the same: an mma's accumulator written in place)."""
+  for d, s in zip(*((r,) if isinstance(r, str) else r for r in (dst, src))):
+    if d != s: ctx.ins(f"mov.{MOV[reg_kind(dt)]} {d}, {s}")
   return dst
 
-def wmma(ctx: ISAKernel, x: UOp) -> tuple[str, ...]:
-  """mma.sync: A's and B's 16-bit elements packed two to a .b32 register (the lower element in the low half), the f32
-  accumulators as they are. A half is its 16-bit register; a bfloat16 arrives as its bits, a uint16 in a 32-bit register."""
-  def pack(regs: tuple[str, ...]) -> list[str]:
-    out = []
+class PTXKernel(ISAKernel):
+  """A PTX kernel being written; `words` holds each tensor-core fragment (a WMMA's A or B) packed into .b32 registers
+  where it is made, once for every mma that reads it."""
+  def __init__(self, *args):
+    super().__init__(*args)
+    self.fragments = {s for u in self.uops if u.op is Ops.WMMA for s in u.src[:2]}
+    self.words: dict[UOp, list[str]] = {}
+
+def vectorize(ctx: PTXKernel, x: UOp) -> tuple[str, ...]:
+  """A vector is its elements' registers. A fragment's 16-bit elements are also packed two to a .b32 register (the lower
+  element in the low half), as mma reads them: a half is its 16-bit register, a bfloat16 its bits, a uint16 in a 32-bit one."""
+  regs = tuple(ctx.args(x))
+  if x in ctx.fragments:
     for lo, hi in zip(regs[0::2], regs[1::2]):
-      out.append(r := ctx.reg("r"))
+      ctx.words.setdefault(x, []).append(r := ctx.reg("r"))
       if lo.startswith("%h"): ctx.ins(f"mov.b32 {r}, {{{lo}, {hi}}}")
       else: ctx.ins(f"shl.b32 {r}, {hi}, 16", f"or.b32 {r}, {r}, {lo}")
-    return out
-  a, b, c = ctx.args(x)
-  d = tuple(ctx.new(dtypes.float32) for _ in c)
-  ctx.ins(f"{x.arg.name} {{{', '.join(d)}}}, {{{', '.join(pack(a))}}}, {{{', '.join(pack(b))}}}, {{{', '.join(c)}}}")
+  return regs
+
+def wmma(ctx: PTXKernel, x: UOp) -> tuple[str, ...]:
+  """mma.sync on A's and B's packed words (a fragment ldmatrix loaded is its words) and the f32 accumulators as they are.
+  A sum's accumulator (the linearizer's DEFINE_ACC, assigned the result right after) is written in place: d is c."""
+  a, b = (ctx.words.get(s, ctx[s]) for s in x.src[:2])
+  c = ctx[x.src[2]]
+  d = c if x.src[2].op is Ops.DEFINE_ACC else tuple(ctx.new(dtypes.float32) for _ in c)
+  ctx.ins(f"{x.arg.name} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(c)}}}")
   return d
+
+# ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared.b16 (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): lanes
+# 8j..8j+7 give the addresses of the 8 rows of 8x8 matrix j, each 16-byte aligned; lane l receives in its register j the
+# elements (l >> 2, 2 (l % 4)) and (l >> 2, 2 (l % 4) + 1) of matrix j (of its transpose with .trans), the first in the low
+# half. So element e of a lane's fragment (register e >> 1, half e & 1) is at (matrix, row, column):
+def ldmatrix_place(lane: int, e: int, trans: bool) -> tuple[int, int, int]:
+  return (e >> 1, 2 * (lane & 3) + (e & 1), lane >> 2) if trans else (e >> 1, lane >> 2, 2 * (lane & 3) + (e & 1))
+
+def _lane_values(term: UOp, lane: UOp, seen: dict[UOp, list[int] | None]) -> list[int] | None:
+  """term's value at each lane of the warp, where the lane is all it reads."""
+  if term not in seen:
+    free = any(u.op in (Ops.SPECIAL, Ops.RANGE, Ops.DEFINE_VAR, Ops.LOAD) and u is not lane for u in term.toposort())
+    vals = None if free else [term.substitute({lane: UOp.const(lane.dtype, l)}).simplify() for l in range(WARP)]
+    seen[term] = None if vals is None or any(v.op is not Ops.CONST for v in vals) else [v.arg for v in vals]
+  return seen[term]
+
+def matrix_load(frag: UOp) -> UOp | None:
+  """A tensor-core fragment of 16-bit elements each lane reads from shared memory one by one, as one ldmatrix where it
+  puts the same elements in the same lanes and registers: a LOAD of the fragment (arg: the instruction) from the address
+  of the row each lane gives. Proven from the addresses: each element's is the same sum of the other ids and loops plus
+  a term of the lane id (a tensor core's lanes are lidx0) that must be ldmatrix's, and every row 16-byte aligned. None
+  where they are not (the elements are then loaded one by one)."""
+  if frag.op is not Ops.VECTORIZE or frag.dtype.scalar.itemsize != 2 or len(frag.src) not in (2, 4, 8): return None
+  lds = frag.src
+  if any(ld.op is not Ops.LOAD or ld.arg is not None or len(ld.src[0].src) != 2 for ld in lds): return None
+  buf = lds[0].src[0].src[0]
+  if buf.op is not Ops.DEFINE_LOCAL or any(ld.src[0].src[0] is not buf or ld.src[1:] != lds[0].src[1:] for ld in lds): return None
+  idxs = [ld.src[0].src[1] for ld in lds]
+  lane = next((u for u in idxs[0].toposort() if u.op is Ops.SPECIAL and u.arg == "lidx0"), None)
+  if lane is None or lane.src[0].op is not Ops.CONST or lane.src[0].arg != WARP: return None
+  rest, seen, offs = None, {}, []   # offs[e][l]: element e of lane l, in elements from element 0 of lane 0
+  for idx in idxs:
+    terms, c = split_terms(idx)
+    mine = {t: k for t, k in terms.items() if lane in t.toposort()}
+    if rest is None: rest = {t: k for t, k in terms.items() if t not in mine}
+    elif {t: k for t, k in terms.items() if t not in mine} != rest: return None
+    if any((v := _lane_values(t, lane, seen)) is None for t in mine): return None
+    offs.append([c + sum(k * seen[t][l] for t, k in mine.items()) for l in range(WARP)])
+  base, offs = offs[0][0], [[o - offs[0][0] for o in row] for row in offs]
+  num, per_row = len(lds) // 2, 16 // frag.dtype.scalar.itemsize
+  for trans in (False, True):
+    # row r of matrix j: where its column 0 is, read from the element there
+    row = {}
+    for l in range(WARP):
+      for e in range(len(lds)):
+        j, r, col = ldmatrix_place(l, e, trans)
+        if col == 0: row[8 * j + r] = offs[e][l]
+    if not all(offs[e][l] == row[8 * j + r] + col for l in range(WARP) for e in range(len(lds)) for j, r, col in [ldmatrix_place(l, e, trans)]): continue
+    if any(o % per_row for o in row.values()) or base % per_row or any(k % per_row for k in rest.values()): return None
+    # the row each lane gives (lanes past 8 num give none), bit by bit of the lane where the rows are not one stride
+    bits = (8 * num).bit_length() - 1
+    if any(row[l] != sum(row[1 << b] for b in range(bits) if l >> b & 1) for l in range(8 * num)): return None
+    at = idxs[0].substitute({lane: UOp.const(lane.dtype, 0)})
+    b = 0
+    while b < bits:   # a run of bits whose offsets double: one (lane // 2^b % 2^n) * stride
+      n = 1
+      while b + n < bits and row[1 << (b + n)] == 2 * row[1 << (b + n - 1)]: n += 1
+      if row[1 << b]: at = at + (lane // (1 << b)) % (1 << n) * row[1 << b]
+      b += n
+    name = f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16"
+    return UOp(Ops.LOAD, frag.dtype, (buf.index(at.simplify()), *lds[0].src[1:]), name)
+  return None
+
+def matrix_loads(x: UOp) -> UOp | None:
+  srcs = tuple(m if (m := matrix_load(s)) is not None else s for s in x.src[:2])
+  return x.replace(src=srcs + x.src[2:]) if srcs != x.src[:2] else None
+fragment_rules = PatternMatcher([(UPat(Ops.WMMA, name="x"), matrix_loads)])
 
 def space(x: UOp) -> str: return "shared" if x.src[0].src[0].op is Ops.DEFINE_LOCAL else "global"
 def load(ctx: ISAKernel, x: UOp) -> str | tuple[str, ...]:   # 8/16-bit ints are sign/zero-extended; bool is a byte in memory
+  if x.arg is not None:   # ldmatrix (matrix_load): the fragment as its .b32 registers, two elements each (mma reads them so)
+    return ctx.ins(f"{x.arg} {{{', '.join(out := [ctx.reg('r') for _ in range(x.dtype.count // 2)])}}}, [{ctx[x.src[0]]}]") or out
   if (n := x.dtype.count) > 1:   # a thread's n consecutive elements (codegen/widen.py proved the address aligned to their size)
     out = tuple(ctx.new(x.dtype.scalar) for _ in range(n))
     return ctx.ins(f"ld.{space(x)}.v{n}.{mem_type(x.dtype)} {{{', '.join(out)}}}, [{ctx[x.src[0]]}]") or out
@@ -175,7 +259,8 @@ class PTXRenderer(ISARenderer):
   memory_vector = 16                  # ld/st .v2 and .v4 of 32- and 64-bit elements, 16 bytes at most, aligned to their size
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
-  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
+  # and a tensor core's fragments are loaded from shared memory with ldmatrix where their layout is its
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules + fragment_rules
   # mma.sync m16n8k16 (sm_80+), fragments as the PTX ISA lays them out: lane = groupID*4 + threadID_in_group; A's element
   # i at row groupID + 8*((i>>1)&1), column tig*2 + (i&1) + 8*(i>>2); B's at row tig*2 + (i&1) + 8*(i>>1), column
   # groupID; C's and D's at row groupID + 8*(i>>1), column tig*2 + (i&1)
@@ -189,6 +274,7 @@ class PTXRenderer(ISARenderer):
     if not re.fullmatch(r"sm_\d+a?", self.arch): raise ValueError(f"NV_ARCH={self.arch!r}: expected an NVIDIA arch like sm_80 or sm_90")
     if int(re.sub(r"\D", "", self.arch)) < 80:
       raise UnsupportedError(f"backend NV: {self.arch} is not supported (bfloat16 conversions and PTX {PTX_VERSION} need sm_80 or newer)")
+  kernel = PTXKernel
   def reg_kind(self, dt: DType) -> str: return reg_kind(dt)
   def render_kernel(self, k: ISAKernel) -> str:
     groups = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in k.uops)
@@ -208,7 +294,7 @@ class PTXRenderer(ISARenderer):
     (UPat(Ops.CONST, dtypes.bool, name="x"), lambda ctx, x: ctx.ins(f"setp.ne.u32 {(r := ctx.reg('p'))}, {1 if x.arg else 0}, 0") or r),
     (UPat(Ops.CONST, name="x"), lambda ctx, x: move(ctx, tuple(ctx.new(x.dtype) for _ in range(x.dtype.count)) if x.dtype.count > 1 else ctx.new(x.dtype),
                                                  (render_const(x.arg, x.dtype),) * x.dtype.count, x.dtype)),
-    (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: tuple(ctx.args(x))),   # a vector is its elements' registers
+    (UPat(Ops.VECTORIZE, name="x"), vectorize),
     (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx[x.src[0]][x.arg]),
     (UPat(Ops.WMMA, name="x"), wmma),
     (UPat(Ops.RANGE, name="x"), loop),
