@@ -110,8 +110,8 @@ def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory():
 def test_nv_tensor_core_loop_loads_each_fragment_once_with_ldmatrix(dt):
   """The loop over a staged tile of a 512x512 matmul: each warp's 4x8 mmas read 4 fragments of A (16x16, its rows of
   8 consecutive halves: one ldmatrix.x4) and 8 of B (16x8, stored k-major: ldmatrix.x2.trans), each loaded once and
-  read by every mma that uses it as loaded (nothing packed, no element loaded alone); each mma adds into its
-  accumulator's registers (d is c), nothing copied after it."""
+  read by every mma that uses it as loaded (nothing packed, no element loaded alone), an operand's fragments from one
+  address register; each mma adds into its accumulator's registers (d is c), nothing copied after it."""
   src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, renderer("NV")).src
   label = re.findall(r"^\$(loop\d+):$", src, re.M)[-1]   # the innermost loop: the one over the staged tile
   body = src[src.index(f"${label}:"):src.index(f"bra ${label};")]
@@ -119,6 +119,8 @@ def test_nv_tensor_core_loop_loads_each_fragment_once_with_ldmatrix(dt):
   assert len(mmas) == 32 and all(d == c for d, c in mmas)
   assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 and body.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 8
   assert "ld.shared" not in body and "mov.b32" not in body and "shl.b32" not in body, body
+  # one address per operand, each fragment at its constant offset from it
+  assert len(set(re.findall(r"ldmatrix\S* \{[^}]*\}, \[(%rd\d+)", body))) == 2, body
 
 def test_wmma_refuses_lanes_that_disagree_on_a_copy():
   """PYTHON's WMMA checks the layout: lanes holding copies of one element (none in its own tensor core) must agree."""

@@ -126,8 +126,8 @@ def _lane_values(term: UOp, lane: UOp, seen: dict[UOp, list[int] | None]) -> lis
 
 def matrix_load(frag: UOp) -> UOp | None:
   """A tensor-core fragment of 16-bit elements each lane reads from shared memory one by one, as one ldmatrix where it
-  puts the same elements in the same lanes and registers: a LOAD of the fragment (arg: the instruction) from the address
-  of the row each lane gives. Proven from the addresses: each element's is the same sum of the other ids and loops plus
+  puts the same elements in the same lanes and registers: a LOAD of the fragment (arg: the instruction and a byte offset)
+  from the address of the row each lane gives. Proven from the addresses: each element's is the same sum of the other ids and loops plus
   a term of the lane id (a tensor core's lanes are lidx0) that must be ldmatrix's, and every row 16-byte aligned. None
   where they are not (the elements are then loaded one by one)."""
   if frag.op is not Ops.VECTORIZE or frag.dtype.scalar.itemsize != 2 or len(frag.src) not in (2, 4, 8): return None
@@ -167,8 +167,10 @@ def matrix_load(frag: UOp) -> UOp | None:
       while b + n < bits and row[1 << (b + n)] == 2 * row[1 << (b + n - 1)]: n += 1
       if row[1 << b]: at = at + (lane // (1 << b)) % (1 << n) * row[1 << b]
       b += n
-    name = f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16"
-    return UOp(Ops.LOAD, frag.dtype, (buf.index(at.simplify()), *lds[0].src[1:]), name)
+    # the constant part of the address is the instruction's offset: the fragments of one operand share one address register
+    name, at = f"ldmatrix.sync.aligned.m8n8.x{num}{'.trans' if trans else ''}.shared.b16", at.simplify()
+    at, off = (at.src[0], at.src[1].arg) if at.op is Ops.ADD and at.src[1].op is Ops.CONST else (at, 0)
+    return UOp(Ops.LOAD, frag.dtype, (buf.index(at), *lds[0].src[1:]), (name, off * frag.dtype.scalar.itemsize))
   return None
 
 def matrix_loads(x: UOp) -> UOp | None:
@@ -178,8 +180,9 @@ fragment_rules = PatternMatcher([(UPat(Ops.WMMA, name="x"), matrix_loads)])
 
 def space(x: UOp) -> str: return "shared" if x.src[0].src[0].op is Ops.DEFINE_LOCAL else "global"
 def load(ctx: ISAKernel, x: UOp) -> str | tuple[str, ...]:   # 8/16-bit ints are sign/zero-extended; bool is a byte in memory
-  if x.arg is not None:   # ldmatrix (matrix_load): the fragment as its .b32 registers, two elements each (mma reads them so)
-    return ctx.ins(f"{x.arg} {{{', '.join(out := [ctx.reg('r') for _ in range(x.dtype.count // 2)])}}}, [{ctx[x.src[0]]}]") or out
+  if x.arg is not None:   # ldmatrix (matrix_load) at a byte offset: the fragment as its .b32 registers, two elements each (mma reads them so)
+    out = [ctx.reg("r") for _ in range(x.dtype.count // 2)]
+    return ctx.ins(f"{x.arg[0]} {{{', '.join(out)}}}, [{ctx[x.src[0]]}{f'+{x.arg[1]}' if x.arg[1] else ''}]") or out
   if (n := x.dtype.count) > 1:   # a thread's n consecutive elements (codegen/widen.py proved the address aligned to their size)
     out = tuple(ctx.new(x.dtype.scalar) for _ in range(n))
     return ctx.ins(f"ld.{space(x)}.v{n}.{mem_type(x.dtype)} {{{', '.join(out)}}}, [{ctx[x.src[0]]}]") or out
