@@ -290,9 +290,12 @@ def test_a_rows_statistics_load_each_element_once():
 def test_short_sums_are_not_spread_over_a_block():
   """A loss accumulated over a loop fuses many means of 4 into one kernel of 4 outputs. Each mean is summed by every
   thread alone (GROUP_LEAST): combining 4 terms through shared memory and barriers costs more than adding them, and
-  spreading each of the kernel's sums rewrote the whole kernel once per sum (compile time quadratic in its length)."""
+  spreading each of the kernel's sums rewrote the whole kernel once per sum (compile time quadratic in its length).
+  A conv's input gradient sums 32 channels' weights that every thread of a row of pixels needs: that sum is spread."""
   from tinycore.codegen.opt.gpu import GROUP_LEAST
-  assert GROUP_LEAST > 4
+  assert 4 < GROUP_LEAST <= 32
+  (dx, _) = [get_program(si.ast, Device.renderer("PYTHON")) for si in conv_grads()[0].schedule() if si.ast.op is Ops.SINK]
+  assert any(u.op is Ops.DEFINE_LOCAL for u in dx.uops) and sum(u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL for u in dx.uops) == 1
   rows = rng.standard_normal((40, 4)).astype(np.float32)
   total = Tensor.zeros(4, device="PYTHON")
   for r in rows: total = total + Tensor(r, device="PYTHON").square().mean()

@@ -7,10 +7,11 @@ from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt
 from tinycore.codegen.opt.tc import use_tensor_cores
 from tinycore.codegen.widen import lanes
 
-# a sum of fewer terms is cheaper for each thread to compute alone than for a block to combine through shared memory and
-# barriers (and spreading each of a kernel's many short sums, 500 means of 4 in a loss accumulated over a loop, rewrote
-# the whole kernel once per sum: compile time grew with the square of the kernel)
-GROUP_LEAST = 64
+# a sum of fewer terms that a row of threads would each compute alone is left to them: adding a few terms costs less than
+# combining them through shared memory and a barrier (and spreading each of a kernel's many short sums, 500 means of 4 in
+# a loss accumulated over a loop, rewrote the whole kernel once per sum: compile time grew with the square of the kernel).
+# A conv's input gradient sums 32 output channels' weights per thread of a 256-thread row: spread, its loads fall 7x.
+GROUP_LEAST = 16
 
 def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
   """k with the action applied, or k unchanged where it does not apply."""
@@ -70,7 +71,7 @@ def hand_coded(k: Kernel) -> Kernel:
     return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
   # the longest sum (a sum of sums, as a split reduction leaves, spreads its inner one)
   heavy = [r for r in max(k.reduces, key=lambda x: prod(const_size(r) or 1 for r in x.src[1:])).src[1:] if const_size(r) is not None] if k.reduces else []
-  if ren.has_shared and heavy and prod(const_size(r) for r in heavy) >= GROUP_LEAST and outputs * 8 <= const_size(longest(heavy)) * 1024:
+  if ren.has_shared and heavy and prod(const_size(r) for r in heavy) >= 64 and outputs * 8 <= const_size(longest(heavy)) * 1024:
     # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours). Where no
     # power of two of 16 or more divides its longest axis (a convolution's 26x26 map, a batch cut into 6 partials of
     # 43), the sum's axes are merged into one (the contiguous one innermost) and spread over that one's largest divisor
