@@ -10,6 +10,7 @@ from tinycore.uop import UOp, Ops, AxisType, symbolic_rules, split_terms, identi
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, TensorCore
 from tinycore.codegen.gpudims import thread_axes
+from tinycore.codegen.widen import lanes
 
 class OptOps(Enum):
   """What an optimisation action does to the range (RANGE id) it names."""
@@ -239,14 +240,20 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   sub, copies, smem_bytes = {}, [], 0
   tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL, AxisType.WARP)
   def copy(ld: UOp, size: int, value) -> UOp:
-    """smem (a fresh one of `size` elements) filled by the block's threads: element e is value(e)."""
+    """smem (a fresh one of `size` elements) filled by the block's threads: element e is value(e). Where the target
+    accesses n elements at once (codegen/widen.py), each thread copies n consecutive ones a step: one wide shared store,
+    and one wide global load where they are consecutive there too. n is the widest that copies no more elements than
+    one at a time would (a copy past the tile's end still reads one: 4608 over 256 threads takes pairs, not fours)."""
     smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, "local"), (), len(copies))
-    e = lid if size <= nthreads else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads)),),
-                                                         (k.next_id + len(copies), AxisType.UPCAST))
+    n = next(n for n in (4, 2, 1) if n <= lanes(k.ren, ld.dtype) and size % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
+    ids = k.next_id + 2 * len(copies)
+    chunk = lid if size <= nthreads * n else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads * n)),),
+                                                                   (ids, AxisType.UPCAST))
     # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
-    inside = e < size if size % nthreads else None
-    copies.append(smem.index(at := e if inside is None else inside.where(e, UOp.const(dtypes.index, 0))).store(
-      value(at), *((inside,) if inside is not None else ()), pre))
+    inside = chunk < size // n if size % (nthreads * n) else None
+    at = chunk if inside is None else inside.where(chunk, UOp.const(dtypes.index, 0))
+    if n > 1: at = at * n + UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (ids + 1, AxisType.UPCAST))
+    copies.append(smem.index(at).store(value(at), *((inside,) if inside is not None else ()), pre))
     return smem
   fragments: dict[tuple, list[UOp]] = {}
   for x in k.owners.get(inner, []):
