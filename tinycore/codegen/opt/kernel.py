@@ -176,14 +176,14 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
 # ***** STAGE: operands the block shares, copied into shared memory one tile of the sum at a time *****
 # A matmul block of 16x16 threads, each computing 4x4 outputs, reads a 64-row panel of A and a 64-column panel of B along
 # K: every element of A's panel is read by the 16 threads of its row, of B's by the 16 of its column. Per tile of K
-# (`amount` long) the threads copy both panels' tiles into shared memory (each thread a few elements, consecutive threads
-# consecutive addresses), wait at a barrier, then read them from there: global traffic falls by the block's width. A
+# (`amount` long) the threads copy both panels' tiles into shared memory (each thread a few runs of the widest vector the
+# target takes, consecutive threads consecutive runs), wait at a barrier, then read them from there: global traffic falls by the block's width. A
 # barrier before the copy keeps a tile until every thread has finished reading the one before it.
 
 # A tensor core's fragment loads read their tile through the lane id's bits (codegen/opt/tc.py), not through one range
 # per tile axis: their tile is found from the addresses themselves. Every fragment load of one operand (one buffer, one
 # base address) reads inside the same box of elements, `sizes` along `strides` of the buffer; the box is copied to
-# shared memory whole, in the buffer's order (consecutive threads consecutive addresses), and each fragment element is
+# shared memory whole, in the buffer's order (consecutive threads consecutive runs), and each fragment element is
 # read at its place in the box.
 
 _NP_ALU = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.NEG: np.negative,
