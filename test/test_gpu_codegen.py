@@ -100,11 +100,13 @@ def test_tensor_core_operands_are_staged_in_shared_memory(shape):
 
 def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory():
   """The PTX of an fp16 matmul: mma.sync on fragments loaded from .shared, the tiles copied there between bar.syncs;
-  each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments."""
+  each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments, 4 consecutive
+  halves at a time (one ld.global.v4.b16 and one st.shared.v4.b16 each)."""
   src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dtypes.float16) @ Tensor.empty(512, 512, dtype=dtypes.float16)).ast, renderer("NV")).src
   assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ldmatrix.sync.aligned.m8n8" in src
   # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128 threads
-  assert src.count("ld.global.b16") == (128 * 32 + 32 * 128) // 128 and src.count("mma.sync") == 4 * 8
+  assert src.count("ld.global.v4.b16") == src.count("st.shared.v4.b16") == (128 * 32 + 32 * 128) // 128 // 4 and "ld.global.b16" not in src
+  assert src.count("mma.sync") == 4 * 8
 
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
 def test_nv_tensor_core_loop_loads_each_fragment_once_with_ldmatrix(dt):
@@ -302,3 +304,32 @@ def test_short_sums_are_not_spread_over_a_block():
   spec = get_program(last_kernel(total).ast, Device.renderer("PYTHON"))
   assert not any(u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER) for u in spec.uops)
   np.testing.assert_allclose(total.numpy(), np.square(rows).mean(1).sum() + np.zeros(4, np.float32), rtol=1e-5)
+
+def test_a_matmuls_tiles_are_copied_and_read_as_whole_vectors():
+  """The fp32 512x512 matmul on NV: per trip of 16 along the sum, each of the 16x16 threads copies 4 consecutive floats of
+  A's 64x16 tile and of B's 16x64 tile (one ld.global.v4 and one st.shared.v4 each), and reads its 4x4 register tile's
+  operands from shared memory 4 at a time: A's rows along the sum, B's 4 consecutive columns (the thread's outputs are
+  consecutive columns, stored with st.global.v4). No access is left element by element."""
+  src = get_program(last_kernel(Tensor.empty(512, 512) @ Tensor.empty(512, 512)).ast, renderer("NV")).src
+  assert src.count("ld.global.v4.f32") == src.count("st.shared.v4.f32") == 2
+  # the sum's tile of 16 unrolled 8 at a time: A's 4 rows x 2 vectors and B's 8 rows of one vector a trip of the loop
+  assert src.count("ld.shared.v4.f32") == 4 * 2 + 8 and src.count("st.global.v4.f32") == 4
+  assert not re.search(r"(ld|st)\.(global|shared)\.f32", src)
+
+def smem_vectors(spec) -> list[tuple[str, int]]:
+  return [(u.op.name, n) for u in spec.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_LOCAL and
+          (n := (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) > 1]
+
+@pytest.mark.parametrize("m, k, n, transposed", [(128, 64, 128, False), (128, 64, 128, True), (100, 48, 72, False), (64, 36, 68, True), (96, 33, 80, False)])
+def test_staged_matmuls_with_wide_accesses_match_numpy(m, k, n, transposed):
+  """Staged matmuls on PYTHON, which refuses a vector access at an index that is not a multiple of its length: square,
+  read through transposed views (the tiles' shared layout follows the operands' contiguous axes), and sizes that only
+  some vectors divide (100 rows, 36 along the sum staged 4 at a time; 33, which no tile divides, is not staged): what
+  is not provably aligned stays element by element. Where the tile is whole, its copy stores and register-tile reads
+  in shared memory are vectors."""
+  a, b = rng.integers(-3, 4, (m, k)).astype(np.float32), rng.integers(-3, 4, (k, n)).astype(np.float32)
+  ta, tb = (Tensor(np.ascontiguousarray(x.T), device="PYTHON").T if transposed else Tensor(x, device="PYTHON") for x in (a, b))
+  spec = get_program(last_kernel(ta @ tb).ast, Device.renderer("PYTHON"))
+  assert any(u.op is Ops.BARRIER for u in spec.uops) == (k % 4 == 0)
+  if (m, k, n) == (128, 64, 128): assert {("STORE", 4), ("LOAD", 4)} <= set(smem_vectors(spec)), smem_vectors(spec)
+  np.testing.assert_array_equal((ta @ tb).numpy(), a @ b)

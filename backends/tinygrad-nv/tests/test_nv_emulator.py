@@ -111,6 +111,8 @@ def run(body: str, block=(64, 1, 1), grid=(1, 1, 1), shared=".shared .align 16 .
   ("mov.u32 %r1, smem;\nst.shared.u32 [%r1+256], %r0;\nret;", "outside the block's 256 bytes of shared memory"),
   ("mov.u32 %r1, smem;\nst.shared.u32 [%r1+2], %r0;\nret;", "misaligned shared store"),
   ("ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd0+8];\nret;", "misaligned load of 4xu32"),
+  ("mov.u32 %r1, smem;\nst.shared.v4.u32 [%r1+8], {%r0, %r0, %r0, %r0};\nret;", "misaligned shared store of 16 bytes"),
+  ("mov.u32 %r1, smem;\nld.shared.v2.u32 {%r2, %r3}, [%r1+4];\nret;", "misaligned shared load of 8 bytes"),
   ("setp.lt.u32 %p0, %r0, 8;\n@%p0 exit;\nshfl.sync.idx.b32 %r1, %r0, 0, 31, -1;\nret;", r"source lane 0\) reads a source lane"),
   ("setp.lt.u32 %p0, %r0, 8;\n@%p0 bra $x;\nshfl.sync.idx.b32 %r1, %r0, 9, 31, -1;\n$x:\nret;", "names in membermask a thread that is not"),
   ("shfl.sync.idx.b32 %r1, %r0, 0, 31, 0xffff;\nret;", "not in membermask"),
@@ -195,6 +197,30 @@ def test_counters_of_a_kernel_with_known_traffic():
   assert (c.global_read, c.global_written) == (6 * 256 * 4, 6 * 4)
   assert (c.shared_written, c.shared_read) == (6 * 4 * (256 + 224), 6 * 4 * (2 * 224 + 32))
   assert c.instructions < c.thread_instructions <= 32 * c.instructions   # a warp instruction runs 1..32 threads
+
+def test_vector_shared_accesses_move_and_count_whole_vectors():
+  """st.shared.v4 / ld.shared.v4 (a staged tile's copy and its register tile's reads): each of 16 threads stores 4 words
+  at its own 16 bytes, and after the barrier reads its neighbour's; every lane moves 16 bytes each way."""
+  body = """mov.u32 %r1, smem;
+shl.b32 %r2, %r0, 4;
+add.u32 %r3, %r1, %r2;
+add.u32 %r4, %r0, 100;
+st.shared.v4.u32 [%r3], {%r0, %r4, %r0, %r4};
+bar.sync 0;
+add.u32 %r5, %r0, 1;
+and.b32 %r5, %r5, 15;
+shl.b32 %r5, %r5, 4;
+add.u32 %r5, %r1, %r5;
+ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r5];
+cvt.u64.u32 %rd1, %r2;
+add.u64 %rd1, %rd0, %rd1;
+st.global.v4.u32 [%rd1], {%r6, %r7, %r8, %r9};
+ret;"""
+  kern, out = run(body, block=(16, 1, 1))
+  nxt = (np.arange(16) + 1) % 16
+  np.testing.assert_array_equal(out[:64].reshape(16, 4), np.stack([nxt, nxt + 100, nxt, nxt + 100], 1))
+  c = kern.counters
+  assert (c.shared_written, c.shared_read, c.global_written, c.barriers) == (16 * 16, 16 * 16, 16 * 16, 1)
 
 def test_counters_of_launches_through_tinycore():
   """An elementwise add of 1000 floats reads 8000 bytes and writes 4000, each thread 4 consecutive floats (one ld.v4 per

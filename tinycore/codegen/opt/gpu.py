@@ -121,10 +121,20 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   rid, cid = rows.arg[0], cols.arg[0]
   per_thread = 8 if min(const_size(rows), const_size(cols)) >= 1024 and k.ren.upcast_max >= 8 else 4
   lim = min(ren_threads := k.ren.max_threads_per_group, 256)
+  # where the target reads several elements at once, each thread's first `wide` outputs along an axis are consecutive
+  # (UPCAST before LOCAL): its values of the operand tile read along that axis lie side by side in shared memory, one
+  # wide read (codegen/widen.py), and neighbouring threads' reads are neighbouring vectors (no bank conflicts); more
+  # outputs per thread repeat that a block's width further on. Else neighbouring threads take neighbouring outputs.
+  wide = min((lanes(k.ren, u.dtype) for u in _reads(k, k.reduces[0].src[1])), default=1)
+  sizes = {}
   for r, cap in ((cols, 16), (rows, lim // 16)):
-    if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: k = _try(k, OptOps.LOCAL, r, n)
+    if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: sizes[r.arg[0]] = n
+  for i, n in sizes.items():
+    if wide > 1 and (u := _divisor(const_size(k.rng(i)) // n, min(wide, per_thread))) is not None: k = _try(k, OptOps.UPCAST, i, u)
+    k = _try(k, OptOps.LOCAL, i, n)
   for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
-    if any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), per_thread)) is not None: k = _try(k, OptOps.UPCAST, i, n)
+    left = per_thread // prod(o.amount for o in k.applied if o.op is OptOps.UPCAST and o.axis == i)
+    if left > 1 and any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), left)) is not None: k = _try(k, OptOps.UPCAST, i, n)
   # the innermost sum axis that tiles (a conv's kernel rows and columns do not: its channels do)
   for r in reversed([r for r in k.reduces[0].src[1:] if const_size(r) is not None]):
     for bk in (16, 8, 4):

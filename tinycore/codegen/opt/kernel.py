@@ -10,6 +10,7 @@ from tinycore.uop import UOp, Ops, AxisType, symbolic_rules, split_terms, identi
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, TensorCore
 from tinycore.codegen.gpudims import thread_axes
+from tinycore.codegen.widen import lanes
 
 class OptOps(Enum):
   """What an optimisation action does to the range (RANGE id) it names."""
@@ -175,14 +176,14 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
 # ***** STAGE: operands the block shares, copied into shared memory one tile of the sum at a time *****
 # A matmul block of 16x16 threads, each computing 4x4 outputs, reads a 64-row panel of A and a 64-column panel of B along
 # K: every element of A's panel is read by the 16 threads of its row, of B's by the 16 of its column. Per tile of K
-# (`amount` long) the threads copy both panels' tiles into shared memory (each thread a few elements, consecutive threads
-# consecutive addresses), wait at a barrier, then read them from there: global traffic falls by the block's width. A
+# (`amount` long) the threads copy both panels' tiles into shared memory (each thread a few runs of the widest vector the
+# target takes, consecutive threads consecutive runs), wait at a barrier, then read them from there: global traffic falls by the block's width. A
 # barrier before the copy keeps a tile until every thread has finished reading the one before it.
 
 # A tensor core's fragment loads read their tile through the lane id's bits (codegen/opt/tc.py), not through one range
 # per tile axis: their tile is found from the addresses themselves. Every fragment load of one operand (one buffer, one
 # base address) reads inside the same box of elements, `sizes` along `strides` of the buffer; the box is copied to
-# shared memory whole, in the buffer's order (consecutive threads consecutive addresses), and each fragment element is
+# shared memory whole, in the buffer's order (consecutive threads consecutive runs), and each fragment element is
 # read at its place in the box.
 
 _NP_ALU = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.MAX: np.maximum, Ops.NEG: np.negative,
@@ -239,14 +240,20 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   sub, copies, smem_bytes = {}, [], 0
   tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL, AxisType.WARP)
   def copy(ld: UOp, size: int, value) -> UOp:
-    """smem (a fresh one of `size` elements) filled by the block's threads: element e is value(e)."""
+    """smem (a fresh one of `size` elements) filled by the block's threads: element e is value(e). Where the target
+    accesses n elements at once (codegen/widen.py), each thread copies n consecutive ones a step: one wide shared store,
+    and one wide global load where they are consecutive there too. n is the widest that copies no more elements than
+    one at a time would (a copy past the tile's end still reads one: 4608 over 256 threads takes pairs, not fours)."""
     smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, "local"), (), len(copies))
-    e = lid if size <= nthreads else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads)),),
-                                                         (k.next_id + len(copies), AxisType.UPCAST))
+    n = next(n for n in (4, 2, 1) if n <= lanes(k.ren, ld.dtype) and size % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
+    ids = k.next_id + 2 * len(copies)
+    chunk = lid if size <= nthreads * n else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads * n)),),
+                                                                   (ids, AxisType.UPCAST))
     # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
-    inside = e < size if size % nthreads else None
-    copies.append(smem.index(at := e if inside is None else inside.where(e, UOp.const(dtypes.index, 0))).store(
-      value(at), *((inside,) if inside is not None else ()), pre))
+    inside = chunk < size // n if size % (nthreads * n) else None
+    at = chunk if inside is None else inside.where(chunk, UOp.const(dtypes.index, 0))
+    if n > 1: at = at * n + UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (ids + 1, AxisType.UPCAST))
+    copies.append(smem.index(at).store(value(at), *((inside,) if inside is not None else ()), pre))
     return smem
   fragments: dict[tuple, list[UOp]] = {}
   for x in k.owners.get(inner, []):
