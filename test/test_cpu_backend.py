@@ -402,7 +402,13 @@ def test_matmul_is_register_tiled_with_vectors():
   assert "@llvm.fma.v8f32" in get_program(items[-1].ast, LLVMRenderer(threads=2, vector_width=8, fma=True)).src
   assert spec.flops == 2 * 96**3, "estimated FLOPs count every vector lane"
   pyspec = get_program(items[-1].ast, Device.renderer("PYTHON"))
-  assert not any(u.dtype.count > 1 or u.op in (Ops.VECTORIZE, Ops.GEP) for u in pyspec.uops), "PYTHON must get plain scalar uops"
+  # PYTHON asks for no vector arithmetic (vector_width): every vector it gets is a wide memory access it declared
+  # (memory_vector: codegen/widen.py), a LOAD read lane by lane (GEP) or a STORE of lanes put together (VECTORIZE)
+  vectors = [u for u in pyspec.uops if u.dtype.count > 1 or u.op in (Ops.VECTORIZE, Ops.GEP)]
+  assert all(u.op in (Ops.LOAD, Ops.GEP, Ops.VECTORIZE, Ops.INDEX) for u in vectors), "PYTHON must get no vector arithmetic"
+  assert all(u.src[0].op is Ops.LOAD for u in vectors if u.op is Ops.GEP) and \
+         all(any(s.op is Ops.STORE for s in pyspec.uops if s.src[1:2] == (u,)) for u in vectors if u.op is Ops.VECTORIZE), "vectors only move memory"
+  assert all(u.dtype.itemsize <= Device.renderer("PYTHON").memory_vector for u in vectors if u.op is Ops.LOAD)
 
 # described CPUs (none of them need to be this one): (vector width, vector registers, FMA) -> (rows, vectors) of the tile
 @pytest.mark.parametrize("width,regs,fma,tile", [(4, 16, False, (6, 2)), (8, 16, True, (4, 3)), (16, 32, True, (6, 4)), (4, 32, True, (5, 5))],
