@@ -334,3 +334,32 @@ def test_shared_banks_are_counted_per_warp_and_phase():
   kern, _ = run("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 7;\nand.b32 %r2, %r2, 4095;\nadd.u32 %r3, %r1, %r2;\nld.shared.u32 %r4, [%r3];\nret;",
                 block=(64, 1, 1), shared=".shared .align 16 .b8 smem[4096];\n")
   assert (kern.counters.shared_wavefronts, kern.counters.shared_conflicts) == (64, 62)
+
+def one_block(a, b):
+  """The counters of one block of the NV kernel computing a @ b (every block reads its tiles alike)."""
+  from tinycore.codegen import get_program
+  from tinygrad_nv.renderer import PTXRenderer
+  si = [si for si in (a @ b).schedule() if si.ast.op.name == "SINK"][-1]
+  spec = get_program(si.ast, PTXRenderer("sm_90"))
+  mem = EmulatedMemory()
+  addrs = [mem.alloc(b.nbytes()) for b in (a @ b, a, b)]
+  return EmulatedKernel(spec.src, spec.name, mem)({f"data{i}": x for i, x in enumerate(addrs)} | {"block_y0": 0, "block_z0": 0},
+                                                 (1, 1, 1), spec.local_size)
+
+def test_fp32_matmul_tiles_are_read_and_written_without_bank_conflicts():
+  """A block of the 512x512 fp32 matmul, 32 trips of 16 along the sum: per trip each of its 8 warps stores one v4 of A's
+  and one of B's tile (4 passes each, a quarter-warp a pass) and reads 32 v4 (its register tile's operands): 1088
+  passes a trip, none of them a conflict (B's reads are consecutive vectors, A's a broadcast per quarter-warp)."""
+  from tinycore import Tensor
+  c = one_block(Tensor.empty(512, 512), Tensor.empty(512, 512))
+  assert (c.shared_wavefronts, c.shared_conflicts) == (32 * 1088, 0)
+
+def test_fp16_matmul_fragments_are_read_without_bank_conflicts():
+  """A block of the 512x512 fp16 tensor-core matmul, 16 trips of 32 along the sum: per trip its 4 warps read 2 steps of
+  4 ldmatrix.x4 of A and 8 .x2.trans of B (32 matrices a warp a step: 256 passes), each matrix's 8 rows in 8 groups of
+  banks: the tiles' rows are padded to 80 bytes (A) and 272 (B). Their copies take 8 st.shared.v4.b16 a thread for each
+  operand (2 passes a warp, a half-warp each): B's 64 conflict-free, A's 128: each half-warp writes two of A's 64-byte
+  rows, 80 bytes apart, whose words share 4 banks. Unpadded (64- and 256-byte rows) the reads took 4 and 8 times as many."""
+  from tinycore import Tensor, dtypes
+  c = one_block(Tensor.empty(512, 512, dtype=dtypes.float16), Tensor.empty(512, 512, dtype=dtypes.float16))
+  assert (c.shared_wavefronts, c.shared_conflicts) == (16 * (256 + 64 + 128), 16 * 64)
