@@ -15,7 +15,7 @@ def has_nvidia_gpu() -> bool:
 
 # ***** counters on the emulators *****
 
-COUNTERS = ("global_read", "global_written", "shared_read", "shared_written", "barriers", "instructions", "thread_instructions", "threads", "blocks")
+COUNTERS = ("global_read", "global_written", "shared_read", "shared_written", "shared_wavefronts", "shared_conflicts", "barriers", "instructions", "thread_instructions", "threads", "blocks")
 
 def counted(device: str, fn) -> tuple[int, dict[str, int]]:
   """(kernels launched, summed counters) of the launches fn makes on device's emulator."""
@@ -54,6 +54,11 @@ def show_bytes(x: int) -> str:
     if x >= f: return f"{x / f:7.2f} {unit}"
   return f"{x:7d} B "
 
+def banks(c: dict[str, int]) -> str:
+  """Shared-memory wavefronts and the conflicts among them ('-' where the emulator does not model its banks)."""
+  if not c["shared_wavefronts"]: return "-" if c["shared_read"] + c["shared_written"] else "0"
+  return f"{c['shared_wavefronts']} ({c['shared_conflicts']})"
+
 def run_counters(a) -> None:
   os.environ.setdefault("NV_EMULATE", "1")
   os.environ.setdefault("AMD_EMULATE", "1")
@@ -63,7 +68,7 @@ def run_counters(a) -> None:
   for dev in a.devices:
     Device[dev]
     print(f"\n== {dev} emulator ==")
-    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'(x least)':>9s} {'written':>10s} {'shared r/w':>21s} {'barriers':>9s} "
+    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'(x least)':>9s} {'written':>10s} {'shared r/w':>21s} {'wavefronts (conflicts)':>22s} {'barriers':>9s} "
           f"{'instr (warp)':>12s} {'instr/thread':>12s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
     for name, (make, run, least) in ((n, w) for n, w in emulator_workloads(a).items() if a.only in n):
       Tensor.manual_seed(0)
@@ -72,7 +77,7 @@ def run_counters(a) -> None:
       nk, c = counted(dev, lambda: Tensor.realize_all(*run(*ins)))
       secs = time.perf_counter() - st
       print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {c['global_read'] / least:8.1f}x {show_bytes(c['global_written']):>10s} "
-            f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {c['barriers']:9d} {c['instructions']:12d} "
+            f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {banks(c):>22s} {c['barriers']:9d} {c['instructions']:12d} "
             f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
 
 # ***** side by side with PyTorch on an NVIDIA GPU *****

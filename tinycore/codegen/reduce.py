@@ -40,11 +40,13 @@ def group_reduces(sink: UOp) -> UOp:
     done = UOp(Ops.BARRIER, dtypes.void, (smem.index(slot).store(partial),))
     if G < 64: return combine(smem, done, UOp.const(dtypes.index, 0), G, 1)
     # past 64 partials, in two rounds of sqrt(G) (each thread reads A + B partials, not G): the first A threads each
-    # combine a row of B partials into a second array, then every thread combines the A rows
+    # combine a column of B partials (every A-th: neighbouring threads read neighbouring slots, each in its own bank of
+    # shared memory, where a row each would put a warp's reads B apart, 8 to a bank) into a second array, then every
+    # thread combines the A columns
     A = 1 << ((G.bit_length() - 1) // 2) if G & (G - 1) == 0 else next(a for a in range(int(G ** 0.5), 0, -1) if G % a == 0)
     gi = UOp.const(dtypes.index, 0)
     for g, n in zip(reversed(group), itertools.accumulate([1] + [g.src[0].arg for g in reversed(group)], lambda a, b: a * b)): gi = gi + g * n
-    row = combine(smem, done, (gi % A) * (G // A), G // A, 1)
+    row = combine(smem, done, gi % A, G // A, A)
     rows = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride, "local"), (), next(nlocal))
     return combine(rows, UOp(Ops.BARRIER, dtypes.void, (rows.index(at(gi % A)).store(row, gi < A),)), UOp.const(dtypes.index, 0), A, 1)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), lower)]))

@@ -158,11 +158,15 @@ class LaunchCounters:
   """What one launch did, as an emulating driver counts it (the NV and AMD emulators; bench/gpu.py reads them). Bytes
   count what the threads asked for (per active thread, its access size), not cache lines; instructions one per warp or
   wave that issues one (a thread of it active), thread_instructions one per active thread; barriers each block passing
-  one once; threads and blocks those of the grid."""
+  one once; threads and blocks those of the grid. shared_wavefronts: the passes the shared-memory banks took to serve
+the warps' accesses (an emulator that models its banks; 0 where it does not), shared_conflicts those of them beyond the
+least the accesses' widths need (bank conflicts)."""
   global_read: int = 0
   global_written: int = 0
   shared_read: int = 0
   shared_written: int = 0
+  shared_wavefronts: int = 0
+  shared_conflicts: int = 0
   barriers: int = 0
   instructions: int = 0
   thread_instructions: int = 0

@@ -294,3 +294,72 @@ def test_ldmatrix_fragments_equal_fragments_loaded_element_by_element(dt):
     (ms, mi, ml, md), (es, ei, el, ed) = counts
     assert ms == es and ml == 3 and md == el == 0 and ed > 0 and mi < ei, counts
   assert forms == {f"ldmatrix.sync.aligned.m8n8.{x}.shared.b16" for x in ("x4", "x4.trans", "x2", "x2.trans")}, forms
+
+# ***** shared-memory banks *****
+
+def bank_passes(instr: str, stride: int) -> tuple[int, int]:
+  """(wavefronts, conflicts) of one warp's `instr` with lane l's address smem + l * stride."""
+  kern, _ = run(f"mov.u32 %r1, smem;\nmul.lo.u32 %r2, %r0, {stride};\nadd.u32 %r3, %r1, %r2;\n{instr}\nret;", block=(32, 1, 1),
+                shared=".reg .b16 %h<8>;\n.shared .align 16 .b8 smem[8192];\n")
+  return kern.counters.shared_wavefronts, kern.counters.shared_conflicts
+
+@pytest.mark.parametrize("instr,stride,passes", [
+  ("ld.shared.u32 %r4, [%r3];", 4, (1, 0)),               # 32 consecutive words: 32 banks
+  ("ld.shared.u32 %r4, [%r3];", 8, (2, 1)),               # every other word: 16 banks, two words each
+  ("ld.shared.u32 %r4, [%r3];", 128, (32, 31)),           # one bank, 32 words
+  ("ld.shared.u32 %r4, [%r3];", 0, (1, 0)),               # one word for all: a broadcast
+  ("st.shared.u32 [%r3], %r0;", 128, (32, 31)),           # stores the same
+  ("ld.shared.b16 %h4, [%r3];", 2, (1, 0)),              # two lanes a word
+  ("ld.shared.b16 %h4, [%r3];", 64, (16, 15)),
+  ("ld.shared.v2.u32 {%r4, %r5}, [%r3];", 8, (2, 0)),     # 8 bytes a lane: a half-warp (128 bytes) a pass
+  ("ld.shared.v2.u32 {%r4, %r5}, [%r3];", 16, (4, 2)),
+  ("ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [%r3];", 16, (4, 0)),    # 16 bytes a lane: a quarter-warp a pass
+  ("ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [%r3];", 32, (8, 4)),    # a quarter-warp's 8 lanes in 4 groups of banks
+  ("ld.shared.v4.u32 {%r4, %r5, %r6, %r7}, [%r3];", 0, (4, 0)),     # a broadcast still takes a pass per quarter
+  ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r4, %r5, %r6, %r7}, [%r3];", 16, (4, 0)),   # a matrix's 8 rows of 16 bytes a pass
+  ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r4, %r5, %r6, %r7}, [%r3];", 64, (16, 12)),  # rows 64 bytes apart: 4 to a group of banks
+  ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%r4, %r5, %r6, %r7}, [%r3];", 80, (4, 0)),    # 80: 8 rows, 8 groups
+  ("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%r4, %r5}, [%r3];", 256, (16, 14)),     # 256: every row in the same banks
+])
+def test_shared_accesses_take_a_pass_per_word_a_bank_must_give(instr, stride, passes):
+  """The emulator's bank model (32 banks of 4 bytes; 8- and 16-byte accesses and ldmatrix's matrices served in phases of
+  128 bytes): a pass for the most distinct words any bank holds in a phase; conflicts are the passes beyond one a phase."""
+  assert bank_passes(instr, stride) == passes
+
+def test_shared_banks_are_counted_per_warp_and_phase():
+  """Inactive lanes take no part: 16 lanes (half a warp) reading one bank take 16 passes; two warps each 32."""
+  kern, _ = run("setp.lt.u32 %p0, %r0, 16;\n@%p0 bra $x;\nmov.u32 %r1, smem;\nshl.b32 %r2, %r0, 7;\nand.b32 %r2, %r2, 4095;\nadd.u32 %r3, %r1, %r2;\n"
+                "ld.shared.u32 %r4, [%r3];\n$x:\nret;", block=(32, 1, 1), shared=".shared .align 16 .b8 smem[4096];\n")
+  assert (kern.counters.shared_wavefronts, kern.counters.shared_conflicts) == (16, 15)
+  kern, _ = run("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 7;\nand.b32 %r2, %r2, 4095;\nadd.u32 %r3, %r1, %r2;\nld.shared.u32 %r4, [%r3];\nret;",
+                block=(64, 1, 1), shared=".shared .align 16 .b8 smem[4096];\n")
+  assert (kern.counters.shared_wavefronts, kern.counters.shared_conflicts) == (64, 62)
+
+def one_block(a, b):
+  """The counters of one block of the NV kernel computing a @ b (every block reads its tiles alike)."""
+  from tinycore.codegen import get_program
+  from tinygrad_nv.renderer import PTXRenderer
+  si = [si for si in (a @ b).schedule() if si.ast.op.name == "SINK"][-1]
+  spec = get_program(si.ast, PTXRenderer("sm_90"))
+  mem = EmulatedMemory()
+  addrs = [mem.alloc(b.nbytes()) for b in (a @ b, a, b)]
+  return EmulatedKernel(spec.src, spec.name, mem)({f"data{i}": x for i, x in enumerate(addrs)} | {"block_y0": 0, "block_z0": 0},
+                                                 (1, 1, 1), spec.local_size)
+
+def test_fp32_matmul_tiles_are_read_and_written_without_bank_conflicts():
+  """A block of the 512x512 fp32 matmul, 32 trips of 16 along the sum: per trip each of its 8 warps stores one v4 of A's
+  and one of B's tile (4 passes each, a quarter-warp a pass) and reads 32 v4 (its register tile's operands): 1088
+  passes a trip, none of them a conflict (B's reads are consecutive vectors, A's a broadcast per quarter-warp)."""
+  from tinycore import Tensor
+  c = one_block(Tensor.empty(512, 512), Tensor.empty(512, 512))
+  assert (c.shared_wavefronts, c.shared_conflicts) == (32 * 1088, 0)
+
+def test_fp16_matmul_fragments_are_read_without_bank_conflicts():
+  """A block of the 512x512 fp16 tensor-core matmul, 16 trips of 32 along the sum: per trip its 4 warps read 2 steps of
+  4 ldmatrix.x4 of A and 8 .x2.trans of B (32 matrices a warp a step: 256 passes), each matrix's 8 rows in 8 groups of
+  banks: the tiles' rows are padded to 80 bytes (A) and 272 (B). Their copies take 8 st.shared.v4.b16 a thread for each
+  operand (2 passes a warp, a half-warp each): B's 64 conflict-free, A's 128: each half-warp writes two of A's 64-byte
+  rows, 80 bytes apart, whose words share 4 banks. Unpadded (64- and 256-byte rows) the reads took 4 and 8 times as many."""
+  from tinycore import Tensor, dtypes
+  c = one_block(Tensor.empty(512, 512, dtype=dtypes.float16), Tensor.empty(512, 512, dtype=dtypes.float16))
+  assert (c.shared_wavefronts, c.shared_conflicts) == (16 * (256 + 64 + 128), 16 * 64)

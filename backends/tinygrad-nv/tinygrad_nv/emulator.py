@@ -22,6 +22,37 @@ WARP = 32
 MAX_THREADS, MAX_STATIC_SHARED = 1024, 48 * 1024   # per block: the launch limit, and ptxas's limit on static .shared
 SHARED_WINDOW = 1 << 56   # generic addresses [SHARED_WINDOW, SHARED_WINDOW + 2**32) are the block's shared memory (cvta.shared)
 
+# ***** shared-memory banks *****
+# Shared memory is 32 banks, successive 4-byte words in successive banks; each bank serves one word a cycle, and lanes
+# reading the same word share it (CUDA C++ Programming Guide, "Shared Memory" of compute capability 5.x and later: a
+# request has as many conflicts as the most distinct words one bank must give). The unit serves a request in wavefronts,
+# each at most 128 bytes, the 32 banks' one word each (Nsight Compute's model, NVIDIA forum "What's the difference
+# between wavefronts and sectors/req", and "Unexpected shared memory bank conflict": an LDS.128 of 32 threads takes 4):
+# so an access of 8 bytes a lane is served a half-warp at a time, of 16 bytes a quarter-warp at a time, each phase's
+# lanes together, and ldmatrix serves each 8x8 matrix (its 8 rows of 16 bytes, from 8 lanes' addresses) as one phase.
+# A phase takes as many wavefronts as the most distinct words any one bank holds of it (at least one).
+BANKS, BANK_BYTES = 32, 4
+
+def wavefronts(phase: np.ndarray, offs: np.ndarray, size: int) -> tuple[int, int]:
+  """(wavefronts, phases) of one warp instruction's shared accesses: lane k reads or writes `size` bytes at byte offset
+  offs[k] (below 2^31) in phase phase[k] (a number per warp and phase, non-decreasing over the lanes); each phase's
+  accesses are at most 32 words."""
+  if phase.size == 0: return 0, 0
+  words = max(1, size // BANK_BYTES)
+  word = ((offs.astype(np.int64) // BANK_BYTES).astype(np.int32)[:, None] + np.arange(words, dtype=np.int32)).reshape(-1)
+  word = word % BANKS << 24 | word // BANKS   # bank << 24 | the word's row of banks: sorted, each bank's words together
+  starts = np.flatnonzero(np.concatenate([[True], phase[1:] != phase[:-1]]))
+  if len(starts) * BANKS == word.size: key = word.reshape(-1, BANKS)   # every phase whole
+  else:
+    row = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, phase.size)))
+    key = np.full((len(starts), BANKS), -1, np.int32)
+    key.reshape(-1)[((row * BANKS + (np.arange(phase.size) - starts[row]) * words)[:, None] + np.arange(words)).reshape(-1)] = word
+  key = np.sort(key, axis=1)
+  # a word several lanes access is served once (a broadcast); a bank serves its distinct words one a wavefront
+  distinct = np.concatenate([key[:, :1] >= 0, (key[:, 1:] != key[:, :-1]) & (key[:, 1:] >= 0)], axis=1)
+  per_bank = np.bincount((np.arange(len(starts))[:, None] * BANKS + (key >> 24 & (BANKS - 1))).reshape(-1), distinct.reshape(-1), len(starts) * BANKS)
+  return int(per_bank.reshape(-1, BANKS).max(axis=1).sum()), len(starts)
+
 # ***** counters *****
 
 LAUNCHES: collections.deque[tuple[str, LaunchCounters]] = collections.deque(maxlen=10_000)   # (kernel name, counters) of recent launches
@@ -111,6 +142,16 @@ class Thread:
     """Add nbytes per active lane (lanes: a mask, or None for all) to counter `what`."""
     k = self.n if lanes is None else int(np.count_nonzero(lanes))
     setattr(self.counters, what, getattr(self.counters, what) + k * nbytes)
+  def count_banks(self, phase: np.ndarray, offs: np.ndarray, size: int) -> None:
+    """Count the wavefronts of one instruction's shared accesses (wavefronts() above)."""
+    waves, least = wavefronts(phase, offs, size)
+    self.counters.shared_wavefronts += waves
+    self.counters.shared_conflicts += waves - least
+  def shared_access(self, offs: np.ndarray, lanes, size: int) -> None:
+    """Count a warp-wide ld/st.shared of `size` bytes a lane: a phase is 128 bytes' worth of a warp's lanes."""
+    per = WARP // max(1, size // BANK_BYTES)
+    warp, tid = (self.warp, self.tid) if lanes is None else (self.warp[lanes], self.tid[lanes])
+    self.count_banks(warp * (WARP // per) + tid % WARP // per, offs, size)
 
   # ***** memory accesses by state space: addresses are per active lane *****
   def shared_index(self, offs: np.ndarray, lanes, size: int, what: str) -> np.ndarray:
@@ -134,6 +175,7 @@ class Thread:
     if space == "shared":
       idx = self.shared_index(addrs, lanes, size * vec, "load") * vec
       self.count("shared_read", lanes, size * vec)
+      self.shared_access(addrs, lanes, size * vec)
       return self.shared.reshape(-1).view(NP[ty])[idx[:, None] + np.arange(vec)]
     view, idx = self.memory.elements(addrs, ty, "load", vec)
     self.count("global_read", lanes, size * vec)
@@ -144,6 +186,7 @@ class Thread:
     if space == "shared":
       idx = self.shared_index(addrs, lanes, size * vec, "store") * vec
       self.count("shared_written", lanes, size * vec)
+      self.shared_access(addrs, lanes, size * vec)
       self.shared.reshape(-1).view(NP[ty])[idx[:, None] + np.arange(vec)] = vals
       return
     view, idx = self.memory.elements(addrs, ty, "store", vec)
@@ -777,6 +820,7 @@ def _ldmatrix(d, mods, ops):
     m = flat[((blk * t.shared.shape[1] + offs) // 2)[..., None] + np.arange(8)].reshape(-1, num, 8, 8)   # (W, matrix, row, col)
     if trans: m = m.swapaxes(-1, -2)
     t.counters.shared_read += m.size * 2
+    t.count_banks(np.repeat(np.arange(rows.shape[0] * num), 8), offs.reshape(-1), 16)   # a phase per matrix
     lo, hi = m[:, :, l >> 2, 2 * (l & 3)], m[:, :, l >> 2, 2 * (l & 3) + 1]   # (W, matrix, lane)
     words = lo.astype(np.uint32) | (hi.astype(np.uint32) << 16)
     for k, out in enumerate(outs):

@@ -229,9 +229,23 @@ def _ungated(ld: UOp) -> UOp:
   while idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0: idx = idx.src[1]
   return idx
 
-def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
+def layout(sizes: list[int], itemsize: int, rows: list[bool], pad: bool) -> list[int]:
+  """The strides (in elements) of a tile of `sizes` (innermost first) in shared memory. Shared memory is banks of 4
+  bytes, one word of each a cycle (32 banks on NVIDIA GPUs, the NV emulator's shared_wavefronts; AMD's LDS is banked
+  too): lanes of a warp reading 16 bytes each (a vector, a row of ldmatrix) at places a multiple of 32 bytes apart share
+  banks and take turns. So where `pad`, an axis the
+  warp's lanes read along (`rows`) whose stride is a multiple of 32 bytes gets 16 bytes more: an odd number of 16-byte
+  groups, so 8 lanes on 8 consecutive rows reach 8 different groups of 4 banks (and 4-byte reads of two rows two banks)."""
+  strides, s = [], 1
+  for n, row in zip(sizes, rows):
+    if pad and row and s * itemsize % 32 == 0: s += 16 // itemsize
+    strides, s = strides + [s], s * n
+  return strides
+
+def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
   """Every global load in the reductions over `inner` that some thread axis does not change (the threads share it) is
-  read from a shared-memory copy of its tile: the values it takes over `inner` and the thread and upcast axes it reads."""
+  read from a shared-memory copy of its tile: the values it takes over `inner` and the thread and upcast axes it reads.
+  The tiles' rows are padded (layout()) where the padded tiles fit in shared memory."""
   threads = k.threads()
   if not threads: raise OptError("STAGE: no thread axes (LOCAL) to share a tile")
   if k.axes(AxisType.GROUP_REDUCE): raise OptError("STAGE: not with a grouped reduction")
@@ -239,22 +253,38 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
   pre = UOp(Ops.BARRIER, dtypes.void, (outer,) if outer is not None else ())
   sub, copies, smem_bytes = {}, [], 0
   tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL, AxisType.WARP)
-  def copy(ld: UOp, size: int, value) -> UOp:
-    """smem (a fresh one of `size` elements) filled by the block's threads: element e is value(e). Where the target
-    accesses n elements at once (codegen/widen.py), each thread copies n consecutive ones a step: one wide shared store,
-    and one wide global load where they are consecutive there too. n is the widest that copies no more elements than
-    one at a time would (a copy past the tile's end still reads one: 4608 over 256 threads takes pairs, not fours)."""
-    smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, "local"), (), len(copies))
-    n = next(n for n in (4, 2, 1) if n <= lanes(k.ren, ld.dtype) and size % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
+  def copy(ld: UOp, sizes: list[int], rows: list[bool], value) -> tuple[UOp, list[int]]:
+    """(smem, its strides): a fresh shared array holding a tile of `sizes` (innermost first; rows padded where the
+    warp's lanes read along them: layout()), filled by the block's threads: the tile's element e (row-major) is
+    value(e). Where the target accesses n elements at once (codegen/widen.py), each thread copies n consecutive ones of
+    a row a step: one wide shared store, and one wide global load where they are consecutive there too. n is the widest
+    that copies no more elements than one at a time would (a copy past the tile's end still reads one: 4608 over 256
+    threads takes pairs, not fours)."""
+    size = prod(sizes)
+    for strides in (layout(sizes, ld.dtype.itemsize, rows, pad), layout(sizes, ld.dtype.itemsize, rows, False)):
+      # the tile as runs of axes each laid out whole: [elements, stride] of each, a padded axis starting a new one
+      runs = [[sizes[0], 1]]
+      for m, st in zip(sizes[1:], strides[1:]):
+        if st == runs[-1][0] * runs[-1][1]: runs[-1][0] *= m
+        else: runs.append([m, st])
+      n = next(n for n in (4, 2, 1) if n <= lanes(k.ren, ld.dtype) and runs[0][0] % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
+      # a padded layout only where finding a chunk's run takes shifts and masks, not divisions (a conv's weight rows of 288)
+      if len(runs) == 1 or all(m & (m - 1) == 0 for m in [runs[0][0] // n] + [m for m, _ in runs[1:-1]]): break
+    smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(sum((m - 1) * st for m, st in zip(sizes, strides)) + 1, "local"), (), len(copies))
     ids = k.next_id + 2 * len(copies)
     chunk = lid if size <= nthreads * n else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads * n)),),
                                                                    (ids, AxisType.UPCAST))
     # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
     inside = chunk < size // n if size % (nthreads * n) else None
-    at = chunk if inside is None else inside.where(chunk, UOp.const(dtypes.index, 0))
-    if n > 1: at = at * n + UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (ids + 1, AxisType.UPCAST))
-    copies.append(smem.index(at).store(value(at), *((inside,) if inside is not None else ()), pre))
-    return smem
+    chunk = chunk if inside is None else inside.where(chunk, UOp.const(dtypes.index, 0))
+    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (ids + 1, AxisType.UPCAST)) if n > 1 else UOp.const(dtypes.index, 0)
+    at = chunk * n + j
+    # a chunk's n elements lie in the first run: their place there, plus the place of that run's copy in the others
+    place, rest = (at, None) if len(runs) == 1 else ((chunk % (runs[0][0] // n)) * n + j, chunk // (runs[0][0] // n))
+    for i, (m, st) in enumerate(runs[1:]):
+      place, rest = place + (rest if i == len(runs) - 2 else rest % m) * st, rest // m
+    copies.append(smem.index(place).store(value(at), *((inside,) if inside is not None else ()), pre))
+    return smem, strides
   fragments: dict[tuple, list[UOp]] = {}
   for x in k.owners.get(inner, []):
     # the sum's loops inside the tile's loop are the tile's; those outside it run alike in every thread of the block
@@ -274,9 +304,10 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
       terms = split_terms(ld.src[0].src[1])[0]
       tile.sort(key=lambda a: (-abs(terms.get(a, 0)), a.arg[0]))
       coords = lambda at: {a: (at // prod(const_size(b) for b in tile[i + 1:])) % const_size(a) for i, a in enumerate(tile)}
-      smem = copy(ld, size := prod(const_size(a) for a in tile), lambda at: ld.substitute(coords(at)))
-      sub[ld] = smem.index(flat(tile))
-      smem_bytes += size * ld.dtype.itemsize
+      # the lanes of a warp differ along the thread axes: rows along them are padded
+      smem, strides = copy(ld, [const_size(a) for a in reversed(tile)], [a in threads for a in reversed(tile)], lambda at: ld.substitute(coords(at)))
+      sub[ld] = smem.index(sum((a * s for a, s in zip(reversed(tile), strides)), UOp.const(dtypes.index, 0)))
+      smem_bytes += smem.dtype.size * ld.dtype.itemsize
   for (buf, _, _), lds in fragments.items():
     reals = [_ungated(ld) for ld in lds]
     tile = sorted({a for ld in lds for a in k.deps[ld] if a.arg[1] is not AxisType.GLOBAL and a is not outer}, key=lambda a: a.arg[0])
@@ -289,13 +320,15 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp) -> UOp:
       # a padded operand's box runs past the buffer's ends: those copies read its first element (the sum masks them)
       ok = (addr < buf.dtype.size) & (UOp.const(dtypes.index, -1) < addr) if gated else None
       return UOp(Ops.LOAD, ld.dtype, (buf.index(addr if ok is None else ok.where(addr, UOp.const(dtypes.index, 0))),))
-    smem = copy(lds[0], size := prod(sizes), value)
-    smem_bytes += size * lds[0].dtype.itemsize
+    # a fragment's lanes read along every axis of the box but its contiguous one (the rows of ldmatrix's matrices)
+    smem, lay = copy(lds[0], sizes, [False] + [True] * (len(sizes) - 1), value)
+    smem_bytes += smem.dtype.size * lds[0].dtype.itemsize
     for ld, real in zip(lds, reals):
       off = real.substitute({a: UOp.const(dtypes.index, 0) for a in k.deps[ld] if a not in tile}) - int(_values(reals[0], tile, 0).flat[0]) - low
       # the box's strides each divide the next: an offset's place along stride s is (off mod the next stride) // s
-      sub[ld] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * prod(sizes[:i]) for i, s in enumerate(strides)))
+      sub[ld] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * lay[i] for i, s in enumerate(strides)))
   if not copies: raise OptError("STAGE: no load the threads of a block share")
+  if smem_bytes > k.ren.shared_max and pad: return stage(k, outer, inner, False)
   if smem_bytes > k.ren.shared_max: raise OptError(f"STAGE: tiles of {smem_bytes} bytes, more than the {k.ren.shared_max} bytes of shared memory")
   post = UOp(Ops.BARRIER, dtypes.void, tuple(copies))
   return graph_rewrite(k.sink.substitute({ld: UOp(Ops.LOAD, ld.dtype, (idx, post)) for ld, idx in sub.items()}), symbolic_rules)
