@@ -159,8 +159,8 @@ class LaunchCounters:
   count what the threads asked for (per active thread, its access size), not cache lines; instructions one per warp or
   wave that issues one (a thread of it active), thread_instructions one per active thread; barriers each block passing
   one once; threads and blocks those of the grid. shared_wavefronts: the passes the shared-memory banks took to serve
-the warps' accesses (an emulator that models its banks; 0 where it does not), shared_conflicts those of them beyond the
-least the accesses' widths need (bank conflicts)."""
+  the warps' accesses (an emulator that models its banks; 0 where it does not), shared_conflicts those of them beyond
+  the least the accesses' widths need (bank conflicts)."""
   global_read: int = 0
   global_written: int = 0
   shared_read: int = 0

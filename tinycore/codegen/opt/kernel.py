@@ -233,9 +233,9 @@ def layout(sizes: list[int], itemsize: int, rows: list[bool], pad: bool) -> list
   """The strides (in elements) of a tile of `sizes` (innermost first) in shared memory. Shared memory is banks of 4
   bytes, one word of each a cycle (32 banks on NVIDIA GPUs, the NV emulator's shared_wavefronts; AMD's LDS is banked
   too): lanes of a warp reading 16 bytes each (a vector, a row of ldmatrix) at places a multiple of 32 bytes apart share
-  banks and take turns. So where `pad`, an axis the
-  warp's lanes read along (`rows`) whose stride is a multiple of 32 bytes gets 16 bytes more: an odd number of 16-byte
-  groups, so 8 lanes on 8 consecutive rows reach 8 different groups of 4 banks (and 4-byte reads of two rows two banks)."""
+  banks and take turns. So where `pad`, an axis the warp's lanes read along (`rows`) whose stride is a multiple of 32
+  bytes gets 16 bytes more: an odd number of 16-byte groups, so 8 lanes on 8 consecutive rows reach 8 different groups
+  of 4 banks (and 4-byte reads of two rows two banks)."""
   strides, s = [], 1
   for n, row in zip(sizes, rows):
     if pad and row and s * itemsize % 32 == 0: s += 16 // itemsize
