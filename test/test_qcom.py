@@ -160,8 +160,9 @@ def launch(qcom, spec, binary: bytes, x: np.ndarray, prg=None) -> np.ndarray:
 def test_built_programs_are_shared_and_bounded(qcom, monkeypatch):
   """Loads of one source share one built program; past max_built built programs the least recently launched is released,
   and launching its kernel again builds it again, with the same answer."""
-  monkeypatch.setattr(opencl.runtime(), "max_built", 2)
   drv, x = qcom.driver, np.arange(5, dtype=np.float32)
+  # the driver's own runtime: opencl.runtime() is another one after a test cleared its cache (no OpenCL at all, above)
+  monkeypatch.setattr(drv.rt, "max_built", 2)
   specs = [get_program(ast_of(P(x) * k + 0.5), qcom.renderer) for k in (7, 8, 9)]
   binaries = [qcom.assembler.assemble(s.src) for s in specs]
   first, again = drv.load(specs[0].name, binaries[0], specs[0]), drv.load(specs[0].name, binaries[0], specs[0])
