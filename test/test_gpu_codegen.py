@@ -4,7 +4,6 @@ import re
 import numpy as np
 import pytest
 from tinycore import Tensor, Device, dtypes
-from tinycore.dtype import to_np_dtype as to_np
 from tinycore.uop import Ops, AxisType
 from tinycore.codegen import get_program, lower_to_sink
 from tinycore.codegen.opt import Kernel, Opt, OptOps, OptError, apply_opt
@@ -98,14 +97,18 @@ def test_tensor_core_operands_are_staged_in_shared_memory(shape):
   assert smem and all(any(u.op is Ops.LOAD and u.src[0].src[0] is s for u in spec.uops) for s in smem)
   np.testing.assert_allclose(out.numpy().astype(np.float32), (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16), rtol=2e-3, atol=2e-3)
 
-def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory():
-  """The PTX of an fp16 matmul: mma.sync on fragments loaded from .shared, the tiles copied there between bar.syncs;
-  each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments, 4 consecutive
-  halves at a time (one ld.global.v4.b16 and one st.shared.v4.b16 each)."""
-  src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dtypes.float16) @ Tensor.empty(512, 512, dtype=dtypes.float16)).ast, renderer("NV")).src
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory(dt):
+  """The PTX of an fp16 or bf16 matmul: mma.sync on fragments loaded from .shared, the tiles copied there between
+  bar.syncs; each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments, 8
+  consecutive 16-bit elements (16 bytes) at a time, the same for bfloat16 (held as its bits) as for halves: one
+  ld.global.v4.b32 and one st.shared.v4.b32 of the words as loaded, nothing unpacked between them."""
+  src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, renderer("NV")).src
   assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ldmatrix.sync.aligned.m8n8" in src
   # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128 threads
-  assert src.count("ld.global.v4.b16") == src.count("st.shared.v4.b16") == (128 * 32 + 32 * 128) // 128 // 4 and "ld.global.b16" not in src
+  copies = re.findall(r"ld\.global\.v4\.b32 (\{[^}]*\}).*\n\s*(?:bar\.sync 0;\n\s*)?st\.shared\.v4\.b32 \[%rd\d+\], (\{[^}]*\})", src)
+  assert len(copies) == (128 * 32 + 32 * 128) // 128 // 8 and all(ld == st for ld, st in copies), copies
+  assert not re.search(r"(ld|st)\.(global|shared)\.(b16|u16|v\d\.b16|v\d\.u16) ", src.split("$end")[0])   # no 16-bit copy
   assert src.count("mma.sync") == 4 * 8
 
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
@@ -222,17 +225,19 @@ def vector_accesses(spec) -> list[tuple[str, int]]:
   return [(u.op.name, (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) for u in spec.uops
           if u.op in (Ops.LOAD, Ops.STORE) and (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count > 1]
 
-@pytest.mark.parametrize("dt, lanes", [(dtypes.float32, 4), (dtypes.int32, 4), (dtypes.float64, 2), (dtypes.float16, 4)])
+@pytest.mark.parametrize("dt, lanes", [(dtypes.float32, 4), (dtypes.int32, 4), (dtypes.float64, 2), (dtypes.float16, 8), (dtypes.bfloat16, 8),
+                                       (dtypes.int16, 8), (dtypes.uint8, 8)])
 def test_elementwise_work_loads_and_stores_whole_vectors(dt, lanes):
   """PYTHON (memory_vector 16, as NV) runs a + b with each thread's `lanes` consecutive elements as one load per input and
-  one store, and gets numpy's result; the definition itself refuses a vector access at an index that is not a multiple of
-  its length, so every conformance run checks the core's alignment proofs."""
-  x, y = (np.arange(4096) % 251).astype(to_np(dt)), (np.arange(4096) % 13).astype(to_np(dt))
-  out = Tensor(x, device="PYTHON") + Tensor(y, device="PYTHON")
+  one store (16 bytes of them; bytes 8 at a time, the most copies of its work a thread takes: upcast_max), and gets
+  numpy's result; the definition itself refuses a vector access at an index that is not a multiple of its length, so
+  every conformance run checks the core's alignment proofs. Sums below 128: exact in every dtype."""
+  x, y = (np.arange(4096) % 115).astype(np.float32), (np.arange(4096) % 13).astype(np.float32)
+  out = Tensor(x, device="PYTHON").cast(dt).realize() + Tensor(y, device="PYTHON").cast(dt).realize()
   spec = get_program(last_kernel(out).ast, Device.renderer("PYTHON"))
   assert sorted(vector_accesses(spec)) == [("LOAD", lanes)] * 2 + [("STORE", lanes)], vector_accesses(spec)
   assert spec.aligned == lanes * dt.itemsize
-  np.testing.assert_array_equal(out.numpy(), x + y)
+  np.testing.assert_array_equal(out.cast(dtypes.float32).numpy(), x + y)
 
 def test_accesses_not_provably_aligned_stay_element_by_element():
   """a[1:] + a[:-1]: the shifted read starts one element past a multiple of 4, a[::2] steps by 2, a bool is a byte the

@@ -5,12 +5,14 @@ from tinycore.uop import UOp, Ops, split_terms
 from tinycore.renderer import Renderer
 
 def lanes(ren: Renderer, dt: DType) -> int:
-  """How many elements of dt one access of the target takes (1: element by element). Only dtypes the target computes
-  natively or holds as themselves and converts (float_conversions: NV's halves), whose memory emulate.py never rewrites;
-  never bool (a byte the renderer turns into a predicate)."""
-  if ren.memory_vector <= dt.itemsize or dt.count != 1 or dt == dtypes.bool or \
-     dt not in (ren.alu_dtypes or ren.supported_dtypes) and dt not in ren.float_conversions: return 1
-  return min(4, ren.memory_vector // dt.itemsize)
+  """How many elements of dt one access of the target takes (1: element by element): memory_vector bytes of them, for
+  every dtype codegen/emulate.py keeps in memory element by element (native ones; 16-bit floats and 8/16-bit integers
+  it computes in float32 or 32 bits, a 16-bit float it holds as its uint16 bits), not those it packs into words
+  (narrower than memory_word) or splits (64-bit integers as 32-bit halves), and never bool (a byte the renderer turns
+  into a predicate)."""
+  if ren.memory_vector <= dt.itemsize or dt.count != 1 or dt == dtypes.bool or dt.itemsize < ren.memory_word or \
+     dt in (dtypes.int64, dtypes.uint64) and dt not in (ren.alu_dtypes or ren.supported_dtypes): return 1
+  return ren.memory_vector // dt.itemsize
 
 def _runs(accesses: list[UOp], key_extra, ren: Renderer) -> list[list[UOp]]:
   """Runs of n accesses of one buffer at index base + c, ..., base + c + n - 1, where c and every coefficient of base
@@ -43,7 +45,10 @@ def _merge_stores(holder: UOp, ren: Renderer) -> UOp:
   barrier) one STORE of their values as a vector, where the first of them stood."""
   merged: dict[UOp, UOp | None] = {}
   for run in _runs([u for u in holder.src if u.op is Ops.STORE], lambda st: st.src[2:], ren):
-    val = UOp(Ops.VECTORIZE, run[0].src[1].dtype.vec(len(run)), tuple(st.src[1] for st in run))
+    vals = tuple(st.src[1] for st in run)
+    whole = vals[0].src[0] if vals[0].op is Ops.GEP else None   # a wide load's lanes stored in order (a tile's copy): that load
+    val = whole if whole is not None and whole.dtype.count == len(run) and vals == tuple(UOp(Ops.GEP, v.dtype, (whole,), i) for i, v in enumerate(vals)) \
+      else UOp(Ops.VECTORIZE, run[0].src[1].dtype.vec(len(run)), vals)
     merged[run[0]] = UOp(Ops.STORE, dtypes.void, (_vector_index(run[0], len(run)), val) + run[0].src[2:])
     merged.update({st: None for st in run[1:]})
   return holder.replace(src=tuple(m for s in holder.src if (m := merged.get(s, s)) is not None)) if merged else holder

@@ -119,9 +119,38 @@ def run(body: str, block=(64, 1, 1), grid=(1, 1, 1), shared=".shared .align 16 .
   ("setp.lt.u32 %p0, %r0, 8;\n@%p0 exit;\nmov.u32 %r1, smem;\nldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r1];\nret;", "needs all 32 threads"),
   ("mov.u32 %r1, smem;\nadd.u32 %r1, %r1, 8;\nldmatrix.sync.aligned.m8n8.x1.shared.b16 {%r2}, [%r1];\nret;", "not a multiple of 16"),
   ("bar.sync 0, 64;\nret;", "is not implemented"),
+  ("ld.global.v4.b64 {%rd1, %rd2, %rd3, %rd4}, [%rd0];\nret;", r"\.v4\.b64 is not a PTX vector"),
+  ("ld.global.v8.b32 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd0];\nret;", r"\.v8\.b32 is not a PTX vector"),
+  ("st.global.v4.b32 [%rd0+8], {%r0, %r0, %r0, %r0};\nret;", "misaligned store of 4xb32"),
 ])
 def test_undefined_behaviour_is_an_error(body, why):
   with pytest.raises(EmulatorError, match=why): run(body)
+
+def test_bfi_inserts_the_field_the_isa_defines():
+  """bfi.b32 d, a, b, pos, len (pos and len taken & 0xff): b with its bits pos .. pos+len-1 below 32 replaced by a's low
+  bits, for fields inside the word, reaching past its top, empty, and at positions past 255."""
+  body = """mul.lo.u32 %r1, %r0, -1640531535;
+xor.b32 %r2, %r1, 1540483477;
+and.b32 %r3, %r0, 7;
+mul.lo.u32 %r3, %r3, 5;
+shr.u32 %r4, %r0, 5;
+shl.b32 %r4, %r4, 8;
+add.u32 %r3, %r3, %r4;
+shr.u32 %r5, %r0, 3;
+and.b32 %r5, %r5, 3;
+mul.lo.u32 %r5, %r5, 11;
+bfi.b32 %r6, %r1, %r2, %r3, %r5;
+mul.wide.u32 %rd1, %r0, 4;
+add.s64 %rd1, %rd0, %rd1;
+st.global.u32 [%rd1], %r6;
+ret;"""
+  _, out = run(body)
+  want = []
+  for t in range(64):
+    a = t * 2654435761 % 2**32
+    b, pos, n = a ^ 1540483477, t % 8 * 5, t // 8 % 4 * 11   # pos & 0xff: the 256 added past thread 31 is dropped
+    want.append(sum(((a >> (i - pos) if pos <= i < pos + n else b >> i) & 1) << i for i in range(32)))
+  assert out[:64].tolist() == want
 
 def test_launch_and_declaration_limits_are_errors():
   with pytest.raises(EmulatorError, match="more than 1024"): run("ret;", block=(1025, 1, 1))
@@ -233,31 +262,41 @@ def test_counters_of_launches_through_tinycore():
   name, c = LAUNCHES[0]
   assert (c.global_read, c.global_written, c.shared_read, c.barriers) == (8000, 4000, 0, 0) and c.threads == 250
 
-def test_wide_accesses_take_fewer_instructions_for_the_same_bytes():
-  """a + b over 2^16 floats rendered with ld/st.global.v4 (codegen/widen.py) and element by element: the same result and
-  global bytes, a quarter of the memory instructions (fewer instructions in all, though each thread also does 4 adds)."""
-  from tinycore import Tensor
+# (dtype, its bits from float32 small integers, each thread's vector access, its elements): 16 bytes of floats and of 16-bit
+# elements (packed two to a .b32 word: PTX vectors have at most 4 elements), 8 bytes of bytes (upcast_max: 8 copies)
+WIDE = {"float32": (lambda x: x, "v4.f32", 4), "float16": (lambda x: x.astype(np.float16), "v4.b32", 8),
+        "bfloat16": (lambda x: (x.view(np.uint32) >> 16).astype(np.uint16), "v4.b32", 8), "int8": (lambda x: x.astype(np.int8), "v2.b32", 8)}
+
+@pytest.mark.parametrize("dt", list(WIDE))
+def test_wide_accesses_take_fewer_instructions_for_the_same_bytes(dt):
+  """a + b over 2^16 elements rendered with vector accesses (codegen/widen.py) and element by element: the same bits and
+  global bytes, one ld.global per input and one st.global per thread's elements instead of one per element, and fewer
+  instructions in all (though each thread also does several adds, and 8/16-bit elements are unpacked from and packed
+  into their words: mov.b32 {%h, %h} for halves, bfe/bfi for a bfloat16's bits and bytes)."""
+  from tinycore import Tensor, dtypes
   from tinycore.codegen import get_program
   from tinygrad_nv.renderer import PTXRenderer
   class Narrow(PTXRenderer): memory_vector = 0
+  bits, vec, lanes = WIDE[dt]
   n, rng = 1 << 16, np.random.default_rng(3)
-  a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
-  si = [si for si in (Tensor.empty(n) + Tensor.empty(n)).schedule() if si.ast.op.name == "SINK"][-1]
+  a, b = (rng.integers(-60, 60, n).astype(np.float32) for _ in range(2))
+  ins, want = [bits(a), bits(b)], bits(a + b)
+  si = [si for si in (Tensor.empty(n, dtype=dt) + Tensor.empty(n, dtype=dt)).schedule() if si.ast.op.name == "SINK"][-1]
   results, counts = [], []
   for ren in (PTXRenderer("sm_90"), Narrow("sm_90")):
     spec = get_program(si.ast, ren)
     mem = EmulatedMemory()
-    addrs = [mem.alloc(4 * n) for _ in range(3)]
-    mem.span(addrs[1], 4 * n)[:] = a.view(np.uint8)
-    mem.span(addrs[2], 4 * n)[:] = b.view(np.uint8)
+    addrs = [mem.alloc(want.nbytes) for _ in range(3)]
+    for addr, x in zip(addrs[1:], ins): mem.span(addr, x.nbytes)[:] = x.view(np.uint8)
     c = EmulatedKernel(spec.src, spec.name, mem)({f"data{i}": x for i, x in enumerate(addrs)} | {"block_y0": 0, "block_z0": 0},
                                                 spec.global_size, spec.local_size or (1, 1, 1))
-    results.append(mem.span(addrs[0], 4 * n).view(np.float32).copy())
-    counts.append((c.global_read, c.global_written, c.thread_instructions, spec.src.count("ld.global.v4.f32"), spec.src.count("st.global.v4.f32")))
-  assert np.array_equal(results[0], a + b) and np.array_equal(results[1], a + b)
-  (wr, ww, wi, wl, ws), (nr, nw, ni, nl, ns) = counts
-  assert (wr, ww) == (nr, nw) == (8 * n, 4 * n) and (wl, ws, nl, ns) == (2, 1, 0, 0), counts
-  assert wi < ni, counts
+    results.append(mem.span(addrs[0], want.nbytes).view(want.dtype).copy())
+    counts.append((c.global_read, c.global_written, c.thread_instructions, spec.src.count(f"ld.global.{vec} "), spec.src.count(f"st.global.{vec} "),
+                   len(re.findall(r"(ld|st)\.global\.[^p]", spec.src))))
+  assert np.array_equal(results[0], want) and np.array_equal(results[1], want)
+  (wr, ww, wi, wl, ws, wn), (nr, nw, ni, nl, ns, nn) = counts
+  assert (wr, ww) == (nr, nw) == (2 * want.nbytes, want.nbytes) and (wl, ws, wn, nl, ns, nn) == (2, 1, 3, 0, 0, 3), counts
+  assert wi < ni and getattr(dtypes, dt).itemsize * lanes == {"v4": 16, "v2": 8}[vec[:2]], counts
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_ldmatrix_fragments_equal_fragments_loaded_element_by_element(dt):

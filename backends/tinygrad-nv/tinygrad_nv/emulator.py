@@ -589,6 +589,21 @@ def _bfe(d, mods, ops):
     out(t, field.astype(f"u{bits // 8}").view(NP[ty]))
   return run
 
+def _bfi(d, mods, ops):
+  """The ISA's bfi: b with len bits from bit pos (both taken & 0xff) replaced by a's low bits; those past b's msb are not
+  inserted (len 0 or pos past the msb: b)."""
+  ty = types_of(mods)[-1]
+  if ty not in ("b32", "b64"): raise EmulatorError(f"NV emulator: bfi.{ty} does not exist")
+  a, b, pos, ln, out = d.reader(ops[1], ty), d.reader(ops[2], ty), d.reader(ops[3], "u32"), d.reader(ops[4], "u32"), d.writer(ops[0], ty)
+  bits, one = 8 * np.dtype(NP[ty]).itemsize, np.uint64(1)
+  def run(t):
+    x, y = (np.asarray(r(t)).astype(np.uint64) for r in (a, b))
+    p, n = (np.asarray(pos(t)) & 0xff).astype(np.uint64), (np.asarray(ln(t)) & 0xff).astype(np.uint64)
+    take = np.minimum(n, np.uint64(bits) - np.minimum(p, np.uint64(bits)))   # bits that fit below the msb
+    mask = np.where(take >= 64, ~np.uint64(0), (one << np.minimum(take, np.uint64(63))) - one) << np.minimum(p, np.uint64(63))
+    out(t, ((y & ~mask) | ((x << np.minimum(p, np.uint64(63))) & mask)).astype(NP[ty]))
+  return run
+
 INT_ROUNDINGS = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}
 
 def float_to_int(x: np.ndarray, at: str, dt: str) -> np.ndarray:
@@ -644,11 +659,17 @@ def _space(mods, what: str) -> str:
   space = next((m.split("::")[0] for m in mods if m.split("::")[0] in SPACES), "generic")
   if space in ("local", "const"): raise EmulatorError(f"NV emulator: {what}.{space} is not implemented")
   return space
-def _vec(mods) -> int: return next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
+def _vec(mods, ty: str) -> int:
+  """The elements of an ld/st's vector: .v2 or .v4 of at most 128 bits (the ISA's vectors; .v8, and 256 bits, came with
+  PTX 8.8 for sm_100, which the kernels here do not target)."""
+  vec = next((int(m[1:]) for m in mods if m in ("v2", "v4", "v8")), 1)
+  if vec > 4 or vec * np.dtype(NP[ty]).itemsize > 16: raise EmulatorError(f"NV emulator: .v{vec}.{ty} is not a PTX vector (.v2 and .v4 of at most 128 bits)")
+  return vec
 
 def _ld(d, mods, ops):
   """ld.{param,global,shared,generic}{.nc}{.v2,.v4}.type: a vector access must be aligned to its whole size."""
-  ty, space, vec = types_of(mods)[-1], _space(mods, "ld"), _vec(mods)
+  ty = types_of(mods)[-1]
+  space, vec = _space(mods, "ld"), _vec(mods, ty)
   outs = [d.writer(x, ty) for x in vector(ops[0])]
   if len(outs) != vec: raise EmulatorError(f"NV emulator: ld with {'.v%d' % vec if vec > 1 else 'one element'} writes {len(outs)} registers")
   if space == "param":
@@ -667,7 +688,8 @@ def _ld(d, mods, ops):
   return run
 
 def _st(d, mods, ops):
-  ty, space, vec = types_of(mods)[-1], _space(mods, "st"), _vec(mods)
+  ty = types_of(mods)[-1]
+  space, vec = _space(mods, "st"), _vec(mods, ty)
   if space == "param": raise EmulatorError("NV emulator: st.param is not implemented")
   addr, srcs = d.address(ops[0]), [d.reader(x, ty) for x in vector(ops[1])]
   if len(srcs) != vec: raise EmulatorError(f"NV emulator: st with {'.v%d' % vec if vec > 1 else 'one element'} reads {len(srcs)} registers")
@@ -880,7 +902,7 @@ ROUND = {"rn"}
 OPS: dict[str, tuple[Callable, set[str] | None]] = {
   "mov": (_mov, set()), "cvta": (_cvta, None), "ld": (_ld, None), "st": (_st, None),
   "shfl": (_shfl, None), "bar": (_bar_warp, None), "barrier": (_bar_warp, None), "mma": (_mma, None), "ldmatrix": (_ldmatrix, None),
-  "cvt": (_cvt, set(INT_ROUNDINGS) | ROUND | {"ftz", "sat"}), "selp": (_selp, set()), "bfe": (_bfe, set()),
+  "cvt": (_cvt, set(INT_ROUNDINGS) | ROUND | {"ftz", "sat"}), "selp": (_selp, set()), "bfe": (_bfe, set()), "bfi": (_bfi, set()),
   "setp": (_setp, SETP_CMPS | {"and", "or", "xor", "ftz"}),
   "add": (_binary(_arith(np.add, lambda a, b, ty, m: a + b)), ROUND | {"ftz", "sat"}),
   "sub": (_binary(_arith(np.subtract, lambda a, b, ty, m: a - b)), ROUND | {"ftz", "sat"}),

@@ -82,22 +82,42 @@ def move(ctx: ISAKernel, dst, src, dt: DType) -> str:
   return dst
 
 class PTXKernel(ISAKernel):
-  """A PTX kernel being written; `words` holds each tensor-core fragment (a WMMA's A or B) packed into .b32 registers
-  where it is made, once for every mma that reads it."""
+  """A PTX kernel being written; `words` holds a vector of 8/16-bit elements as .b32 registers where it has them: a
+  tensor-core fragment (a WMMA's A or B) packed where it is made, once for every mma that reads it, and a wide load."""
   def __init__(self, *args):
     super().__init__(*args)
     self.fragments = {s for u in self.uops if u.op is Ops.WMMA for s in u.src[:2]}
     self.words: dict[UOp, list[str]] = {}
+    self.read = {s for u in self.uops if u.op is not Ops.STORE for s in u.src}   # values something but a store reads
+
+def packed(dt: DType) -> bool:
+  """A vector PTX moves as .b32 words: its elements are narrower (8 or 16 bits) and more than a PTX vector's 4."""
+  return dt.count > 4 and dt.itemsize < 4
+
+def pack(ctx: ISAKernel, regs, dt: DType) -> list[str]:
+  """8/16-bit elements in .b32 registers, the first in the low bits: halves two to a word (their 16-bit registers), an
+  integer held in 32 bits (a bfloat16's bits, an 8/16-bit int) inserted at its place."""
+  per, bits, words = 4 // dt.itemsize, 8 * dt.itemsize, []
+  for group in (regs[i:i + per] for i in range(0, len(regs), per)):
+    words.append(w := ctx.reg("r"))
+    if reg_kind(dt) == "h": ctx.ins(f"mov.b32 {w}, {{{', '.join(group)}}}")
+    else: ctx.ins(*(f"bfi.b32 {w}, {e}, {w if i > 1 else group[0]}, {bits * i}, {bits}" for i, e in enumerate(group) if i))
+  return words
+
+def unpack(ctx: ISAKernel, words: list[str], dt: DType) -> tuple[str, ...]:
+  """The elements of dt's vector from its .b32 words: halves as the words' 16-bit halves, integers extended by their type."""
+  per, bits = 4 // dt.itemsize, 8 * dt.itemsize
+  out = tuple(ctx.new(dt.scalar) for _ in range(dt.count))
+  for i, w in enumerate(words):
+    mine = out[i * per:(i + 1) * per]
+    if reg_kind(dt) == "h": ctx.ins(f"mov.b32 {{{', '.join(mine)}}}, {w}")
+    else: ctx.ins(*(f"bfe.{'u' if dtypes.is_unsigned(dt.scalar) else 's'}32 {e}, {w}, {bits * j}, {bits}" for j, e in enumerate(mine)))
+  return out
 
 def vectorize(ctx: PTXKernel, x: UOp) -> tuple[str, ...]:
-  """A vector is its elements' registers. A fragment's 16-bit elements are also packed two to a .b32 register (the lower
-  element in the low half), as mma reads them: a half is its 16-bit register, a bfloat16 its bits, a uint16 in a 32-bit one."""
+  """A vector is its elements' registers; a fragment's are also packed in words (pack), as mma reads them."""
   regs = tuple(ctx.args(x))
-  if x in ctx.fragments:
-    for lo, hi in zip(regs[0::2], regs[1::2]):
-      ctx.words.setdefault(x, []).append(r := ctx.reg("r"))
-      if lo.startswith("%h"): ctx.ins(f"mov.b32 {r}, {{{lo}, {hi}}}")
-      else: ctx.ins(f"shl.b32 {r}, {hi}, 16", f"or.b32 {r}, {r}, {lo}")
+  if x in ctx.fragments: ctx.words[x] = pack(ctx, regs, x.dtype)
   return regs
 
 def wmma(ctx: PTXKernel, x: UOp) -> tuple[str, ...]:
@@ -184,6 +204,10 @@ def load(ctx: ISAKernel, x: UOp) -> str | tuple[str, ...]:   # 8/16-bit ints are
     out = [ctx.reg("r") for _ in range(x.dtype.count // 2)]
     return ctx.ins(f"{x.arg[0]} {{{', '.join(out)}}}, [{ctx[x.src[0]]}{f'+{x.arg[1]}' if x.arg[1] else ''}]") or out
   if (n := x.dtype.count) > 1:   # a thread's n consecutive elements (codegen/widen.py proved the address aligned to their size)
+    if packed(x.dtype):   # as its .b32 words (unpacked only where something but a store reads the elements)
+      ctx.words[x] = [ctx.reg("r") for _ in range(x.dtype.nbytes // 4)]
+      ctx.ins(f"ld.{space(x)}.v{len(ctx.words[x])}.b32 {{{', '.join(ctx.words[x])}}}, [{ctx[x.src[0]]}]")
+      return unpack(ctx, ctx.words[x], x.dtype) if x in ctx.read else tuple(ctx.words[x])
     out = tuple(ctx.new(x.dtype.scalar) for _ in range(n))
     return ctx.ins(f"ld.{space(x)}.v{n}.{mem_type(x.dtype)} {{{', '.join(out)}}}, [{ctx[x.src[0]]}]") or out
   ctx.ins(f"ld.{space(x)}.{mem_type(x.dtype)} {(out := ctx.reg('r') if x.dtype == dtypes.bool else ctx.new(x.dtype))}, [{ctx[x.src[0]]}]")
@@ -192,6 +216,9 @@ def store(ctx: ISAKernel, x: UOp) -> str:
   v, dt = ctx[x.src[1]], x.src[1].dtype
   if dt == dtypes.bool: ctx.ins(f"selp.u32 {(v := ctx.reg('r'))}, 1, 0, {ctx[x.src[1]]}")
   gate = next((f"@{ctx[g]} " for g in x.src[2:] if g.dtype == dtypes.bool), "")
+  if packed(dt):   # as words: a wide load's as loaded
+    words = ctx.words.get(x.src[1]) or pack(ctx, v, dt)
+    return ctx.ins(f"{gate}st.{space(x)}.v{len(words)}.b32 [{ctx[x.src[0]]}], {{{', '.join(words)}}}")
   if dt.count > 1: return ctx.ins(f"{gate}st.{space(x)}.v{dt.count}.{mem_type(dt)} [{ctx[x.src[0]]}], {{{', '.join(v)}}}")
   return ctx.ins(f"{gate}st.{space(x)}.{mem_type(dt)} [{ctx[x.src[0]]}], {v}")
 

@@ -86,7 +86,7 @@ def hand_coded(k: Kernel) -> Kernel:
   # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
   # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py)
   if not k.reduces and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
-     (n := lanes(ren, k.sink.src[0].src[1].dtype)) > 1 and const_size(out) % n == 0:
+     (n := min(lanes(ren, k.sink.src[0].src[1].dtype), ren.upcast_max)) > 1 and const_size(out) % n == 0:
     k = _try(k, OptOps.UPCAST, out, n)
     glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   # output axes across the threads of a block, the contiguous one fastest

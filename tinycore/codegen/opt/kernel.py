@@ -267,7 +267,7 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
       for m, st in zip(sizes[1:], strides[1:]):
         if st == runs[-1][0] * runs[-1][1]: runs[-1][0] *= m
         else: runs.append([m, st])
-      n = next(n for n in (4, 2, 1) if n <= lanes(k.ren, ld.dtype) and runs[0][0] % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
+      n = next(n for n in (16, 8, 4, 2, 1) if n <= lanes(k.ren, ld.dtype) and runs[0][0] % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
       # a padded layout only where finding a chunk's run takes shifts and masks, not divisions (a conv's weight rows of 288)
       if len(runs) == 1 or all(m & (m - 1) == 0 for m in [runs[0][0] // n] + [m for m, _ in runs[1:-1]]): break
     smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(sum((m - 1) * st for m, st in zip(sizes, strides)) + 1, "local"), (), len(copies))
