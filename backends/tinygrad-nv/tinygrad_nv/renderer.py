@@ -286,7 +286,7 @@ class PTXRenderer(ISARenderer):
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   registers = 255                     # per thread (ptxas spills past it)
-  memory_vector = 16                  # ld/st .v2 and .v4 of 32- and 64-bit elements, 16 bytes at most, aligned to their size
+  memory_vector = 16                  # ld/st .v2 and .v4, 16 bytes at most, aligned to their size (8/16-bit elements past 4: .b32 words)
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
   # and a tensor core's fragments are loaded from shared memory with ldmatrix where their layout is its
