@@ -298,6 +298,20 @@ def test_wide_accesses_take_fewer_instructions_for_the_same_bytes(dt):
   assert (wr, ww) == (nr, nw) == (2 * want.nbytes, want.nbytes) and (wl, ws, wn, nl, ns, nn) == (2, 1, 3, 0, 0, 3), counts
   assert wi < ni and getattr(dtypes, dt).itemsize * lanes == {"v4": 16, "v2": 8}[vec[:2]], counts
 
+def test_wide_bfloat16_accesses_keep_every_bit():
+  """bfloat16 (held as its uint16 bits) selected elementwise through 16-byte loads and stores, unpacked and packed with
+  bfe/bfi: NaN payloads (quiet and signalling, either sign), -0.0, a subnormal come back bit for bit."""
+  from tinycore import Tensor, dtypes
+  from tinycore.codegen import get_program
+  from tinygrad_nv.renderer import PTXRenderer
+  bits = np.array([0x7fc1, 0xffa3, 0x8000, 0x0000, 0x7f81, 0xff80, 0x0001, 0x3f80] * 64, np.uint16)
+  a, keep = Tensor(bits, device="NV").bitcast(dtypes.bfloat16).realize(), Tensor(np.arange(512) % 3 == 0, device="NV")
+  out = keep.where(a, a.flip(0))
+  si = [si for si in out.schedule() if si.ast.op.name == "SINK"][-1]
+  src = get_program(si.ast, PTXRenderer("sm_90")).src
+  assert src.count("ld.global.v4.b32") == 2 and src.count("st.global.v4.b32") == 1 and "bfi.b32" in src, src
+  assert np.array_equal(out.bitcast(dtypes.uint16).numpy(), np.where(np.arange(512) % 3 == 0, bits, bits[::-1]))
+
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_ldmatrix_fragments_equal_fragments_loaded_element_by_element(dt):
   """64x64 matmuls whose operands' shared tiles hold rows of A (ldmatrix.x4) or of its transpose (.x4.trans), of B's
