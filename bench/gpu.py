@@ -63,12 +63,12 @@ def run_counters(a) -> None:
   os.environ.setdefault("NV_EMULATE", "1")
   os.environ.setdefault("AMD_EMULATE", "1")
   from tinycore import Tensor, Device
-  print(f"emulated devices: {', '.join(a.devices)} (per workload: kernels launched and the sums of their counters; 'least' is the "
-        "global traffic the work needs, inputs read once and outputs written once)")
+  print(f"emulated devices: {', '.join(a.devices)} (per workload: kernels launched and the sums of their counters; 'x least' is the "
+        "global traffic, read and written, over the least the work needs: inputs read once and outputs written once)")
   for dev in a.devices:
     Device[dev]
     print(f"\n== {dev} emulator ==")
-    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'(x least)':>9s} {'written':>10s} {'shared r/w':>21s} {'wavefronts (conflicts)':>22s} {'barriers':>9s} "
+    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'written':>10s} {'x least':>8s} {'shared r/w':>21s} {'wavefronts (conflicts)':>22s} {'barriers':>9s} "
           f"{'instr (warp)':>12s} {'instr/thread':>12s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
     for name, (make, run, least) in ((n, w) for n, w in emulator_workloads(a).items() if a.only in n):
       Tensor.manual_seed(0)
@@ -76,7 +76,7 @@ def run_counters(a) -> None:
       st = time.perf_counter()
       nk, c = counted(dev, lambda: Tensor.realize_all(*run(*ins)))
       secs = time.perf_counter() - st
-      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {c['global_read'] / least:8.1f}x {show_bytes(c['global_written']):>10s} "
+      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {show_bytes(c['global_written']):>10s} {(c['global_read'] + c['global_written']) / least:7.1f}x "
             f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {banks(c):>22s} {c['barriers']:9d} {c['instructions']:12d} "
             f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
 
