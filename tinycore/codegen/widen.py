@@ -47,8 +47,8 @@ def _merge_stores(holder: UOp, ren: Renderer) -> UOp:
   for run in _runs([u for u in holder.src if u.op is Ops.STORE], lambda st: st.src[2:], ren):
     vals = tuple(st.src[1] for st in run)
     whole = vals[0].src[0] if vals[0].op is Ops.GEP else None   # a wide load's lanes stored in order (a tile's copy): that load
-    val = whole if whole is not None and whole.dtype.count == len(run) and vals == tuple(UOp(Ops.GEP, v.dtype, (whole,), i) for i, v in enumerate(vals)) \
-      else UOp(Ops.VECTORIZE, run[0].src[1].dtype.vec(len(run)), vals)
+    in_order = whole is not None and whole.dtype.count == len(run) and all(v.op is Ops.GEP and v.src[0] is whole and v.arg == i for i, v in enumerate(vals))
+    val = whole if in_order else UOp(Ops.VECTORIZE, run[0].src[1].dtype.vec(len(run)), vals)
     merged[run[0]] = UOp(Ops.STORE, dtypes.void, (_vector_index(run[0], len(run)), val) + run[0].src[2:])
     merged.update({st: None for st in run[1:]})
   return holder.replace(src=tuple(m for s in holder.src if (m := merged.get(s, s)) is not None)) if merged else holder
@@ -65,11 +65,14 @@ def widen(sink: UOp, ren: Renderer) -> UOp:
   lane = {ld: (run, i) for run in runs for i, ld in enumerate(run)}
   # each run's first load (and what it reads) is visited before the rest, so every lane finds its vector's sources rebuilt
   new: dict[UOp, UOp] = {}
+  vectors: dict[int, UOp] = {}   # id of a run -> its vector LOAD, built at its first lane
   for u in UOp(Ops.SINK, dtypes.void, tuple(run[0] for run in runs) + (sink,)).toposort():
-    run, i = lane.get(u, ((u,), 0))
-    if u in lane and all(s in new for s in run[0].src):
-      first = run[0].replace(src=tuple(new[s] for s in run[0].src))
-      new[u] = UOp(Ops.GEP, u.dtype, (UOp(Ops.LOAD, u.dtype.vec(len(run)), (_vector_index(first, len(run)),) + first.src[1:]),), i)
+    if u in lane:
+      run, i = lane[u]
+      if (vec := vectors.get(id(run))) is None:
+        first = run[0].replace(src=tuple(new[s] for s in run[0].src))
+        vec = vectors[id(run)] = UOp(Ops.LOAD, u.dtype.vec(len(run)), (_vector_index(first, len(run)),) + first.src[1:])
+      new[u] = UOp(Ops.GEP, u.dtype, (vec,), i)
       continue
     new[u] = u if all(new[s] is s for s in u.src) else u.replace(src=tuple(new[s] for s in u.src))
     if u.op in (Ops.SINK, Ops.BARRIER): new[u] = _merge_stores(new[u], ren)
