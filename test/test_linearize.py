@@ -66,3 +66,22 @@ def test_a_constant_summed_over_a_chunk_whose_length_varies_with_the_outer_chunk
       for uops in kernels(t): assert not loop_errors(uops), (n, loop_errors(uops))
       np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
   assert (Tensor.ones(SUM_CHUNK + 1, device="PYTHON") * 2).sum().item() == 2.0 * (SUM_CHUNK + 1)
+
+def test_values_only_the_code_after_the_loops_needs_are_computed_there():
+  """Only what a loop uses is computed before the loops. A GPU matmul block's thread stores up to 64 outputs after its
+  sum loop: their addresses, computed up front, were held in registers across the loop (ptxas spilled the 4096^2 fp16
+  tensor-core kernel's accumulators)."""
+  ren = Device.renderer("PYTHON")
+  for t in (Tensor.empty(256, 256) @ Tensor.empty(256, 256), Tensor.empty(64, 512).sum(1)):
+    for uops in kernels(t):
+      depth, inside = 0, set()
+      for u in uops:
+        depth += (u.op is Ops.RANGE) - (u.op is Ops.ENDRANGE)
+        if depth or u.op is Ops.ENDRANGE: inside.add(u)
+      assert inside, "the kernel has no loop"
+      needed = set()
+      for u in reversed(uops):
+        if u in inside or u in needed: needed.update(u.src)
+      first = next(i for i, u in enumerate(uops) if u.op is Ops.RANGE)
+      early = [u for u in uops[:first] if u not in needed and u.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL)]
+      assert not early, f"computed before the loops, used only after them: {[u.op.name for u in early]}"

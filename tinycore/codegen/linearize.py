@@ -52,7 +52,10 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
       if x.op is Ops.REDUCE: emit_reduce_group(x); continue
       if not ready:
         stack.append((x, True))
-        stack.extend((s, False) for s in reversed(x.src) if s not in new)
+        # a store's value before its address: the address of a sum's output is computed after the sum's loop, not
+        # held in a register across it
+        srcs = x.src[1:] + x.src[:1] if x.op is Ops.STORE else x.src
+        stack.extend((s, False) for s in reversed(srcs) if s not in new)
         continue
       srcs = tuple(new[s] for s in x.src)
       n = x if all(a is b for a, b in zip(srcs, x.src)) else x.replace(src=srcs)
@@ -101,8 +104,14 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   written, pinned = {u.src[0].src[0] for u in order if u.op is Ops.STORE}, set()
   for u in order:
     if (u.op is Ops.LOAD and u.src[0].src[0] in written) or any(s in pinned for s in u.src): pinned.add(u)
+  # only what a loop needs is computed before the loops: what only the code after them needs (a matmul block's 64 output
+  # addresses) is computed there, where it is used. Held across a GPU kernel's sum loop, those addresses took the
+  # registers the accumulators need (ptxas spilled a 4096^2 fp16 matmul's).
+  in_loops: set[UOp] = set()
+  for u in reversed(order):
+    if deps[u] or u in in_loops or u.op is Ops.REDUCE: in_loops.update(s for s in u.src if not deps[s])
   for u in order:
-    if not deps[u] and u not in pinned and u.op not in (Ops.STORE, Ops.SINK): emit(u)
+    if not deps[u] and u in in_loops and u not in pinned and u.op not in (Ops.STORE, Ops.SINK): emit(u)
   # the other loops nest in the order of their ids; each store runs inside all of them but the "pack" loops it does not
   # write in, and outside the loops after a pack loop it writes in: a pack loop fills a scratch buffer (codegen/opt.py's
   # _pack) before the loops after it read that buffer. Stores are emitted in the order of the loops they need, a store

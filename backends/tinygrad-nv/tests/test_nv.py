@@ -77,8 +77,12 @@ def test_ptxas_accepts(workload, arch):
   """NVIDIA's assembler accepts every kernel (a PTX it refuses raises CompileError); the matmul, conv and tensor-core
   kernels spill nothing."""
   if PTXAS is None: pytest.fail("CI must check NV kernels with ptxas: install tinygrad-nv[ptxas] (NVIDIA's nvidia-cuda-nvcc-cu12 wheel)")
-  progs = programs(*WORKLOADS[workload](), arch=arch)
+  tensors = WORKLOADS[workload]()
+  # tensor-core matmuls scheduled together share their inputs' loads in one kernel of three sums, which no tensor core
+  # takes: each is scheduled alone, and each kernel must be the mma one
+  progs = [p for t in tensors for p in programs(t, arch=arch)] if workload == "tensor_cores" else programs(*tensors, arch=arch)
   assert progs, f"{workload} scheduled no kernels"
+  if workload == "tensor_cores": assert all("mma.sync" in p.src for p in progs), [p.name for p in progs if "mma.sync" not in p.src]
   for p in progs:
     _, log = run_ptxas(p.src, arch, PTXAS, "-v")
     if workload in ("matmul", "conv", "tensor_cores"):
