@@ -105,9 +105,11 @@ def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory(dt):
   ld.global.v4.b32 and one st.shared.v4.b32 of the words as loaded, nothing unpacked between them."""
   src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, renderer("NV")).src
   assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ldmatrix.sync.aligned.m8n8" in src
-  # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128 threads
-  copies = re.findall(r"ld\.global\.v4\.b32 (\{[^}]*\}).*\n\s*(?:bar\.sync 0;\n\s*)?st\.shared\.v4\.b32 \[%rd\d+\], (\{[^}]*\})", src)
-  assert len(copies) == (128 * 32 + 32 * 128) // 128 // 8 and all(ld == st for ld, st in copies), copies
+  # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128
+  # threads, copied once before the loop (the first tile) and once in each trip (the next)
+  loaded = re.findall(r"ld\.global\.v4\.b32 (\{[^}]*\})", src)
+  stored = re.findall(r"st\.shared\.v4\.b32 \[%rd\d+\], (\{[^}]*\})", src)
+  assert len(loaded) == 2 * (128 * 32 + 32 * 128) // 128 // 8 and sorted(loaded) == sorted(stored), (loaded, stored)
   assert not re.search(r"(ld|st)\.(global|shared)\.(b16|u16|v\d\.b16|v\d\.u16) ", src.split("$end")[0])   # no 16-bit copy
   assert src.count("mma.sync") == 4 * 8
 
@@ -310,13 +312,32 @@ def test_short_sums_are_not_spread_over_a_block():
   assert not any(u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER) for u in spec.uops)
   np.testing.assert_allclose(total.numpy(), np.square(rows).mean(1).sum() + np.zeros(4, np.float32), rtol=1e-5)
 
+@pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16], ids=lambda d: d.name)
+def test_a_matmuls_tiles_are_double_buffered(dt):
+  """Each trip of the loop over the sum's tiles waits at one barrier, loads the next tile from global memory before its
+  sums (their latency spent summing) and stores it into the other buffer after them; the first tile is copied before
+  the loop. Where two copies of the tiles do not fit in shared memory, a trip copies its own tile between two barriers."""
+  def loop(ren) -> str:
+    src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, ren).src
+    return src[src.index("$loop"):src.rindex("bra $loop")]   # the outer loop's body, its inner loops included
+  body = loop(nv := renderer("NV"))
+  sums = [m.start() for m in re.finditer(r"mma\.sync|fma\.rn", body)]
+  assert body.count("bar.sync") == 1 and sums, body
+  barrier, loads, stores = body.index("bar.sync"), [m.start() for m in re.finditer(r"ld\.global", body)], [m.start() for m in re.finditer(r"st\.shared", body)]
+  assert loads and stores and max(loads) < barrier < min(sums) and max(sums) < min(stores), body
+  # room for one copy of the padded tiles (fp32: two 64x16 tiles, 8.5 KiB; fp16: 128x32 and 32x128, 18.5 KiB), not two
+  small = (12 << 10) if dt == dtypes.float32 else (20 << 10)
+  single = loop(type("SmallShared", (type(nv),), {"shared_max": small})("sm_90"))
+  assert single.count("bar.sync") == 2 and single.index("st.shared") < min(m.start() for m in re.finditer(r"mma\.sync|fma\.rn", single))
+
 def test_a_matmuls_tiles_are_copied_and_read_as_whole_vectors():
   """The fp32 512x512 matmul on NV: per trip of 16 along the sum, each of the 16x16 threads copies 4 consecutive floats of
-  A's 64x16 tile and of B's 16x64 tile (one ld.global.v4 and one st.shared.v4 each), and reads its 4x4 register tile's
-  operands from shared memory 4 at a time: A's rows along the sum, B's 4 consecutive columns (the thread's outputs are
-  consecutive columns, stored with st.global.v4). No access is left element by element."""
+  A's 64x16 tile and of B's 16x64 tile (one ld.global.v4 and one st.shared.v4 each, before the loop for the first tile
+  and in the loop for the next), and reads its 4x4 register tile's operands from shared memory 4 at a time: A's rows
+  along the sum, B's 4 consecutive columns (the thread's outputs are consecutive columns, stored with st.global.v4). No
+  access is left element by element."""
   src = get_program(last_kernel(Tensor.empty(512, 512) @ Tensor.empty(512, 512)).ast, renderer("NV")).src
-  assert src.count("ld.global.v4.f32") == src.count("st.shared.v4.f32") == 2
+  assert src.count("ld.global.v4.f32") == src.count("st.shared.v4.f32") == 2 * 2
   # the sum's tile of 16 unrolled 8 at a time: A's 4 rows x 2 vectors and B's 8 rows of one vector a trip of the loop
   assert src.count("ld.shared.v4.f32") == 4 * 2 + 8 and src.count("st.global.v4.f32") == 4
   assert not re.search(r"(ld|st)\.(global|shared)\.f32", src)

@@ -10,6 +10,12 @@ from tinycore.uop import UOp, Ops, AxisType, identity_element
 # its own, as the reduction may order its terms, and a product term fuses with the accumulator (a multiply-add per term).
 TERMS = "terms"
 
+# A BARRIER whose arg is NEXT_TRIP (a double-buffered tile: codegen/opt/kernel.py stage()) sits at the top of each trip of
+# the loop its first source is: it waits for its other sources, stores, as the trip before left them (those that change
+# with the loop: the next tile's copy, emitted at the end of each trip, its loads at the start) or as the code before the
+# loop did (the first tile's copy).
+NEXT_TRIP = "next trip"
+
 def terms(x: UOp, op: Ops) -> list[UOp]:
   """The terms of a reduction body, left to right: the leaves of its TERMS tree of `op`, or the body itself."""
   return terms(x.src[0], op) + terms(x.src[1], op) if x.op is op and x.arg == TERMS else [x]
@@ -37,6 +43,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   deps_pass()
   # a group's outer loops can come from a member later in `order`: then repeat to the fixed point
   while any(len(g) > 1 for g in reduces_by_ranges.values()) and deps_pass(): pass
+  carried = {s: b.src[0] for b in order if b.op is Ops.BARRIER and b.arg == NEXT_TRIP for s in b.src[1:] if b.src[0] in deps[s]}
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
   emitted: list[UOp] = []    # the keys of `new` in the order they were added
@@ -55,10 +62,10 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
         # a store's value before its address: the address of a sum's output is computed after the sum's loop, not
         # held in a register across it
         srcs = x.src[1:] + x.src[:1] if x.op is Ops.STORE else x.src
-        stack.extend((s, False) for s in reversed(srcs) if s not in new)
+        stack.extend((s, False) for s in reversed(srcs) if s not in new and s not in carried)
         continue
-      srcs = tuple(new[s] for s in x.src)
-      n = x if all(a is b for a, b in zip(srcs, x.src)) else x.replace(src=srcs)
+      srcs = tuple(new[s] for s in x.src if s not in carried)
+      n = x if len(srcs) == len(x.src) and all(a is b for a, b in zip(srcs, x.src)) else x.replace(src=srcs)
       out.append(n)
       new[x] = n; emitted.append(x)
     return new[u]
@@ -71,7 +78,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
     # here: computed inside the loop it would not exist after it (a store's index shared with a nested body, say)
     for x in group:
       for n in x.src[0].toposort():
-        if n not in new and deps[n] <= opened: emit(n)
+        if n not in new and n not in carried and deps[n] <= opened: emit(n)
     accs = []
     for x in group:
       acc = UOp(Ops.DEFINE_ACC, x.dtype, (UOp.const(x.dtype, identity_element(x.arg, x.dtype.scalar)),), n_acc)
@@ -81,18 +88,22 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
     for rng in rngs:
       emit(rng.src[0])
       out.append(rng); new[rng] = rng; opened.add(rng); emitted.append(rng)
+      # the next trip's tile is loaded first: its loads' latency passes while this trip sums
+      for st in (st for st, r in carried.items() if r is rng): emit(st.src[1])
       # what changes only with the loops open so far is computed here, outside the inner ones (a tile copied into shared
       # memory once per trip of the outer loop, between its barriers)
       if rng is not rngs[-1]:
         for n in bodies:
-          if n not in new and deps[n] <= opened: emit(n)
+          if n not in new and n not in carried and deps[n] <= opened: emit(n)
     for x, acc in zip(group, accs):
       for t in terms(x.src[0], x.arg):
         # a tensor core's sum of products adds into the accumulator itself: D = A @ B + acc, one instruction per step
         if t.op is Ops.WMMA and x.arg is Ops.ADD and t.src[2].op is Ops.CONST and t.src[2].arg == 0: upd = t.replace(src=(emit(t.src[0]), emit(t.src[1]), acc))
         else: upd = UOp(x.arg, x.dtype, (acc, emit(t)))
         out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
-    for rng in reversed(rngs): out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
+    for rng in reversed(rngs):
+      for st in (st for st, r in carried.items() if r is rng): emit(st)   # stored after the trip's sums, before the next trip's barrier
+      out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
     for x, acc in zip(group, accs): new[x] = acc; emitted.append(x)
 
   # parameters and thread ids first, then everything loop-invariant, then the loops

@@ -11,6 +11,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.renderer import Renderer, TensorCore
 from tinycore.codegen.gpudims import thread_axes
 from tinycore.codegen.widen import lanes
+from tinycore.codegen.linearize import NEXT_TRIP
 
 class OptOps(Enum):
   """What an optimisation action does to the range (RANGE id) it names."""
@@ -179,6 +180,10 @@ def apply_opt(k: Kernel, opt: Opt) -> Kernel:
 # (`amount` long) the threads copy both panels' tiles into shared memory (each thread a few runs of the widest vector the
 # target takes, consecutive threads consecutive runs), wait at a barrier, then read them from there: global traffic falls by the block's width. A
 # barrier before the copy keeps a tile until every thread has finished reading the one before it.
+# Where twice the tiles fit, they are double-buffered (pipelined): tile t+1 is copied into the other buffer while tile t
+# is read. A trip of the loop over tiles then waits at one barrier (tile t copied, and every thread done reading the
+# buffer the trip refills) and loads tile t+1 from global memory before its sums, storing it to shared memory after
+# them: the loads' latency is spent doing the sums instead of waiting at a barrier (linearize.py's NEXT_TRIP).
 
 # A tensor core's fragment loads read their tile through the lane id's bits (codegen/opt/tc.py), not through one range
 # per tile axis: their tile is found from the addresses themselves. Every fragment load of one operand (one buffer, one
@@ -242,16 +247,22 @@ def layout(sizes: list[int], itemsize: int, rows: list[bool], pad: bool) -> list
     strides, s = strides + [s], s * n
   return strides
 
-def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
+def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True, pipelined: bool = True) -> UOp:
   """Every global load in the reductions over `inner` that some thread axis does not change (the threads share it) is
   read from a shared-memory copy of its tile: the values it takes over `inner` and the thread and upcast axes it reads.
-  The tiles' rows are padded (layout()) where the padded tiles fit in shared memory."""
+  The tiles are double-buffered where `outer` (the loop over tiles) is their sums' outermost loop and two copies of the
+  padded tiles fit in shared memory; else single. Their rows are padded (layout()) where the padded tiles fit."""
   threads = k.threads()
   if not threads: raise OptError("STAGE: no thread axes (LOCAL) to share a tile")
   if k.axes(AxisType.GROUP_REDUCE): raise OptError("STAGE: not with a grouped reduction")
+  # a loop around the loop over tiles would refill the first buffer while the last trip's reads of it may still run
+  pipelined = pipelined and outer is not None and all(x.src[1] is outer for x in k.owners.get(inner, []))
   nthreads, lid = prod(const_size(t) for t in threads), flat(threads)
   pre = UOp(Ops.BARRIER, dtypes.void, (outer,) if outer is not None else ())
-  sub, copies, smem_bytes = {}, [], 0
+  if pipelined:   # the tile a trip copies for the next one: the last trip's copy reads its own tile again (and is not read)
+    trips = const_size(outer)
+    after, this_slot, next_slot = (outer < trips - 1).where(outer + 1, outer), outer % 2, (outer + 1) % 2
+  sub, copies, spans, smem_bytes = {}, [], [], 0
   tile_kinds = (AxisType.LOCAL, AxisType.UPCAST, AxisType.UNROLL, AxisType.WARP)
   def copy(ld: UOp, sizes: list[int], rows: list[bool], value) -> tuple[UOp, list[int]]:
     """(smem, its strides): a fresh shared array holding a tile of `sizes` (innermost first; rows padded where the
@@ -270,8 +281,12 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
       n = next(n for n in (16, 8, 4, 2, 1) if n <= lanes(k.ren, ld.dtype) and runs[0][0] % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
       # a padded layout only where finding a chunk's run takes shifts and masks, not divisions (a conv's weight rows of 288)
       if len(runs) == 1 or all(m & (m - 1) == 0 for m in [runs[0][0] // n] + [m for m, _ in runs[1:-1]]): break
-    smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(sum((m - 1) * st for m, st in zip(sizes, strides)) + 1, "local"), (), len(copies))
-    ids = k.next_id + 2 * len(copies)
+    span = sum((m - 1) * st for m, st in zip(sizes, strides)) + 1
+    # two buffers, each starting 16 bytes aligned (wide accesses): buffer b at b * span
+    span = ceildiv(span * ld.dtype.itemsize, 16) * 16 // ld.dtype.itemsize if pipelined else span
+    smem = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(span * (2 if pipelined else 1), "local"), (), len(spans))
+    ids = k.next_id + 2 * len(spans)
+    spans.append(span)
     chunk = lid if size <= nthreads * n else lid + nthreads * UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, ceildiv(size, nthreads * n)),),
                                                                    (ids, AxisType.UPCAST))
     # a tile the threads do not divide: the copies past its end are not stored (and read its first element)
@@ -283,7 +298,11 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
     place, rest = (at, None) if len(runs) == 1 else ((chunk % (runs[0][0] // n)) * n + j, chunk // (runs[0][0] // n))
     for i, (m, st) in enumerate(runs[1:]):
       place, rest = place + (rest if i == len(runs) - 2 else rest % m) * st, rest // m
-    copies.append(smem.index(place).store(value(at), *((inside,) if inside is not None else ()), pre))
+    gate = (inside,) if inside is not None else ()
+    if not pipelined: copies.append(smem.index(place).store(value(at), *gate, pre))
+    else:   # the first tile before the loop, and each trip's next tile into the buffer the trip does not read
+      copies.append(smem.index(place).store(value(at).substitute({outer: UOp.const(dtypes.index, 0)}), *gate))
+      copies.append(smem.index(place + next_slot * span).store(value(at).substitute({outer: after}), *gate))
     return smem, strides
   fragments: dict[tuple, list[UOp]] = {}
   for x in k.owners.get(inner, []):
@@ -306,7 +325,7 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
       coords = lambda at: {a: (at // prod(const_size(b) for b in tile[i + 1:])) % const_size(a) for i, a in enumerate(tile)}
       # the lanes of a warp differ along the thread axes: rows along them are padded
       smem, strides = copy(ld, [const_size(a) for a in reversed(tile)], [a in threads for a in reversed(tile)], lambda at: ld.substitute(coords(at)))
-      sub[ld] = smem.index(sum((a * s for a, s in zip(reversed(tile), strides)), UOp.const(dtypes.index, 0)))
+      sub[ld] = smem.index(sum((a * s for a, s in zip(reversed(tile), strides)), this_slot * spans[-1] if pipelined else UOp.const(dtypes.index, 0)))
       smem_bytes += smem.dtype.size * ld.dtype.itemsize
   for (buf, _, _), lds in fragments.items():
     reals = [_ungated(ld) for ld in lds]
@@ -326,11 +345,14 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True) -> UOp:
     for ld, real in zip(lds, reals):
       off = real.substitute({a: UOp.const(dtypes.index, 0) for a in k.deps[ld] if a not in tile}) - int(_values(reals[0], tile, 0).flat[0]) - low
       # the box's strides each divide the next: an offset's place along stride s is (off mod the next stride) // s
-      sub[ld] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * lay[i] for i, s in enumerate(strides)))
+      sub[ld] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * lay[i] for i, s in enumerate(strides))
+                           + (this_slot * spans[-1] if pipelined else 0))
   if not copies: raise OptError("STAGE: no load the threads of a block share")
-  if smem_bytes > k.ren.shared_max and pad: return stage(k, outer, inner, False)
+  if smem_bytes > k.ren.shared_max and pipelined: return stage(k, outer, inner, pad, False)
+  if smem_bytes > k.ren.shared_max and pad: return stage(k, outer, inner, False, False)
   if smem_bytes > k.ren.shared_max: raise OptError(f"STAGE: tiles of {smem_bytes} bytes, more than the {k.ren.shared_max} bytes of shared memory")
-  post = UOp(Ops.BARRIER, dtypes.void, tuple(copies))
+  # pipelined: one barrier a trip, waiting for the copies before the loop and those the trip before left (NEXT_TRIP)
+  post = UOp(Ops.BARRIER, dtypes.void, (outer, *copies), NEXT_TRIP) if pipelined else UOp(Ops.BARRIER, dtypes.void, tuple(copies))
   return graph_rewrite(k.sink.substitute({ld: UOp(Ops.LOAD, ld.dtype, (idx, post)) for ld, idx in sub.items()}), symbolic_rules)
 
 # ***** TC: a matmul-shaped reduction on the renderer's tensor core *****
