@@ -440,3 +440,18 @@ def test_jit_replays_through_the_emulators_graph(monkeypatch):
     got = step(Tensor(x, device="NV"), Variable("n", 1, 5).bind(k)).numpy()
     np.testing.assert_allclose(got, np.exp((np.maximum(x[:k] @ w.numpy().T, 0) * 2).sum(axis=1)), rtol=1e-5, atol=1e-5)
   assert len(made) == 1 and made[0] >= 2, made
+
+def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative():
+  """Integer division by a constant (address math's): no zero or -1 divisor checks; a power of two is shr/and where the
+  dividend's bounds are never negative nor past the dtype's, and div/rem otherwise (negative values; a sum whose bounds
+  pass 2^31 wraps to negative values in int32). The emulator's results equal the CPU backend's on each."""
+  from tinycore.codegen import get_program
+  cases = {"never negative": (8, lambda d: Tensor.arange(1000, device=d).idiv(8) * 100 + Tensor.arange(1000, device=d) % 8),
+           "negative": (8, lambda d: (Tensor.arange(1000, device=d) - 500).idiv(8) * 100 + (Tensor.arange(1000, device=d) - 500) % 8),
+           "wraps": (4, lambda d: (Tensor.arange(16, device=d) + (2**31 - 8)).idiv(4) * 10 + (Tensor.arange(16, device=d) + (2**31 - 8)) % 4)}
+  for name, (c, f) in cases.items():
+    src = programs(f("NV"))[-1].src
+    shifted = bool(re.search(rf"shr\.u32 %r\d+, %r\d+, {c.bit_length() - 1};", src)) and bool(re.search(rf"and\.b32 %r\d+, %r\d+, {c - 1};", src))
+    assert not re.search(r"setp\.eq\.s32 %p\d+, %r\d+, -1", src), f"{name}: a constant divisor checked for -1:\n{src}"
+    assert shifted == (name == "never negative") and ("div.s32" in src) != shifted, f"{name}:\n{src}"
+    np.testing.assert_array_equal(f("NV").numpy(), f("CPU").numpy(), err_msg=name)

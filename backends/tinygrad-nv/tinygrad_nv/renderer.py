@@ -248,9 +248,15 @@ def bitcast(ctx: ISAKernel, x: UOp) -> str:
   return emit(ctx, x, f"mov.b{8 * dst.itemsize}", a)
 
 def int_divide(ctx: ISAKernel, x: UOp) -> str:
-  """C division: truncating, a zero divisor gives 0, MIN / -1 wraps to MIN (and MIN % -1 is 0); PTX leaves those undefined."""
+  """C division: truncating, a zero divisor gives 0, MIN / -1 wraps to MIN (and MIN % -1 is 0); PTX leaves those undefined.
+  By a constant other than 0 and -1 (address math's) neither case arises: one div or rem, and for a dividend whose
+  bounds are never negative nor past the dtype's (so no wrap hid a negative value) a power of two is a shift or a mask."""
   (a, b), t, ty = ctx.args(x), x.dtype, op_type(x.dtype)
   bits = ty[1:]
+  if (c := x.src[1]).op is Ops.CONST and c.arg not in (0, -1):
+    if c.arg > 0 and c.arg & (c.arg - 1) == 0 and 0 <= x.src[0].vmin and x.src[0].vmax <= t.scalar.max:
+      return emit(ctx, x, f"shr.u{bits}", a, str(c.arg.bit_length() - 1)) if x.op is Ops.IDIV else emit(ctx, x, f"and.b{bits}", a, str(c.arg - 1))
+    return emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{ty}", a, b)
   ctx.ins(f"setp.eq.{ty} {(zero := ctx.reg('p'))}, {b}, 0", f"selp.b{bits} {(safe := ctx.new(t))}, 1, {b}, {zero}")
   out = emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{{t}}", a, safe)
   if not dtypes.is_unsigned(t):
