@@ -1,6 +1,6 @@
 """Tests of the AMD backend: encodings against LLVM, the RDNA3 emulator instruction by instruction on edge values, code
 objects, the renderer without a device, and kernels end to end on the emulator."""
-import os, struct, subprocess, tempfile
+import os, re, struct, subprocess, tempfile
 import numpy as np
 import pytest
 
@@ -329,6 +329,20 @@ def test_kernels_end_to_end(amd):
   j = np.array([2, 2, -1, -1, 0, 3], np.int32)
   got = (Tensor(i, device="AMD").idiv(Tensor(j, device="AMD"))).numpy()
   assert got.tolist() == [3, -3, -(2**31 - 1), -2**31, 0, 0]
+
+def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative(amd):
+  """Division by a power of two (address math's): v_lshrrev_b32 / v_and_b32 where the dividend's bounds are never
+  negative nor past the dtype's, the exact division otherwise (negative values; a sum whose bounds pass 2^31 wraps to
+  negative values in int32). The emulator's results equal the CPU backend's on each."""
+  from tinycore.codegen import get_program
+  cases = {"never negative": (8, lambda d: Tensor.arange(1000, device=d).idiv(8) * 100 + Tensor.arange(1000, device=d) % 8),
+           "negative": (8, lambda d: (Tensor.arange(1000, device=d) - 500).idiv(8) * 100 + (Tensor.arange(1000, device=d) - 500) % 8),
+           "wraps": (4, lambda d: (Tensor.arange(16, device=d) + (2**31 - 8)).idiv(4) * 10 + (Tensor.arange(16, device=d) + (2**31 - 8)) % 4)}
+  for name, (c, f) in cases.items():
+    src = get_program(f("AMD").schedule()[-1].ast, amd.renderer).src
+    shifted = bool(re.search(rf"v_lshrrev_b32(_e32)? v\d+, {c.bit_length() - 1}, v\d+", src)) and bool(re.search(rf"v_and_b32(_e32)? v\d+, {c - 1}, v\d+", src))
+    assert shifted == (name == "never negative") and ("v_rcp_iflag_f32" in src) != shifted, f"{name}:\n{src}"
+    np.testing.assert_array_equal(f("AMD").numpy(), f("CPU").numpy(), err_msg=name)
 
 def test_loop_bounds_live_through_their_loop(amd):
   # the inner loop's bound (a value computed before it) is compared at the top of every iteration: its register must not

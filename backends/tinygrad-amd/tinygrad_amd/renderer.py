@@ -544,6 +544,11 @@ def alu32(ctx: AMDKernel, x: UOp) -> str:
   elif op is Ops.MULACC:
     ctx.vop("v_mul_lo_u32", d, a[0], a[1])
     ctx.vop("v_add_nc_u32", d, a[2], d)
+  # by a power of two, a dividend whose bounds are never negative nor past its dtype's (address math: no wrap hid a
+  # negative value) is a shift or a mask, not the ~30 instructions of a division
+  elif (c := x.src[1]).op is Ops.CONST and c.arg > 0 and c.arg & (c.arg - 1) == 0 and 0 <= x.src[0].vmin and x.src[0].vmax <= t.max:
+    if op is Ops.IDIV: ctx.vop("v_lshrrev_b32", d, const_text(c.arg.bit_length() - 1, dtypes.uint32), a[0])
+    else: ctx.vop("v_and_b32", d, const_text(c.arg - 1, dtypes.uint32), a[0])
   else: ctx.int_divmod(d, a[0], a[1], signed(t), op is Ops.MOD)
   return d
 
