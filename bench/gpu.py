@@ -1,5 +1,6 @@
 """GPU benchmark. With an NVIDIA GPU (NV without NV_EMULATE, and PyTorch seeing CUDA) it times tinycore's NV backend side by
-side with PyTorch on that GPU and prints the ratios. Without one it runs the same kinds of work on the PTX and RDNA3
+side with PyTorch on that GPU and prints the ratios, tinycore both called from Python each time and jitted (its kernels
+replayed by TinyJit: the kernels' time without the host's per-call work). Without one it runs the same kinds of work on the PTX and RDNA3
 emulators (NV_EMULATE=1, AMD_EMULATE=1) and prints what the kernels did: global and shared-memory bytes, barriers,
 instructions, threads and blocks, counted by the emulators per launch. `python bench/gpu.py` picks the mode by itself."""
 from __future__ import annotations
@@ -104,19 +105,19 @@ def gpu_workloads(a):
   def matmul(n, dt):
     def make(fw):
       x, y = fw["randn"]((n, n), dt), fw["randn"]((n, n), dt)
-      return lambda: fw["run"](x @ y)
+      return fw["call"](lambda x, y: fw["run"](x @ y), x, y)
     return ("TFLOP/s", 2 * n ** 3 / 1e12, make)
   def conv(backward: bool):
     b, c, hw, k = a.gpu_conv
     def make(fw):
       x, w = fw["randn"]((b, c, hw, hw), "float32"), fw["randn"]((k, c, 3, 3), "float32")
-      if not backward: return lambda: fw["run"](fw["conv"](x, w))
-      return lambda: fw["run"](*fw["conv_grads"](x, w))
+      if not backward: return fw["call"](lambda x, w: fw["run"](fw["conv"](x, w)), x, w)
+      return fw["call"](lambda x, w: fw["run"](*fw["conv_grads"](x, w)), x, w)
     return ("TFLOP/s", (3 if backward else 1) * 2 * b * k * c * 9 * hw * hw / 1e12, make)
   def elementwise(f, nbytes, shape=(N,)):
     def make(fw):
       xs = [fw["randn"](shape, "float32") for _ in range(2)]
-      return lambda: fw["run"](f(fw, *xs))
+      return fw["call"](lambda *xs: fw["run"](f(fw, *xs)), *xs)
     return ("GB/s", nbytes / 1e9, make)
   r, (big, small) = a.gpu_rows, a.gpu_matmul
   return {
@@ -148,11 +149,13 @@ def torch_fw(dev: str = "cuda"):
       opt.step()
     return step
   return {"name": "PyTorch", "randn": lambda shape, dt: torch.randn(*shape, device=dev).to(getattr(torch, dt)),
-          "run": lambda *xs: xs, "sync": torch.cuda.synchronize if dev == "cuda" else (lambda: None), "exp": torch.exp, "softmax": lambda x: x.softmax(-1),
+          "run": lambda *xs: xs, "call": lambda fn, *xs: (lambda: fn(*xs)), "sync": torch.cuda.synchronize if dev == "cuda" else (lambda: None), "exp": torch.exp, "softmax": lambda x: x.softmax(-1),
           "layernorm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:]), "conv": lambda x, w: torch.nn.functional.conv2d(x, w, padding=1),
           "conv_grads": conv_grads, "train_step": train_step}
 
-def tinycore_fw():
+def tinycore_fw(jit: bool = False):
+  """tinycore on NV; `jit`: each workload's call through TinyJit, replayed (one CUDA graph) after two calls, as a
+  training loop runs: the kernels' time without building, scheduling and launching from Python each call."""
   from tinycore import Tensor, Device, dtypes
   from tinycore.nn import optim
   from tinycore.nn.state import get_parameters
@@ -175,16 +178,22 @@ def tinycore_fw():
       opt.step()
       return loss.realize()
     return lambda: step(x, y)
-  return {"name": "tinycore", "randn": lambda shape, dt: Tensor.randn(*shape).cast(getattr(dtypes, dt)).realize(),
-          "run": lambda *xs: Tensor.realize_all(*xs), "sync": Device["NV"].synchronize, "exp": Tensor.exp,
+  def call(fn, *xs):
+    if not jit: return lambda: fn(*xs)
+    replay = TinyJit(fn)   # the kernels realize_all launched, launched again by each replay
+    return lambda: replay(*xs)
+  return {"name": "tinycore, jitted" if jit else "tinycore", "randn": lambda shape, dt: Tensor.randn(*shape).cast(getattr(dtypes, dt)).realize(),
+          "run": lambda *xs: Tensor.realize_all(*xs), "call": call, "sync": Device["NV"].synchronize, "exp": Tensor.exp,
           "softmax": lambda x: x.softmax(-1), "layernorm": lambda x: x.layernorm(), "conv": lambda x, w: x.conv2d(w, padding=1),
           "conv_grads": conv_grads, "train_step": train_step}
 
 def run_gpu(a) -> None:
   os.environ.pop("NV_EMULATE", None)
   print(f"machine: {machine()}")
-  fws = [tinycore_fw(), torch_fw()]
-  print(f"{'workload':46s} {'unit':>8s} {'tinycore':>10s} {'PyTorch':>10s} {'ratio':>7s}")
+  # tinycore as called from Python each time (building, scheduling and launching the work: what a script's one call
+  # costs), and jitted (the captured kernels replayed: the kernels' own time, what a training loop's steps cost)
+  fws = [tinycore_fw(), tinycore_fw(jit=True), torch_fw()]
+  print(f"{'workload':46s} {'unit':>8s} {'tinycore':>10s} {'jitted':>10s} {'PyTorch':>10s} {'ratio':>7s} {'jitted':>7s}")
   for name, (unit, amount, make) in gpu_workloads(a).items():
     if a.only and a.only not in name: continue
     rates = []
@@ -195,7 +204,7 @@ def run_gpu(a) -> None:
       except Exception as e:   # a workload one framework cannot run is reported, not fatal
         print(f"  {fw['name']} failed on {name}: {type(e).__name__}: {str(e)[:200]}")
         rates.append(float("nan"))
-    print(f"{name:46s} {unit:>8s} {rates[0]:10.3f} {rates[1]:10.3f} {rates[0] / rates[1]:6.3f}x", flush=True)
+    print(f"{name:46s} {unit:>8s} {rates[0]:10.3f} {rates[1]:10.3f} {rates[2]:10.3f} {rates[0] / rates[2]:6.3f}x {rates[1] / rates[2]:6.3f}x", flush=True)
 
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__)
