@@ -255,8 +255,10 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True, pipelined:
   threads = k.threads()
   if not threads: raise OptError("STAGE: no thread axes (LOCAL) to share a tile")
   if k.axes(AxisType.GROUP_REDUCE): raise OptError("STAGE: not with a grouped reduction")
-  # a loop around the loop over tiles would refill the first buffer while the last trip's reads of it may still run
-  pipelined = pipelined and outer is not None and all(x.src[1] is outer for x in k.owners.get(inner, []))
+  # a loop around the loop over tiles (another range of the sum, or another sum's loop it runs in) would refill the
+  # first buffer while the last trip's reads of it may still run
+  pipelined = pipelined and outer is not None and all(x.src[1] is outer and not any(a.arg[1] is AxisType.REDUCE for a in k.deps[x])
+                                                      for x in k.owners.get(inner, []))
   nthreads, lid = prod(const_size(t) for t in threads), flat(threads)
   pre = UOp(Ops.BARRIER, dtypes.void, (outer,) if outer is not None else ())
   if pipelined:   # the tile a trip copies for the next one: the last trip's copy reads its own tile again (and is not read)
