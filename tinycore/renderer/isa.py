@@ -2,7 +2,7 @@
 rule returning the register that holds its value; registers named and counted per kind, labels."""
 from __future__ import annotations
 from collections import defaultdict
-from tinycore.dtype import DType
+from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops
 from tinycore.renderer import Renderer, KernelWriter
 
@@ -12,6 +12,10 @@ class ISAKernel(KernelWriter):
   def __init__(self, ren: ISARenderer, name: str, uops: list[UOp]):
     super().__init__(ren, name, uops)
     self.counts: dict[str, int] = defaultdict(int)
+    # a WMMA, or a float32/64 MULACC or ADD (one instruction each), that the next line assigns to the accumulator it
+    # reads: computed into the accumulator's registers (no copy; nothing reads the accumulator's old value after it)
+    self.into_acc: dict[UOp, UOp] = {u: nxt.src[0] for u, nxt in zip(self.uops, self.uops[1:]) if nxt.op is Ops.ASSIGN and nxt.src[1] is u and
+                                     nxt.src[0] in u.src and (u.op is Ops.WMMA or u.op in (Ops.MULACC, Ops.ADD) and u.dtype in (dtypes.float32, dtypes.float64))}
   def reg(self, kind: str) -> str:
     """A fresh register of a kind (ren.reg_kind maps a dtype to one)."""
     self.counts[kind] += 1

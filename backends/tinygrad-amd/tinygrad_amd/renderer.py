@@ -96,10 +96,6 @@ class AMDKernel(ISAKernel):
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
     self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
-    # a WMMA or a float MULACC (one v_fma) that the next line assigns to the accumulator it reads: computed into the
-    # accumulator's registers (no copy; nothing reads the accumulator's old value after it)
-    self.into_acc = {u for u, nxt in zip(uops, uops[1:]) if nxt.op is Ops.ASSIGN and nxt.src[1] is u and nxt.src[0] in u.src
-                     and (u.op is Ops.WMMA or u.op is Ops.MULACC and dtypes.is_float(u.dtype))}
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -474,7 +470,7 @@ def vectorize(ctx: AMDKernel, x: UOp) -> str:
 def wmma(ctx: AMDKernel, x: UOp) -> str:
   """D = A @ B + C (D = C's registers in a reduction's step)."""
   a, b, c = x.src
-  d = ctx[c] if x in ctx.into_acc else ctx.move(ctx.new(x.dtype), c)
+  d = ctx[ctx.into_acc[x]] if x in ctx.into_acc else ctx.move(ctx.new(x.dtype), c)
   return ctx.ins(f"{x.arg.name} {d}, {ctx[a]}, {ctx[b]}, {d}") or d
 def vector_alu(ctx: AMDKernel, x: UOp) -> str:
   """A vector op (tensor-core accumulators summed) lane by lane (ISAKernel.lanes), the lanes moved into the vector's VGPRs."""
@@ -534,7 +530,7 @@ def alu32(ctx: AMDKernel, x: UOp) -> str:
     name = {Ops.CMPLT: "lt", Ops.CMPNE: "neq" if dtypes.is_float(t) else "ne", Ops.CMPEQ: "eq"}[op]
     ctx.vop(f"v_cmp_{name}_{FT.get(t) or ('i32' if op is Ops.CMPLT and signed(t) else 'u32')}", "vcc_lo", a[0], a[1])
     return ctx.bool_from_vcc(ctx.vreg())
-  if dtypes.is_float(t): return float_alu(ctx, x, ctx[x.src[2]] if x in ctx.into_acc else ctx.new(t), a, FT[t])
+  if dtypes.is_float(t): return float_alu(ctx, x, ctx[ctx.into_acc[x]] if x in ctx.into_acc else ctx.new(t), a, FT[t])
   d = ctx.vreg()
   if t == dtypes.bool: ctx.vop("v_xor_b32", d, "1", a[0]) if op is Ops.NEG else ctx.vop(BOOL_OPS[op], d, a[0], a[1])
   elif op in INT_OPS: ctx.vop(INT_OPS[op].format(s="i" if signed(t) else "u"), d, *a)

@@ -54,9 +54,11 @@ BOOL_OPS = {Ops.ADD: "or", Ops.OR: "or", Ops.MAX: "or", Ops.MUL: "and", Ops.AND:
 CMP = {Ops.CMPLT: "lt", Ops.CMPNE: "ne", Ops.CMPEQ: "eq"}
 
 def emit(ctx: ISAKernel, x: UOp, template: str, *args: str) -> str:
-  """One instruction writing a fresh register of x's dtype: template's types filled from the operands' dtype."""
+  """One instruction writing a fresh register of x's dtype (an accumulator's own where ISAKernel.into_acc says): template's
+  types filled from the operands' dtype."""
   t = x.src[-1].dtype
-  ctx.ins(f"{template.format(t=op_type(t), b=8 * max(t.itemsize, 4))} {(out := ctx.new(x.dtype))}, {', '.join(args or ctx.args(x))}")
+  out = ctx[ctx.into_acc[x]] if x in ctx.into_acc else ctx.new(x.dtype)
+  ctx.ins(f"{template.format(t=op_type(t), b=8 * max(t.itemsize, 4))} {out}, {', '.join(args or ctx.args(x))}")
   return out
 
 def special(ctx: ISAKernel, x: UOp) -> str:
@@ -122,10 +124,11 @@ def vectorize(ctx: PTXKernel, x: UOp) -> tuple[str, ...]:
 
 def wmma(ctx: PTXKernel, x: UOp) -> tuple[str, ...]:
   """mma.sync on A's and B's packed words (a fragment ldmatrix loaded is its words) and the f32 accumulators as they are.
-  A sum's accumulator (the linearizer's DEFINE_ACC, assigned the result right after) is written in place: d is c."""
+  A sum's accumulator (the linearizer's DEFINE_ACC, assigned the result right after: ISAKernel.into_acc) is written in
+  place: d is c."""
   a, b = (ctx.words.get(s, ctx[s]) for s in x.src[:2])
   c = ctx[x.src[2]]
-  d = c if x.src[2].op is Ops.DEFINE_ACC else tuple(ctx.new(dtypes.float32) for _ in c)
+  d = ctx[ctx.into_acc[x]] if x in ctx.into_acc else tuple(ctx.new(dtypes.float32) for _ in c)
   ctx.ins(f"{x.arg.name} {{{', '.join(d)}}}, {{{', '.join(a)}}}, {{{', '.join(b)}}}, {{{', '.join(c)}}}")
   return d
 
