@@ -190,6 +190,23 @@ def test_barrier_waits_for_the_waves_still_running():
   got = emulate(body, np.zeros(64, np.uint32), lanes=64, lds=256)
   assert got.tolist() == list(range(32)) + [0] * 32
 
+def test_loads_land_at_the_waitcnt_that_retires_them():
+  """A load's data reaches its VGPRs when an s_waitcnt lets it retire, loads of a counter in issue order: vmcnt(1) after
+  two global loads lands the first only, so reading the second's register before vmcnt(0) is an error (the hardware
+  would read its old value); an LDS load waits on lgkmcnt, which LDS stores count too."""
+  a, b = np.arange(32, dtype=np.uint32) + 100, np.arange(32, dtype=np.uint32) + 200
+  two = ["global_load_b32 v11, v10, s[8:9]", "global_load_b32 v12, v10, s[10:11]"]
+  assert emulate(two + ["s_waitcnt vmcnt(1)", "v_mov_b32_e32 v4, v11"], a, b).tolist() == a.tolist()
+  assert emulate(two + ["s_waitcnt vmcnt(0)", "v_add_nc_u32_e32 v4, v11, v12"], a, b).tolist() == (a + b).tolist()
+  with pytest.raises(EmulatorError, match="reads v12, which a load in flight will write"):
+    emulate(two + ["s_waitcnt vmcnt(1)", "v_add_nc_u32_e32 v4, v11, v12"], a, b)
+  with pytest.raises(EmulatorError, match="reads v11, which a load in flight will write"):
+    emulate(["global_load_b32 v11, v10, s[8:9]", "global_store_b32 v10, v11, s[6:7]"], a, b)
+  # a store counted after the load: lgkmcnt(1) retires the load, the store may still be in flight
+  lds = ["v_lshlrev_b32_e32 v5, 2, v0", "ds_store_b32 v5, v1", "s_waitcnt lgkmcnt(0)", "ds_load_b32 v13, v5", "ds_store_b32 v5, v2"]
+  assert emulate(lds + ["s_waitcnt lgkmcnt(1)", "v_mov_b32_e32 v4, v13"], a, b, lds=128).tolist() == a.tolist()
+  with pytest.raises(EmulatorError, match="reads v13"): emulate(lds + ["s_waitcnt lgkmcnt(2)", "v_mov_b32_e32 v4, v13"], a, b, lds=128)
+
 def test_lds_b128_with_offsets_and_counters():
   """64 work-items (two waves) store 16 bytes each at 16 + 16 i, pass a barrier, load their mirror's; the counters: 16
   bytes per lane each way, one barrier for the workgroup, global traffic of the two loads and the store."""

@@ -21,6 +21,7 @@ LDS_MAX = 64 * 1024   # bytes of LDS a workgroup may have on gfx11
 WMMA_FRACTION_BITS, WMMA_ROUNDING = 46, "rn"
 
 LANES = 32
+VM, LGKM = 1, 2   # the s_waitcnt counters a load is counted by (State.issue)
 LANE_BITS = (np.uint32(1) << np.arange(LANES, dtype=np.uint32))
 NP = {"f32": np.float32, "i32": np.int32, "u32": np.uint32, "b32": np.uint32, "f16": np.float16, "f64": np.float64,
       "i64": np.int64, "u64": np.uint64, "b64": np.uint64}
@@ -220,7 +221,51 @@ class State:
     self.mem: Memory | None = None
     self.lanes_key, self.lanes_val, self.all_lanes = b"", None, False
     self.counters = LaunchCounters()
+    # loads in flight, as the RDNA3 ISA's counters see them: VM_CNT counts global loads, LGKM_CNT LDS accesses and
+    # scalar loads, each retiring in issue order. A VGPR load's data reaches its registers at the s_waitcnt that
+    # retires it (the lanes it loaded: `landing`), not before; reading a VGPR a load in flight will write is an error
+    # (the hardware would read the old value). Scalar loads write their SGPRs at once (every kernel waits for them
+    # before their first use).
+    self.issued = {VM: np.zeros(waves, np.int64), LGKM: np.zeros(waves, np.int64)}
+    self.flying: set[int] = set()   # VGPRs some wave's load in flight will write
+    self.landing: tuple[np.ndarray, ...] | None = None   # (counter, issue number, data, lanes) per VGPR and wave
   def active(self, lanes: np.ndarray) -> int: return int(np.count_nonzero(lanes))
+  def issue(self, counter: int, w, dst: int = 0, values: list[np.ndarray] = (), lanes: np.ndarray | None = None) -> None:
+    """An access counted by `counter` issued by waves w; a load's values land in VGPRs dst.. (the lanes given) when it
+    retires."""
+    self.issued[counter][w] += 1
+    if not values: return
+    if self.landing is None:
+      self.landing = (np.zeros(self.V.shape[:2], np.int8), np.zeros(self.V.shape[:2], np.int64), np.zeros_like(self.V), np.zeros(self.V.shape, bool))
+    kind, seq, data, mask = self.landing
+    loads = lanes.any(axis=1)   # a wave with no lane on writes nothing
+    for k, v in enumerate(values):
+      r = dst + k
+      if ((kind[r, w] != 0) & (kind[r, w] != counter) & loads).any():
+        raise EmulatorError(f"v{r}: two loads in flight on different counters would write it (their order is undefined)")
+      dr, mr = data[r, w], mask[r, w]
+      dr[lanes] = v
+      data[r, w], mask[r, w] = dr, mr | lanes
+      kind[r, w], seq[r, w] = np.where(loads, counter, kind[r, w]), np.where(loads, self.issued[counter][w], seq[r, w])
+      self.flying.add(r)
+  def retire(self, counter: int, left: int, w) -> None:
+    """s_waitcnt: waves w wait until at most `left` accesses counted by `counter` are in flight; the loads retired land."""
+    if not self.flying: return
+    kind, seq, data, mask = self.landing
+    rs, ws = np.fromiter(self.flying, np.int64), np.arange(self.V.shape[1])[w]
+    at = np.ix_(rs, ws)
+    done = (kind[at] == counter) & (seq[at] <= (self.issued[counter][w] - left)[None, :])
+    if not done.any(): return
+    lands = mask[at] & done[..., None]
+    self.V[at] = np.where(lands, data[at], self.V[at])
+    mask[at] &= ~done[..., None]
+    kind[at] = np.where(done, 0, kind[at])
+    self.flying = {int(r) for r in rs[kind[rs].any(axis=1)]}
+  def unsettled(self, r: int, n: int, w, d) -> None:
+    """An error if a load in flight will write one of VGPRs r..r+n-1 of waves w, which instruction d reads."""
+    for x in range(r, r + n):
+      if x in self.flying and self.landing[0][x, w].any():
+        raise EmulatorError(f"{d.inst.name} at byte {d.pc} reads v{x}, which a load in flight will write: an s_waitcnt is missing before it")
   def lanes(self, w) -> np.ndarray:
     """The exec masks of waves w as (waves, 32) bools, kept while they do not change (most instructions leave them)."""
     m = self.S[w, EXEC]
@@ -255,8 +300,8 @@ class Program:
     if vgpr_field or code >= 256:
       r = code - 256 if code >= 256 else code
       self.check_vgpr(r, n, d)
-      if n == 1: return lambda st, w: st.V[r, w]
-      return lambda st, w: st.V[r, w].astype(U64) | (st.V[r + 1, w].astype(U64) << U64(32))
+      if n == 1: return lambda st, w: st.V[r, w] if not st.flying else (st.unsettled(r, 1, w, d), st.V[r, w])[1]
+      return lambda st, w: (st.flying and st.unsettled(r, 2, w, d), st.V[r, w].astype(U64) | (st.V[r + 1, w].astype(U64) << U64(32)))[1]
     if code < 128 or code == SCC:
       if n == 1: return lambda st, w: st.S[w, code][:, None]
       return lambda st, w: (st.S[w, code].astype(U64) | (st.S[w, code + 1].astype(U64) << U64(32)))[:, None]
@@ -365,7 +410,13 @@ class Program:
 
   def sopp(self, d: Decoded):
     name, i = d.inst.name, self.index[d.pc]
-    if name in ("s_waitcnt", "s_nop"): return None   # the emulator finishes every access before the next instruction
+    if name == "s_nop": return None
+    if name == "s_waitcnt":   # simm16: vmcnt in bits 15:10, lgkmcnt in 9:4 (expcnt, 2:0, counts exports: none here)
+      vm, lgkm = (d.fields["simm16"] >> 10) & 0x3f, (d.fields["simm16"] >> 4) & 0x3f
+      def waitcnt(st, w):
+        st.retire(VM, vm, w)
+        st.retire(LGKM, lgkm, w)
+      return waitcnt
     if name == "s_endpgm":
       def endpgm(st, w): st.done[w] = True
       return endpgm
@@ -392,6 +443,7 @@ class Program:
       addr = (st.S[w, base].astype(U64) | (st.S[w, base + 1].astype(U64) << U64(32))) + U64(off & 0xffffffffffffffff)
       words = st.mem.read(addr, 4 * n).view(U32)
       for k in range(n): st.S[w, sd + k] = words[:, k]
+      st.issue(LGKM, w)
     return load
 
   def global_mem(self, d: Decoded):
@@ -402,6 +454,7 @@ class Program:
     t = inst.types[0] if load else inst.types[1]
     self.check_vgpr(vaddr, 1 if saddr != NULL else 2, d)
     def addresses(st: State, w, lanes):
+      if st.flying: st.unsettled(vaddr, 1 if saddr != NULL else 2, w, d)
       if saddr != NULL:
         base = st.S[w, saddr].astype(U64) | (st.S[w, saddr + 1].astype(U64) << U64(32))
         a = base[:, None] + st.V[vaddr, w].astype(U64)
@@ -412,19 +465,17 @@ class Program:
       self.check_vgpr(dst, max(1, size // 4), d)
       def gload(st: State, w):
         lanes = st.lanes(w)
-        if not lanes.any(): return
+        if not lanes.any(): return st.issue(VM, w)
         vals = _bytes_to_regs(st.mem.read(addresses(st, w, lanes), size), t)
         st.counters.global_read += st.active(lanes) * size
-        for k, v in enumerate(vals):
-          reg = st.V[dst + k, w]
-          reg[lanes] = v
-          st.V[dst + k, w] = reg
+        st.issue(VM, w, dst, vals, lanes)   # in its VGPRs at the s_waitcnt vmcnt that retires it
       return gload
     data, size = f["data"], STORE_BYTES[t]
     self.check_vgpr(data, max(1, size // 4), d)
     def gstore(st: State, w):
       lanes = st.lanes(w)
       if not lanes.any(): return
+      if st.flying: st.unsettled(data, max(1, size // 4), w, d)
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
       st.mem.write(addresses(st, w, lanes), np.ascontiguousarray(words).view(np.uint8)[:, :size])
       st.counters.global_written += st.active(lanes) * size
@@ -440,6 +491,7 @@ class Program:
     self.check_vgpr(addr_reg, 1, d)
     lds_size = self.loaded.lds
     def where(st: State, w, lanes):
+      if st.flying: st.unsettled(addr_reg, 1, w, d)
       a = (st.V[addr_reg, w].astype(np.int64) + off)
       grp = np.broadcast_to(st.group[w][:, None], a.shape)[lanes]
       a = a[lanes]
@@ -450,19 +502,18 @@ class Program:
       dst = f["vdst"]
       def dsload(st: State, w):
         lanes = st.lanes(w)
-        if not lanes.any(): return
+        if not lanes.any(): return st.issue(LGKM, w)
         g, a = where(st, w, lanes)
         st.counters.shared_read += st.active(lanes) * size
-        for k, v in enumerate(_bytes_to_regs(st.lds[g, a], t)):
-          reg = st.V[dst + k, w]
-          reg[lanes] = v
-          st.V[dst + k, w] = reg
+        st.issue(LGKM, w, dst, _bytes_to_regs(st.lds[g, a], t), lanes)   # in its VGPRs at the s_waitcnt lgkmcnt that retires it
       return dsload
     data = f["data0"]
     def dsstore(st: State, w):
       lanes = st.lanes(w)
+      st.issue(LGKM, w)
       if not lanes.any(): return
       g, a = where(st, w, lanes)
+      if st.flying: st.unsettled(data, max(1, size // 4), w, d)
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
       st.lds[g, a] = np.ascontiguousarray(words).view(np.uint8)[:, :size]
       st.counters.shared_written += st.active(lanes) * size
@@ -487,6 +538,8 @@ class Program:
       return v[:, :16]
     def step(st: State, w):
       if not st.lanes(w).all(): raise EmulatorError(f"{self.loaded.name}: {d.inst.name} at byte {d.pc} with EXEC not all ones")
+      if st.flying:
+        for r in (a, b, c): st.unsettled(r, 8, w, d)
       A, Bt = values(st.V[a:a + 8, w]), values(st.V[b:b + 8, w])
       C = np.zeros((A.shape[0], 16, 16), np.float32)
       C[:, 2 * np.arange(8)[:, None] + lane // 16, lane % 16] = st.V[c:c + 8, w].transpose(1, 0, 2).view(np.float32)
