@@ -361,6 +361,21 @@ def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative
     assert shifted == (name == "never negative") and ("v_rcp_iflag_f32" in src) != shifted, f"{name}:\n{src}"
     np.testing.assert_array_equal(f("AMD").numpy(), f("CPU").numpy(), err_msg=name)
 
+def test_loads_are_waited_for_where_first_read(amd):
+  """A load is in flight until an instruction reads it: a + b issues both loads, then one s_waitcnt vmcnt(0); a tensor
+  core's fragments load from LDS back to back, each waited for by its count of later accesses. The emulator, where a
+  load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
+  from tinycore.codegen import get_program
+  a, b = (np.random.default_rng(i).standard_normal(4096).astype(np.float32) for i in range(2))
+  src = get_program((Tensor.empty(4096, device="AMD") + Tensor.empty(4096, device="AMD")).schedule()[-1].ast, amd.renderer).src
+  loads = [l.strip() for l in src.splitlines() if l.strip().startswith(("global_load", "s_waitcnt vmcnt"))]
+  assert [l.split()[0] for l in loads] == ["global_load_b32", "global_load_b32", "s_waitcnt"] and loads[2] == "s_waitcnt vmcnt(0)", loads
+  np.testing.assert_array_equal((Tensor(a, device="AMD") + Tensor(b, device="AMD")).numpy(), a + b)
+  x, y = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float16), device="AMD") for i in range(2))
+  src = get_program((x @ y).schedule()[-1].ast, amd.renderer).src
+  assert re.search(r"ds_load_\w+ [^\n]*\n\s*ds_load_\w+ [^\n]*\n(\s*ds_load_\w+ [^\n]*\n)*\s*s_waitcnt lgkmcnt\([1-9]", src), src
+  np.testing.assert_allclose((x @ y).float().numpy(), x.float().numpy() @ y.float().numpy(), rtol=2e-3, atol=2e-3)
+
 def test_loop_bounds_live_through_their_loop(amd):
   # the inner loop's bound (a value computed before it) is compared at the top of every iteration: its register must not
   # be reused inside the loop (it was, and the sum of 257 elements read past the buffer)

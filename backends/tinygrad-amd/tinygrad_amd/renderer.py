@@ -96,6 +96,9 @@ class AMDKernel(ISAKernel):
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
     self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
     self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
+    # loads in flight per s_waitcnt counter, in issue order (an LDS store counts on lgkmcnt too: None): a value is waited
+    # for where an instruction first reads it (settle), so the loads issued before that are in flight together
+    self.flight: dict[str, list[UOp | None]] = {"vmcnt": [], "lgkmcnt": []}
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -171,13 +174,26 @@ class AMDKernel(ISAKernel):
     if self.params or self.vars: self.ins("s_waitcnt lgkmcnt(0)")
     for i, u in enumerate(self.uops):
       self.temps: list[str] = []
+      # a loop that may run no trip would leave loads counted below it unissued: the counts after it would be too low
+      if u.op is Ops.RANGE and not (u.src[0].op is Ops.CONST and u.src[0].arg >= 1): self.settle(None)
+      self.settle(set(u.src))
       self.r[u] = self.write(u)
       for t in self.temps: self.release(t)
       for s in set(u.src) | {u}:   # a value's VGPRs are free after its last use
         if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]) \
            and s not in self.into_acc:   # (the accumulator's registers)
+          self.settle({s})   # (a load nothing reads would land in them later)
           self.release(self.r.pop(s))
     return self
+
+  def settle(self, values: set[UOp] | None) -> None:
+    """s_waitcnt for the loads among `values` (None: every one) still in flight. A counter's accesses retire in issue
+    order, so it waits until no more are in flight than were issued after the last of them."""
+    for cnt, flight in self.flight.items():
+      last = len(flight) - 1 if values is None else max((i for i, f in enumerate(flight) if f is not None and f in values), default=-1)
+      if last < 0: continue
+      self.ins(f"s_waitcnt {cnt}({min(len(flight) - last - 1, 63)})")
+      del flight[:last + 1]
 
   def move(self, d: str, x: UOp) -> str:
     """d = x, for one register, a pair or a vector (a constant vector: its one value in every element)."""
@@ -423,12 +439,14 @@ class AMDKernel(ISAKernel):
 
 def shared(idx: UOp) -> bool: return idx.src[0].op is Ops.DEFINE_LOCAL
 def load(ctx: AMDKernel, x: UOp) -> str:
-  """Global memory through the buffer's address, LDS by its byte address; each waits for its data (a BARRIER source only
-  orders the load after the barrier, which it follows in the lines)."""
+  """Global memory through the buffer's address, LDS by its byte address; in flight until an instruction reads it
+  (AMDKernel.settle waits for it there). A BARRIER source only orders the load after the barrier, which it follows."""
   idx, dt = x.src[0], x.dtype.scalar
   kind, d = LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32'), ctx.new(dt)
-  if shared(idx): return ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}", "s_waitcnt lgkmcnt(0)") or d
-  return ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}", "s_waitcnt vmcnt(0)") or d
+  if shared(idx): ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}")
+  else: ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}")
+  ctx.flight["lgkmcnt" if shared(idx) else "vmcnt"].append(x)
+  return d
 def store(ctx: AMDKernel, x: UOp) -> str:
   """A bool gate (a source past the value) stores from the lanes where it holds only: EXEC narrowed around the store."""
   idx, val = x.src[0], x.src[1]
@@ -436,7 +454,9 @@ def store(ctx: AMDKernel, x: UOp) -> str:
   if (gate := next((g for g in x.src[2:] if g.dtype == dtypes.bool), None)) is not None:
     ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(gate))
     ctx.ins(f"s_mov_b32 {(save := ctx.sreg())}, exec_lo", "s_and_b32 exec_lo, exec_lo, vcc_lo")
-  if shared(idx): ctx.ins(f"ds_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}")
+  if shared(idx):
+    ctx.ins(f"ds_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}")
+    ctx.flight["lgkmcnt"].append(None)
   else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
   if gate is not None:
     ctx.ins(f"s_mov_b32 exec_lo, {save}")
@@ -479,6 +499,11 @@ def vector_alu(ctx: AMDKernel, x: UOp) -> str:
     ctx.ins(f"v_mov_b32_e32 {dh}, {r}")
     ctx.release(r)
   return d
+def barrier(ctx: AMDKernel) -> str:
+  """The workgroup's LDS stores done (lgkmcnt(0)) before its waves meet; global loads may stay in flight across it."""
+  ctx.ins("s_waitcnt lgkmcnt(0)", "s_barrier")
+  ctx.flight["lgkmcnt"].clear()
+  return ""
 def loop(ctx: AMDKernel, x: UOp) -> str:
   """Lanes whose counter reached the end stop (exec), the loop ends when no lane is left."""
   top, end, save, d = ctx.fresh_label(), ctx.fresh_label(), ctx.sreg(), ctx.vreg()
@@ -626,7 +651,7 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.BITCAST, name="x"), bitcast),
     (UPat(Ops.DEFINE_LOCAL, name="x"), define_local),
     # every wave's LDS accesses done (lgkmcnt; global loads were each waited for), then the workgroup's waves meet
-    (UPat(Ops.BARRIER), lambda ctx: ctx.ins("s_waitcnt lgkmcnt(0)", "s_barrier")),
+    (UPat(Ops.BARRIER), barrier),
     # vectors (a float64's words, a WMMA's fragments and accumulator): an element is copied out, since a register is freed
     # after its own last use
     (UPat(Ops.VECTORIZE, name="x"), vectorize),
