@@ -650,7 +650,7 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.CAST, name="x"), cast),
     (UPat(Ops.BITCAST, name="x"), bitcast),
     (UPat(Ops.DEFINE_LOCAL, name="x"), define_local),
-    # every wave's LDS accesses done (lgkmcnt; global loads were each waited for), then the workgroup's waves meet
+    # every wave's LDS accesses done (lgkmcnt), then the workgroup's waves meet
     (UPat(Ops.BARRIER), barrier),
     # vectors (a float64's words, a WMMA's fragments and accumulator): an element is copied out, since a register is freed
     # after its own last use
