@@ -252,15 +252,15 @@ class State:
     """s_waitcnt: waves w wait until at most `left` accesses counted by `counter` are in flight; the loads retired land."""
     if not self.flying: return
     kind, seq, data, mask = self.landing
-    rs, ws = np.fromiter(self.flying, np.int64), np.arange(self.V.shape[1])[w]
-    at = np.ix_(rs, ws)
-    done = (kind[at] == counter) & (seq[at] <= (self.issued[counter][w] - left)[None, :])
-    if not done.any(): return
-    lands = mask[at] & done[..., None]
-    self.V[at] = np.where(lands, data[at], self.V[at])
-    mask[at] &= ~done[..., None]
-    kind[at] = np.where(done, 0, kind[at])
-    self.flying = {int(r) for r in rs[kind[rs].any(axis=1)]}
+    limit = self.issued[counter][w] - left
+    for r in list(self.flying):   # a few registers, each over the waves (views where w is every wave)
+      done = (kind[r, w] == counter) & (seq[r, w] <= limit)
+      if not done.any(): continue
+      lands = mask[r, w] & done[:, None]
+      self.V[r, w] = data[r, w] if lands.all() else np.where(lands, data[r, w], self.V[r, w])
+      mask[r, w] = mask[r, w] & ~done[:, None]
+      kind[r, w] = np.where(done, 0, kind[r, w])
+      if not kind[r].any(): self.flying.discard(r)
   def unsettled(self, r: int, n: int, w, d) -> None:
     """An error if a load in flight will write one of VGPRs r..r+n-1 of waves w, which instruction d reads."""
     for x in range(r, r + n):
