@@ -376,6 +376,18 @@ def test_loads_are_waited_for_where_first_read(amd):
   assert re.search(r"ds_load_\w+ [^\n]*\n\s*ds_load_\w+ [^\n]*\n(\s*ds_load_\w+ [^\n]*\n)*\s*s_waitcnt lgkmcnt\([1-9]", src), src
   np.testing.assert_allclose((x @ y).float().numpy(), x.float().numpy() @ y.float().numpy(), rtol=2e-3, atol=2e-3)
 
+def test_a_loop_that_may_run_no_trip_settles_the_loads_before_it(amd):
+  """A row's scale is loaded before a sum of a variable length and read inside the loop and after it. Its wait would sit
+  in the loop's first trip, which a length of 0 skips: the loads in flight are waited for before such a loop (without
+  that, the emulator's add after the loop reads the scale's VGPR while its load is in flight)."""
+  from tinycore import Variable
+  a, b = np.arange(64, dtype=np.float32).reshape(8, 8), np.arange(8, dtype=np.float32) + 1
+  v = Variable("v", 0, 8)
+  for k in (0, 3):
+    scale = Tensor(b, device="AMD")
+    got = ((Tensor(a, device="AMD")[:, :v.bind(k)] * scale.reshape(8, 1)).sum(1) + scale).numpy()
+    np.testing.assert_array_equal(got, (a[:, :k] * b[:, None]).sum(1) + b)
+
 def test_loop_bounds_live_through_their_loop(amd):
   # the inner loop's bound (a value computed before it) is compared at the top of every iteration: its register must not
   # be reused inside the loop (it was, and the sum of 257 elements read past the buffer)
