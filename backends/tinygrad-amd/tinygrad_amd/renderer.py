@@ -9,7 +9,7 @@ from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore
-from tinycore.renderer.isa import ISARenderer, ISAKernel
+from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
@@ -565,11 +565,10 @@ def alu32(ctx: AMDKernel, x: UOp) -> str:
   elif op is Ops.MULACC:
     ctx.vop("v_mul_lo_u32", d, a[0], a[1])
     ctx.vop("v_add_nc_u32", d, a[2], d)
-  # by a power of two, a dividend whose bounds are never negative nor past its dtype's (address math: no wrap hid a
-  # negative value) is a shift or a mask, not the ~30 instructions of a division
-  elif (c := x.src[1]).op is Ops.CONST and c.arg > 0 and c.arg & (c.arg - 1) == 0 and 0 <= x.src[0].vmin and x.src[0].vmax <= t.max:
-    if op is Ops.IDIV: ctx.vop("v_lshrrev_b32", d, const_text(c.arg.bit_length() - 1, dtypes.uint32), a[0])
-    else: ctx.vop("v_and_b32", d, const_text(c.arg - 1, dtypes.uint32), a[0])
+  # a shift or a mask where it is one (address math), not the ~30 instructions of a division
+  elif (k := shift_of_divisor(x)) is not None:
+    if op is Ops.IDIV: ctx.vop("v_lshrrev_b32", d, const_text(k, dtypes.uint32), a[0])
+    else: ctx.vop("v_and_b32", d, const_text((1 << k) - 1, dtypes.uint32), a[0])
   else: ctx.int_divmod(d, a[0], a[1], signed(t), op is Ops.MOD)
   return d
 

@@ -5,7 +5,7 @@ from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore, on
-from tinycore.renderer.isa import ISARenderer, ISAKernel
+from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 from tinycore.runtime.errors import UnsupportedError
 
@@ -257,8 +257,8 @@ def int_divide(ctx: ISAKernel, x: UOp) -> str:
   (a, b), t, ty = ctx.args(x), x.dtype, op_type(x.dtype)
   bits = ty[1:]
   if (c := x.src[1]).op is Ops.CONST and c.arg not in (0, -1):
-    if c.arg > 0 and c.arg & (c.arg - 1) == 0 and 0 <= x.src[0].vmin and x.src[0].vmax <= t.scalar.max:
-      return emit(ctx, x, f"shr.u{bits}", a, str(c.arg.bit_length() - 1)) if x.op is Ops.IDIV else emit(ctx, x, f"and.b{bits}", a, str(c.arg - 1))
+    if (k := shift_of_divisor(x)) is not None:
+      return emit(ctx, x, f"shr.u{bits}", a, str(k)) if x.op is Ops.IDIV else emit(ctx, x, f"and.b{bits}", a, str((1 << k) - 1))
     return emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{ty}", a, b)
   ctx.ins(f"setp.eq.{ty} {(zero := ctx.reg('p'))}, {b}, 0", f"selp.b{bits} {(safe := ctx.new(t))}, 1, {b}, {zero}")
   out = emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{{t}}", a, safe)
