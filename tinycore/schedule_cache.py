@@ -14,6 +14,7 @@ import math
 from collections import OrderedDict
 from tinycore.helpers import DEBUG, getenv
 from tinycore.uop import UOp, Ops
+from tinycore.dtype import dtypes
 from tinycore.runtime.device import Buffer
 from tinycore.multi import make_buffer
 from tinycore import schedule as _sched
@@ -21,7 +22,8 @@ from tinycore import schedule as _sched
 SCHEDULE_CACHE_SIZE = getenv("SCHEDULE_CACHE_SIZE", 512)   # templates kept (least recently used dropped); 0 turns it off
 _cache: OrderedDict[int, list] = OrderedDict()       # hash(key) -> [[key, _Template or _ONCE (seen once: a template is made on the 2nd
 _ONCE, _NEVER = object(), object()                    # miss, so one-off graphs never pay for one) or _NEVER (uncacheable)], ...]
-_BUFFER, _BIND, _ASSIGN, _CONTIGUOUS = Ops.BUFFER, Ops.BIND, Ops.ASSIGN, Ops.CONTIGUOUS
+_BUFFER, _BIND, _ASSIGN, _CONTIGUOUS, _DEVICE, _UNIQUE = Ops.BUFFER, Ops.BIND, Ops.ASSIGN, Ops.CONTIGUOUS, Ops.DEVICE, Ops.UNIQUE
+_void = dtypes.void
 stats = {"hits": 0, "misses": 0, "uncacheable": 0}
 
 class _Template:
@@ -123,7 +125,7 @@ def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str,
     elif kind == "same": v = made[ref]
     else:
       s, dtype, size, device = ref
-      v = UOp(Ops.BUFFER, dtype, (UOp(Ops.DEVICE, arg=device), UOp(Ops.UNIQUE, arg=_sched.unique_id())), size)
+      v = UOp(_BUFFER, dtype, (UOp(_DEVICE, _void, (), device), UOp(_UNIQUE, _void, (), _sched.unique_id())), size)   # positional: no kwargs
       _sched.buffers[v] = allb[s]
     made.append(v)
     if shape is not None: v = UOp(Ops.RESHAPE, v.dtype, (v,), shape)

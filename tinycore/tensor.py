@@ -170,7 +170,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
     owner: dict[UOp, Tensor] = {}
     outs: list[UOp] = []
-    if any(t.uop.op is Ops.ASSIGN for t in tensors) and _pending_effects:
+    if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
       asked = {id(t) for t in tensors}
       tensors = (*tensors, *[t for t in list(_pending_effects.values()) if not t.uop.is_realized and id(t) not in asked])
       _pending_effects.clear()
@@ -589,8 +589,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       out = least_upper_dtype(xu.dtype, yu.dtype)
       x, y = x.cast(out), y.cast(out)
       xu, yu = x.uop, y.uop
-    if (shape := xu.shape) == yu.shape: return x, y
-    shape = _broadcast_shape(shape, yu.shape)
+    if (shape := xu.shape) == (yshape := yu.shape): return x, y
+    if len(shape) == len(yshape) and all(a == b or b == 1 for a, b in zip(shape, yshape)):
+      return x, Tensor(yu.broadcast_unchecked(yshape, shape))   # y broadcast along x's dims (x - x.max(axis, keepdim=True))
+    shape = _broadcast_shape(shape, yshape)
     return x._broadcast_to(shape), y._broadcast_to(shape)
   def _broadcast_to(self, shape: tuple) -> Tensor:
     if self.shape == shape: return self
@@ -1119,6 +1121,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
 
   # ***** reductions *****
   def _axes(self, axis) -> tuple[int, ...]:
+    if axis.__class__ is int: return (normalize_axis(axis, len(self.uop.shape)),)   # the common case: one axis, no set to build
     return tuple(range(self.ndim)) if axis is None else tuple(dict.fromkeys(normalize_axis(a, self.ndim) for a in make_tuple(axis, 1)))
   def _reduce(self, op: Ops, axis, keepdim: bool) -> Tensor:
     axes = self._axes(axis)

@@ -60,9 +60,13 @@ class _NodeRef(weakref.ref):
   per node would be two more objects for the cyclic garbage collector to track and scan, per node built)."""
   __slots__ = ("key",)
 
-def _node_gone(w: _NodeRef) -> None:
-  """A node was freed: drop its cache entry (unless a new node of the key took it already)."""
-  if _node_refs.get(key := w.key) is w: del _node_refs[key]
+_node_refs: dict[tuple, _NodeRef] = {}
+_device_consts: dict[tuple, UOp] = {}   # UOp.const's tensor-level CONST nodes by (dtype, value's class, value, device, -0.0)
+
+def _node_gone(w: _NodeRef, refs: dict = _node_refs) -> None:
+  """A node was freed: drop its cache entry (unless a new node of the key took it already). The cache is bound here, not
+  read as a global: the nodes kept by _device_consts are freed at interpreter exit, after the module's globals are gone."""
+  if refs.get(key := w.key) is w: del refs[key]
 
 def seed(u: UOp, shape: tuple, device: str | tuple[str, ...]) -> UOp:
   """u with its shape and device stored where its builder knows them (the values the graph properties would compute from
@@ -71,7 +75,6 @@ def seed(u: UOp, shape: tuple, device: str | tuple[str, ...]) -> UOp:
   if "shape" not in d: d["shape"], d["device"] = shape, device   # (both equal what the properties compute, tested)
   return u
 
-_node_refs: dict[tuple, _NodeRef] = {}
 _new_object = object.__new__
 
 class UOpMeta(type):
@@ -129,9 +132,16 @@ class UOp(metaclass=UOpMeta):
     if isinstance(b, UOp):  # a symbolic value: checked like any reshape
       c = b if b.dtype == dtype else b.cast(dtype)
       return c.reshape((1,) * len(shape)).expand(shape) if shape else c
-    val = truncate(dtype, b)
-    if device is None: return UOp(Ops.CONST, dtype, (), val)  # positional: no kwargs dict
-    c = seed(UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), val), (), device)
+    if device is None: return UOp(Ops.CONST, dtype, (), truncate(dtype, b))  # positional: no kwargs dict
+    # a tensor-level constant's node is kept by its value (a model uses a few: x + 1 in a loop builds none again); NaN is
+    # not kept (never equal to itself) and -0.0 is apart from 0.0 (equal as keys)
+    cls = b.__class__
+    key = (dtype, cls, b, device, cls is float and b == 0.0 and math.copysign(1.0, b) < 0) if cls is not float or b == b else None
+    if (c := _device_consts.get(key)) is None:
+      c = seed(UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), truncate(dtype, b)), (), device)
+      if key is not None:
+        if len(_device_consts) >= 1024: _device_consts.clear()   # bounded: a program of ever new constants keeps none
+        _device_consts[key] = c
     return c.broadcast_unchecked((1,) * len(shape), shape) if shape else c
   def broadcast_unchecked(self, padded: tuple, shape: tuple) -> UOp:
     """self reshaped to `padded` (its shape with ones prepended) and expanded to `shape`, built directly, each node with its
@@ -209,7 +219,8 @@ class UOp(metaclass=UOpMeta):
   def flip(self, axes: tuple[bool, ...]) -> UOp:
     return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
   def r(self, op: Ops, axes: tuple[int, ...]) -> UOp:
-    axes = tuple(sorted(a for a in axes if resolve(self.shape[a] != 1)))
+    sh = self.shape   # (a symbolic dim is never 1: UOp compares by identity)
+    axes = (axes if sh[axes[0]] != 1 else ()) if len(axes) == 1 else tuple(sorted(a for a in axes if sh[a] != 1))
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 
   # python operators build ALU nodes: used by index math in codegen and by symbolic
