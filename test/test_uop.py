@@ -105,3 +105,19 @@ def test_seeded_shape_and_device_are_what_the_properties_compute():
         assert u.__dict__[prop.name] == prop.fn(u), (u.op, prop.name, u.__dict__[prop.name], prop.fn(u))
         checked += 1
   assert checked > 40
+
+def test_tensor_level_constants_are_kept_by_value():
+  """UOp.const keeps a device constant's CONST node by its value: built again, it is the same node; 0.0 and -0.0 (equal as
+  Python keys) stay two nodes; a value's Python class never merges two dtypes' constants; NaN (never equal to itself) is
+  not kept, so constants of NaN do not pile up."""
+  import math
+  from tinycore import uop
+  konst = lambda dt, b: UOp.const(dt, b, "CPU", (3,)).src[0].src[0]   # EXPAND(RESHAPE(CONST))
+  assert konst(dtypes.float32, 1.5) is konst(dtypes.float32, 1.5)
+  zero, negzero = konst(dtypes.float32, 0.0), konst(dtypes.float32, -0.0)
+  assert zero is not negzero and math.copysign(1.0, negzero.arg) < 0 < math.copysign(1.0, zero.arg)
+  assert konst(dtypes.int32, True).arg == 1 and konst(dtypes.bool, 1).arg is True and konst(dtypes.float32, 1).arg == 1.0
+  assert konst(dtypes.int32, 1).dtype is dtypes.int32 and konst(dtypes.float32, 1).dtype is dtypes.float32
+  before = len(uop._device_consts)
+  for _ in range(5): assert math.isnan(konst(dtypes.float32, float("nan")).arg)
+  assert len(uop._device_consts) == before
