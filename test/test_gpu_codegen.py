@@ -100,18 +100,23 @@ def test_tensor_core_operands_are_staged_in_shared_memory(shape):
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
 def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory(dt):
   """The PTX of an fp16 or bf16 matmul: mma.sync on fragments loaded from .shared, the tiles copied there between
-  bar.syncs; each thread's global loads per trip are the block's two tiles shared out, not its warps' fragments, 8
+  bar.syncs; each thread's global reads per trip are the block's two tiles shared out, not its warps' fragments, 8
   consecutive 16-bit elements (16 bytes) at a time, the same for bfloat16 (held as its bits) as for halves: one
-  ld.global.v4.b32 and one st.shared.v4.b32 of the words as loaded, nothing unpacked between them."""
-  src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, renderer("NV")).src
-  assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ldmatrix.sync.aligned.m8n8" in src
-  # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128
-  # threads, copied once before the loop (the first tile) and once in each trip (the next)
-  loaded = re.findall(r"ld\.global\.v4\.b32 (\{[^}]*\})", src)
-  stored = re.findall(r"st\.shared\.v4\.b32 \[%rd\d+\], (\{[^}]*\})", src)
-  assert len(loaded) == 2 * (128 * 32 + 32 * 128) // 128 // 8 and sorted(loaded) == sorted(stored), (loaded, stored)
-  assert not re.search(r"(ld|st)\.(global|shared)\.(b16|u16|v\d\.b16|v\d\.u16) ", src.split("$end")[0])   # no 16-bit copy
-  assert src.count("mma.sync") == 4 * 8
+  cp.async of 16 bytes each, no register holding them. A target without asynchronous copies moves them through
+  registers: one ld.global.v4.b32 and one st.shared.v4.b32 of the words as loaded, nothing unpacked between them."""
+  nv = renderer("NV")
+  for ren in (nv, type("RegisterStaged", (type(nv),), {"async_copy_bytes": ()})(nv.arch)):
+    src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, ren).src
+    assert "mma.sync.aligned.m16n8k16" in src and ".shared" in src and "bar.sync" in src and "ldmatrix.sync.aligned.m8n8" in src
+    # a block of 2x2 warps, each 64x64 of the output: per trip of 32 along the sum, 128x32 of A and 32x128 of B over 128
+    # threads, copied once before the loop (the first tile) and once in each trip (the next)
+    copies = 2 * (128 * 32 + 32 * 128) // 128 // 8
+    loaded = re.findall(r"ld\.global\.v4\.b32 (\{[^}]*\})", src)
+    stored = re.findall(r"st\.shared\.v4\.b32 \[%rd\d+\], (\{[^}]*\})", src)
+    if ren is nv: assert len(re.findall(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+\], 16;", src)) == copies and not loaded and not stored, src
+    else: assert len(loaded) == copies and sorted(loaded) == sorted(stored) and "cp.async" not in src, (loaded, stored)
+    assert not re.search(r"(ld|st)\.(global|shared)\.(b16|u16|v\d\.b16|v\d\.u16) ", src.split("$end")[0])   # no 16-bit copy
+    assert src.count("mma.sync") == 4 * 8
 
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
 def test_nv_tensor_core_loop_loads_each_fragment_once_with_ldmatrix(dt):
@@ -314,30 +319,40 @@ def test_short_sums_are_not_spread_over_a_block():
 
 @pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16], ids=lambda d: d.name)
 def test_a_matmuls_tiles_are_double_buffered(dt):
-  """Each trip of the loop over the sum's tiles waits at one barrier, loads the next tile from global memory before its
-  sums (their latency spent summing) and stores it into the other buffer after them; the first tile is copied before
-  the loop. Where two copies of the tiles do not fit in shared memory, a trip copies its own tile between two barriers."""
+  """Each trip of the loop over the sum's tiles waits at one barrier and copies the next tile into the other buffer
+  while it sums; the first tile is copied before the loop. Through registers (a target without asynchronous copies),
+  the trip loads the next tile before its barrier and sums (the loads' latency spent summing) and stores it after them.
+  NV's cp.async copies it after the barrier (the buffer it fills was read in the trip before) and before the sums, and
+  the next trip's barrier first waits for the thread's copies. Where two copies of the tiles do not fit in shared
+  memory, a trip copies its own tile between two barriers."""
   def loop(ren) -> str:
     src = get_program(last_kernel(Tensor.empty(512, 512, dtype=dt) @ Tensor.empty(512, 512, dtype=dt)).ast, ren).src
     return src[src.index("$loop"):src.rindex("bra $loop")]   # the outer loop's body, its inner loops included
-  body = loop(nv := renderer("NV"))
-  sums = [m.start() for m in re.finditer(r"mma\.sync|fma\.rn", body)]
-  assert body.count("bar.sync") == 1 and sums, body
-  barrier, loads, stores = body.index("bar.sync"), [m.start() for m in re.finditer(r"ld\.global", body)], [m.start() for m in re.finditer(r"st\.shared", body)]
+  at = lambda pattern, body: [m.start() for m in re.finditer(pattern, body)]
+  nv = renderer("NV")
+  body = loop(type("RegisterStaged", (type(nv),), {"async_copy_bytes": ()})(nv.arch))
+  sums = at(r"mma\.sync|fma\.rn", body)
+  assert body.count("bar.sync") == 1 and sums and "cp.async" not in body, body
+  barrier, loads, stores = body.index("bar.sync"), at(r"ld\.global", body), at(r"st\.shared", body)
   assert loads and stores and max(loads) < barrier < min(sums) and max(sums) < min(stores), body
+  body = loop(nv)
+  sums, copies = at(r"mma\.sync|fma\.rn", body), at(r"cp\.async\.c[ag]", body)
+  assert body.count("bar.sync") == 1 and body.count("cp.async.wait_all;\n\tbar.sync 0;") == 1 and "ld.global" not in body and "st.shared" not in body, body
+  assert copies and body.index("bar.sync") < min(copies) and max(copies) < min(sums), body
   # room for one copy of the padded tiles (fp32: two 64x16 tiles, 8.5 KiB; fp16: 128x32 and 32x128, 18.5 KiB), not two
   small = (12 << 10) if dt == dtypes.float32 else (20 << 10)
   single = loop(type("SmallShared", (type(nv),), {"shared_max": small})("sm_90"))
-  assert single.count("bar.sync") == 2 and single.index("st.shared") < min(m.start() for m in re.finditer(r"mma\.sync|fma\.rn", single))
+  bars, copies = at(r"bar\.sync", single), at(r"cp\.async\.c[ag]", single)
+  assert len(bars) == 2 and copies and bars[0] < min(copies) and max(copies) < bars[1] < min(at(r"mma\.sync|fma\.rn", single)), single
 
 def test_a_matmuls_tiles_are_copied_and_read_as_whole_vectors():
   """The fp32 512x512 matmul on NV: per trip of 16 along the sum, each of the 16x16 threads copies 4 consecutive floats of
-  A's 64x16 tile and of B's 16x64 tile (one ld.global.v4 and one st.shared.v4 each, before the loop for the first tile
-  and in the loop for the next), and reads its 4x4 register tile's operands from shared memory 4 at a time: A's rows
+  A's 64x16 tile and of B's 16x64 tile (one 16-byte cp.async each, before the loop for the first tile and in the loop
+  for the next), and reads its 4x4 register tile's operands from shared memory 4 at a time: A's rows
   along the sum, B's 4 consecutive columns (the thread's outputs are consecutive columns, stored with st.global.v4). No
   access is left element by element."""
   src = get_program(last_kernel(Tensor.empty(512, 512) @ Tensor.empty(512, 512)).ast, renderer("NV")).src
-  assert src.count("ld.global.v4.f32") == src.count("st.shared.v4.f32") == 2 * 2
+  assert src.count("cp.async.cg.shared.global") == 2 * 2 and "ld.global.v4.f32" not in src and "st.shared" not in src
   # the sum's tile of 16 unrolled 8 at a time: A's 4 rows x 2 vectors and B's 8 rows of one vector a trip of the loop
   assert src.count("ld.shared.v4.f32") == 4 * 2 + 8 and src.count("st.global.v4.f32") == 4
   assert not re.search(r"(ld|st)\.(global|shared)\.f32", src)

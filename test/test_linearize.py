@@ -85,3 +85,27 @@ def test_values_only_the_code_after_the_loops_needs_are_computed_there():
       first = next(i for i, u in enumerate(uops) if u.op is Ops.RANGE)
       early = [u for u in uops[:first] if u not in needed and u.op not in (Ops.DEFINE_GLOBAL, Ops.DEFINE_VAR, Ops.SPECIAL)]
       assert not early, f"computed before the loops, used only after them: {[u.op.name for u in early]}"
+
+def test_an_asynchronous_tile_copy_is_issued_after_the_trips_barrier_and_before_its_sums():
+  """A double-buffered tile's next copy on a target that copies global to shared memory without registers (NV's
+  cp.async, Renderer.async_copy_bytes): issued whole at the top of the trip, after the trip's barrier (it fills the
+  buffer the trip before read) and before the sums it overlaps; elsewhere its loads come before the barrier and its
+  stores after the sums. Either way the PYTHON device computes the same matmul."""
+  from tinycore.codegen.linearize import NEXT_TRIP
+  from tinycore.renderer import async_copies
+  a, b = (np.random.default_rng(1).integers(-3, 4, (128, 128)).astype(np.float32) for _ in range(2))
+  base = Device.renderer("PYTHON")
+  for ren in (base, type("AsyncCopies", (type(base),), {"async_copy_bytes": (4, 8, 16)})()):
+    t = Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON")
+    (si,) = [si for si in t.schedule() if si.ast.op is Ops.SINK]
+    uops = get_program(si.ast, ren).uops
+    barrier = next(i for i, u in enumerate(uops) if u.op is Ops.BARRIER and u.arg == NEXT_TRIP)
+    loop = max(i for i, u in enumerate(uops[:barrier]) if u.op is Ops.RANGE)
+    first_sum = next(i for i, u in enumerate(uops) if i > barrier and u.op is Ops.ASSIGN)
+    copies = [i for i, u in enumerate(uops) if i > loop and u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL]
+    assert copies and not scoping_errors(uops)
+    if ren is base: assert not async_copies(uops, ren) and min(copies) > first_sum
+    else: assert set(uops[i] for i in copies) <= async_copies(uops, ren) and barrier < min(copies) and max(copies) < first_sum
+    from tinycore.engine import CompiledRunner
+    CompiledRunner("PYTHON", get_program(si.ast, ren))(si.bufs, {})
+    np.testing.assert_array_equal(si.bufs[0].numpy().reshape(128, 128), a @ b)

@@ -123,7 +123,7 @@ def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Op
   sink = run_passes(lower_to_sink(ast, ren), st)
   gsize, lsize = st.global_size, st.local_size
   # every parameter, used or simplified away, so the kernel's signature is the schedule item's buffer list
-  uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL])
+  uops = linearize(sink, [u for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL], ren)
   flops, mem = estimate_cost(uops, gsize, lsize)
   uops = emulate(fuse_mulacc(uops, ren), ren)   # the dtypes the renderer lacks (on the linear program: the linearizer makes the accumulators)
   if DEBUG >= 5: print_uops(uops)

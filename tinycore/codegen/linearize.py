@@ -4,6 +4,7 @@ import math
 from collections import defaultdict
 from tinycore.dtype import dtypes
 from tinycore.uop import UOp, Ops, AxisType, identity_element
+from tinycore.renderer import Renderer, async_copies
 
 # A node of a reduction's op (ADD, MAX) whose arg is TERMS, inside that reduction's body, combines terms of the reduction,
 # not values of an elementwise op (codegen/opt.py writes a conv's taps out this way): each term joins the accumulator on
@@ -20,8 +21,8 @@ def terms(x: UOp, op: Ops) -> list[UOp]:
   """The terms of a reduction body, left to right: the leaves of its TERMS tree of `op`, or the body itself."""
   return terms(x.src[0], op) + terms(x.src[1], op) if x.op is op and x.arg == TERMS else [x]
 
-def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
-  """`params`: DEFINE_GLOBALs emitted even when nothing in `sink` uses them."""
+def linearize(sink: UOp, params: list[UOp] = (), ren: Renderer | None = None) -> list[UOp]:
+  """`params`: DEFINE_GLOBALs emitted even when nothing in `sink` uses them; `ren`: the target (its asynchronous copies)."""
   order = sink.toposort()
   # reductions over the same ranges share one loop (a range is opened once); the loop sits inside every outer loop
   # any of them needs, so a reduction's value changes with the outer loops of its whole group
@@ -44,6 +45,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
   # a group's outer loops can come from a member later in `order`: then repeat to the fixed point
   while any(len(g) > 1 for g in reduces_by_ranges.values()) and deps_pass(): pass
   carried = {s: b.src[0] for b in order if b.op is Ops.BARRIER and b.arg == NEXT_TRIP for s in b.src[1:] if b.src[0] in deps[s]}
+  issued_early = async_copies(order, ren) & carried.keys() if ren is not None else set()
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
   emitted: list[UOp] = []    # the keys of `new` in the order they were added
@@ -88,8 +90,14 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
     for rng in rngs:
       emit(rng.src[0])
       out.append(rng); new[rng] = rng; opened.add(rng); emitted.append(rng)
-      # the next trip's tile is loaded first: its loads' latency passes while this trip sums
-      for st in (st for st, r in carried.items() if r is rng): emit(st.src[1])
+      # the next trip's tile is loaded first: its loads' latency passes while this trip sums. An asynchronous copy is
+      # issued whole, after the trip's barrier (it writes the buffer the trip before read): it lands while the trip
+      # sums, and the next trip's barrier waits for it
+      for st in (st for st, r in carried.items() if r is rng and st not in issued_early): emit(st.src[1])
+      if early := [st for st, r in carried.items() if r is rng and st in issued_early]:
+        for b in order:
+          if b.op is Ops.BARRIER and b.arg == NEXT_TRIP and b.src[0] is rng: emit(b)
+        for st in early: emit(st)
       # what changes only with the loops open so far is computed here, outside the inner ones (a tile copied into shared
       # memory once per trip of the outer loop, between its barriers)
       if rng is not rngs[-1]:
@@ -102,7 +110,7 @@ def linearize(sink: UOp, params: list[UOp] = ()) -> list[UOp]:
         else: upd = UOp(x.arg, x.dtype, (acc, emit(t)))
         out.extend([upd, UOp(Ops.ASSIGN, x.dtype, (acc, upd))])
     for rng in reversed(rngs):
-      for st in (st for st, r in carried.items() if r is rng): emit(st)   # stored after the trip's sums, before the next trip's barrier
+      for st in (st for st, r in carried.items() if r is rng): emit(st)   # stored after the trip's sums, before the next trip's barrier (else issued already)
       out.append(UOp(Ops.ENDRANGE, dtypes.void, (rng,))); opened.discard(rng)
     for x, acc in zip(group, accs): new[x] = acc; emitted.append(x)
 

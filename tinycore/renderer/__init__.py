@@ -97,13 +97,31 @@ class Renderer:
                                       # each): the core makes one only at an index it proves aligned (codegen/widen.py)
   language: str = ""                  # what render() writes (for error messages)
   rules: PatternMatcher | None = None  # a rule renderer's table from UOps to text (renderer/cstyle.py, renderer/isa.py)
+  async_copy_bytes: tuple[int, ...] = ()   # sizes of a copy from global to shared memory the target makes without a register
+                                      # (NV's cp.async): async_copies() says which stores are such copies
   def render(self, name: str, uops: list[UOp]) -> str: raise NotImplementedError
   def check_dtype(self, dt: DType) -> None:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
-    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max", "memory_vector")
+    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max", "memory_vector", "async_copy_bytes")
     return {k: getattr(self, k) for k in keys} | {k: sorted(d.name for d in getattr(self, k)) for k in ("supported_dtypes", "mulacc_dtypes")}
+
+def async_copies(uops, ren: Renderer) -> set[UOp]:
+  """The STOREs `ren` makes as asynchronous copies from global to shared memory (ren.async_copy_bytes): a store into
+  shared memory of a global LOAD nothing else reads, of one of those sizes. The data goes from memory to shared memory
+  without a register and lands only when the thread waits for its copies, which the target does before every barrier:
+  so the linearizer issues a double-buffered tile's next copy at the top of the trip, where it overlaps the trip's sums
+  (codegen/linearize.py). `uops`: a kernel's nodes (the graph's, or the linear program, where a node may repeat)."""
+  if not ren.async_copy_bytes: return set()
+  nodes = dict.fromkeys(uops)
+  users: dict[UOp, int] = {}
+  for u in nodes:
+    for s in u.src: users[s] = users.get(s, 0) + 1
+  # a store's other sources: a gate (a tile the threads do not divide) and the barrier it follows
+  return {u for u in nodes if u.op is Ops.STORE and u.src[0].src[0].op is Ops.DEFINE_LOCAL and (v := u.src[1]).op is Ops.LOAD
+          and all(g.dtype == dtypes.bool or g.op is Ops.BARRIER for g in u.src[2:]) and v.arg is None and len(v.src) == 1
+          and v.src[0].src[0].op is Ops.DEFINE_GLOBAL and users[v] == 1 and v.dtype.nbytes in ren.async_copy_bytes}
 
 class KernelWriter:
   """One kernel being written by a renderer's rule table: its rules (ctx is this writer) return each value's text (a

@@ -122,9 +122,48 @@ def run(body: str, block=(64, 1, 1), grid=(1, 1, 1), shared=".shared .align 16 .
   ("ld.global.v4.b64 {%rd1, %rd2, %rd3, %rd4}, [%rd0];\nret;", r"\.v4\.b64 is not a PTX vector"),
   ("ld.global.v8.b32 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd0];\nret;", r"\.v8\.b32 is not a PTX vector"),
   ("st.global.v4.b32 [%rd0+8], {%r0, %r0, %r0, %r0};\nret;", "misaligned store of 4xb32"),
+  # cp.async's data lands when its thread waits: a barrier alone does not wait, nor does the block's end
+  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nbar.sync 0;\nld.shared.u32 %r2, [%r1];\nret;", "a cp.async is still copying"),
+  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nst.shared.u32 [%r1], %r0;\nret;", "a cp.async is still copying"),
+  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nret;", "never waited for"),
+  ("mov.u32 %r1, smem;\ncp.async.cg.shared.global [%r1], [%rd0], 8;\ncp.async.wait_all;\nret;", "copies 16 bytes, not 8"),
+  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0+4], 8;\ncp.async.wait_all;\nret;", "misaligned cp.async read"),
+  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1+4], [%rd0], 8;\ncp.async.wait_all;\nret;", "misaligned shared cp.async write"),
+  ("mov.u32 %r1, smem;\ncp.async.commit_group;\nret;", "cp.async.commit_group is not implemented"),
 ])
 def test_undefined_behaviour_is_an_error(body, why):
   with pytest.raises(EmulatorError, match=why): run(body)
+
+def test_cp_async_lands_at_the_wait_and_zero_fills_past_src_size():
+  """cp.async (sm_80+): each of 16 threads copies 16 bytes of global memory into shared memory without a register,
+  waits (cp.async.wait_all), meets the others at the barrier and reads its neighbour's; the second half copies only
+  4 bytes of its 16 (src-size), the rest zero. The copy moves its bytes once each way and issues one instruction."""
+  body = """shl.b32 %r2, %r0, 4;
+cvt.u64.u32 %rd1, %r2;
+add.u64 %rd2, %rd0, %rd1;
+add.u32 %r4, %r0, 100;
+st.global.v4.u32 [%rd2+1024], {%r0, %r4, %r0, %r4};
+mov.u32 %r1, smem;
+add.u32 %r3, %r1, %r2;
+setp.lt.u32 %p0, %r0, 8;
+selp.u32 %r5, 16, 4, %p0;
+cp.async.cg.shared.global [%r3], [%rd2+1024], 16, %r5;
+cp.async.wait_all;
+bar.sync 0;
+add.u32 %r6, %r0, 1;
+and.b32 %r6, %r6, 15;
+shl.b32 %r6, %r6, 4;
+add.u32 %r6, %r1, %r6;
+ld.shared.v4.u32 {%r7, %r8, %r9, %r10}, [%r6];
+st.global.v4.u32 [%rd2], {%r7, %r8, %r9, %r10};
+ret;"""
+  kern, out = run(body, block=(16, 1, 1))
+  nxt = (np.arange(16) + 1) % 16
+  full = nxt < 8
+  want = np.stack([nxt, np.where(full, nxt + 100, 0), np.where(full, nxt, 0), np.where(full, nxt + 100, 0)], 1)
+  np.testing.assert_array_equal(out[:64].reshape(16, 4), want)
+  c = kern.counters
+  assert (c.global_read, c.shared_written, c.shared_read, c.barriers) == (16 * 16, 16 * 16, 16 * 16, 1)
 
 def test_bfi_inserts_the_field_the_isa_defines():
   """bfi.b32 d, a, b, pos, len (pos and len taken & 0xff): b with its bits pos .. pos+len-1 below 32 replaced by a's low

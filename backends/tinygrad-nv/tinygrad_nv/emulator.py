@@ -115,6 +115,10 @@ class Thread:
   shared: np.ndarray = field(default_factory=lambda: np.zeros((1, 16), np.uint8))   # (blocks, bytes rounded up to 16)
   shared_size: int = 0   # bytes of shared memory a block has
   counters: LaunchCounters = field(default_factory=LaunchCounters)
+  # cp.async copies issued and not yet waited for, each (the issuing lanes' keys: block << 20 | thread, the destination
+  # bytes' indices in the flat shared array, the bytes), and the shared bytes they are still to write (None: none)
+  pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
+  inflight: np.ndarray | None = None
   def __post_init__(self): self.lanes_changed()
   def lanes_changed(self) -> None:
     self.warp = self.block * self.warps_per_block + self.tid // WARP   # each lane's warp (its slot in the batch), ascending
@@ -166,7 +170,20 @@ class Thread:
                           f"the block's {limit} bytes of shared memory")
     if np.any(offs % size): raise EmulatorError(f"NV emulator: misaligned shared {what} of {size} bytes (addresses must be multiples of {size})")
     blk = self.block if lanes is None else self.block[lanes]
+    self.not_in_flight((blk * self.shared.shape[1] + offs)[:, None] + np.arange(size), lanes, what)
     return (blk * self.shared.shape[1] + offs) // size
+  def key(self, lanes) -> np.ndarray:
+    """Each active lane's thread as a number that outlives lanes exiting: its block in the batch << 20 | its thread id."""
+    return (self.block << 20 | self.tid) if lanes is None else (self.block[lanes] << 20 | self.tid[lanes])
+  def not_in_flight(self, byte_idx: np.ndarray, lanes, what: str) -> None:
+    """An error where an access (each active lane's bytes: indices into the flat shared array) touches shared memory a
+    cp.async has not yet written: its data lands only when the issuing thread waits (cp.async.wait_all), which a barrier
+    alone does not do; until then the hardware gives the old bytes or the new, in no order."""
+    if self.inflight is None or not (hit := self.inflight.reshape(-1)[byte_idx].reshape(len(byte_idx), -1).any(axis=1)).any(): return
+    k = int(np.flatnonzero(hit)[0])
+    lane = k if lanes is None else int(np.flatnonzero(lanes)[k])
+    raise EmulatorError(f"NV emulator: shared {what} by {self.who(lane)} at shared address {int(byte_idx[k].flat[0]) % self.shared.shape[1]} "
+                        f"reaches bytes a cp.async is still copying (its thread has not waited with cp.async.wait_all)")
 
   def load(self, space: str, addrs: np.ndarray, lanes, ty: str, vec: int) -> np.ndarray:
     """(lanes, vec) values of type ty from the addresses of the active lanes."""
@@ -703,6 +720,53 @@ def _st(d, mods, ops):
     t.store(space, a, lanes, ty, vals)
   return run
 
+def _cp_async(d, mods, ops):
+  """cp.async.{ca,cg}.shared.global [dst], [src], cp-size{, src-size} (sm_80+): each thread copies cp-size bytes (4, 8
+  or 16; .cg only 16), both addresses aligned to it, from global to shared memory without a register, the bytes past
+  src-size zero. The PTX ISA makes the copy asynchronous: its data is in shared memory only once the thread waits for
+  its copies (cp.async.wait_all here; a bar.sync does not), so until then any access to those bytes is an error. The
+  source is read at issue (a kernel writing it before the wait would race on the hardware). cp.async.wait_all: the
+  executing threads' copies land. commit_group/wait_group, the .L2 qualifiers and mbarrier completion are not
+  implemented."""
+  if mods == ["async", "wait_all"]:
+    def wait(t):
+      keys, left = t.key(t.mask), []
+      for who, at, data in t.pending:
+        mine = np.isin(who, keys)
+        if mine.any():
+          t.shared.reshape(-1)[at[mine]] = data[mine]
+          t.inflight.reshape(-1)[at[mine]] = False
+        if not mine.all(): left.append((who[~mine], at[~mine], data[~mine]))
+      t.pending = left
+    return wait
+  if len(mods) != 4 or mods[0] != "async" or mods[1] not in ("ca", "cg") or mods[2:] != ["shared", "global"] or len(ops) not in (3, 4):
+    raise EmulatorError(f"NV emulator: kernel {d.name}: cp.{'.'.join(mods)} is not implemented (cp.async.ca/cg.shared.global [dst], [src], "
+                        f"cp-size{{, src-size}} and cp.async.wait_all)")
+  size = int(ops[2], 0)
+  if size not in ((16,) if mods[1] == "cg" else (4, 8, 16)):
+    raise EmulatorError(f"NV emulator: kernel {d.name}: cp.async.{mods[1]} copies {'16' if mods[1] == 'cg' else '4, 8 or 16'} bytes, not {size}")
+  dst, src = d.address(ops[0]), d.address(ops[1])
+  src_size = d.reader(ops[3], "u32") if len(ops) == 4 else None
+  def run(t):
+    lanes = t.mask
+    if lanes is not None and not lanes.any(): return
+    sel = slice(None) if lanes is None else lanes
+    offs = np.broadcast_to(dst(t), (t.n,))[sel].astype(np.int64)
+    view, idx = t.memory.elements(np.broadcast_to(src(t), (t.n,))[sel], "b32", "cp.async read", size // 4)
+    data = view[idx[:, None] + np.arange(size // 4)].view(np.uint8).reshape(-1, size).copy()
+    if src_size is not None:
+      n = np.broadcast_to(np.asarray(src_size(t)), (t.n,))[sel].astype(np.int64)[:, None]
+      if np.any(n > size): raise EmulatorError(f"NV emulator: kernel {d.name}: cp.async src-size past its cp-size of {size}")
+      data[np.arange(size) >= n] = 0
+    at = t.shared_index(offs, lanes, size, "cp.async write")[:, None] * size + np.arange(size)   # also: not onto bytes in flight
+    t.count("global_read", lanes, size)
+    t.count("shared_written", lanes, size)
+    t.shared_access(offs, lanes, size)
+    if t.inflight is None: t.inflight = np.zeros(t.shared.shape, bool)
+    t.inflight.reshape(-1)[at] = True
+    t.pending.append((t.key(lanes), at, data))
+  return run
+
 # ***** warp-wide instructions: the lanes of each warp gathered through Thread.table() *****
 
 def _warp_lanes(t: Thread, what: str) -> np.ndarray:
@@ -838,6 +902,7 @@ def _ldmatrix(d, mods, ops):
     blk = np.broadcast_to(t.block[lanes[:, :1]], rows.shape)
     offs = rows.astype(np.int64)
     if np.any(offs + 16 > t.shared_size): raise EmulatorError(f"NV emulator: kernel {d.name}: ldmatrix row past the block's {t.shared_size} bytes of shared memory")
+    t.not_in_flight(((blk * t.shared.shape[1] + offs)[..., None] + np.arange(16)).reshape(-1, 16), None, "ldmatrix")
     flat = t.shared.reshape(-1).view(np.uint16)
     m = flat[((blk * t.shared.shape[1] + offs) // 2)[..., None] + np.arange(8)].reshape(-1, num, 8, 8)   # (W, matrix, row, col)
     if trans: m = m.swapaxes(-1, -2)
@@ -901,7 +966,7 @@ ROUND = {"rn"}
 # builder checks its own, those with spaces, vector widths and shapes)
 OPS: dict[str, tuple[Callable, set[str] | None]] = {
   "mov": (_mov, set()), "cvta": (_cvta, None), "ld": (_ld, None), "st": (_st, None),
-  "shfl": (_shfl, None), "bar": (_bar_warp, None), "barrier": (_bar_warp, None), "mma": (_mma, None), "ldmatrix": (_ldmatrix, None),
+  "cp": (_cp_async, None), "shfl": (_shfl, None), "bar": (_bar_warp, None), "barrier": (_bar_warp, None), "mma": (_mma, None), "ldmatrix": (_ldmatrix, None),
   "cvt": (_cvt, set(INT_ROUNDINGS) | ROUND | {"ftz", "sat"}), "selp": (_selp, set()), "bfe": (_bfe, set()), "bfi": (_bfi, set()),
   "setp": (_setp, SETP_CMPS | {"and", "or", "xor", "ftz"}),
   "add": (_binary(_arith(np.add, lambda a, b, ty, m: a + b)), ROUND | {"ftz", "sat"}),
@@ -964,6 +1029,9 @@ class EmulatedKernel:
                  tid=np.tile(lane, len(ids)), warps_per_block=wpb, shared=np.zeros((len(ids), -(-max(shared, 1) // 16) * 16), np.uint8),
                  counters=c, shared_size=shared)
       self.run_batch(t)
+      if t.pending:   # the hardware gives no order between a block's end and copies it never waited for
+        raise EmulatorError(f"NV emulator: kernel {self.name}: block {int(t.pending[0][0][0] >> 20) + first} ends with cp.async copies it never waited "
+                            f"for (cp.async.wait_all)")
     return c
 
   def run_batch(self, t: Thread) -> None:

@@ -4,7 +4,7 @@ import os, re, struct
 from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
-from tinycore.renderer import TensorCore, on
+from tinycore.renderer import TensorCore, on, async_copies
 from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 from tinycore.runtime.errors import UnsupportedError
@@ -91,6 +91,10 @@ class PTXKernel(ISAKernel):
     self.fragments = {s for u in self.uops if u.op is Ops.WMMA for s in u.src[:2]}
     self.words: dict[UOp, list[str]] = {}
     self.read = {s for u in self.uops if u.op is not Ops.STORE for s in u.src}   # values something but a store reads
+    # copies from global to shared memory as cp.async: no register holds the data (the load emits nothing), and every
+    # barrier, and the kernel's end, first waits for the thread's copies (cp.async.wait_all: a barrier alone does not)
+    self.async_stores = async_copies(self.uops, self.ren)
+    self.async_loads = {st.src[1] for st in self.async_stores}
 
 def packed(dt: DType) -> bool:
   """A vector PTX moves as .b32 words: its elements are narrower (8 or 16 bits) and more than a PTX vector's 4."""
@@ -203,6 +207,7 @@ fragment_rules = PatternMatcher([(UPat(Ops.WMMA, name="x"), matrix_loads)])
 
 def space(x: UOp) -> str: return "shared" if x.src[0].src[0].op is Ops.DEFINE_LOCAL else "global"
 def load(ctx: ISAKernel, x: UOp) -> str | tuple[str, ...]:   # 8/16-bit ints are sign/zero-extended; bool is a byte in memory
+  if x in ctx.async_loads: return ""   # its store copies it (cp.async), from the address this load would read
   if x.arg is not None:   # ldmatrix (matrix_load) at a byte offset: the fragment as its .b32 registers, two elements each (mma reads them so)
     out = [ctx.reg("r") for _ in range(x.dtype.count // 2)]
     return ctx.ins(f"{x.arg[0]} {{{', '.join(out)}}}, [{ctx[x.src[0]]}{f'+{x.arg[1]}' if x.arg[1] else ''}]") or out
@@ -216,6 +221,9 @@ def load(ctx: ISAKernel, x: UOp) -> str | tuple[str, ...]:   # 8/16-bit ints are
   ctx.ins(f"ld.{space(x)}.{mem_type(x.dtype)} {(out := ctx.reg('r') if x.dtype == dtypes.bool else ctx.new(x.dtype))}, [{ctx[x.src[0]]}]")
   return ctx.ins(f"setp.ne.u32 {(p := ctx.reg('p'))}, {out}, 0") or p if x.dtype == dtypes.bool else out
 def store(ctx: ISAKernel, x: UOp) -> str:
+  if x in ctx.async_stores:   # .cg (cached in L2 only, the tile is read from shared memory) takes 16 bytes; .ca 4, 8 or 16
+    gate, n = next((f"@{ctx[g]} " for g in x.src[2:] if g.dtype == dtypes.bool), ""), x.src[1].dtype.nbytes
+    return ctx.ins(f"{gate}cp.async.{'cg' if n == 16 else 'ca'}.shared.global [{ctx[x.src[0]]}], [{ctx[x.src[1].src[0]]}], {n}")
   v, dt = ctx[x.src[1]], x.src[1].dtype
   if dt == dtypes.bool: ctx.ins(f"selp.u32 {(v := ctx.reg('r'))}, 1, 0, {ctx[x.src[1]]}")
   gate = next((f"@{ctx[g]} " for g in x.src[2:] if g.dtype == dtypes.bool), "")
@@ -296,6 +304,7 @@ class PTXRenderer(ISARenderer):
   max_threads_per_group = 1024
   registers = 255                     # per thread (ptxas spills past it)
   memory_vector = 16                  # ld/st .v2 and .v4, 16 bytes at most, aligned to their size (8/16-bit elements past 4: .b32 words)
+  async_copy_bytes = (4, 8, 16)       # cp.async (sm_80+): global to shared memory without registers, landing at cp.async.wait_all
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
   # and a tensor core's fragments are loaded from shared memory with ldmatrix where their layout is its
@@ -323,7 +332,8 @@ class PTXRenderer(ISARenderer):
             ".address_size 64", f".visible .entry {k.name}(", "\t" + ",\n\t".join(params) + ")", "{"]
     decls = [f"\t.reg {REG_DECL[kind]} %{kind}<{n}>;" for kind, n in sorted(k.counts.items())]
     decls += [f"\t.shared .align 16 .b8 smem{u.arg}[{u.dtype.size * u.dtype.base.itemsize}];" for u in k.uops if u.op is Ops.DEFINE_LOCAL]
-    return "\n".join(head + decls + k.lines + ["\tret;", "}", ""])
+    # a double-buffered tile's last copy (never read) is still in flight at the end: waited for, as every copy
+    return "\n".join(head + decls + k.lines + (["\tcp.async.wait_all;"] if k.async_stores else []) + ["\tret;", "}", ""])
 
   rules = PatternMatcher([
     (UPat(Ops.DEFINE_GLOBAL, name="x"), lambda ctx, x: ctx.ins(f"ld.param.u64 {(r := ctx.reg('rd'))}, [data{x.arg}]", f"cvta.to.global.u64 {r}, {r}") or r),
@@ -343,7 +353,7 @@ class PTXRenderer(ISARenderer):
                                                       ctx[x.src[0]], x.dtype)),
     (UPat(Ops.ASSIGN, name="x"), lambda ctx, x: move(ctx, ctx[x.src[0]], ctx[x.src[1]], x.dtype)),
     (UPat(Ops.DEFINE_LOCAL, name="x"), lambda ctx, x: ctx.ins(f"mov.u64 {(r := ctx.reg('rd'))}, smem{x.arg}") or r),
-    (UPat(Ops.BARRIER), lambda ctx: ctx.ins("bar.sync 0")),
+    (UPat(Ops.BARRIER), lambda ctx: ctx.ins(*(["cp.async.wait_all"] if ctx.async_stores else []), "bar.sync 0")),
     (UPat(Ops.INDEX, name="x"), lambda ctx, x: ctx.ins(f"mul.{'lo.s64' if x.src[1].dtype.itemsize == 8 else 'wide.s32'} {(off := ctx.reg('rd'))}, {ctx[x.src[1]]}, "
                                                     f"{x.src[0].dtype.base.itemsize}", f"add.s64 {off}, {off}, {ctx[x.src[0]]}") or off),
     (UPat(Ops.LOAD, name="x"), load),
