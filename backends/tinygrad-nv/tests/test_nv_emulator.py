@@ -130,9 +130,38 @@ def run(body: str, block=(64, 1, 1), grid=(1, 1, 1), shared=".shared .align 16 .
   ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0+4], 8;\ncp.async.wait_all;\nret;", "misaligned cp.async read"),
   ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1+4], [%rd0], 8;\ncp.async.wait_all;\nret;", "misaligned shared cp.async write"),
   ("mov.u32 %r1, smem;\ncp.async.commit_group;\nret;", "cp.async.commit_group is not implemented"),
+  # a copy onto bytes another warp read since the last barrier: nothing orders that read before the copy's write
+  ("mov.u32 %r1, smem;\nand.b32 %r2, %r0, 31;\nshl.b32 %r2, %r2, 2;\nadd.u32 %r1, %r1, %r2;\nld.shared.u32 %r3, [%r1];\n"
+   "setp.lt.u32 %p0, %r0, 32;\n@%p0 cp.async.ca.shared.global [%r1], [%rd0], 4;\ncp.async.wait_all;\nret;", "which another warp read since the last barrier"),
 ])
 def test_undefined_behaviour_is_an_error(body, why):
   with pytest.raises(EmulatorError, match=why): run(body)
+
+def test_cp_async_after_a_barrier_may_overwrite_what_other_warps_read_before_it():
+  """The other side of the race above: with a barrier between the two warps' reads and warp 0's copy, the copy is
+  ordered after them, and after the wait and a second barrier every thread reads the copied word."""
+  body = """mov.u32 %r1, smem;
+and.b32 %r2, %r0, 31;
+shl.b32 %r2, %r2, 2;
+add.u32 %r1, %r1, %r2;
+ld.shared.u32 %r3, [%r1];
+bar.sync 0;
+add.u32 %r4, %r0, 7;
+cvt.u64.u32 %rd2, %r2;
+add.u64 %rd2, %rd0, %rd2;
+setp.lt.u32 %p0, %r0, 32;
+@%p0 st.global.u32 [%rd2+2048], %r4;
+@%p0 cp.async.ca.shared.global [%r1], [%rd2+2048], 4;
+cp.async.wait_all;
+bar.sync 0;
+ld.shared.u32 %r5, [%r1];
+cvt.u64.u32 %rd1, %r0;
+shl.b64 %rd1, %rd1, 2;
+add.u64 %rd1, %rd0, %rd1;
+st.global.u32 [%rd1], %r5;
+ret;"""
+  _, out = run(body, block=(64, 1, 1))
+  np.testing.assert_array_equal(out[:64], 7 + np.arange(64) % 32)
 
 def test_cp_async_lands_at_the_wait_and_zero_fills_past_src_size():
   """cp.async (sm_80+): each of 16 threads copies 16 bytes of global memory into shared memory without a register,

@@ -119,6 +119,12 @@ class Thread:
   # bytes' indices in the flat shared array, the bytes), and the shared bytes they are still to write (None: none)
   pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
   inflight: np.ndarray | None = None
+  # in a kernel with cp.async: per 4-byte word of the batch's shared memory (a copy writes whole words), the barrier
+  # epoch of its last read and the warp that read it (-1: several), so a copy onto bytes another warp read since the
+  # last barrier is caught (None: untracked)
+  read_epoch: np.ndarray | None = None
+  read_warp: np.ndarray | None = None
+  epoch: int = 0   # barriers the batch's blocks have passed
   def __post_init__(self): self.lanes_changed()
   def lanes_changed(self) -> None:
     self.warp = self.block * self.warps_per_block + self.tid // WARP   # each lane's warp (its slot in the batch), ascending
@@ -170,8 +176,25 @@ class Thread:
                           f"the block's {limit} bytes of shared memory")
     if np.any(offs % size): raise EmulatorError(f"NV emulator: misaligned shared {what} of {size} bytes (addresses must be multiples of {size})")
     blk = self.block if lanes is None else self.block[lanes]
-    self.not_in_flight((blk * self.shared.shape[1] + offs)[:, None] + np.arange(size), lanes, what)
+    at = (blk * self.shared.shape[1] + offs)[:, None] + np.arange(size)
+    self.not_in_flight(at, lanes, what)
+    if self.read_epoch is not None and what == "load": self.note_reads(at, self.warp if lanes is None else self.warp[lanes])
     return (blk * self.shared.shape[1] + offs) // size
+  def note_reads(self, at: np.ndarray, warps: np.ndarray) -> None:
+    """Shared bytes `at` (a row per lane) read by the lanes' warps in this barrier epoch (read_by_others())."""
+    words = at[:, ::4] // 4 if at.shape[1] >= 4 else at[:, :1] // 4   # (accesses are aligned to their size)
+    b, w = words.reshape(-1), np.repeat(warps, words.shape[1])
+    before = (self.read_epoch[b] == self.epoch) & (self.read_warp[b] != w)
+    self.read_warp[b] = w
+    several = before | (self.read_warp[b] != w)   # read by another warp earlier in the epoch, or in this instruction
+    self.read_warp[b[several]] = -1
+    self.read_epoch[b] = self.epoch
+  def read_by_others(self, at: np.ndarray, warps: np.ndarray) -> np.ndarray:
+    """Per lane (a row of `at`): whether a warp other than its own read any of its bytes since the last barrier: nothing
+    orders that read before this lane's write (PTX's memory model orders two warps' shared accesses by a barrier)."""
+    words = at[:, ::4] // 4   # a copy's whole, aligned words
+    w = np.repeat(warps, words.shape[1]).reshape(words.shape)
+    return ((self.read_epoch[words] == self.epoch) & (self.read_warp[words] != w)).any(axis=1)
   def key(self, lanes) -> np.ndarray:
     """Each active lane's thread as a number that outlives lanes exiting: its block in the batch << 20 | its thread id."""
     return (self.block << 20 | self.tid) if lanes is None else (self.block[lanes] << 20 | self.tid[lanes])
@@ -759,6 +782,11 @@ def _cp_async(d, mods, ops):
       if np.any(n > size): raise EmulatorError(f"NV emulator: kernel {d.name}: cp.async src-size past its cp-size of {size}")
       data[np.arange(size) >= n] = 0
     at = t.shared_index(offs, lanes, size, "cp.async write")[:, None] * size + np.arange(size)   # also: not onto bytes in flight
+    if t.read_epoch is not None and (raced := t.read_by_others(at, t.warp if lanes is None else t.warp[lanes])).any():
+      k = int(np.flatnonzero(raced)[0])
+      raise EmulatorError(f"NV emulator: kernel {d.name}: cp.async by {t.who(k if lanes is None else int(np.flatnonzero(lanes)[k]))} writes shared "
+                          f"address {int(offs[k])}, which another warp read since the last barrier: a race (issue the copy after a barrier "
+                          f"that follows those reads)")
     t.count("global_read", lanes, size)
     t.count("shared_written", lanes, size)
     t.shared_access(offs, lanes, size)
@@ -902,7 +930,9 @@ def _ldmatrix(d, mods, ops):
     blk = np.broadcast_to(t.block[lanes[:, :1]], rows.shape)
     offs = rows.astype(np.int64)
     if np.any(offs + 16 > t.shared_size): raise EmulatorError(f"NV emulator: kernel {d.name}: ldmatrix row past the block's {t.shared_size} bytes of shared memory")
-    t.not_in_flight(((blk * t.shared.shape[1] + offs)[..., None] + np.arange(16)).reshape(-1, 16), None, "ldmatrix")
+    at = ((blk * t.shared.shape[1] + offs)[..., None] + np.arange(16)).reshape(-1, 16)   # (W * 8 num, 16): the rows' bytes
+    t.not_in_flight(at, None, "ldmatrix")
+    if t.read_epoch is not None: t.note_reads(at, t.warp[lanes[:, :8 * num].reshape(-1)])
     flat = t.shared.reshape(-1).view(np.uint16)
     m = flat[((blk * t.shared.shape[1] + offs) // 2)[..., None] + np.arange(8)].reshape(-1, num, 8, 8)   # (W, matrix, row, col)
     if trans: m = m.swapaxes(-1, -2)
@@ -1005,6 +1035,7 @@ class EmulatedKernel:
     dec = Decoder(ptx, name)
     self.name, self.memory, self.instrs, self.params = name, memory, dec.instrs, dec.param_order
     self.static_shared = dec.static_shared
+    self.copies_async = any(ins.text.startswith("cp.async.c") for ins in self.instrs)   # then its shared reads are tracked (Thread.read_epoch)
     self.counters = LaunchCounters()
 
   def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> LaunchCounters:
@@ -1028,6 +1059,7 @@ class EmulatedKernel:
       t = Thread({}, special, params, self.memory, len(b), block=np.repeat(np.arange(len(ids)), per_block),
                  tid=np.tile(lane, len(ids)), warps_per_block=wpb, shared=np.zeros((len(ids), -(-max(shared, 1) // 16) * 16), np.uint8),
                  counters=c, shared_size=shared)
+      if self.copies_async: t.read_epoch, t.read_warp = np.full(t.shared.size // 4, -1, np.int32), np.full(t.shared.size // 4, -1, np.int32)
       self.run_batch(t)
       if t.pending:   # the hardware gives no order between a block's end and copies it never waited for
         raise EmulatorError(f"NV emulator: kernel {self.name}: block {int(t.pending[0][0][0] >> 20) + first} ends with cp.async copies it never waited "
@@ -1075,6 +1107,7 @@ class EmulatedKernel:
         ids = np.broadcast_to(np.asarray(ins.barrier(t)).astype(np.int64), (t.n,))
         if pcs is None and go is None and (ids == ids[0]).all():   # every thread of every block arrives at once
           c.barriers += int(np.count_nonzero(np.diff(t.block))) + 1
+          t.epoch += 1
           pc += 1
           continue
         if pcs is None: pcs, waiting, t.mask = np.full(t.n, pc, np.int64), np.zeros(t.n, bool), np.ones(t.n, bool)
@@ -1118,4 +1151,5 @@ class EmulatedKernel:
         raise EmulatorError(f"NV emulator: kernel {self.name}: {t.who(k)} (at `{self.instrs[pcs[k]].text}`) and {t.who(k + 1)} "
                             f"(at `{self.instrs[pcs[k + 1]].text}`) {why}")
     t.counters.barriers += int(np.count_nonzero(np.diff(t.block))) + 1
+    t.epoch += 1
 
