@@ -1,7 +1,7 @@
 """The Python work of NV launches, measured without a GPU: the NV driver runs against a stand-in for libcuda that counts
 the driver API calls (backends/tinygrad-nv/tests/fake_libcuda.py, compiled with the C compiler). Prints the calls and
-microseconds per cached `(s + 1).realize()`, per direct program launch, and per replay of a jitted step, with the
-driver's CUDA graph and without it (side by side)."""
+microseconds per cached `(s + 1).realize()`, per call of bench/gpu.py's memory-bound work (softmax, a reduction, an
+add), per direct program launch, and per replay of a jitted step, with the driver's CUDA graph and without it."""
 from __future__ import annotations
 import argparse, importlib.util, os, pathlib, sys, time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -48,6 +48,13 @@ def main() -> None:
   print(f"NV against the libcuda stand-in ({Device['NV'].driver.__class__.__module__}); {args.n} calls per figure")
   show("cached (s + 1).realize()", *per_call(lib, lambda: (s + 1).realize(), args.n))
   runner = next(reversed(_runners.values()))   # the kernel of s + 1
+  # bench/gpu.py's memory-bound work, called from Python each time: on a GPU its kernels run while Python builds the
+  # next call, so where this host time is the longer, it bounds the per-call ratio to PyTorch (the jitted column's does not)
+  m = Tensor(np.ones((1024, 1024), np.float32), device="NV").realize()
+  v = Tensor(np.ones(1 << 20, np.float32), device="NV").realize()
+  show("softmax 1024x1024, built and realized", *per_call(lib, lambda: m.softmax(-1).realize(), args.n // 4))
+  show("exp(x*2+1).sum() over 2^20, built and realized", *per_call(lib, lambda: (v * 2 + 1).exp().sum().realize(), args.n // 4))
+  show("a + b over 2^20, built and realized", *per_call(lib, lambda: (v + v).realize(), args.n // 4))
   bufs = [buffers[_storage(t.uop)] for t in (Tensor.empty(16, device="NV").realize(), s)]
   show("its kernel launched directly (CompiledRunner)", *per_call(lib, lambda: runner(bufs, {}), args.n))
   x = Tensor(np.ones((64, 64), np.float32), device="NV").realize()
