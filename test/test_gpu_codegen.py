@@ -345,6 +345,18 @@ def test_a_matmuls_tiles_are_double_buffered(dt):
   bars, copies = at(r"bar\.sync", single), at(r"cp\.async\.c[ag]", single)
   assert len(bars) == 2 and copies and bars[0] < min(copies) and max(copies) < bars[1] < min(at(r"mma\.sync|fma\.rn", single)), single
 
+@pytest.mark.parametrize("m, k, n", [(96, 72, 80), (64, 36, 68)])
+def test_nv_copies_past_a_tiles_end_are_gated_cp_async_and_match_numpy(m, k, n, monkeypatch):
+  """Tiles the block's threads do not divide: the copies past the tile's end are predicated off (`@%p cp.async`), and
+  the NV emulator's matmul equals numpy's exactly (small integers)."""
+  pytest.importorskip("tinygrad_nv")
+  monkeypatch.setenv("NV_EMULATE", "1")
+  a, b = rng.integers(-3, 4, (m, k)).astype(np.float32), rng.integers(-3, 4, (k, n)).astype(np.float32)
+  ta, tb = Tensor(a, device="NV"), Tensor(b, device="NV")
+  src = get_program(last_kernel(ta @ tb).ast, renderer("NV")).src
+  assert re.search(r"@%p\d+ cp\.async\.c[ag]\.shared\.global", src), src
+  np.testing.assert_array_equal((ta @ tb).numpy(), a @ b)
+
 def test_a_matmuls_tiles_are_copied_and_read_as_whole_vectors():
   """The fp32 512x512 matmul on NV: per trip of 16 along the sum, each of the 16x16 threads copies 4 consecutive floats of
   A's 64x16 tile and of B's 16x64 tile (one 16-byte cp.async each, before the loop for the first tile and in the loop
