@@ -220,7 +220,7 @@ class UOp(metaclass=UOpMeta):
     return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
   def r(self, op: Ops, axes: tuple[int, ...]) -> UOp:
     sh = self.shape   # (a symbolic dim is never 1: UOp compares by identity)
-    axes = (axes if sh[axes[0]] != 1 else ()) if len(axes) == 1 else tuple(sorted(a for a in axes if sh[a] != 1))
+    axes = (tuple(axes) if sh[axes[0]] != 1 else ()) if len(axes) == 1 else tuple(sorted(a for a in axes if sh[a] != 1))
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 
   # python operators build ALU nodes: used by index math in codegen and by symbolic
