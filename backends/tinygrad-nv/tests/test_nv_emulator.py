@@ -123,19 +123,50 @@ def run(body: str, block=(64, 1, 1), grid=(1, 1, 1), shared=".shared .align 16 .
   ("ld.global.v8.b32 {%r1, %r2, %r3, %r4, %r5, %r6, %r7, %r8}, [%rd0];\nret;", r"\.v8\.b32 is not a PTX vector"),
   ("st.global.v4.b32 [%rd0+8], {%r0, %r0, %r0, %r0};\nret;", "misaligned store of 4xb32"),
   # cp.async's data lands when its thread waits: a barrier alone does not wait, nor does the block's end
-  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nbar.sync 0;\nld.shared.u32 %r2, [%r1];\nret;", "a cp.async is still copying"),
-  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nst.shared.u32 [%r1], %r0;\nret;", "a cp.async is still copying"),
-  ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nret;", "never waited for"),
+  ("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 2;\nadd.u32 %r1, %r1, %r2;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nbar.sync 0;\n"
+   "ld.shared.u32 %r3, [%r1];\nret;", "a cp.async is still copying"),
+  ("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 2;\nadd.u32 %r1, %r1, %r2;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nst.shared.u32 [%r1], %r0;\nret;",
+   "a cp.async is still copying"),
+  ("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 2;\nadd.u32 %r1, %r1, %r2;\ncp.async.ca.shared.global [%r1], [%rd0], 4;\nret;", "never waited for"),
   ("mov.u32 %r1, smem;\ncp.async.cg.shared.global [%r1], [%rd0], 8;\ncp.async.wait_all;\nret;", "copies 16 bytes, not 8"),
   ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1], [%rd0+4], 8;\ncp.async.wait_all;\nret;", "misaligned cp.async read"),
   ("mov.u32 %r1, smem;\ncp.async.ca.shared.global [%r1+4], [%rd0], 8;\ncp.async.wait_all;\nret;", "misaligned shared cp.async write"),
   ("mov.u32 %r1, smem;\ncp.async.commit_group;\nret;", "cp.async.commit_group is not implemented"),
+  # two warps' accesses to one shared word, one a write, with no barrier between them: a race
+  ("mov.u32 %r1, smem;\nst.shared.u32 [%r1], %r0;\nret;", r"shared store .* meets a word another warp"),   # both warps write word 0
+  ("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 2;\nadd.u32 %r3, %r1, %r2;\nst.shared.u32 [%r3], %r0;\nxor.b32 %r4, %r2, 128;\n"
+   "add.u32 %r4, %r1, %r4;\nld.shared.u32 %r5, [%r4];\nret;", r"shared load .* reads a word another warp of its block wrote"),
+  ("mov.u32 %r1, smem;\nshl.b32 %r2, %r0, 2;\nadd.u32 %r3, %r1, %r2;\nld.shared.u32 %r5, [%r3];\nxor.b32 %r4, %r2, 128;\n"
+   "add.u32 %r4, %r1, %r4;\nst.shared.u32 [%r4], %r0;\nret;", r"shared store .* meets a word another warp of its block read"),
   # a copy onto bytes another warp read since the last barrier: nothing orders that read before the copy's write
   ("mov.u32 %r1, smem;\nand.b32 %r2, %r0, 31;\nshl.b32 %r2, %r2, 2;\nadd.u32 %r1, %r1, %r2;\nld.shared.u32 %r3, [%r1];\n"
-   "setp.lt.u32 %p0, %r0, 32;\n@%p0 cp.async.ca.shared.global [%r1], [%rd0], 4;\ncp.async.wait_all;\nret;", "which another warp read since the last barrier"),
+   "setp.lt.u32 %p0, %r0, 32;\n@%p0 cp.async.ca.shared.global [%r1], [%rd0], 4;\ncp.async.wait_all;\nret;", "a word another warp of its block read or wrote since the last barrier"),
 ])
 def test_undefined_behaviour_is_an_error(body, why):
   with pytest.raises(EmulatorError, match=why): run(body)
+
+def test_warps_exchange_words_through_shared_memory_across_a_barrier():
+  """The ordered counterparts of the races above: each of 64 threads writes its word, and after a barrier reads the
+  word of its partner in the other warp, then (after a second barrier) overwrites that word; a warp may read and
+  write its own words with no barrier (nothing orders a warp against itself but its program order)."""
+  body = """mov.u32 %r1, smem;
+shl.b32 %r2, %r0, 2;
+add.u32 %r3, %r1, %r2;
+st.shared.u32 [%r3], %r0;
+ld.shared.u32 %r6, [%r3];
+bar.sync 0;
+xor.b32 %r4, %r2, 128;
+add.u32 %r4, %r1, %r4;
+ld.shared.u32 %r5, [%r4];
+bar.sync 0;
+add.u32 %r6, %r6, 1000;
+st.shared.u32 [%r4], %r6;
+cvt.u64.u32 %rd1, %r2;
+add.u64 %rd1, %rd0, %rd1;
+st.global.u32 [%rd1], %r5;
+ret;"""
+  _, out = run(body, block=(64, 1, 1))
+  np.testing.assert_array_equal(out[:64], np.arange(64) ^ 32)
 
 def test_cp_async_after_a_barrier_may_overwrite_what_other_warps_read_before_it():
   """The other side of the race above: with a barrier between the two warps' reads and warp 0's copy, the copy is

@@ -119,9 +119,11 @@ class Thread:
   # bytes' indices in the flat shared array, the bytes), and the shared bytes they are still to write (None: none)
   pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=list)
   inflight: np.ndarray | None = None
-  # in a kernel with cp.async: per 4-byte word of the batch's shared memory (a copy writes whole words), the barrier
-  # epoch of its last read and the warp that read it (-1: several), so a copy onto bytes another warp read since the
-  # last barrier is caught (None: untracked)
+  # per 4-byte word of the batch's shared memory: the barrier epoch of its last write and the warp that wrote it, and of
+  # its last read and the warp that read it (-1: several), so two warps' accesses to a word with no barrier between
+  # them, one a write, are caught (ordered()); None: a kernel without shared memory
+  write_epoch: np.ndarray | None = None
+  write_warp: np.ndarray | None = None
   read_epoch: np.ndarray | None = None
   read_warp: np.ndarray | None = None
   epoch: int = 0   # barriers the batch's blocks have passed
@@ -178,23 +180,37 @@ class Thread:
     blk = self.block if lanes is None else self.block[lanes]
     at = (blk * self.shared.shape[1] + offs)[:, None] + np.arange(size)
     self.not_in_flight(at, lanes, what)
-    if self.read_epoch is not None and what == "load": self.note_reads(at, self.warp if lanes is None else self.warp[lanes])
+    self.ordered(at, lanes, what)
     return (blk * self.shared.shape[1] + offs) // size
-  def note_reads(self, at: np.ndarray, warps: np.ndarray) -> None:
-    """Shared bytes `at` (a row per lane) read by the lanes' warps in this barrier epoch (read_by_others())."""
-    words = at[:, ::4] // 4 if at.shape[1] >= 4 else at[:, :1] // 4   # (accesses are aligned to their size)
-    b, w = words.reshape(-1), np.repeat(warps, words.shape[1])
-    before = (self.read_epoch[b] == self.epoch) & (self.read_warp[b] != w)
-    self.read_warp[b] = w
-    several = before | (self.read_warp[b] != w)   # read by another warp earlier in the epoch, or in this instruction
-    self.read_warp[b[several]] = -1
-    self.read_epoch[b] = self.epoch
-  def read_by_others(self, at: np.ndarray, warps: np.ndarray) -> np.ndarray:
-    """Per lane (a row of `at`): whether a warp other than its own read any of its bytes since the last barrier: nothing
-    orders that read before this lane's write (PTX's memory model orders two warps' shared accesses by a barrier)."""
-    words = at[:, ::4] // 4   # a copy's whole, aligned words
-    w = np.repeat(warps, words.shape[1]).reshape(words.shape)
-    return ((self.read_epoch[words] == self.epoch) & (self.read_warp[words] != w)).any(axis=1)
+  def ordered(self, at: np.ndarray, lanes, what: str) -> None:
+    """Two warps' accesses to one shared word, one of them a write, are ordered only by a barrier between them (PTX's
+    memory consistency model; without one the hardware gives either order): an access (bytes `at`, a row per active
+    lane; `what` "load" or "ldmatrix" reads, anything else writes) after another warp's write to its words in this
+    barrier epoch, or a write after another warp's read, is an error naming both warps' threads' block. Accesses of
+    whole 4-byte words are tracked (a narrower one is not: two warps may write two halves of a word)."""
+    if self.write_epoch is None or at.shape[1] < 4: return
+    words = at[:, ::4] // 4
+    warps = np.repeat(self.warp if lanes is None else self.warp[lanes], words.shape[1])
+    b, e = words.reshape(-1), self.epoch
+    write = what not in ("load", "ldmatrix")
+    other = (self.write_epoch[b] == e) & (self.write_warp[b] != warps)
+    if write: other |= (self.read_epoch[b] == e) & (self.read_warp[b] != warps)
+    if write:   # two warps writing one word in this one instruction
+      self.write_warp[b] = warps
+      other |= self.write_warp[b] != warps
+    if other.any():
+      k = int(np.flatnonzero(other)[0]) // words.shape[1]
+      lane = k if lanes is None else int(np.flatnonzero(lanes)[k]) if lanes.dtype == bool else int(lanes[k])
+      raise EmulatorError(f"NV emulator: shared {what} by {self.who(lane)} at shared address {int(at[k, 0]) % self.shared.shape[1]} "
+                          f"{'meets' if write else 'reads'} a word another warp of its block {'read or wrote' if write else 'wrote'} since the last "
+                          f"barrier: a race (a bar.sync between the two orders them)")
+    if write: self.write_epoch[b] = e
+    else:
+      before = (self.read_epoch[b] == e) & (self.read_warp[b] != warps)
+      self.read_warp[b] = warps
+      several = before | (self.read_warp[b] != warps)   # read by another warp earlier in the epoch, or in this instruction
+      self.read_warp[b[several]] = -1
+      self.read_epoch[b] = e
   def key(self, lanes) -> np.ndarray:
     """Each active lane's thread as a number that outlives lanes exiting: its block in the batch << 20 | its thread id."""
     return (self.block << 20 | self.tid) if lanes is None else (self.block[lanes] << 20 | self.tid[lanes])
@@ -781,12 +797,8 @@ def _cp_async(d, mods, ops):
       n = np.broadcast_to(np.asarray(src_size(t)), (t.n,))[sel].astype(np.int64)[:, None]
       if np.any(n > size): raise EmulatorError(f"NV emulator: kernel {d.name}: cp.async src-size past its cp-size of {size}")
       data[np.arange(size) >= n] = 0
-    at = t.shared_index(offs, lanes, size, "cp.async write")[:, None] * size + np.arange(size)   # also: not onto bytes in flight
-    if t.read_epoch is not None and (raced := t.read_by_others(at, t.warp if lanes is None else t.warp[lanes])).any():
-      k = int(np.flatnonzero(raced)[0])
-      raise EmulatorError(f"NV emulator: kernel {d.name}: cp.async by {t.who(k if lanes is None else int(np.flatnonzero(lanes)[k]))} writes shared "
-                          f"address {int(offs[k])}, which another warp read since the last barrier: a race (issue the copy after a barrier "
-                          f"that follows those reads)")
+    # also: not onto bytes in flight, nor words another warp accessed since the last barrier (Thread.ordered)
+    at = t.shared_index(offs, lanes, size, "cp.async write")[:, None] * size + np.arange(size)
     t.count("global_read", lanes, size)
     t.count("shared_written", lanes, size)
     t.shared_access(offs, lanes, size)
@@ -932,7 +944,7 @@ def _ldmatrix(d, mods, ops):
     if np.any(offs + 16 > t.shared_size): raise EmulatorError(f"NV emulator: kernel {d.name}: ldmatrix row past the block's {t.shared_size} bytes of shared memory")
     at = ((blk * t.shared.shape[1] + offs)[..., None] + np.arange(16)).reshape(-1, 16)   # (W * 8 num, 16): the rows' bytes
     t.not_in_flight(at, None, "ldmatrix")
-    if t.read_epoch is not None: t.note_reads(at, t.warp[lanes[:, :8 * num].reshape(-1)])
+    t.ordered(at, lanes[:, :8 * num].reshape(-1), "ldmatrix")   # the rows' lanes, by index (ordered() takes a mask or indices)
     flat = t.shared.reshape(-1).view(np.uint16)
     m = flat[((blk * t.shared.shape[1] + offs) // 2)[..., None] + np.arange(8)].reshape(-1, num, 8, 8)   # (W, matrix, row, col)
     if trans: m = m.swapaxes(-1, -2)
@@ -1035,7 +1047,6 @@ class EmulatedKernel:
     dec = Decoder(ptx, name)
     self.name, self.memory, self.instrs, self.params = name, memory, dec.instrs, dec.param_order
     self.static_shared = dec.static_shared
-    self.copies_async = any(ins.text.startswith("cp.async.c") for ins in self.instrs)   # then its shared reads are tracked (Thread.read_epoch)
     self.counters = LaunchCounters()
 
   def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> LaunchCounters:
@@ -1059,7 +1070,7 @@ class EmulatedKernel:
       t = Thread({}, special, params, self.memory, len(b), block=np.repeat(np.arange(len(ids)), per_block),
                  tid=np.tile(lane, len(ids)), warps_per_block=wpb, shared=np.zeros((len(ids), -(-max(shared, 1) // 16) * 16), np.uint8),
                  counters=c, shared_size=shared)
-      if self.copies_async: t.read_epoch, t.read_warp = np.full(t.shared.size // 4, -1, np.int32), np.full(t.shared.size // 4, -1, np.int32)
+      if shared: t.write_epoch, t.write_warp, t.read_epoch, t.read_warp = np.full((4, t.shared.size // 4), -1, np.int32)   # Thread.ordered
       self.run_batch(t)
       if t.pending:   # the hardware gives no order between a block's end and copies it never waited for
         raise EmulatorError(f"NV emulator: kernel {self.name}: block {int(t.pending[0][0][0] >> 20) + first} ends with cp.async copies it never waited "
