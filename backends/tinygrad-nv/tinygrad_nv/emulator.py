@@ -186,8 +186,8 @@ class Thread:
     """Two warps' accesses to one shared word, one of them a write, are ordered only by a barrier between them (PTX's
     memory consistency model; without one the hardware gives either order): an access (bytes `at`, a row per active
     lane; `what` "load" or "ldmatrix" reads, anything else writes) after another warp's write to its words in this
-    barrier epoch, or a write after another warp's read, is an error naming both warps' threads' block. Accesses of
-    whole 4-byte words are tracked (a narrower one is not: two warps may write two halves of a word)."""
+    barrier epoch, or a write after another warp's read, is an error naming the accessing thread. Accesses of whole
+    4-byte words are tracked (a narrower one is not: two warps may write two halves of a word)."""
     if self.write_epoch is None or at.shape[1] < 4: return
     words = at[:, ::4] // 4
     warps = np.repeat(self.warp if lanes is None else self.warp[lanes], words.shape[1])
