@@ -44,8 +44,11 @@ def linearize(sink: UOp, params: list[UOp] = (), ren: Renderer | None = None) ->
   deps_pass()
   # a group's outer loops can come from a member later in `order`: then repeat to the fixed point
   while any(len(g) > 1 for g in reduces_by_ranges.values()) and deps_pass(): pass
-  carried = {s: b.src[0] for b in order if b.op is Ops.BARRIER and b.arg == NEXT_TRIP for s in b.src[1:] if b.src[0] in deps[s]}
-  issued_early = async_copies(order, ren) & carried.keys() if ren is not None else set()
+  next_trip: dict[UOp, list[UOp]] = defaultdict(list)   # a tile loop's barriers
+  for b in order:
+    if b.op is Ops.BARRIER and b.arg == NEXT_TRIP: next_trip[b.src[0]].append(b)
+  carried = {s: rng for rng, bs in next_trip.items() for b in bs for s in b.src[1:] if rng in deps[s]}
+  issued_early = async_copies(order, ren) & carried.keys() if carried and ren is not None else set()
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
   emitted: list[UOp] = []    # the keys of `new` in the order they were added
@@ -95,8 +98,7 @@ def linearize(sink: UOp, params: list[UOp] = (), ren: Renderer | None = None) ->
       # sums, and the next trip's barrier waits for it
       for st in (st for st, r in carried.items() if r is rng and st not in issued_early): emit(st.src[1])
       if early := [st for st, r in carried.items() if r is rng and st in issued_early]:
-        for b in order:
-          if b.op is Ops.BARRIER and b.arg == NEXT_TRIP and b.src[0] is rng: emit(b)
+        for b in next_trip[rng]: emit(b)
         for st in early: emit(st)
       # what changes only with the loops open so far is computed here, outside the inner ones (a tile copied into shared
       # memory once per trip of the outer loop, between its barriers)

@@ -27,10 +27,12 @@ class ProgramSpec:
     return tuple(sym_eval(g, var_vals) for g in self.global_size), self.local_size
   def check_aligned(self, bufs: list) -> None:
     """Refuse buffers (views) not starting at a multiple of `aligned` bytes, which this kernel's wide accesses assume."""
-    if self.aligned > 1 and (bad := [i for i, b in enumerate(bufs) if b.offset % self.aligned]):
-      raise UnsupportedError(f"backend {self.device}: kernel {self.name} accesses {self.aligned} bytes at a time, so each of its buffers must "
-                             f"start at a multiple of {self.aligned} bytes, but buffer {bad[0]} is a view at byte offset {bufs[bad[0]].offset}: "
-                             f"pass a view at such an offset, or a copy")
+    if (aligned := self.aligned) <= 1: return
+    for i, b in enumerate(bufs):   # a plain loop: the runner calls this at every launch of such a kernel
+      if b.offset % aligned:
+        raise UnsupportedError(f"backend {self.device}: kernel {self.name} accesses {aligned} bytes at a time, so each of its buffers must "
+                               f"start at a multiple of {aligned} bytes, but buffer {i} is a view at byte offset {b.offset}: "
+                               f"pass a view at such an offset, or a copy")
 
 @dataclass(frozen=True)
 class TensorCore:

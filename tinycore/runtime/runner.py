@@ -24,15 +24,12 @@ class CompiledRunner:
     # launch sizes and cost estimates without variables are computed once, not per launch
     self._dims = spec.launch_dims({}) if all(isinstance(g, int) for g in spec.global_size) else None
     self._var_names = tuple(v.arg[0] for v in spec.vars)
-    self._aligned = spec.aligned
     self.cost = (spec.flops, spec.mem_bytes) if isinstance(spec.flops, int) and isinstance(spec.mem_bytes, int) else None
   def launch(self, bufs: list[Buffer], var_vals: dict[str, int]) -> tuple:
     """What one launch gives the program: (program, the buffers' device handles, global_size, local_size, vals); a driver's
     optional `graph` takes lists of these."""
     gsize, lsize = self._dims if self._dims is not None else self.spec.launch_dims(var_vals)
-    if (aligned := self._aligned) > 1:
-      for b in bufs:
-        if b.offset % aligned: self.spec.check_aligned(bufs)   # raises, saying which buffer
+    if self.spec.aligned > 1: self.spec.check_aligned(bufs)
     vals = tuple([var_vals[v] for v in names]) if (names := self._var_names) else ()
     return self.program, [(b if b._buf is not None else b.ensure_allocated())._buf for b in bufs], gsize, lsize, vals
   def __call__(self, bufs: list[Buffer], var_vals: dict[str, int], wait: bool = False) -> float | None:
