@@ -13,8 +13,22 @@ from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
 from tinycore.multi import MultiBuffer, make_buffer, multi_pm
 
+STORAGE = "storage"   # the key of a BUFFER node's Buffer in the node's __dict__ (NodeStorage)
+
+class NodeStorage:
+  """BUFFER node -> the runtime storage behind it, kept on the node itself: freed with the node, as a weak-keyed dict's
+  entry would be, without a weak reference made per lookup and a callback per freed node (the schedule cache looks up
+  every input of every realize; its loops read `node.__dict__.get(STORAGE)` directly)."""
+  __slots__ = ()
+  def __getitem__(self, u: UOp) -> Buffer | MultiBuffer:
+    if (b := u.__dict__.get(STORAGE)) is None: raise KeyError(f"{u.op} node has no storage (only BUFFER nodes that were given one have)")
+    return b
+  def get(self, u: UOp, default=None): return u.__dict__.get(STORAGE, default)
+  def __setitem__(self, u: UOp, b: Buffer | MultiBuffer) -> None: u.__dict__[STORAGE] = b
+  def __contains__(self, u: UOp) -> bool: return STORAGE in u.__dict__
+
 # the runtime storage behind every BUFFER node; freed with the node (state lives here, nowhere else)
-buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+buffers = NodeStorage()
 # ASSIGNs that have run -> their target. A graph built before the realize still holds the ASSIGN node: scheduling it
 # again reads the target instead of assigning twice. (Each assign() builds a distinct node, see unique_id.)
 done_assigns: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()

@@ -40,7 +40,7 @@ def _walk(outs: list[UOp]):
   slot: dict[int, int] = {}
   uniq: dict = {}
   binds: dict[str, int] = {}
-  done, store = _sched.done_assigns, _sched.buffers
+  done, STORAGE = _sched.done_assigns, _sched.STORAGE
   index = ids.__getitem__   # the sources' numbers by a C-level map: no Python frame per node
   opened: set[UOp] = set()   # nodes whose sources are on the stack: met again, they are keyed
   stack: list[UOp] = list(reversed(outs))
@@ -50,7 +50,7 @@ def _walk(outs: list[UOp]):
     if u in ids: continue
     op = u.op
     if op is _BUFFER:
-      if (b := store.get(u)) is None: return None
+      if (b := u.__dict__.get(STORAGE)) is None: return None   # (schedule.buffers, without a call)
       if (s := slot.get(id(b))) is None: s = slot[id(b)] = len(bufs); bufs.append(b)
       k = (op, u.dtype, u.arg, u.src[0].arg, s, b.size, b.dtype)
     elif op is _BIND:
@@ -126,7 +126,7 @@ def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str,
     else:
       s, dtype, size, device = ref
       v = UOp(_BUFFER, dtype, (UOp(_DEVICE, _void, (), device), UOp(_UNIQUE, _void, (), _sched.unique_id())), size)   # positional: no kwargs
-      _sched.buffers[v] = allb[s]
+      v.__dict__[_sched.STORAGE] = allb[s]   # (schedule.buffers[v] = ..., without a call)
     made.append(v)
     if shape is not None: v = UOp(Ops.RESHAPE, v.dtype, (v,), shape)
     becomes[nodes[p]] = v if layout is None else UOp(Ops.MULTI, v.dtype, (v,), layout[0])
