@@ -345,6 +345,29 @@ def test_a_matmuls_tiles_are_double_buffered(dt):
   bars, copies = at(r"bar\.sync", single), at(r"cp\.async\.c[ag]", single)
   assert len(bars) == 2 and copies and bars[0] < min(copies) and max(copies) < bars[1] < min(at(r"mma\.sync|fma\.rn", single)), single
 
+def test_a_long_matmul_sum_adds_its_register_tile_into_the_next_level_once_per_256_terms(monkeypatch):
+  """K = 4096 in tiles of 16 (2 trips of 8 unrolled products a tile): tree_sums keeps each accumulator to SUM_CHUNK =
+  256 terms. The tile loop is split in two, so 16 tiles (2 * 8 * 16 terms) share the register tile's accumulators
+  before they join the next level's (was: fresh ones every tile, 64 zeroings and 64 adds a trip, and 249 registers for
+  ptxas at 4096^2, now 220). The double-buffered tile's barrier goes with the inner, 16-trip loop, inside one of 16
+  trips. The NV emulator's result matches numpy."""
+  from tinycore.codegen.reduce import SUM_CHUNK
+  pytest.importorskip("tinygrad_nv")
+  monkeypatch.setenv("NV_EMULATE", "1")
+  a, b = rng.standard_normal((64, 4096)).astype(np.float32), rng.standard_normal((4096, 64)).astype(np.float32)
+  ta, tb = Tensor(a, device="NV"), Tensor(b, device="NV")
+  uops = get_program(last_kernel(Tensor.empty(4096, 4096, device="NV") @ Tensor.empty(4096, 4096, device="NV")).ast, renderer("NV")).uops
+  at = next(i for i, u in enumerate(uops) if u.op is Ops.BARRIER)
+  open_loops = []
+  for u in uops[:at]:
+    if u.op is Ops.RANGE: open_loops.append(u)
+    elif u.op is Ops.ENDRANGE: open_loops.remove(u.src[0])
+  tile, outer = open_loops[-1], open_loops[-2]
+  assert (tile.src[0].arg, outer.src[0].arg) == (16, 16) and 16 * 16 == SUM_CHUNK, [r.src[0] for r in open_loops]
+  start, end = uops.index(tile), next(i for i, u in enumerate(uops) if u.op is Ops.ENDRANGE and u.src[0] is tile)
+  assert not [u for u in uops[start:end] if u.op is Ops.DEFINE_ACC], "accumulators made anew in every tile"
+  np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("m, k, n", [(96, 72, 80), (64, 36, 68)])
 def test_nv_copies_past_a_tiles_end_are_gated_cp_async_and_match_numpy(m, k, n, monkeypatch):
   """Tiles the block's threads do not divide: the copies past the tile's end are predicated off (`@%p cp.async`), and

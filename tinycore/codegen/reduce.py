@@ -6,6 +6,7 @@ from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, AxisType, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.codegen.gpudims import thread_axes
+from tinycore.codegen.linearize import terms, NEXT_TRIP
 
 # ***** grouped reductions *****
 # A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, writes its partial into
@@ -61,40 +62,55 @@ def group_reduces(sink: UOp) -> UOp:
 
 # ***** long float sums become a tree of short ones *****
 # A float accumulator that has added n terms carries an error of up to (n-1) units of roundoff times the terms'
-# magnitudes, and a float32 one stops growing altogether at 2^24 times its term. So every float sum longer than
-# SUM_CHUNK iterations is cut into nested loops of at most SUM_CHUNK iterations each, every level with a fresh
-# accumulator: the error grows with SUM_CHUNK * levels (levels = log(n) / log(SUM_CHUNK)), not with n. The cut depends
-# only on the loop lengths, never on the thread count or the backend. The bound is in docs/architecture.md.
+# magnitudes, and a float32 one stops growing altogether at 2^24 times its term. So every float sum of more than
+# SUM_CHUNK terms is cut into nested loops, each level with a fresh accumulator that takes at most SUM_CHUNK terms (a
+# trip of a body that adds several, a conv's taps or a register tile's unrolled products, counts them all): the error
+# grows with SUM_CHUNK * levels (levels = log(n) / log(SUM_CHUNK)), not with n. Where a loop does not fit the level
+# below whole, its inner part that does joins that level (a 4096-long sum of tiles of 16 terms: 16 tiles a level, not
+# one, so a GPU matmul adds its register tile's partial sums into the next level every 16 tiles, not every tile). The
+# cut depends only on the loop lengths, never on the thread count or the backend. The bound is in docs/architecture.md.
 SUM_CHUNK = 256
 
 def _trips(r: UOp) -> int: return r.src[0].arg if r.src[0].op is Ops.CONST else int(r.src[0].vmax)
 
 def tree_sums(sink: UOp) -> UOp:
-  """REDUCE(ADD) of floats over more than SUM_CHUNK iterations -> nested REDUCEs of at most SUM_CHUNK iterations each."""
+  """REDUCE(ADD) of floats over more than SUM_CHUNK terms -> nested REDUCEs of at most SUM_CHUNK terms each."""
   ids = itertools.count(max((u.arg[0] for u in sink.toposort() if u.op is Ops.RANGE), default=-1) + 1)
-  cuts: dict[UOp, tuple[UOp, list[UOp]]] = {}   # loop -> (its index as an expression of the new loops, those loops outer first)
-  def cut(r: UOp) -> tuple[UOp, list[UOp]]:
-    if (ret := cuts.get(r)) is not None: return ret
+  cuts: dict[tuple[UOp, int], tuple[UOp, list[UOp]]] = {}   # (loop, chunk) -> (its index as an expression of the new loops, those loops outer first)
+  def cut(r: UOp, chunk: int) -> tuple[UOp, list[UOp]]:
+    """r as nested loops of at most `chunk` trips, the innermost `chunk` long (shared by every sum cutting r alike)."""
+    if (ret := cuts.get((r, chunk))) is not None: return ret
     n = r.src[0]
-    if _trips(r) <= SUM_CHUNK: ret = (r, [r])
-    else:  # r = outer*SUM_CHUNK + inner; the last chunk is shorter when SUM_CHUNK does not divide n
-      idx, loops = cut(UOp(Ops.RANGE, dtypes.index, (((n + (SUM_CHUNK - 1)) // SUM_CHUNK).simplify(),), (next(ids), AxisType.REDUCE)))
-      end = UOp.const(dtypes.index, SUM_CHUNK) if n.op is Ops.CONST and n.arg % SUM_CHUNK == 0 else (n - idx * SUM_CHUNK).minimum(SUM_CHUNK).simplify()
+    if _trips(r) <= chunk: ret = (r, [r])
+    else:  # r = outer*chunk + inner; the last chunk is shorter when chunk does not divide n
+      idx, loops = cut(UOp(Ops.RANGE, dtypes.index, (((n + (chunk - 1)) // chunk).simplify(),), (next(ids), AxisType.REDUCE)), SUM_CHUNK)
+      end = UOp.const(dtypes.index, chunk) if n.op is Ops.CONST and n.arg % chunk == 0 else (n - idx * chunk).minimum(chunk).simplify()
       inner = UOp(Ops.RANGE, dtypes.index, (end,), (next(ids), AxisType.REDUCE))
-      ret = (idx * SUM_CHUNK + inner, loops + [inner])
-    cuts[r] = ret
+      ret = (idx * chunk + inner, loops + [inner])
+    cuts[(r, chunk)] = ret
     return ret
   def tree(x: UOp) -> UOp | None:
-    if x.arg is not Ops.ADD or not dtypes.is_float(x.dtype) or prod(_trips(r) for r in x.src[1:]) <= SUM_CHUNK: return None
-    parts = [cut(r) for r in x.src[1:]]
-    body = x.src[0].substitute({r: idx for r, (idx, _) in zip(x.src[1:], parts) if idx is not r})
-    levels: list[list[UOp]] = [[]]   # innermost first, each at most SUM_CHUNK iterations
-    trips = 1
-    for lp in reversed([lp for _, loops in parts for lp in loops]):
-      if levels[-1] and trips * _trips(lp) > SUM_CHUNK: levels, trips = levels + [[]], 1
-      levels[-1].insert(0, lp)
-      trips *= _trips(lp)
+    if x.arg is not Ops.ADD or not dtypes.is_float(x.dtype): return None
+    per_trip = len(terms(x.src[0], Ops.ADD))   # the terms one trip of the body adds to the accumulator
+    if per_trip * prod(_trips(r) for r in x.src[1:]) <= SUM_CHUNK: return None
+    body, levels = x.src[0], [[]]   # levels innermost first, each at most SUM_CHUNK terms
+    size = per_trip
+    for r in reversed(x.src[1:]):
+      room = max(SUM_CHUNK // size, 1)
+      # the part of r the level below still has room for (a power of two that divides r: whole trips), then r's rest
+      fill = room if r.src[0].op is Ops.CONST and r.src[0].arg % room == 0 and room & (room - 1) == 0 and _trips(r) > room else 1
+      idx, loops = cut(r, fill if fill > 1 else SUM_CHUNK)
+      if idx is not r: body = _retarget(body.substitute({r: idx}), r, idx, loops[-1])
+      for lp in reversed(loops):
+        if levels[-1] and size * _trips(lp) > SUM_CHUNK: levels, size = levels + [[]], 1
+        levels[-1].insert(0, lp)
+        size *= _trips(lp)
     for level in levels: body = UOp(Ops.REDUCE, x.dtype, (body,) + tuple(level), Ops.ADD)
     return body
   out = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), tree)]))
   return out if out is sink else graph_rewrite(out, symbolic_rules)
+
+def _retarget(body: UOp, r: UOp, idx: UOp, inner: UOp) -> UOp:
+  """body, where loop r became idx (nested loops), with r's NEXT_TRIP barriers on the innermost of them, `inner`: a trip
+  of r (a double-buffered tile, codegen/opt/kernel.py stage()) is a trip of it."""
+  return body.substitute({b: b.replace(src=(inner,) + b.src[1:]) for b in body.toposort() if b.op is Ops.BARRIER and b.arg == NEXT_TRIP and b.src[0] is idx})
