@@ -112,8 +112,8 @@ def test_nv_tensor_core_kernel_reads_fragments_from_shared_memory(dt):
     # threads, copied once before the loop (the first tile) and once in each trip (the next)
     copies = 2 * (128 * 32 + 32 * 128) // 128 // 8
     loaded = re.findall(r"ld\.global\.v4\.b32 (\{[^}]*\})", src)
-    stored = re.findall(r"st\.shared\.v4\.b32 \[%rd\d+\], (\{[^}]*\})", src)
-    if ren is nv: assert len(re.findall(r"cp\.async\.cg\.shared\.global \[%rd\d+\], \[%rd\d+\], 16;", src)) == copies and not loaded and not stored, src
+    stored = re.findall(r"st\.shared\.v4\.b32 \[%r\d+\], (\{[^}]*\})", src)   # shared addresses are 32-bit
+    if ren is nv: assert len(re.findall(r"cp\.async\.cg\.shared\.global \[%r\d+\], \[%rd\d+\], 16;", src)) == copies and not loaded and not stored, src
     else: assert len(loaded) == copies and sorted(loaded) == sorted(stored) and "cp.async" not in src, (loaded, stored)
     assert not re.search(r"(ld|st)\.(global|shared)\.(b16|u16|v\d\.b16|v\d\.u16) ", src.split("$end")[0])   # no 16-bit copy
     assert src.count("mma.sync") == 4 * 8
@@ -132,7 +132,7 @@ def test_nv_tensor_core_loop_loads_each_fragment_once_with_ldmatrix(dt):
   assert body.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 4 and body.count("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16") == 8
   assert "ld.shared" not in body and "mov.b32" not in body and "shl.b32" not in body, body
   # one address per operand, each fragment at its constant offset from it
-  assert len(set(re.findall(r"ldmatrix\S* \{[^}]*\}, \[(%rd\d+)", body))) == 2, body
+  assert len(set(re.findall(r"ldmatrix\S* \{[^}]*\}, \[(%r\d+)", body))) == 2, body
 
 def test_wmma_refuses_lanes_that_disagree_on_a_copy():
   """PYTHON's WMMA checks the layout: lanes holding copies of one element (none in its own tensor core) must agree."""
