@@ -2,9 +2,12 @@
 side with PyTorch on that GPU and prints the ratios, tinycore both called from Python each time and jitted (its kernels
 replayed by TinyJit: the kernels' time without the host's per-call work). Without one it runs the same kinds of work on the PTX and RDNA3
 emulators (NV_EMULATE=1, AMD_EMULATE=1) and prints what the kernels did: global and shared-memory bytes, barriers,
-instructions, threads and blocks, counted by the emulators per launch. `python bench/gpu.py` picks the mode by itself."""
+instructions, threads and blocks, counted by the emulators per launch. `python bench/gpu.py` picks the mode by itself.
+`--mode sass` needs no GPU either: it assembles the GPU workloads' NV kernels at their GPU sizes with ptxas and prints
+what the chip would run: registers, spills, and (with cuobjdump and nvdisasm: `pip install nvidia-cuda-cuobjdump
+nvidia-cuda-nvdisasm`) the machine instructions of each kernel's innermost loop."""
 from __future__ import annotations
-import argparse, os, pathlib, subprocess, sys, time
+import argparse, collections, os, pathlib, re, shutil, subprocess, sys, tempfile, time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout without installing the core
 import numpy as np
 
@@ -206,9 +209,67 @@ def run_gpu(a) -> None:
         rates.append(float("nan"))
     print(f"{name:46s} {unit:>8s} {rates[0]:10.3f} {rates[1]:10.3f} {rates[2]:10.3f} {rates[0] / rates[2]:6.3f}x {rates[1] / rates[2]:6.3f}x", flush=True)
 
+# ***** the machine code ptxas makes, without a GPU *****
+
+def find_cuobjdump() -> str | None:
+  """CUOBJDUMP, else cuobjdump on PATH, else the one of NVIDIA's nvidia-cuda-cuobjdump wheel."""
+  if (env := os.environ.get("CUOBJDUMP")) or (env := shutil.which("cuobjdump")): return env
+  try: import nvidia   # type: ignore[import-not-found]
+  except ImportError: return None
+  return next((str(p) for root in nvidia.__path__ for p in pathlib.Path(root).glob("*/bin/cuobjdump")), None)
+
+SASS_LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s*(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)([^;]*);")
+
+def innermost_loop(sass: str) -> collections.Counter:
+  """The opcodes of the longest loop holding no other loop (a backward branch's range), counted: what a thread runs
+  most of the time in a kernel whose time is its loops."""
+  ins = [(int(m.group(1), 16), m.group(2), t.group(1) if m.group(2) == "BRA" and (t := re.search(r"0x([0-9a-f]+)", m.group(3))) else None)
+         for m in SASS_LINE.finditer(sass)]
+  loops = [(int(t, 16), at) for at, op, t in ins if op == "BRA" and t is not None and int(t, 16) < at]
+  inner = [(lo, hi) for lo, hi in loops if not any((a, b) != (lo, hi) and lo <= a and b <= hi for a, b in loops)]
+  if not inner: return collections.Counter()
+  lo, hi = max(inner, key=lambda r: r[1] - r[0])
+  return collections.Counter(op for at, op, _ in ins if lo <= at <= hi)
+
+def run_sass(a) -> None:
+  os.environ.setdefault("NV_EMULATE", "1")   # NV opens without a GPU (nothing runs: the kernels are only assembled)
+  from tinycore import Tensor, dtypes
+  from tinycore.uop import Ops
+  from tinycore.codegen import get_program
+  from tinygrad_nv.renderer import PTXRenderer
+  from tinygrad_nv.assembler import find_ptxas, run_ptxas
+  if (ptxas := find_ptxas()) is None: sys.exit("sass mode needs ptxas: pip install -e backends/tinygrad-nv[ptxas], or NV_PTXAS=/path/to/ptxas")
+  cuobjdump = find_cuobjdump()
+  print(f"NV kernels at the GPU sizes for {a.arch}, assembled by {ptxas}" + (f", disassembled by {cuobjdump}" if cuobjdump else
+        " (no cuobjdump: registers only; pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm for the loops)"))
+  # cuobjdump runs nvdisasm, found on PATH: the wheels put both in one folder
+  env = {**os.environ, "PATH": os.pathsep.join([str(pathlib.Path(cuobjdump).parent), os.environ.get("PATH", "")])} if cuobjdump else None
+  # the workloads as tinycore builds them, on inputs never filled and outputs never run: their kernels, scheduled only
+  lazy = {**tinycore_fw(), "randn": lambda shape, dt: Tensor.empty(*shape, dtype=getattr(dtypes, dt), device="NV"), "run": lambda *xs: xs,
+          "call": lambda fn, *xs: (lambda: fn(*xs))}
+  print(f"{'workload':36s} {'kernel':24s} {'registers':>9s} {'spilled':>7s}   innermost loop: instructions, the most frequent")
+  for name, (unit, amount, make) in gpu_workloads(a).items():
+    if (a.only and a.only not in name) or unit == "steps/s": continue   # (a training step realizes as it builds)
+    outs = make(lazy)()
+    for si in (si for si in outs[0].schedule(*outs[1:]) if si.ast.op is Ops.SINK):
+      spec = get_program(si.ast, PTXRenderer(a.arch))
+      cubin, log = run_ptxas(spec.src, a.arch, ptxas, "-v")
+      regs = re.search(r"Used (\d+) registers", log)
+      spill = sum(int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", log))
+      loop = ""
+      if cuobjdump:
+        with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+          f.write(cubin); f.flush()
+          r = subprocess.run([cuobjdump, "-sass", f.name], capture_output=True, text=True, env=env)
+          if r.returncode != 0: sys.exit(f"{cuobjdump} failed: {r.stderr.strip()}")
+          ops = innermost_loop(r.stdout)
+        loop = f"{sum(ops.values()):5d}: " + ", ".join(f"{op} {n}" for op, n in ops.most_common(6)) if ops else "none"
+      print(f"{name[:36]:36s} {spec.name[:24]:24s} {regs.group(1) if regs else '?':>9s} {spill:7d}   {loop}", flush=True)
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__)
-  p.add_argument("--mode", choices=("auto", "gpu", "counters"), default="auto", help="auto: gpu when an NVIDIA GPU and PyTorch with CUDA are present")
+  p.add_argument("--mode", choices=("auto", "gpu", "counters", "sass"), default="auto", help="auto: gpu when an NVIDIA GPU and PyTorch with CUDA are present")
+  p.add_argument("--arch", default="sm_90", help="sass mode: the NVIDIA architecture ptxas assembles for")
   p.add_argument("--devices", nargs="+", default=["NV", "AMD"], help="counters mode: the emulated backends")
   p.add_argument("--matmul", type=int, default=512, help="counters mode: the square matmul's size")
   p.add_argument("--conv", dest="conv", type=int, nargs=4, default=[4, 16, 32, 32], metavar=("BATCH", "CIN", "SIZE", "COUT"))
@@ -224,6 +285,6 @@ def main() -> None:
   a = p.parse_args()
   a.conv_batch, a.conv_channels, a.conv_size, a.conv_out = a.conv
   mode = a.mode if a.mode != "auto" else ("gpu" if has_nvidia_gpu() else "counters")
-  run_gpu(a) if mode == "gpu" else run_counters(a)
+  {"gpu": run_gpu, "sass": run_sass, "counters": run_counters}[mode](a)
 
 if __name__ == "__main__": main()
