@@ -190,6 +190,63 @@ def test_barrier_waits_for_the_waves_still_running():
   got = emulate(body, np.zeros(64, np.uint32), lanes=64, lds=256)
   assert got.tolist() == list(range(32)) + [0] * 32
 
+# two waves of one workgroup (64 work-items): v5 = lane i's word (4 i) in words 0..31, v7 = 100 + work-item id; words 0..31
+# first hold wave 0's ids + 100 (ordered by a barrier). Wave 0 runs `first`, then `sync`; wave 1 runs `sync`, then `second`.
+# The emulator steps the lowest program counter first, so wave 0's `first` runs before wave 1's `second`
+RACE_SETUP = ["v_and_b32_e32 v5, 31, v0", "v_lshlrev_b32_e32 v5, 2, v5", "v_add_nc_u32_e32 v7, 100, v0", "v_lshlrev_b32_e32 v8, 2, v0",
+              "ds_store_b32 v8, v7", "s_waitcnt lgkmcnt(0)", "s_barrier", "v_cmp_gt_u32_e32 vcc_lo, 32, v0"]
+def two_waves(first: list[str], second: list[str], sync: list[str]) -> list[str]:
+  return RACE_SETUP + ["s_cbranch_vccz second", *first, *sync, "s_branch end", "second:", *sync, *second, "end:", "s_waitcnt lgkmcnt(0)"]
+ORDERED = ["s_waitcnt lgkmcnt(0)", "s_barrier"]
+READ_BACK = ["s_waitcnt lgkmcnt(0)", "s_barrier", "ds_load_b32 v4, v5", "s_waitcnt lgkmcnt(0)"]   # both waves, after the end
+ITEMS = np.arange(64)
+LDS_RACES = {   # wave 0's accesses, wave 1's, what both do after, every work-item's v4 when a barrier orders them, the race's error
+  "read after write": (["ds_store_b32 v5, v0"], ["ds_load_b32 v4, v5"], [], np.where(ITEMS < 32, 0, ITEMS - 32),
+                       r"ds_load_b32 at byte \d+ by wave 1 of workgroup 0 reads LDS byte 0, which wave 0 of the workgroup wrote"),
+  "write after read": (["ds_load_b32 v4, v5"], ["ds_store_b32 v5, v0", "ds_load_b32 v4, v5"], [], np.where(ITEMS < 32, ITEMS + 100, ITEMS),
+                       r"ds_store_b32 at byte \d+ by wave 1 of workgroup 0 writes LDS byte 0, which wave 0 of the workgroup read"),
+  "write after write": (["ds_store_b32 v5, v0"], ["ds_store_b32 v5, v0"], READ_BACK, np.tile(ITEMS[32:], 2),   # wave 1's, written last
+                        r"ds_store_b32 at byte \d+ by wave 1 of workgroup 0 writes LDS byte 0, which wave 0 of the workgroup wrote"),
+}
+
+@pytest.mark.parametrize("race", LDS_RACES)
+def test_lds_races_between_waves_are_errors_and_a_waited_barrier_orders_them(race):
+  """LDS accesses of two waves, one a write, are ordered only by an s_barrier both pass between them, the earlier access
+  retired (s_waitcnt lgkmcnt) before it (LLVM AMDGPUUsage, memory model GFX10-GFX11: different waves' LDS operations
+  may be reordered; a workgroup release is s_waitcnt lgkmcnt(0)). Without that the emulator's order is one the hardware
+  need not take: an error naming the instruction, the wave, the workgroup and the LDS address."""
+  first, second, after, want, why = LDS_RACES[race]
+  with pytest.raises(EmulatorError, match=why): emulate(two_waves(first, second, []) + after, np.zeros(64, np.uint32), lanes=64, lds=256)
+  np.testing.assert_array_equal(emulate(two_waves(first, second, ORDERED) + after, np.zeros(64, np.uint32), lanes=64, lds=256), want)
+
+@pytest.mark.parametrize("sync", [["s_barrier"], ["s_barrier", "s_barrier"], ["s_waitcnt lgkmcnt(1)", "s_barrier"]])
+def test_an_lds_access_not_waited_for_before_the_barrier_is_not_ordered_by_it(sync):
+  """s_barrier itself does not wait for LDS accesses (GFX11 has the back-off barrier; LLVM's execution synchronization:
+  barriers do not order memory): an access still in flight when its wave passes the barrier stays unordered with the
+  other waves' accesses after it, at any later barrier too, until its wave waits for it (the renderer's s_waitcnt
+  lgkmcnt(0) before s_barrier). lgkmcnt(1) leaves wave 0's last access in flight."""
+  first = ["ds_load_b32 v9, v5", "ds_store_b32 v5, v0"]
+  with pytest.raises(EmulatorError, match=r"ds_load_b32 .* wave 1 .* reads LDS byte 0, which wave 0 of the workgroup wrote"):
+    emulate(two_waves(first, ["ds_load_b32 v4, v5"], sync), np.zeros(64, np.uint32), lanes=64, lds=256)
+  with pytest.raises(EmulatorError, match=r"ds_store_b32 .* wave 1 .* writes LDS byte 0, which wave 0 of the workgroup read"):
+    emulate(two_waves(["ds_load_b32 v4, v5"], ["ds_store_b32 v5, v0"], sync), np.zeros(64, np.uint32), lanes=64, lds=256)
+
+def test_lds_accesses_one_wave_or_one_instruction_orders():
+  """A wave's own LDS accesses complete in its program order: it may write, read and rewrite its words, and its lanes
+  each other's, with no barrier. Two waves writing one word in one instruction (both at the same program counter) are a
+  race; two writing the two halves of a word are not (16-bit accesses are tracked per 2 bytes)."""
+  body = ["v_lshlrev_b32_e32 v5, 2, v0", "ds_store_b32 v5, v0", "v_xor_b32_e32 v6, 4, v5", "ds_load_b32 v4, v6", "s_waitcnt lgkmcnt(0)",
+          "v_add_nc_u32_e32 v9, 1000, v4", "ds_store_b32 v6, v9", "ds_load_b32 v4, v5", "s_waitcnt lgkmcnt(0)"]
+  np.testing.assert_array_equal(emulate(body, np.zeros(64, np.uint32), lanes=64, lds=256), np.arange(64) + 1000)
+  with pytest.raises(EmulatorError, match=r"ds_store_b32 .* wave 0 .* writes LDS byte 0, which wave 1 of the workgroup wrote"):
+    emulate(["v_and_b32_e32 v5, 31, v0", "v_lshlrev_b32_e32 v5, 2, v5", "ds_store_b32 v5, v0"], np.zeros(64, np.uint32), lanes=64, lds=256)
+  # lane i of wave w writes the half w of word i; after a barrier each reads the whole word
+  halves = ["v_and_b32_e32 v5, 31, v0", "v_lshlrev_b32_e32 v5, 2, v5", "v_lshrrev_b32_e32 v6, 4, v0", "v_and_b32_e32 v6, 2, v6",
+            "v_add_nc_u32_e32 v6, v5, v6", "ds_store_b16 v6, v0", *READ_BACK]
+  np.testing.assert_array_equal(emulate(halves, np.zeros(64, np.uint32), lanes=64, lds=256), np.tile(np.arange(32) | (np.arange(32, 64) << 16), 2))
+  with pytest.raises(EmulatorError, match=r"ds_store_b16 .* writes LDS byte 0, which wave 1 of the workgroup wrote"):
+    emulate(halves[:2] + ["ds_store_b16 v5, v0"], np.zeros(64, np.uint32), lanes=64, lds=256)
+
 def test_loads_land_at_the_waitcnt_that_retires_them():
   """A load's data reaches its VGPRs when an s_waitcnt lets it retire, loads of a counter in issue order: vmcnt(1) after
   two global loads lands the first only, so reading the second's register before vmcnt(0) is an error (the hardware
@@ -415,6 +472,24 @@ def test_thread_blocks_with_lds_end_to_end(amd):
     emulator.LAUNCHES.clear()
     np.testing.assert_allclose(make().numpy(), want, rtol=1e-5, atol=1e-5)
     assert any(c.shared_written and c.shared_read and c.barriers and c.threads > c.blocks for _, c in emulator.LAUNCHES), emulator.LAUNCHES
+
+def test_the_staged_matmul_without_its_wait_before_the_barrier_is_a_race(amd):
+  """The renderer waits for a wave's LDS accesses (s_waitcnt lgkmcnt(0)) before each s_barrier; the staged matmul's
+  kernel with those waits taken out (its tile stores may still be in flight when the other waves read the tile after
+  the barrier) is caught by the emulator, where it would give the right numbers."""
+  import dataclasses
+  from tinycore.runtime.runner import CompiledRunner
+  from tinycore.runtime.errors import DeviceError
+  from tinycore.uop import Ops
+  rng = np.random.default_rng(6)
+  A, B = (Tensor(rng.standard_normal(s).astype(np.float32), device="AMD").realize() for s in ((64, 48), (48, 80)))
+  si = [si for si in (A @ B).schedule() if si.ast.op is Ops.SINK][-1]
+  spec = program_for(A @ B)
+  unwaited = dataclasses.replace(spec, src=spec.src.replace("s_waitcnt lgkmcnt(0)\n  s_barrier", "s_barrier"))
+  assert unwaited.src.count("s_barrier") == spec.src.count("s_barrier") > unwaited.src.count("lgkmcnt(0)\n  s_barrier") == 0
+  CompiledRunner("AMD", spec)(si.bufs, {}, wait=True)
+  with pytest.raises(DeviceError, match=r"ds_load_b\d+ at byte \d+ by wave \d+ of workgroup \d+ reads LDS byte \d+, which wave \d+ .* wrote .* a race"):
+    CompiledRunner("AMD", unwaited)(si.bufs, {}, wait=True)
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_tensor_core_matmuls_end_to_end(amd, dt):

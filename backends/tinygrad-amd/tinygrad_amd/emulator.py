@@ -1,7 +1,8 @@
 """An RDNA3 (gfx1100, wave32) emulator: decodes a code object's machine code once, then runs every wave of a dispatch
 together with numpy (registers are arrays over waves and lanes). Waves at the lowest program counter step together, so
 waves that branch differently still make progress, and s_barrier holds a wave until every wave of its workgroup that has
-not ended waits at one. Every launch is counted (LaunchCounters: bytes moved, barriers, instructions)."""
+not ended waits at one; as that order is only one the hardware may take, LDS accesses of two waves that nothing orders
+are errors (LdsOrder). Every launch is counted (LaunchCounters: bytes moved, barriers, instructions)."""
 from __future__ import annotations
 import collections
 import numpy as np
@@ -208,6 +209,88 @@ def _bytes_to_regs(b: np.ndarray, t: str) -> list[np.ndarray]:
 STORE_BYTES = {"u8": 1, "u16": 2, "b32": 4, "b64": 8, "b128": 16}
 LOAD_BYTES = {"u8": 1, "i8": 1, "u16": 2, "i16": 2, "b32": 4, "b64": 8, "b128": 16}
 
+class LdsOrder:
+  """Which wave of a workgroup last wrote and read each LDS granule, and in which barrier epoch, so that two waves' accesses
+  to one granule, one a write, that nothing orders are an error (the emulator runs the waves in one convenient order;
+  the hardware gives any). What orders them, for GFX11 (LLVM AMDGPUUsage, "Memory Model GFX10-GFX11"): LDS operations
+  of one wave complete in its execution order, but those of different waves of a workgroup "can be reordered relative
+  to each other", and an s_barrier only synchronizes execution (AMDGPUExecutionSynchronization: barriers "do not affect
+  the visibility of memory operations"; GFX11 has the back-off barrier, which does not wait for memory). A workgroup
+  fence release is `s_waitcnt lgkmcnt(0)` after the wave's LDS accesses, so an access is ordered before another wave's
+  only by an s_barrier both passed between them AND its wave retiring it (s_waitcnt lgkmcnt) before that barrier: an
+  access still in flight at a barrier counts in the next epoch too (barrier()). A granule is 4 bytes, or the narrowest
+  LDS access of the kernel (2 or 1), so two waves may write two halves of a word."""
+  def __init__(self, waves: int, groups: int, first_group: int, lds_bytes: int, granule: int):
+    self.granule, self.shift, self.per_group = granule, granule.bit_length() - 1, -(-max(lds_bytes, 4) // granule)
+    self.wpg, self.first_group = waves // groups, first_group
+    # per granule, stamps epoch << 16 | wave: its last write's, and the largest of its reads' and of their epoch << 16 |
+    # 0xffff - wave. Epochs only grow, so the last two are the last epoch's highest and lowest reader (one: they agree);
+    # a granule has one writer an epoch (a second is an error)
+    self.write, self.read_hi, self.read_lo = np.full((3, groups * self.per_group), -1, np.int32)
+    self.epoch = 0   # barriers the batch's workgroups have passed (they pass them together: Program.run), below 2**15
+    self.wave_ids = np.arange(waves, dtype=np.int32)
+    self.retired = np.zeros(waves, np.int64)   # per wave, the LGKM accesses retired by its s_waitcnt (issue numbers)
+    # LDS accesses perhaps not retired yet: (waves, their issue numbers, each row's wave, its granules, a write?)
+    self.in_flight: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]] = []
+
+  def note(self, b: np.ndarray, wv: np.ndarray, write: bool) -> None:
+    """Granules b accessed in this epoch by waves wv (one each)."""
+    base = self.epoch << 16
+    if write: self.write[b] = base + wv
+    else:
+      np.maximum.at(self.read_hi, b, base + wv)   # (several waves reading one granule in one instruction too)
+      np.maximum.at(self.read_lo, b, (base | 0xffff) - wv)
+
+  def access(self, st: State, w, lanes: np.ndarray, g: np.ndarray, a: np.ndarray, size: int, write: bool, who: str) -> None:
+    """Waves w's LDS access (just issued) of `size` bytes from a (per active lane; g: its workgroup): an error if another
+    wave wrote one of its granules in this epoch (in this same instruction too), or, for a write, read one."""
+    first = g * self.per_group + (a >> self.shift)
+    at = first[:, None] + np.arange(size >> self.shift) if size > self.granule else first[:, None]
+    if self.granule > 1 and (a & (self.granule - 1)).any():   # a misaligned access: its last byte's granule too
+      at = np.concatenate([at, (g * self.per_group + ((a + size - 1) >> self.shift))[:, None]], axis=1)
+    b, waves = at.reshape(-1), self.wave_ids[w]
+    rows = np.broadcast_to(waves[:, None], lanes.shape)[lanes]
+    base, wv = self.epoch << 16, rows if at.shape[1] == 1 else np.repeat(rows, at.shape[1])
+    mine, ws = base + wv, self.write[b]
+    other = (ws >= base) & (ws != mine)
+    if write:
+      hi, lo = self.read_hi[b], self.read_lo[b]
+      other |= (hi >= base) & ((hi != mine) | (lo != (base | 0xffff) - wv))
+      if not other.any():
+        self.note(b, wv, True)
+        other = (ws := self.write[b]) != mine   # two waves writing one granule in this one instruction
+    if other.any():
+      j = int(np.flatnonzero(other)[0])
+      did, them = ("wrote", ws[j]) if ws[j] >= base and ws[j] != mine[j] else ("read", hi[j] if hi[j] != mine[j] else (base | 0xffff) - lo[j] + base)
+      raise EmulatorError(f"{who} by wave {int(wv[j]) % self.wpg} of workgroup {self.first_group + int(b[j]) // self.per_group} "
+                          f"{'writes' if write else 'reads'} LDS byte {int(b[j]) % self.per_group * self.granule}, which wave "
+                          f"{int(them - base) % self.wpg} of the workgroup {did} with no s_barrier between them passed after waiting for the "
+                          f"earlier one: a race (s_waitcnt lgkmcnt(0) then s_barrier, after the one and before the other, orders them)")
+    if not write: self.note(b, wv, False)
+    if len(self.in_flight) > 64: self.settled()
+    self.in_flight.append((waves, st.issued[LGKM][w].copy(), rows, at, write))
+
+  def retire(self, w, upto: np.ndarray) -> None:
+    """s_waitcnt lgkmcnt: waves w's LGKM accesses numbered up to `upto` are done."""
+    self.retired[w] = np.maximum(self.retired[w], upto)
+
+  def settled(self) -> None:
+    """Forget the accesses retired."""
+    self.in_flight = [f for f in self.in_flight if (f[1] > self.retired[f[0]]).any()]
+
+  def barrier(self) -> None:
+    """The workgroups pass an s_barrier: a new epoch, into which the accesses still in flight are carried (nothing orders
+    them before the barrier)."""
+    self.epoch += 1
+    if self.epoch == 1 << 15:   # (stamps of earlier epochs order nothing now: the count starts again)
+      self.epoch = 0
+      for x in (self.write, self.read_hi, self.read_lo): x.fill(-1)
+    self.settled()
+    for waves, seq, rows, at, write in self.in_flight:
+      late = np.zeros(len(self.retired), bool)
+      late[waves[seq > self.retired[waves]]] = True
+      if (sel := late[rows]).any(): self.note(at[sel].reshape(-1), np.repeat(rows[sel], at.shape[1]), write)
+
 class State:
   """The registers of a batch of waves: S (waves, 256) holding SGPRs, vcc, exec and scc at their operand encodings; V (vgprs, waves, 32)."""
   def __init__(self, waves: int, vgprs: int, lds_groups: int, lds_bytes: int):
@@ -229,6 +312,7 @@ class State:
     self.issued = {VM: np.zeros(waves, np.int64), LGKM: np.zeros(waves, np.int64)}
     self.flying: set[int] = set()   # VGPRs some wave's load in flight will write
     self.landing: tuple[np.ndarray, ...] | None = None   # (counter, issue number, data, lanes) per VGPR and wave
+    self.order: LdsOrder | None = None   # in a kernel with LDS and workgroups of several waves: their LDS accesses' order
   def active(self, lanes: np.ndarray) -> int: return int(np.count_nonzero(lanes))
   def issue(self, counter: int, w, dst: int = 0, values: list[np.ndarray] = (), lanes: np.ndarray | None = None) -> None:
     """An access counted by `counter` issued by waves w; a load's values land in VGPRs dst.. (the lanes given) when it
@@ -250,6 +334,7 @@ class State:
       self.flying.add(r)
   def retire(self, counter: int, left: int, w) -> None:
     """s_waitcnt: waves w wait until at most `left` accesses counted by `counter` are in flight; the loads retired land."""
+    if counter == LGKM and self.order is not None: self.order.retire(w, self.issued[LGKM][w] - left)
     if not self.flying: return
     kind, seq, data, mask = self.landing
     limit = self.issued[counter][w] - left
@@ -286,6 +371,7 @@ class Program:
     if not ends: raise EmulatorError(f"kernel {loaded.name} has no s_endpgm")
     self.decoded = decoded[:ends[-1] + 1]
     self.index = {d.pc: i for i, d in enumerate(self.decoded)}
+    self.lds_granule = 0   # the narrowest LDS access's bytes, at most 4 (0: no LDS access), set by ds()
     self.steps = [self.compile(d) for d in self.decoded]
     self.control = {i for i, d in enumerate(self.decoded) if d.inst.fmt == "SOPP" and d.inst.name not in ("s_waitcnt", "s_nop")}
 
@@ -490,6 +576,8 @@ class Program:
     addr_reg = f["addr"]
     self.check_vgpr(addr_reg, 1, d)
     lds_size = self.loaded.lds
+    self.lds_granule = min(self.lds_granule or 4, size)
+    who = f"{self.loaded.name}: {inst.name} at byte {d.pc}"
     def where(st: State, w, lanes):
       if st.flying: st.unsettled(addr_reg, 1, w, d)
       a = (st.V[addr_reg, w].astype(np.int64) + off)
@@ -497,7 +585,8 @@ class Program:
       a = a[lanes]
       if ((a + size) > lds_size).any():
         raise EmulatorError(f"{self.loaded.name}: {inst.name} at byte {d.pc} addresses LDS byte {int(a.max())}, the kernel has {lds_size}")
-      return grp[:, None], a[:, None] + np.arange(size)
+      return grp, a   # each active lane's workgroup and first byte
+    span = np.arange(size)
     if load:
       dst = f["vdst"]
       def dsload(st: State, w):
@@ -505,7 +594,8 @@ class Program:
         if not lanes.any(): return st.issue(LGKM, w)
         g, a = where(st, w, lanes)
         st.counters.shared_read += st.active(lanes) * size
-        st.issue(LGKM, w, dst, _bytes_to_regs(st.lds[g, a], t), lanes)   # in its VGPRs at the s_waitcnt lgkmcnt that retires it
+        st.issue(LGKM, w, dst, _bytes_to_regs(st.lds[g[:, None], a[:, None] + span], t), lanes)   # in its VGPRs at the s_waitcnt lgkmcnt that retires it
+        if st.order is not None: st.order.access(st, w, lanes, g, a, size, False, who)
       return dsload
     data = f["data0"]
     def dsstore(st: State, w):
@@ -515,7 +605,8 @@ class Program:
       g, a = where(st, w, lanes)
       if st.flying: st.unsettled(data, max(1, size // 4), w, d)
       words = np.stack([st.V[data + k, w][lanes] for k in range(max(1, size // 4))], axis=1)
-      st.lds[g, a] = np.ascontiguousarray(words).view(np.uint8)[:, :size]
+      if st.order is not None: st.order.access(st, w, lanes, g, a, size, True, who)
+      st.lds[g[:, None], a[:, None] + span] = np.ascontiguousarray(words).view(np.uint8)[:, :size]
       st.counters.shared_written += st.active(lanes) * size
     return dsstore
 
@@ -562,6 +653,7 @@ class Program:
             # every wave not ended waits at an s_barrier: their workgroups pass (the RDNA3 ISA's S_BARRIER: waves that
             # ended do not hold it, and any s_barrier of the workgroup counts)
             st.counters.barriers += len(np.unique(st.group[st.waiting]))
+            if st.order is not None: st.order.barrier()
             st.pc[st.waiting] += 1
             st.waiting[:] = False
             together = False
@@ -605,6 +697,7 @@ def launch(prog: Program, memory_arrays: list[np.ndarray], kernarg: np.ndarray, 
     gx, gy, gz = gids % ngroups[0], gids // ngroups[0] % ngroups[1], gids // (ngroups[0] * ngroups[1])
     st = State(len(gids) * wpg, prog.vgprs, len(gids), lo.lds)
     st.mem, st.counters = mem, counters
+    if prog.lds_granule and wpg > 1: st.order = LdsOrder(len(gids) * wpg, len(gids), start, lo.lds, prog.lds_granule)
     valid = ((t < per_group)[None] & (gx[:, None] * group[0] + tx[None] < grid[0]) & (gy[:, None] * group[1] + ty[None] < grid[1])
              & (gz[:, None] * group[2] + tz[None] < grid[2])).reshape(-1, LANES)
     st.S[:, EXEC] = mask_of(valid)
