@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("tinygrad_amd", reason="the AMD backend is not installed (pip install -e backends/tinygrad-amd)")
 from tinygrad_amd.asm import assemble_code, decode, disassemble, AsmError
 from tinygrad_amd.codeobject import KernelInfo, build, parse
-from tinygrad_amd.emulator import Program, launch, EmulatorError
+from tinygrad_amd.emulator import Program, launch, EmulatorError, LdsOrder
 from tinygrad_amd import llvm_check
 
 def llvm_tool(name: str) -> str:
@@ -209,8 +209,13 @@ LDS_RACES = {   # wave 0's accesses, wave 1's, what both do after, every work-it
                         r"ds_store_b32 at byte \d+ by wave 1 of workgroup 0 writes LDS byte 0, which wave 0 of the workgroup wrote"),
 }
 
+@pytest.fixture(params=[None, 2], ids=["epochs", "epochs_wrapping"])
+def epochs(request, monkeypatch):
+  """The emulator's count of barrier epochs as it is, and starting again every 2 barriers (as it does every 2**15)."""
+  if request.param: monkeypatch.setattr(LdsOrder, "EPOCHS", request.param)
+
 @pytest.mark.parametrize("race", LDS_RACES)
-def test_lds_races_between_waves_are_errors_and_a_waited_barrier_orders_them(race):
+def test_lds_races_between_waves_are_errors_and_a_waited_barrier_orders_them(race, epochs):
   """LDS accesses of two waves, one a write, are ordered only by an s_barrier both pass between them, the earlier access
   retired (s_waitcnt lgkmcnt) before it (LLVM AMDGPUUsage, memory model GFX10-GFX11: different waves' LDS operations
   may be reordered; a workgroup release is s_waitcnt lgkmcnt(0)). Without that the emulator's order is one the hardware
@@ -220,7 +225,7 @@ def test_lds_races_between_waves_are_errors_and_a_waited_barrier_orders_them(rac
   np.testing.assert_array_equal(emulate(two_waves(first, second, ORDERED) + after, np.zeros(64, np.uint32), lanes=64, lds=256), want)
 
 @pytest.mark.parametrize("sync", [["s_barrier"], ["s_barrier", "s_barrier"], ["s_waitcnt lgkmcnt(1)", "s_barrier"]])
-def test_an_lds_access_not_waited_for_before_the_barrier_is_not_ordered_by_it(sync):
+def test_an_lds_access_not_waited_for_before_the_barrier_is_not_ordered_by_it(sync, epochs):
   """s_barrier itself does not wait for LDS accesses (GFX11 has the back-off barrier; LLVM's execution synchronization:
   barriers do not order memory): an access still in flight when its wave passes the barrier stays unordered with the
   other waves' accesses after it, at any later barrier too, until its wave waits for it (the renderer's s_waitcnt

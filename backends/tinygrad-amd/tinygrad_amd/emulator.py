@@ -227,11 +227,12 @@ class LdsOrder:
     # 0xffff - wave. Epochs only grow, so the last two are the last epoch's highest and lowest reader (one: they agree);
     # a granule has one writer an epoch (a second is an error)
     self.write, self.read_hi, self.read_lo = np.full((3, groups * self.per_group), -1, np.int32)
-    self.epoch = 0   # barriers the batch's workgroups have passed (they pass them together: Program.run), below 2**15
+    self.epoch = 0   # barriers the batch's workgroups have passed (they pass them together: Program.run), below EPOCHS
     self.wave_ids = np.arange(waves, dtype=np.int32)
     self.retired = np.zeros(waves, np.int64)   # per wave, the LGKM accesses retired by its s_waitcnt (issue numbers)
     # LDS accesses perhaps not retired yet: (waves, their issue numbers, each row's wave, its granules, a write?)
     self.in_flight: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]] = []
+  EPOCHS = 1 << 15   # epochs a stamp holds: then the count starts again
 
   def note(self, b: np.ndarray, wv: np.ndarray, write: bool) -> None:
     """Granules b accessed in this epoch by waves wv (one each)."""
@@ -282,7 +283,7 @@ class LdsOrder:
     """The workgroups pass an s_barrier: a new epoch, into which the accesses still in flight are carried (nothing orders
     them before the barrier)."""
     self.epoch += 1
-    if self.epoch == 1 << 15:   # (stamps of earlier epochs order nothing now: the count starts again)
+    if self.epoch == self.EPOCHS:   # (stamps of earlier epochs order nothing now)
       self.epoch = 0
       for x in (self.write, self.read_hi, self.read_lo): x.fill(-1)
     self.settled()
