@@ -121,3 +121,16 @@ def test_tensor_level_constants_are_kept_by_value():
   before = len(uop._device_consts)
   for _ in range(5): assert math.isnan(konst(dtypes.float32, float("nan")).arg)
   assert len(uop._device_consts) == before
+
+def test_constant_folding_keeps_each_constant_in_its_dtype():
+  """A fold of uint64 constants past 2**63 with small ones: numpy read the bare 2**64-1 as uint64 and 9 as int64, and
+  took their max, or a choice between them, in float64 (max(2**64-1, 9) folded to 0; a vendor fuzz program found it:
+  -1.71 cast to int8, then uint64, then .maximum(9)); comparisons near 2**63 rounded alike."""
+  big, small = UOp.const(dtypes.uint64, 2**64 - 1), UOp.const(dtypes.uint64, 9)
+  assert big.maximum(small).simplify().arg == 2**64 - 1
+  assert UOp.const(dtypes.bool, True).where(big, small).simplify().arg == 2**64 - 1
+  assert UOp.const(dtypes.uint64, 2**63 - 1).alu(Ops.CMPLT, UOp.const(dtypes.uint64, 2**63)).simplify().arg is True
+  assert UOp.const(dtypes.int64, -2**63).alu(Ops.MAX, UOp.const(dtypes.int64, 2**62)).simplify().arg == 2**62
+  from tinycore import Tensor
+  t = Tensor.full((3,), -1.71, device="PYTHON").cast(dtypes.int8).cast(dtypes.uint64).maximum(9)
+  assert t.tolist() == [2**64 - 1] * 3

@@ -558,6 +558,9 @@ def fold_const(x: UOp) -> UOp | None:
      (x.op is Ops.WHERE and x.dtype == dtypes.index):
     if x.op in _PY_INDEX_ALU: return UOp.const(x.dtype, _PY_INDEX_ALU[x.op](*vals))
     return None
+  # each constant as its own dtype: numpy reads a bare 2**64-1 as uint64 and 9 as int64, and their max or a choice
+  # between them as float64 (2**64-1 became 1.8e19, then 0 as a uint64)
+  vals = [np.asarray(v, np.float32 if s.dtype.scalar == dtypes.bfloat16 else to_np_dtype(s.dtype.scalar)) for s, v in zip(x.src, vals)]
   out = exec_alu(x.op, x.dtype, vals)
   return UOp.const(x.dtype, out.item() if hasattr(out, "item") else out)
 
