@@ -25,7 +25,6 @@ class NodeStorage:
     return b
   def get(self, u: UOp, default=None): return u.__dict__.get(STORAGE, default)
   def __setitem__(self, u: UOp, b: Buffer | MultiBuffer) -> None: u.__dict__[STORAGE] = b
-  def __contains__(self, u: UOp) -> bool: return STORAGE in u.__dict__
 
 # the runtime storage behind every BUFFER node; freed with the node (state lives here, nowhere else)
 buffers = NodeStorage()
