@@ -352,3 +352,22 @@ def test_pending_assigns_and_the_loss_run_with_the_next_assign():
   loss.backward()
   w.assign(w - w.grad).realize()  # the "optimizer step"
   assert loss.item() == 5.0 and stat.tolist() == [10.0, 20.0] and w.tolist() == [-1.0, -2.0]
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64", "int32"])
+def test_2d_matmul_builds_the_nodes_of_the_general_path(dt):
+  """Tensor.dot builds a 2-d float matmul directly (_matmul_2d); its graph is the general path's, node for node (the same
+  objects, by hash-consing), for every size (sizes of 1 and ints take the general path) and half dtypes (their sums
+  accumulate in float32); every shape and device it stores is what the graph properties compute; the numbers are
+  numpy's."""
+  from tinycore.uop import UOp
+  dtype = getattr(dtypes, dt)
+  for n, k, m in [(2, 3, 4), (5, 2, 2), (1, 3, 4), (3, 1, 4), (3, 4, 1), (7, 16, 9)]:
+    a = Tensor(np.arange(n * k).reshape(n, k) % 5 - 2, dtype=dtype).contiguous()
+    b = Tensor(np.arange(k * m).reshape(k, m) % 3 - 1, dtype=dtype).contiguous()
+    fast = a @ b   # built first: its seeded shapes are the nodes' own (the general path would find them built)
+    for u in fast.uop.toposort():
+      for prop in (UOp.shape, UOp.device):
+        if prop.name in u.__dict__: assert u.__dict__[prop.name] == prop.fn(u), (n, k, m, u.op, prop.name)
+    assert fast.uop is a._dot(b).uop, (n, k, m)
+    want = (np.arange(n * k).reshape(n, k) % 5 - 2).astype(np.float64) @ (np.arange(k * m).reshape(k, m) % 3 - 1)
+    np.testing.assert_allclose(fast.numpy().astype(np.float64), want, err_msg=f"{n}x{k}x{m}")

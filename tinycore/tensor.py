@@ -1231,6 +1231,14 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
 
   # ***** linear algebra *****
   def dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
+    xu, wu = self.uop, w.uop
+    if dtype is None and len(xs := xu.shape) == 2 and len(ws := wu.shape) == 2 and (dt := xu.dtype) is wu.dtype and dtypes.is_float(dt) \
+       and (dev := xu.device).__class__ is str and dev == wu.device and xs[1] == ws[0] and \
+       all(s.__class__ is int and s > 1 for s in (*xs, ws[1])):
+      return Tensor(_matmul_2d(xu, wu, xs[0], xs[1], ws[1], dt, dev))
+    return self._dot(w, dtype)
+  def _dot(self, w: Tensor, dtype: DType | None = None) -> Tensor:
+    """dot for every shape and dtype (broadcast batch dims, 1-d operands, an accumulation dtype)."""
     if self.ndim == 0 or w.ndim == 0: raise RuntimeError(f"dot needs tensors with at least 1 dimension, got {self.shape} and {w.shape}")
     k_w = w.shape[-min(w.ndim, 2)]
     if self.shape[-1] != k_w: raise RuntimeError(f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {k_w})")
@@ -1433,6 +1441,19 @@ def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
   """a op b, of a's shape (operands broadcast already) and device."""
   au, bu = a.uop, b.uop
   return Tensor(seed(UOp(op, dtypes.bool if op in GroupOp.Comparison else au.dtype, (au, bu)), au.shape, au.device if au.device is not None else bu.device))
+
+def _matmul_2d(xu: UOp, wu: UOp, n: int, k: int, m: int, dt: DType, dev: str) -> UOp:
+  """(n, k) @ (k, m) of one float dtype, every size above 1: the nodes Tensor.dot's general path builds, node for node
+  (hash-consing makes them the very same nodes: tested), without its eight intermediate tensors and shape checks. A
+  matmul called from Python each time (a Linear layer, a benchmark) spent ~40 us building its graph through them."""
+  nmk = (n, m, k)
+  a = seed(UOp(Ops.EXPAND, dt, (seed(UOp(Ops.RESHAPE, dt, (xu,), (n, 1, k)), (n, 1, k), dev),), nmk), nmk, dev)
+  wt = seed(UOp(Ops.PERMUTE, dt, (seed(UOp(Ops.RESHAPE, dt, (wu,), (1, k, m)), (1, k, m), dev),), (0, 2, 1)), (1, m, k), dev)
+  prod_ = seed(UOp(Ops.MUL, dt, (a, seed(UOp(Ops.EXPAND, dt, (wt,), nmk), nmk, dev))), nmk, dev)
+  inner = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt   # half sums accumulate in float (Tensor.sum)
+  if inner is not dt: prod_ = seed(UOp(Ops.CAST, inner, (prod_,)), nmk, dev)
+  out = seed(UOp(Ops.RESHAPE, inner, (seed(UOp(Ops.REDUCE_AXIS, inner, (prod_,), (Ops.ADD, (2,))), (n, m, 1), dev),), (n, m)), (n, m), dev)
+  return out if inner is dt else seed(UOp(Ops.CAST, dt, (out,)), (n, m), dev)
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""
