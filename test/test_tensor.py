@@ -371,3 +371,25 @@ def test_2d_matmul_builds_the_nodes_of_the_general_path(dt):
     assert fast.uop is a._dot(b).uop, (n, k, m)
     want = (np.arange(n * k).reshape(n, k) % 5 - 2).astype(np.float64) @ (np.arange(k * m).reshape(k, m) % 3 - 1)
     np.testing.assert_allclose(fast.numpy().astype(np.float64), want, err_msg=f"{n}x{k}x{m}")
+
+@pytest.mark.parametrize("dt", ["float32", "float16", "bfloat16", "float64", "int32"])
+def test_softmax_builds_the_nodes_of_the_general_path(dt):
+  """Tensor.softmax builds a float softmax's nodes directly (_softmax_nodes): the general path's graph node for node, for
+  every axis (negative too), shapes with dims of 1 (an axis of length 1, and ints, take the general path), half dtypes;
+  the stored shapes and devices are what the properties compute; the numbers are numpy's."""
+  from tinycore.uop import UOp
+  dtype = getattr(dtypes, dt)
+  for shape in [(5,), (3, 4), (1, 6), (4, 1), (2, 3, 4), (2, 1, 5)]:
+    for axis in range(-len(shape), len(shape)):
+      raw = (np.arange(np.prod(shape)).reshape(shape) % 7 - 3) / 2
+      x = Tensor(raw, dtype=dtype).contiguous()
+      fast = x.softmax(axis)
+      for u in fast.uop.toposort():
+        for prop in (UOp.shape, UOp.device):
+          if prop.name in u.__dict__: assert u.__dict__[prop.name] == prop.fn(u), (shape, axis, u.op, prop.name)
+      _, e, ss = x._softmax(axis)
+      assert fast.uop is (e / ss).uop, (shape, axis)
+      if dtypes.is_float(dtype):
+        r = Tensor(raw, dtype=dtype).numpy().astype(np.float64)
+        want = np.exp(r - r.max(axis, keepdims=True)) / np.exp(r - r.max(axis, keepdims=True)).sum(axis, keepdims=True)
+        np.testing.assert_allclose(fast.numpy().astype(np.float64), want, rtol=2e-2 if dtype.itemsize == 2 else 1e-6, err_msg=f"{shape} {axis}")

@@ -1165,6 +1165,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     e = m.exp()
     return m, e, e.sum(axis, keepdim=True)
   def softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    if dtype is None and axis.__class__ is int and dtypes.is_float(dt := (u := self.uop).dtype) and (dev := u.device).__class__ is str \
+       and -len(sh := u.shape) <= axis < len(sh) and all(s.__class__ is int for s in sh) and sh[axis] > 1:
+      return Tensor(_softmax_nodes(u, axis % len(sh), dt, dev))
     _, e, ss = self._softmax(axis, dtype)
     return e / ss
   def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
@@ -1454,6 +1457,20 @@ def _matmul_2d(xu: UOp, wu: UOp, n: int, k: int, m: int, dt: DType, dev: str) ->
   if inner is not dt: prod_ = seed(UOp(Ops.CAST, inner, (prod_,)), nmk, dev)
   out = seed(UOp(Ops.RESHAPE, inner, (seed(UOp(Ops.REDUCE_AXIS, inner, (prod_,), (Ops.ADD, (2,))), (n, m, 1), dev),), (n, m)), (n, m), dev)
   return out if inner is dt else seed(UOp(Ops.CAST, dt, (out,)), (n, m), dev)
+
+def _softmax_nodes(xu: UOp, ax: int, dt: DType, dev: str) -> UOp:
+  """softmax of a float tensor along axis `ax` (longer than 1): the nodes Tensor.softmax's general path builds, node for
+  node (tested as _matmul_2d is), without its ten intermediate tensors (attention calls it from Python every step)."""
+  shape = xu.shape
+  kept = shape[:ax] + (1,) + shape[ax + 1:]
+  wide = lambda u: seed(UOp(Ops.EXPAND, u.dtype, (u,), shape), shape, dev)
+  top = seed(UOp(Ops.DETACH, dt, (seed(UOp(Ops.REDUCE_AXIS, dt, (xu,), (Ops.MAX, (ax,))), kept, dev),)), kept, dev)
+  shifted = seed(UOp(Ops.SUB, dt, (xu, wide(top))), shape, dev)
+  e = seed(UOp(Ops.EXP2, dt, (seed(UOp(Ops.MUL, dt, (shifted, UOp.const(dt, 1 / math.log(2), dev, shape))), shape, dev),)), shape, dev)
+  inner = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt   # half sums accumulate in float (Tensor.sum)
+  total = seed(UOp(Ops.REDUCE_AXIS, inner, (e if inner is dt else seed(UOp(Ops.CAST, inner, (e,)), shape, dev),), (Ops.ADD, (ax,))), kept, dev)
+  if inner is not dt: total = seed(UOp(Ops.CAST, dt, (total,)), kept, dev)
+  return seed(UOp(Ops.FDIV, dt, (e, wide(total))), shape, dev)
 
 def _iota(n: int, device: str, reverse: bool = False) -> Tensor:
   """[0..n) (or [n..1] reversed) as int32 without host data."""
