@@ -45,7 +45,11 @@ def main() -> None:
   from tinycore.schedule import buffers
   from tinycore.tensor import _storage
   s = Tensor(np.arange(16, dtype=np.float32), device="NV").realize()
-  print(f"NV against the libcuda stand-in ({Device['NV'].driver.__class__.__module__}); {args.n} calls per figure")
+  from tools.gpu_proof import python_reference   # the loop the GPU proof times too: the machines' Python speeds side by side
+  st = time.perf_counter()
+  for _ in range(200): python_reference()
+  print(f"NV against the libcuda stand-in ({Device['NV'].driver.__class__.__module__}); {args.n} calls per figure; "
+        f"this machine's Python: {(time.perf_counter() - st) / 200 * 1e6:.1f} us for the proof's reference loop")
   show("cached (s + 1).realize()", *per_call(lib, lambda: (s + 1).realize(), args.n))
   runner = next(reversed(_runners.values()))   # the kernel of s + 1
   # bench/gpu.py's memory-bound work, called from Python each time: on a GPU its kernels run while Python builds the

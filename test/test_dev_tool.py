@@ -151,3 +151,24 @@ def test_gpu_proof_steps_have_time_limits_and_never_stop_the_proof(tmp_path):
   try: state = Path(f"/proc/{child}/status").read_text()
   except FileNotFoundError: state = "gone"
   assert state == "gone" or "zombie" in state, f"the timed-out step's child {child} still runs"
+
+def test_gpu_proof_probes_run_against_the_libcuda_stand_in():
+  """The launch and occupancy probes, which run only on the GPU machine, run here through the real NV driver against the
+  libcuda stand-in (a C compiler builds it), in a process of their own: every figure they report is there, the register-
+  capped variants assemble (ptxas where installed) and load, and the jitted step replays as one graph."""
+  import shutil, sys
+  pytest.importorskip("tinygrad_nv", reason="tinygrad-nv is not installed (pip install -e backends/tinygrad-nv)")
+  if not any(shutil.which(c) for c in ("cc", "gcc", "clang")): pytest.skip("no C compiler to build the libcuda stand-in")
+  root = Path(__file__).resolve().parent.parent
+  code = (f"import sys, json, importlib.util; sys.path[:0] = [{str(root / 'tools')!r}]\n"
+          f"spec = importlib.util.spec_from_file_location('fake', {str(root / 'backends/tinygrad-nv/tests/fake_libcuda.py')!r})\n"
+          "fake = importlib.util.module_from_spec(spec); spec.loader.exec_module(fake); fake.install(fake.load())\n"
+          "import gpu_proof; print('RESULT ' + json.dumps({'launch': gpu_proof.probe_launch(), 'occupancy': gpu_proof.probe_occupancy('64')}))")
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "NV_EMULATE": ""})
+  assert r.returncode == 0, r.stderr[-3000:]
+  got = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("RESULT "))[7:])
+  launch, occupancy = got["launch"], got["occupancy"]
+  assert all(launch[k] > 0 for k in ("s_plus_1_us", "python_reference_us", "launched_directly_us", "jit_step_ms")), launch
+  assert launch["jit_step_is_one_graph"] is True and any("realize_all" in ln for ln in launch["s_plus_1_profile"]), launch
+  assert list(occupancy) == [f"{dt} {v}" for dt in ("float16", "bfloat16", "float32") for v in ("as rendered", "maxnreg 168", "maxnreg 128")]
+  assert all(v["tflops"] > 0 and v["registers"] == 0 for v in occupancy.values()), occupancy   # (the stand-in reports 0 registers)

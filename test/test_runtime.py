@@ -387,3 +387,14 @@ def test_schedule_cache_contiguous_and_clone_in_a_loop():
     np.testing.assert_allclose(t.numpy(), np.arange(12).reshape(3, 4).T)
     np.testing.assert_allclose(c.numpy(), np.arange(12).reshape(3, 4))
   assert len({id(o.uop.base) for o in outs}) == 4  # every realize got a buffer of its own
+
+def test_getenv_reads_empty_as_unset_and_names_a_bad_value(monkeypatch):
+  """`NV_EMULATE= cmd` (the shell's way of clearing a variable) reads as unset; a value of the wrong type says which
+  variable and what it should be, instead of int()'s bare message surfacing from wherever the flag is read."""
+  from tinycore.helpers import getenv
+  monkeypatch.setenv("TINYCORE_TEST_FLAG", "")
+  assert getenv("TINYCORE_TEST_FLAG", 3) == 3
+  monkeypatch.setenv("TINYCORE_TEST_FLAG", "12")
+  assert getenv("TINYCORE_TEST_FLAG", 3) == 12 and getenv("TINYCORE_TEST_FLAG", "x") == "12"
+  monkeypatch.setenv("TINYCORE_TEST_FLAG", "yes")
+  with pytest.raises(ValueError, match=r"TINYCORE_TEST_FLAG='yes' cannot be read as int"): getenv("TINYCORE_TEST_FLAG", 0)

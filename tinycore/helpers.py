@@ -11,9 +11,11 @@ OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
 BASEDIR = pathlib.Path(__file__).parent   # the package's directory
 
 def getenv(key: str, default: Any = 0) -> Any:
-  """Read an environment flag, converted to the type of `default`."""
-  val = os.environ.get(key)
-  return default if val is None else type(default)(val)
+  """Read an environment flag, converted to the type of `default`; set but empty (`NV_EMULATE= cmd`, the shell's way of
+  clearing one) reads as unset."""
+  if not (val := os.environ.get(key)): return default
+  try: return type(default)(val)
+  except ValueError: raise ValueError(f"environment variable {key}={val!r} cannot be read as {type(default).__name__}; set it like {key}={default!r}, or unset it") from None
 
 class ContextVar:
   """A global setting read from the environment once, overridable with `Context`."""

@@ -166,6 +166,7 @@ def steps(py: str, out: Path, gpu_missing: str | None, env: dict) -> list[Step]:
     Step("digits training on NV", [py, "examples/train_digits.py", "--dataset", "sklearn", "--no-progress", "--out", out / "train_digits"],
          cap=90, floor=30, missing=None if has_sklearn else "scikit-learn is not installed (its bundled digits are the offline dataset)"),
     Step("bench/gpu.py", [py, bench], cap=90, floor=30, missing=None if bench.exists() else "bench/gpu.py is not in this checkout"),
+    Step("matmul kernels with register caps", [py, __file__, "probe", "occupancy"], cap=60, floor=20),
   ]]
 
 def commit() -> str:
@@ -226,6 +227,13 @@ def best_us(fn, sync, n: int = 500, batches: int = 5) -> float:
     best = min(best, (time.perf_counter() - st) / n)
   return best * 1e6
 
+def python_reference() -> int:
+  """A fixed pure-Python loop (bench/nv_launch.py times the same): how fast this machine's Python is, to compare host
+  figures between machines."""
+  x = 0
+  for i in range(1000): x += i * i
+  return x
+
 def probe_gpu() -> dict:
   import ctypes
   from tinygrad_nv.assembler import find_ptxas
@@ -269,9 +277,25 @@ def probe_launch() -> dict:
   from tinycore.nn import optim
   from tinycore.nn.state import get_parameters
   from tinycore.examples.train_digits import ConvNet
+  from tinycore.engine import _runners
+  from tinycore.schedule import buffers
+  from tinycore.tensor import _storage
   dev = Device["NV"]
   s = Tensor(np.arange(16, dtype=np.float32), device="NV").realize()
   figures = {"s_plus_1_us": round(best_us(lambda: (s + 1).realize(), dev.synchronize), 1)}
+  # where that time goes, beside bench/nv_launch.py's figures for the machine it runs on: this machine's Python speed (the
+  # same loop), the kernel launched directly (the driver's share), and the functions that take the most of it
+  figures["python_reference_us"] = round(best_us(python_reference, lambda: None, 100), 1)
+  runner, bufs = next(reversed(_runners.values())), [buffers[_storage(t.uop)] for t in (Tensor.empty(16, device="NV").realize(), s)]
+  figures["launched_directly_us"] = round(best_us(lambda: runner(bufs, {}), dev.synchronize), 1)
+  import cProfile, pstats, io
+  prof = cProfile.Profile()
+  def calls():
+    for _ in range(2000): (s + 1).realize()   # each result dropped at once, as in the timed loop (its buffer reused)
+  prof.runcall(calls)
+  text = io.StringIO()
+  pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(12)
+  figures["s_plus_1_profile"] = [ln.strip() for ln in text.getvalue().splitlines() if re.match(r"\s*\d", ln)][:12]
   try:
     import torch
     if torch.cuda.is_available():
@@ -304,7 +328,31 @@ def probe_launch() -> dict:
   figures["jit_step_is_one_graph"] = counts.get("cuGraphLaunch", 0) == n and counts.get("cuLaunchKernel", 0) == 0
   return figures
 
-PROBES = {"gpu": probe_gpu, "edges": probe_edges, "launch": probe_launch}
+def probe_occupancy(size: str = "4096") -> dict:
+  """The 4096² matmul kernels (fp16 and bf16 on tensor cores, and fp32) timed as rendered and with a register cap, a PTX
+  performance directive (`.maxnreg`; ptxas spills what does not fit) that lets more blocks share an SM: registers and
+  occupancy trade only on the silicon, so this is how the renderer's choice is made. Per variant: the registers the
+  loaded kernel uses (cuFuncGetAttribute) and the best of 10 timed launches."""
+  import ctypes, dataclasses
+  from tinycore import Tensor, dtypes
+  from tinycore.uop import Ops
+  from tinycore.engine import get_program
+  from tinycore.runtime.runner import CompiledRunner
+  n, figures = int(size), {}
+  for dt in ("float16", "bfloat16", "float32"):
+    x, y = (Tensor.randn(n, n, device="NV").cast(getattr(dtypes, dt)).realize() for _ in range(2))
+    si = next(si for si in (x @ y).schedule() if si.ast.op is Ops.SINK)
+    spec = get_program("NV", si.ast)
+    for cap in (None, 168, 128):
+      src = spec.src if cap is None else re.sub(r"\)\n\{", f")\n.maxnreg {cap}\n{{", spec.src, count=1)
+      runner = CompiledRunner("NV", dataclasses.replace(spec, src=src))
+      regs = ctypes.c_int()
+      runner.program.driver.lib.cuFuncGetAttribute(ctypes.byref(regs), 4, runner.program.func)   # CU_FUNC_ATTRIBUTE_NUM_REGS
+      secs = min(runner(si.bufs, {}, wait=True) for _ in range(12))
+      figures[f"{dt} {'as rendered' if cap is None else f'maxnreg {cap}'}"] = {"registers": regs.value, "tflops": round(2 * n ** 3 / secs / 1e12, 1)}
+  return figures
+
+PROBES = {"gpu": probe_gpu, "edges": probe_edges, "launch": probe_launch, "occupancy": probe_occupancy}
 
 if __name__ == "__main__":
   if len(sys.argv) >= 3 and sys.argv[1] == "probe":

@@ -70,6 +70,7 @@ CUresult cuMemcpyPeer(uint64_t d, void *dc, uint64_t s, void *sc, size_t n) { HI
 CUresult cuModuleLoadDataEx(void **m, const void *img, unsigned n, int *o, void **v) { HIT; *m = handle(); return 0; }
 CUresult cuModuleGetFunction(void **f, void *m, const char *name) { HIT; *f = strdup(name); return 0; }
 CUresult cuModuleUnload(void *m) { HIT; return 0; }
+CUresult cuFuncGetAttribute(int *v, int attr, void *f) { HIT; *v = 0; return 0; }
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, unsigned shm,
                         void *s, void **params, void **extra) { HIT; say_args("  launch", (const char *)f, params); return 0; }
 
