@@ -163,7 +163,8 @@ def test_gpu_proof_probes_run_against_the_libcuda_stand_in():
   code = (f"import sys, json, importlib.util; sys.path[:0] = [{str(root / 'tools')!r}]\n"
           f"spec = importlib.util.spec_from_file_location('fake', {str(root / 'backends/tinygrad-nv/tests/fake_libcuda.py')!r})\n"
           "fake = importlib.util.module_from_spec(spec); spec.loader.exec_module(fake); fake.install(fake.load())\n"
-          "import gpu_proof; print('RESULT ' + json.dumps({'launch': gpu_proof.probe_launch(), 'occupancy': gpu_proof.probe_occupancy('64')}))")
+          "import gpu_proof; print('RESULT ' + json.dumps({'launch': gpu_proof.probe_launch(), 'occupancy': gpu_proof.probe_occupancy('64'), "
+          "'kernels': gpu_proof.probe_kernels('64')}))")
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**__import__("os").environ, "NV_EMULATE": ""})
   assert r.returncode == 0, r.stderr[-3000:]
   got = json.loads(next(ln for ln in r.stdout.splitlines() if ln.startswith("RESULT "))[7:])
@@ -172,3 +173,6 @@ def test_gpu_proof_probes_run_against_the_libcuda_stand_in():
   assert launch["jit_step_is_one_graph"] is True and any("realize_all" in ln for ln in launch["s_plus_1_profile"]), launch
   assert list(occupancy) == [f"{dt} {v}" for dt in ("float16", "bfloat16", "float32") for v in ("as rendered", "maxnreg 168", "maxnreg 128")]
   assert all(v["tflops"] > 0 and v["registers"] == 0 for v in occupancy.values()), occupancy   # (the stand-in reports 0 registers)
+  kernels = got["kernels"]
+  assert [len(kernels[k]) for k in ("softmax 64x64", "layernorm 64x64", "exp(x*2+1).sum() over 16384", "a + b over 16384")] == [2, 2, 2, 1], kernels
+  assert all(k["us"] > 0 and k["estimated_gb_per_s"] > 0 and k["global"] for ks in kernels.values() for k in ks), kernels

@@ -204,18 +204,24 @@ def test_a_captured_jit_replays_after_its_kernels_were_evicted():
       assert all(("PYTHON", si.ast) not in engine._runners for si, _ in f.captured)
   assert f.cnt == 4 and f.captured, "the last two calls replayed the capture"
 
-def test_changing_shapes_stop_growing_the_node_cache():
-  """A loop whose shapes never repeat: with the kernel caches bounded, the live UOps stay level."""
+def test_changing_shapes_stop_growing_the_node_cache(monkeypatch):
+  """A loop whose shapes never repeat: with the kernel caches bounded, the live UOps stay level. (What is kept is bounded
+  by the caches: compiled kernels, schedule templates, whose keys hold the constants' broadcasts, and those broadcasts;
+  small bounds here, so that they fill within the test.)"""
   import gc
-  from tinycore import uop
+  from tinycore import uop, schedule_cache
+  monkeypatch.setattr(schedule_cache, "SCHEDULE_CACHE_SIZE", 8)
   def live_after(sizes) -> int:
     for n in sizes: (Tensor.arange(n, device="PYTHON").float() * 0.5 + 1).sum().realize()
     gc.collect()
     return len(uop._node_refs)
   with Context(KERNEL_CACHE_SIZE=4):
-    live_after(range(200, 208))
-    first = live_after(range(208, 216))
-    assert live_after(range(216, 232)) <= first
+    # windows as long as the broadcasts kept (each size broadcasts two constants): each ends with the caches full of its
+    # own latest sizes, so a window's count is the bound's, never more
+    n = uop.CONST_BROADCASTS_KEPT
+    live_after(range(200, 200 + n))
+    first = live_after(range(300, 300 + n))
+    assert live_after(range(400, 400 + n)) <= first
 
 # ***** BEAM search *****
 
@@ -312,13 +318,15 @@ def test_schedule_cache_replays_structurally_equal_graphs():
   np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
   np.testing.assert_allclose((a + a).numpy(), np.arange(16) * 2)
 
-def test_schedule_cache_keys_of_one_hash_never_share_a_template():
-  """The cache is looked up by the key's hash: hash(-1) == hash(-2) in Python, so graphs differing only in those
-  constants have keys of one hash, and each must still run its own schedule."""
+def test_schedule_cache_keys_of_one_hash_never_share_a_template(monkeypatch):
+  """The cache is looked up by the key's hash, and keys of one hash share a bucket (in Python hash(-1) == hash(-2), so
+  two args can collide): here every key has one hash (the module's hash made constant), and graphs differing only in a
+  constant must each still run their own schedule."""
   from tinycore import schedule_cache
+  monkeypatch.setattr(schedule_cache, "hash", lambda key: 7, raising=False)
   a = Tensor(np.arange(8, dtype=np.int32)).realize()
   key = lambda c: schedule_cache._walk([(a + c).uop])[0]
-  assert key(-1) != key(-2) and hash(key(-1)) == hash(key(-2))
+  assert key(-1) != key(-2)
   before = _hits()
   for _ in range(4):
     for c in (-1, -2, -1):
@@ -398,3 +406,20 @@ def test_getenv_reads_empty_as_unset_and_names_a_bad_value(monkeypatch):
   assert getenv("TINYCORE_TEST_FLAG", 3) == 12 and getenv("TINYCORE_TEST_FLAG", "x") == "12"
   monkeypatch.setenv("TINYCORE_TEST_FLAG", "yes")
   with pytest.raises(ValueError, match=r"TINYCORE_TEST_FLAG='yes' cannot be read as int"): getenv("TINYCORE_TEST_FLAG", 0)
+
+def test_schedule_cache_keys_a_tensor_constant_by_its_node():
+  """`x + 1` built again is the same constant node (UOp.const keeps its broadcast), and the schedule cache keys it as that
+  node: the key has no entries for the constant's subgraph (DEVICE, CONST, RESHAPE), 0.0 and -0.0 get two keys, and each
+  constant still computes its own values."""
+  from tinycore import schedule_cache
+  from tinycore.uop import CONST_LEAF
+  a = Tensor(np.arange(8, dtype=np.float32)).realize()
+  c = (a + 1).uop.src[1]
+  assert (a + 1).uop.src[1] is c and CONST_LEAF in c.__dict__
+  key, nodes = schedule_cache._walk([(a + 1).uop])[:2]
+  assert len(key) == 4 and c in key and all(n.op.name not in ("CONST", "DEVICE", "RESHAPE") for n in nodes)   # buffer, constant, add; outputs
+  assert schedule_cache._walk([(a * 0.0).uop])[0] != schedule_cache._walk([(a * -0.0).uop])[0]
+  for _ in range(3):
+    for k in (1.0, 2.0, -0.0):
+      np.testing.assert_equal((a * k).numpy(), np.arange(8, dtype=np.float32) * k)
+    assert np.signbit((a * -0.0).numpy()[0])

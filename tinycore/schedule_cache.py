@@ -3,9 +3,11 @@ constants, over other buffers) replays the earlier schedule instead of schedulin
 
 The key is the graph with its buffers as positional placeholders (numbered by first use, by the Buffer behind each
 BUFFER node, so aliasing is part of the key), the unique ids of ASSIGN/CONTIGUOUS nodes renumbered the same way, and
-bound variables keyed by the variable, not the value (the values go to the kernels' var_vals at replay). The template
-holds only kernel ASTs (which reference numbered parameters, never buffers), slot numbers and shapes: no buffer and no
-graph node is kept alive by it (a transfer item keeps its op, dtype and arg only). Sharded graphs are cached like any
+bound variables keyed by the variable, not the value (the values go to the kernels' var_vals at replay). A tensor-level
+constant UOp.const keeps (and its broadcast) is keyed by the node itself: it holds no buffer, hash-consing makes equal
+ones one node, and the key keeps it alive, so the same constant built again is that node. The template holds only
+kernel ASTs (which reference numbered parameters, never buffers), slot numbers and shapes: no buffer, and no graph node
+but those constants, is kept alive by an entry (a transfer item keeps its op, dtype and arg only). Sharded graphs are cached like any
 other: their devices are part of the key, and the rewrite to per-shard work depends on the graph alone. Anything the
 template cannot describe exactly (buffer views, symbolic result shapes, assigns that already ran) is scheduled the
 ordinary way, every time."""
@@ -13,7 +15,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from tinycore.helpers import DEBUG, getenv
-from tinycore.uop import UOp, Ops
+from tinycore.uop import UOp, Ops, CONST_LEAF
 from tinycore.dtype import dtypes
 from tinycore.runtime.device import Buffer
 from tinycore.multi import make_buffer
@@ -57,13 +59,15 @@ def _walk(outs: list[UOp]):
       var, val = u.src[0], u.src[1].arg
       if binds.setdefault(var.arg[0], val) != val: return None  # one variable bound to two values: left to create_schedule
       k = (op, u.dtype, var, u.src[1].src)
-    else:
-      if (src := u.src) and u not in opened:
+    elif (src := u.src) and u not in opened:
+      if CONST_LEAF in u.__dict__: k = u   # a tensor-level constant (or its broadcast) kept by UOp.const: keyed as itself
+      else:
         if op is _ASSIGN and u in done: return None
         opened.add(u)
         push(u)
         extend(src[::-1])
         continue
+    else:
       arg = u.arg
       if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
       elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta

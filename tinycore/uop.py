@@ -62,6 +62,10 @@ class _NodeRef(weakref.ref):
 
 _node_refs: dict[tuple, _NodeRef] = {}
 _device_consts: dict[tuple, UOp] = {}   # UOp.const's tensor-level CONST nodes by (dtype, value's class, value, device, -0.0)
+_const_broadcasts: dict[tuple, UOp] = {}   # their broadcasts by (that key, shape), the latest CONST_BROADCASTS_KEPT: a loop's
+CONST_BROADCASTS_KEPT = 64                 # `x + 1` builds no node again, and a program of ever new shapes keeps few
+CONST_LEAF = "const_leaf"   # set in the __dict__ of the nodes those keep: the schedule cache keys each by the node itself
+                            # (no buffer under it, and hash-consing makes equal ones one node), not by its subgraph
 
 def _node_gone(w: _NodeRef, refs: dict = _node_refs) -> None:
   """A node was freed: drop its cache entry (unless a new node of the key took it already). The cache is bound here, not
@@ -135,14 +139,22 @@ class UOp(metaclass=UOpMeta):
     if device is None: return UOp(Ops.CONST, dtype, (), truncate(dtype, b))  # positional: no kwargs dict
     # a tensor-level constant's node is kept by its value (a model uses a few: x + 1 in a loop builds none again); NaN is
     # not kept (never equal to itself) and -0.0 is apart from 0.0 (equal as keys)
+    # (and its broadcast to each shape asked: `x + 1` in a loop builds no node again, and schedules a constant leaf)
     cls = b.__class__
     key = (dtype, cls, b, device, cls is float and b == 0.0 and math.copysign(1.0, b) < 0) if cls is not float or b == b else None
+    if key is not None and shape and (c := _const_broadcasts.get((key, shape))) is not None: return c
     if (c := _device_consts.get(key)) is None:
       c = seed(UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.void, (), device),), truncate(dtype, b)), (), device)
-      if key is not None:
-        if len(_device_consts) >= 1024: _device_consts.clear()   # bounded: a program of ever new constants keeps none
-        _device_consts[key] = c
-    return c.broadcast_unchecked((1,) * len(shape), shape) if shape else c
+      if key is None: return c.broadcast_unchecked((1,) * len(shape), shape) if shape else c
+      if len(_device_consts) >= 1024: _device_consts.clear()   # bounded: a program of ever new constants keeps none
+      _device_consts[key] = c
+      c.__dict__[CONST_LEAF] = True
+    if not shape: return c
+    out = c.broadcast_unchecked((1,) * len(shape), shape)
+    if len(_const_broadcasts) >= CONST_BROADCASTS_KEPT: del _const_broadcasts[next(iter(_const_broadcasts))]   # the oldest
+    _const_broadcasts[(key, shape)] = out
+    out.__dict__[CONST_LEAF] = True
+    return out
   def broadcast_unchecked(self, padded: tuple, shape: tuple) -> UOp:
     """self reshaped to `padded` (its shape with ones prepended) and expanded to `shape`, built directly, each node with its
     shape and device stored: for callers that hold by construction what reshape()/expand() would check."""

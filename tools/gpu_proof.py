@@ -167,6 +167,7 @@ def steps(py: str, out: Path, gpu_missing: str | None, env: dict) -> list[Step]:
          cap=90, floor=30, missing=None if has_sklearn else "scikit-learn is not installed (its bundled digits are the offline dataset)"),
     Step("bench/gpu.py", [py, bench], cap=90, floor=30, missing=None if bench.exists() else "bench/gpu.py is not in this checkout"),
     Step("matmul kernels with register caps", [py, __file__, "probe", "occupancy"], cap=60, floor=20),
+    Step("memory-bound kernels one by one", [py, __file__, "probe", "kernels"], cap=60, floor=20),
   ]]
 
 def commit() -> str:
@@ -352,7 +353,32 @@ def probe_occupancy(size: str = "4096") -> dict:
       figures[f"{dt} {'as rendered' if cap is None else f'maxnreg {cap}'}"] = {"registers": regs.value, "tflops": round(2 * n ** 3 / secs / 1e12, 1)}
   return figures
 
-PROBES = {"gpu": probe_gpu, "edges": probe_edges, "launch": probe_launch, "occupancy": probe_occupancy}
+def probe_kernels(size: str = "4096") -> dict:
+  """Each kernel of bench/gpu.py's memory-bound work (softmax, layernorm, a reduction, an add) timed alone: its launch
+  sizes, microseconds (best of 10 launches) and the bytes the codegen's estimate says it moves per second, so a
+  workload's time is split by kernel."""
+  from tinycore import Tensor
+  from tinycore.uop import Ops
+  from tinycore.engine import get_runner
+  n = int(size)
+  x = Tensor.randn(n, n, device="NV").realize()
+  v, w = (Tensor.randn(n * n * 4, device="NV").realize() for _ in range(2))
+  work = {f"softmax {n}x{n}": lambda: [x.softmax(-1)], f"layernorm {n}x{n}": lambda: [x.layernorm()],
+          f"exp(x*2+1).sum() over {n * n * 4}": lambda: [(v * 2 + 1).exp().sum()], f"a + b over {n * n * 4}": lambda: [v + w]}
+  figures = {}
+  for name, build in work.items():
+    outs = build()
+    items = [si for si in outs[0].schedule(*outs[1:]) if si.ast.op is Ops.SINK]
+    runners = [get_runner("NV", si.ast) for si in items]
+    for r, si in zip(runners, items): r(si.bufs, si.var_vals, wait=True)   # in order once: each later kernel's inputs hold values
+    figures[name] = []
+    for r, si in zip(runners, items):
+      secs = min(r(si.bufs, si.var_vals, wait=True) for _ in range(10))
+      figures[name].append({"kernel": r.spec.name, "global": list(r.spec.global_size), "local": list(r.spec.local_size or ()),
+                            "us": round(secs * 1e6, 1), "estimated_gb_per_s": round(r.spec.mem_bytes / secs / 1e9, 1)})
+  return figures
+
+PROBES = {"gpu": probe_gpu, "edges": probe_edges, "launch": probe_launch, "occupancy": probe_occupancy, "kernels": probe_kernels}
 
 if __name__ == "__main__":
   if len(sys.argv) >= 3 and sys.argv[1] == "probe":
