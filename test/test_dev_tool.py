@@ -174,5 +174,6 @@ def test_gpu_proof_probes_run_against_the_libcuda_stand_in():
   assert list(occupancy) == [f"{dt} {v}" for dt in ("float16", "bfloat16", "float32") for v in ("as rendered", "maxnreg 168", "maxnreg 128")]
   assert all(v["tflops"] > 0 and v["registers"] == 0 for v in occupancy.values()), occupancy   # (the stand-in reports 0 registers)
   kernels = got["kernels"]
-  assert [len(kernels[k]) for k in ("softmax 64x64", "layernorm 64x64", "exp(x*2+1).sum() over 16384", "a + b over 16384")] == [2, 2, 2, 1], kernels
+  assert list(kernels) == ["softmax 64x64", "layernorm 64x64", "exp(x*2+1).sum() over 16384", "a + b over 16384"]
+  assert len(kernels["softmax 64x64"]) == 2 and len(kernels["a + b over 16384"]) == 1, kernels
   assert all(k["us"] > 0 and k["estimated_gb_per_s"] > 0 and k["global"] for ks in kernels.values() for k in ks), kernels
