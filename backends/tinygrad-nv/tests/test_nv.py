@@ -6,7 +6,7 @@ import pytest
 
 if not os.environ.get("CI"): pytest.importorskip("tinygrad_nv", reason="tinygrad-nv is not installed (pip install -e backends/tinygrad-nv)")
 os.environ.setdefault("NV_EMULATE", "1")   # before tinycore reads its backends: these tests run kernels on the emulator
-from tinycore import Tensor, Device, nn, dtypes
+from tinycore import Tensor, Device, nn, dtypes, Context
 from tinycore.uop import UOp, Ops
 from tinycore.codegen import get_program
 from tinycore.nn import optim
@@ -456,3 +456,18 @@ def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative
     assert not re.search(r"setp\.eq\.s32 %p\d+, %r\d+, -1", src), f"{name}: a constant divisor checked for -1:\n{src}"
     assert shifted == (name == "never negative") and ("div.s32" in src) != shifted, f"{name}:\n{src}"
     np.testing.assert_array_equal(f("NV").numpy(), f("PYTHON").numpy(), err_msg=name)
+
+def test_a_tensor_core_kernel_tells_ptxas_its_block_shape():
+  """A tensor-core kernel declares its block (.maxntid, CUDA's __launch_bounds__) as its launch has it, so ptxas fits
+  its registers to that many threads; other kernels (an fp32 matmul's block, one whose blocks the driver shapes)
+  declare none. The declared kernel runs on the emulator, which enforces the bound."""
+  a, b = (Tensor((np.arange(64 * 64).reshape(64, 64) % 7).astype(np.float16), device="NV") for _ in range(2))
+  mm = programs(a @ b)[-1]
+  assert "mma.sync" in mm.src and mm.local_size, mm.src[:600]
+  assert re.search(r"\)\n\.maxntid (\d+), (\d+), (\d+)\n\{", mm.src).groups() == tuple(str(x) for x in (*mm.local_size, 1, 1)[:3]), mm.src[:600]
+  f32 = programs(Tensor.empty(64, 64, device="NV") @ Tensor.empty(64, 64, device="NV"))[-1]
+  assert f32.local_size and "mma.sync" not in f32.src and ".maxntid" not in f32.src
+  with Context(NOOPT=1): add = programs(Tensor.empty(64, 64, device="NV") + 1)[-1]   # (unoptimised: no local ids)
+  assert "// launch: threads" in add.src and ".maxntid" not in add.src
+  want = (np.arange(64 * 64).reshape(64, 64) % 7).astype(np.float32)
+  np.testing.assert_allclose((a @ b).numpy().astype(np.float32), want @ want, rtol=1e-3)

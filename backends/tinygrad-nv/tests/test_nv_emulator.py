@@ -519,3 +519,27 @@ def test_fp16_matmul_tiles_are_read_and_written_without_bank_conflicts():
   from tinycore import Tensor, dtypes
   c = one_block(Tensor.empty(512, 512, dtype=dtypes.float16), Tensor.empty(512, 512, dtype=dtypes.float16))
   assert (c.shared_wavefronts, c.shared_conflicts) == (16 * (256 + 64 + 64) + 64 + 64, 0)
+
+def test_launch_bounds_directives_are_enforced_as_the_gpu_does():
+  """.maxntid and .reqntid (between the parameters and the body) bound the blocks a kernel may be launched with: a launch
+  outside them fails on the GPU, so here too, naming the directive; within them it runs. .maxnreg and .minnctapersm
+  steer ptxas only and are accepted; a directive the emulator does not know is an error, never ignored. ptxas accepts
+  each form."""
+  from tinygrad_nv.assembler import find_ptxas, run_ptxas
+  body = "ld.param.u64 %rd0, [data0];\nmov.u32 %r0, %tid.x;\nmul.wide.u32 %rd1, %r0, 4;\nadd.s64 %rd1, %rd0, %rd1;\nst.global.u32 [%rd1], %r0;\nret;"
+  def with_directives(d: str) -> str: return K.kernel("k", 1, body).replace(")\n{", f")\n{d}\n{{", 1)
+  def launch(ptx: str, block: tuple[int, int, int]) -> np.ndarray:
+    mem = EmulatedMemory()
+    out = mem.alloc(4 * 64)
+    EmulatedKernel(ptx, "k", mem)({"data0": out}, (1, 1, 1), block)
+    return mem.span(out, 4 * 64).view(np.uint32)
+  assert np.array_equal(launch(with_directives(".maxntid 64, 1, 1\n.maxnreg 32\n.minnctapersm 4"), (64, 1, 1)), np.arange(64))
+  assert np.array_equal(launch(with_directives(".maxntid 64"), (32, 1, 1))[:32], np.arange(32))
+  with pytest.raises(EmulatorError, match=r"larger than its \.maxntid \(64, 1, 1\)"): launch(with_directives(".maxntid 64"), (32, 4, 1))
+  with pytest.raises(EmulatorError, match=r"larger than its \.maxntid \(16, 2, 1\)"): launch(with_directives(".maxntid 16, 2"), (32, 1, 1))
+  with pytest.raises(EmulatorError, match=r"not its \.reqntid \(64, 1, 1\)"): launch(with_directives(".reqntid 64"), (32, 1, 1))
+  assert np.array_equal(launch(with_directives(".reqntid 64"), (64, 1, 1)), np.arange(64))
+  with pytest.raises(EmulatorError, match=r"unknown or malformed directive \.maxclusterrank"): launch(with_directives(".maxclusterrank 2"), (64, 1, 1))
+  with pytest.raises(EmulatorError, match=r"malformed directive \.maxntid"): launch(with_directives(".maxntid 0"), (64, 1, 1))
+  if (ptxas := find_ptxas()) is not None:
+    for d in (".maxntid 64, 1, 1\n.maxnreg 32\n.minnctapersm 4", ".maxntid 16, 2", ".reqntid 64"): run_ptxas(with_directives(d), "sm_90", ptxas)

@@ -301,13 +301,14 @@ class Decoder:
   def __init__(self, ptx: str, name: str):
     self.name = name
     text = re.sub(r"//[^\n]*", "", ptx)
-    m = re.search(r"\.entry\s+(\w+)\s*\((.*?)\)\s*\{(.*)\}", text, re.S)
+    m = re.search(r"\.entry\s+(\w+)\s*\((.*?)\)([^{]*)\{(.*)\}", text, re.S)
     if m is None: raise EmulatorError(f"NV emulator: kernel {name!r} has no .entry")
     self.entry = m.group(1)
     self.param_types = {p: t for t, p in re.findall(r"\.param\s+\.(\w+)\s+(\w+)", m.group(2))}
     self.param_order = re.findall(r"\.param\s+\.\w+\s+(\w+)", m.group(2))
+    self.block_bounds(m.group(3))
     self.reg_types: dict[str, str] = {}
-    body = m.group(3)
+    body = m.group(4)
     for ty, prefix in re.findall(r"\.reg\s+\.(\w+)\s+%(\w+?)<\d+>\s*;", body): self.reg_types[prefix] = ty
     body = re.sub(r"\.reg\s+[^;]*;", "", body)
     self.layout_shared(text[:m.start()] + body)
@@ -325,6 +326,19 @@ class Decoder:
       if ins.kind == "bra":
         if ins.label not in labels: raise EmulatorError(f"NV emulator: kernel {name}: branch to unknown label {ins.label}")
         ins.target = labels[ins.label]
+
+  def block_bounds(self, text: str) -> None:
+    """The performance directives between the parameters and the body. .maxntid (the most threads a block may have,
+    per dimension) and .reqntid (exactly these) are launch constraints the hardware enforces: a launch outside them
+    fails. .maxnreg and .minnctapersm only steer ptxas's register allocation: nothing to emulate. Any other is an error."""
+    self.maxntid: tuple[int, ...] | None = None
+    self.reqntid: tuple[int, ...] | None = None
+    for d, args in re.findall(r"\.(\w+)\s*([\d\s,]*)", text):
+      dims = tuple(int(x) for x in args.replace(",", " ").split())
+      if d in ("maxntid", "reqntid") and 1 <= len(dims) <= 3 and min(dims) >= 1: setattr(self, d, dims + (1,) * (3 - len(dims)))
+      elif d in ("maxnreg", "minnctapersm") and len(dims) == 1: pass
+      else: raise EmulatorError(f"NV emulator: kernel {self.name}: unknown or malformed directive .{d} {args.strip()} before the body")
+    if re.sub(r"\.(\w+)\s*([\d\s,]*)", "", text).strip(): raise EmulatorError(f"NV emulator: kernel {self.name}: cannot read {text.strip()!r} before the body")
 
   def layout_shared(self, text: str) -> None:
     """Shared variables at offsets in declaration order, each at its alignment; an .extern array (dynamic shared
@@ -1046,12 +1060,16 @@ class EmulatedKernel:
   def __init__(self, ptx: str, name: str, memory: EmulatedMemory):
     dec = Decoder(ptx, name)
     self.name, self.memory, self.instrs, self.params = name, memory, dec.instrs, dec.param_order
-    self.static_shared = dec.static_shared
+    self.static_shared, self.maxntid, self.reqntid = dec.static_shared, dec.maxntid, dec.reqntid
     self.counters = LaunchCounters()
 
   def __call__(self, params: dict[str, Any], grid: tuple[int, int, int], block: tuple[int, int, int], shared_bytes: int = 0) -> LaunchCounters:
     nblocks, per_block = int(np.prod(grid)), int(np.prod(block))
     if per_block > MAX_THREADS: raise EmulatorError(f"NV emulator: kernel {self.name}: a block of {block} has {per_block} threads, more than {MAX_THREADS}")
+    if self.maxntid is not None and (any(b > m for b, m in zip(block, self.maxntid)) or per_block > np.prod(self.maxntid)):
+      raise EmulatorError(f"NV emulator: kernel {self.name}: a block of {block} is larger than its .maxntid {self.maxntid} (the launch fails on the GPU)")
+    if self.reqntid is not None and tuple(block) != self.reqntid:
+      raise EmulatorError(f"NV emulator: kernel {self.name}: a block of {block} is not its .reqntid {self.reqntid} (the launch fails on the GPU)")
     self.counters = c = LaunchCounters(threads=nblocks * per_block, blocks=nblocks)
     if nblocks == 0 or per_block == 0: return c
     shared = self.static_shared + shared_bytes
