@@ -345,7 +345,8 @@ def probe_occupancy(size: str = "4096") -> dict:
     si = next(si for si in (x @ y).schedule() if si.ast.op is Ops.SINK)
     spec = get_program("NV", si.ast)
     for cap in (None, 168, 128):
-      src = spec.src if cap is None else re.sub(r"\)\n\{", f")\n.maxnreg {cap}\n{{", spec.src, count=1)
+      src, found = (spec.src, 1) if cap is None else re.subn(r"\)\n((?:\.\w+[^\n]*\n)*)\{", lambda m: f")\n{m[1]}.maxnreg {cap}\n{{", spec.src, count=1)
+      if not found: raise RuntimeError(f"no kernel body start in {spec.name}'s PTX to put .maxnreg before")
       runner = CompiledRunner("NV", dataclasses.replace(spec, src=src))
       regs = ctypes.c_int()
       runner.program.driver.lib.cuFuncGetAttribute(ctypes.byref(regs), 4, runner.program.func)   # CU_FUNC_ATTRIBUTE_NUM_REGS
