@@ -393,3 +393,20 @@ def test_softmax_builds_the_nodes_of_the_general_path(dt):
         r = Tensor(raw, dtype=dtype).numpy().astype(np.float64)
         want = np.exp(r - r.max(axis, keepdims=True)) / np.exp(r - r.max(axis, keepdims=True)).sum(axis, keepdims=True)
         np.testing.assert_allclose(fast.numpy().astype(np.float64), want, rtol=2e-2 if dtype.itemsize == 2 else 1e-6, err_msg=f"{shape} {axis}")
+
+@pytest.mark.parametrize("how", ["realize", "realize_all"])
+def test_realizing_one_tensor_repoints_what_realize_all_would(how):
+  """Tensor.realize of one tensor takes a short path (no owner bookkeeping); what it re-points equals realize_all's: the
+  asked tensor only where another tensor holds the same node (that one keeps its lazy graph), the tensor of an assign
+  run on the way, and the values either way."""
+  go = (lambda t: t.realize()) if how == "realize" else (lambda t: Tensor.realize_all(t))
+  a, b = Tensor.zeros(3) + 1, Tensor.zeros(3) + 1
+  assert a.uop is b.uop
+  go(a)
+  assert a.uop.is_realized and not b.uop.is_realized
+  np.testing.assert_equal(a.numpy(), [1, 1, 1]); np.testing.assert_equal(b.numpy(), [1, 1, 1])
+  w = Tensor.zeros(4).contiguous().realize()
+  y = w.assign(Tensor.arange(4).float() * 2) + 1
+  go(y)
+  assert y.uop.is_realized and w.uop.is_realized
+  np.testing.assert_equal(y.numpy(), [1, 3, 5, 7]); np.testing.assert_equal(w.numpy(), [0, 2, 4, 6])

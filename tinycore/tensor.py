@@ -161,7 +161,14 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     items, _ = create_schedule([t.uop for t in (self,) + others])
     return items
   def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
-    Tensor.realize_all(self, *others)
+    if others or _pending_effects or (u := self.uop).op is Ops.ASSIGN: Tensor.realize_all(self, *others)
+    elif not u.is_realized:
+      # one tensor, no assign anywhere: realize_all's bookkeeping for others (which node which tensor owns, what other
+      # tensors hold a realized node) has one answer, this tensor; each call from Python (x.realize() in a loop) skips it
+      items, becomes = create_schedule_cached([u], create_schedule)
+      run_schedule(items)
+      if len(becomes) == 1 and (nu := becomes.get(u)) is not None: self.uop = nu
+      else: Tensor._adopt({u: self}, becomes)   # (an inner contiguous realized too: other tensors may hold it)
     return self
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
@@ -183,9 +190,13 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if not outs: return
     items, becomes = create_schedule_cached(outs, create_schedule)
     run_schedule(items)
+    Tensor._adopt(owner, becomes)
+  @staticmethod
+  def _adopt(owner: dict[UOp, Tensor], becomes: dict[UOp, UOp]) -> None:
+    """After a schedule ran: re-point the tensors that held a realized node at its buffer. An asked node goes to its
+    owner only (unless an assign), so every tensor alive is searched only when some other node (an assign, an inner
+    contiguous) was realized."""
     mark_done(becomes)
-    # re-point the tensors that held a realized node at its buffer: an asked node goes to its owner only (unless an
-    # assign), so every tensor alive is searched only when some other node (an assign, an inner contiguous) was realized
     holders = _all_tensors() if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
     for t in holders:
       if (nu := becomes.get(t.uop)) is not None and (t.uop.op is Ops.ASSIGN or owner.setdefault(t.uop, t) is t): t.uop = nu
@@ -570,6 +581,10 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def _alu(self, op: Ops, *others: Tensor) -> Tensor:
     return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
+    # a Python float with a float tensor, or an int with a non-bool one (x * 2, x + 1): no cast, the constant of x's kind
+    if ((cls := y.__class__) is float and dtypes.is_float((xu := self.uop).dtype)) or (cls is int and (xu := self.uop).dtype is not dtypes.bool):
+      y = Tensor(xu.const_like(y))
+      return (y, self) if reverse else (self, y)
     x = self
     if isinstance(y, np.generic): y = y.item()  # numpy scalars act like the Python numbers they hold
     if not isinstance(y, Tensor):
