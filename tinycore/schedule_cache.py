@@ -6,11 +6,11 @@ BUFFER node, so aliasing is part of the key), the unique ids of ASSIGN/CONTIGUOU
 bound variables keyed by the variable, not the value (the values go to the kernels' var_vals at replay). A tensor-level
 constant UOp.const keeps (and its broadcast) is keyed by the node itself: it holds no buffer, hash-consing makes equal
 ones one node, and the key keeps it alive, so the same constant built again is that node. The template holds only
-kernel ASTs (which reference numbered parameters, never buffers), slot numbers and shapes: no buffer, and no graph node
-but those constants, is kept alive by an entry (a transfer item keeps its op, dtype and arg only). Sharded graphs are cached like any
-other: their devices are part of the key, and the rewrite to per-shard work depends on the graph alone. Anything the
-template cannot describe exactly (buffer views, symbolic result shapes, assigns that already ran) is scheduled the
-ordinary way, every time."""
+kernel ASTs (which reference numbered parameters, never buffers), slot numbers and shapes: no buffer, and no graph
+node but those constants, is kept alive by an entry (a transfer item keeps its op, dtype and arg only). Sharded graphs
+are cached like any other: their devices are part of the key, and the rewrite to per-shard work depends on the graph
+alone. Anything the template cannot describe exactly (buffer views, symbolic result shapes, assigns that already ran)
+is scheduled the ordinary way, every time."""
 from __future__ import annotations
 import math
 from collections import OrderedDict

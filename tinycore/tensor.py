@@ -168,7 +168,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
       items, becomes = create_schedule_cached([u], create_schedule)
       run_schedule(items)
       if len(becomes) == 1 and (nu := becomes.get(u)) is not None: self.uop = nu
-      else: Tensor._adopt({u: self}, becomes)   # (an inner contiguous realized too: other tensors may hold it)
+      else: Tensor._adopt({u: self}, becomes)   # (more than the asked node realized: re-pointed as realize_all does)
     return self
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:

@@ -137,9 +137,8 @@ class UOp(metaclass=UOpMeta):
       c = b if b.dtype == dtype else b.cast(dtype)
       return c.reshape((1,) * len(shape)).expand(shape) if shape else c
     if device is None: return UOp(Ops.CONST, dtype, (), truncate(dtype, b))  # positional: no kwargs dict
-    # a tensor-level constant's node is kept by its value (a model uses a few: x + 1 in a loop builds none again); NaN is
-    # not kept (never equal to itself) and -0.0 is apart from 0.0 (equal as keys)
-    # (and its broadcast to each shape asked: `x + 1` in a loop builds no node again, and schedules a constant leaf)
+    # a tensor-level constant's node is kept by its value, and its broadcasts to the latest shapes asked (a model uses a
+    # few: `x + 1` in a loop builds no node again); NaN is not kept (never equal to itself) and -0.0 is apart from 0.0
     cls = b.__class__
     key = (dtype, cls, b, device, cls is float and b == 0.0 and math.copysign(1.0, b) < 0) if cls is not float or b == b else None
     if key is not None and shape and (c := _const_broadcasts.get((key, shape))) is not None: return c
