@@ -160,6 +160,9 @@ def least_upper_dtype(*ds: DType) -> DType:
   return _join(frozenset.intersection(*(_upper(d.scalar) for d in ds)))
 
 def least_upper_float(dt: DType) -> DType: return dt if dtypes.is_float(dt) else least_upper_dtype(dt, dtypes.default_float)
+def acc_dtype(dt: DType) -> DType:
+  """The dtype a float sum is added up in: half floats (float16, bfloat16) in float32, every other as itself."""
+  return dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
 def sum_acc_dtype(dt: DType) -> DType:
   """The dtype `sum` accumulates and returns in: small ints widen like PyTorch, floats stay."""
   if dtypes.is_unsigned(dt): return least_upper_dtype(dt, dtypes.uint32)

@@ -10,7 +10,7 @@ per launch."""
 from __future__ import annotations
 import os
 import numpy as np
-from tinycore.dtype import dtypes, to_np_dtype
+from tinycore.dtype import dtypes, to_np_dtype, acc_dtype
 from tinycore.helpers import prod, all_int
 from tinycore.uop import UOp, Ops, GroupOp, bf16_to_f32, f32_to_bf16, ssimplify
 from tinycore.rewrite import PatternMatcher, UPat
@@ -228,7 +228,6 @@ def device_groups(grid: tuple[int, ...], dims: tuple[int, ...]) -> list[list[int
     groups.setdefault(tuple(c for g, c in enumerate(coord) if g not in dims), []).append(i)
   return list(groups.values())
 
-def acc_dtype(dt): return dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
 
 def acc_np_dtype(dt) -> np.dtype: return np.dtype(to_np_dtype(acc_dtype(dt)))
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import functools, math, pathlib, weakref
 from typing import Any, Callable
 import numpy as np
-from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, to_np_dtype, from_np_dtype, \
+from tinycore.dtype import DType, dtypes, to_dtype, least_upper_dtype, least_upper_float, sum_acc_dtype, acc_dtype, to_np_dtype, from_np_dtype, \
   dtype_min, dtype_max, round_to_odd_f32
 from tinycore.helpers import argfix, prod, make_tuple, normalize_axis, ceildiv, all_int, fetch, TRAINING
 from tinycore.uop import UOp, Ops, GroupOp, resolve, seed, bf16_to_f32, f32_to_bf16, sym_eval, ssimplify
@@ -1147,7 +1147,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     if self.ndim and any(self.shape[a] == 0 for a in self._axes(axis)): raise ValueError(f"{name} of an empty dimension has no identity (shape {self.shape}, axis {axis})")
   def sum(self, axis=None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
-    inner = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc  # half sums accumulate in float
+    inner = acc_dtype(acc)  # half sums accumulate in float
     return self.cast(inner)._reduce(Ops.ADD, axis, keepdim).cast(acc)
   def prod(self, axis=None, keepdim: bool = False, dtype: DType | str | None = None) -> Tensor:
     acc = to_dtype(dtype) if dtype is not None else sum_acc_dtype(self.dtype)
@@ -1164,7 +1164,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     """The average in float (half inputs accumulate in float32); an empty reduction gives NaN like numpy."""
     n = prod(self.shape[a] for a in self._axes(axis))
     out_dt = least_upper_float(self.dtype)
-    total = self.sum(axis, keepdim, dtype=dtypes.float32 if out_dt in (dtypes.float16, dtypes.bfloat16) else out_dt)
+    total = self.sum(axis, keepdim, dtype=acc_dtype(out_dt))
     return total.div(n).cast(out_dt)
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     n = prod(self.shape[a] for a in self._axes(axis))
@@ -1468,7 +1468,7 @@ def _matmul_2d(xu: UOp, wu: UOp, n: int, k: int, m: int, dt: DType, dev: str) ->
   a = seed(UOp(Ops.EXPAND, dt, (seed(UOp(Ops.RESHAPE, dt, (xu,), (n, 1, k)), (n, 1, k), dev),), nmk), nmk, dev)
   wt = seed(UOp(Ops.PERMUTE, dt, (seed(UOp(Ops.RESHAPE, dt, (wu,), (1, k, m)), (1, k, m), dev),), (0, 2, 1)), (1, m, k), dev)
   prod_ = seed(UOp(Ops.MUL, dt, (a, seed(UOp(Ops.EXPAND, dt, (wt,), nmk), nmk, dev))), nmk, dev)
-  inner = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt   # half sums accumulate in float (Tensor.sum)
+  inner = acc_dtype(dt)   # half sums accumulate in float (Tensor.sum)
   if inner is not dt: prod_ = seed(UOp(Ops.CAST, inner, (prod_,)), nmk, dev)
   out = seed(UOp(Ops.RESHAPE, inner, (seed(UOp(Ops.REDUCE_AXIS, inner, (prod_,), (Ops.ADD, (2,))), (n, m, 1), dev),), (n, m)), (n, m), dev)
   return out if inner is dt else seed(UOp(Ops.CAST, dt, (out,)), (n, m), dev)
@@ -1482,7 +1482,7 @@ def _softmax_nodes(xu: UOp, ax: int, dt: DType, dev: str) -> UOp:
   top = seed(UOp(Ops.DETACH, dt, (seed(UOp(Ops.REDUCE_AXIS, dt, (xu,), (Ops.MAX, (ax,))), kept, dev),)), kept, dev)
   shifted = seed(UOp(Ops.SUB, dt, (xu, wide(top))), shape, dev)
   e = seed(UOp(Ops.EXP2, dt, (seed(UOp(Ops.MUL, dt, (shifted, UOp.const(dt, 1 / math.log(2), dev, shape))), shape, dev),)), shape, dev)
-  inner = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt   # half sums accumulate in float (Tensor.sum)
+  inner = acc_dtype(dt)   # half sums accumulate in float (Tensor.sum)
   total = seed(UOp(Ops.REDUCE_AXIS, inner, (e if inner is dt else seed(UOp(Ops.CAST, inner, (e,)), shape, dev),), (Ops.ADD, (ax,))), kept, dev)
   if inner is not dt: total = seed(UOp(Ops.CAST, dt, (total,)), kept, dev)
   return seed(UOp(Ops.FDIV, dt, (e, wide(total))), shape, dev)

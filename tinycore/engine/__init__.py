@@ -5,13 +5,14 @@ from collections import OrderedDict, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from tinycore.helpers import DEBUG, BEAM, ContextVar, colored
 from tinycore.uop import UOp, Ops, sym_eval, format_uops
+from tinycore.dtype import acc_dtype
 from tinycore.renderer import ProgramSpec
 from tinycore.runtime.device import Device, Buffer, GlobalCounters
 from tinycore.runtime.runner import CompiledRunner
 from tinycore.codegen import get_program as codegen_program, kernel_name
 from tinycore import search, trace
 from tinycore.schedule import ScheduleItem
-from tinycore.multi import MultiBuffer, DEVICE_NUM, device_groups, pick_strategy, allreduce_plan, allreduce_on_host, acc_dtype, fold_ast, Plan
+from tinycore.multi import MultiBuffer, DEVICE_NUM, device_groups, pick_strategy, allreduce_plan, allreduce_on_host, fold_ast, Plan
 
 # compiled kernels are kept in two LRU caches of KERNEL_CACHE_SIZE entries each: a process whose shapes keep changing
 # would otherwise keep every kernel AST (and its nodes) alive. An evicted kernel is simply made again on next use (a
