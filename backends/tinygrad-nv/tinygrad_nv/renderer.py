@@ -339,8 +339,10 @@ class PTXRenderer(ISARenderer):
     # which then fits its registers to more blocks per SM: fp16 matmul 4096² 172 -> 168 registers, a third block per SM,
     # 257 -> 275 TFLOP/s on an H200, nothing spilled. Other kernels keep ptxas's own choice: told their block, ptxas trades
     # spills for blocks (a conv's backward kernel: 48 -> 40 registers and 8 bytes spilled), a trade no GPU has measured
-    block = [next((u.src[0].arg for u in k.uops if u.op is Ops.SPECIAL and u.arg == f"lidx{d}" and u.src[0].op is Ops.CONST), 1) for d in range(3)]
-    bounds = [f".maxntid {block[0]}, {block[1]}, {block[2]}"] if groups and any(u.op is Ops.WMMA for u in k.uops) else []
+    bounds = []
+    if groups and any(u.op is Ops.WMMA for u in k.uops):
+      block = {u.arg: u.src[0].arg for u in k.uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx") and u.src[0].op is Ops.CONST}
+      bounds.append(".maxntid " + ", ".join(str(block.get(f"lidx{d}", 1)) for d in range(3)))
     head = [f"// {k.name}", LAUNCH_GROUPS if groups else LAUNCH_THREADS, f".version {PTX_VERSION}", f".target {self.arch}",
             ".address_size 64", f".visible .entry {k.name}(", "\t" + ",\n\t".join(params) + ")", *bounds, "{"]
     decls = [f"\t.reg {REG_DECL[kind]} %{kind}<{n}>;" for kind, n in sorted(k.counts.items())]
