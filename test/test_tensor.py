@@ -396,9 +396,9 @@ def test_softmax_builds_the_nodes_of_the_general_path(dt):
 
 @pytest.mark.parametrize("how", ["realize", "realize_all"])
 def test_realizing_one_tensor_repoints_what_realize_all_would(how):
-  """Tensor.realize of one tensor takes a short path (no owner bookkeeping); what it re-points equals realize_all's: the
-  asked tensor only where another tensor holds the same node (that one keeps its lazy graph), the tensor of an assign
-  run on the way, and the values either way."""
+  """Realizing one tensor (by realize or realize_all) takes a short path (no owner bookkeeping); what it re-points is the
+  general path's: the asked tensor only where another tensor holds the same node (that one keeps its lazy graph), the
+  tensor of an assign run on the way, and the values either way."""
   go = (lambda t: t.realize()) if how == "realize" else (lambda t: Tensor.realize_all(t))
   a, b = Tensor.zeros(3) + 1, Tensor.zeros(3) + 1
   assert a.uop is b.uop

@@ -161,41 +161,37 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     items, _ = create_schedule([t.uop for t in (self,) + others])
     return items
   def realize(self, *others: Tensor, do_update_stats: bool = True) -> Tensor:
-    if others or _pending_effects or (u := self.uop).op is Ops.ASSIGN: Tensor.realize_all(self, *others)
-    elif not u.is_realized:
-      # one tensor, no assign anywhere: realize_all's bookkeeping for others (which node which tensor owns, what other
-      # tensors hold a realized node) has one answer, this tensor; each call from Python (x.realize() in a loop) skips it
-      items, becomes = create_schedule_cached([u], create_schedule)
-      run_schedule(items)
-      if len(becomes) == 1 and (nu := becomes.get(u)) is not None: self.uop = nu
-      else: Tensor._adopt({u: self}, becomes)   # (more than the asked node realized: re-pointed as realize_all does)
+    Tensor.realize_all(self, *others)
     return self
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
     # Separately built tensors can hold one node (hash-consing merges equal graphs: Tensor.zeros(3) twice). Each gets a
     # buffer of its own, so an assign to one never changes the other: in this call a later one computes into its own
     # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
-    owner: dict[UOp, Tensor] = {}
-    outs: list[UOp] = []
-    if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
-      asked = {id(t) for t in tensors}
-      tensors = (*tensors, *[t for t in list(_pending_effects.values()) if not t.uop.is_realized and id(t) not in asked])
-      _pending_effects.clear()
-    for t in tensors:
-      if t.uop.is_realized: continue
-      if owner.setdefault(t.uop, t) is not t:
-        t.uop = UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), unique_id())
-        owner[t.uop] = t
-      outs.append(t.uop)
-    if not outs: return
+    if len(tensors) == 1 and not _pending_effects and (t := tensors[0]).uop.op is not Ops.ASSIGN:
+      if t.uop.is_realized: return
+      owner, outs = {t.uop: t}, [t.uop]   # one tensor, no assign anywhere (x.realize() in a loop): nothing to work out
+    else:
+      owner, outs = {}, []
+      if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
+        asked = {id(t) for t in tensors}
+        tensors = (*tensors, *[t for t in list(_pending_effects.values()) if not t.uop.is_realized and id(t) not in asked])
+        _pending_effects.clear()
+      for t in tensors:
+        if t.uop.is_realized: continue
+        if owner.setdefault(t.uop, t) is not t:
+          t.uop = UOp(Ops.CONTIGUOUS, t.dtype, (t.uop,), unique_id())
+          owner[t.uop] = t
+        outs.append(t.uop)
+      if not outs: return
     items, becomes = create_schedule_cached(outs, create_schedule)
     run_schedule(items)
-    Tensor._adopt(owner, becomes)
-  @staticmethod
-  def _adopt(owner: dict[UOp, Tensor], becomes: dict[UOp, UOp]) -> None:
-    """After a schedule ran: re-point the tensors that held a realized node at its buffer. An asked node goes to its
-    owner only (unless an assign), so every tensor alive is searched only when some other node (an assign, an inner
-    contiguous) was realized."""
+    # re-point the tensors that held a realized node at its buffer. The common answer first: one node realized, asked
+    # by one tensor, not an assign. Otherwise an asked node goes to its owner only (unless an assign), and every tensor
+    # alive is searched only when some other node (an assign, an inner contiguous) was realized.
+    if len(becomes) == 1 and len(owner) == 1 and (x := next(iter(becomes))).op is not Ops.ASSIGN and (t := owner.get(x)) is not None:
+      t.uop = becomes[x]
+      return
     mark_done(becomes)
     holders = _all_tensors() if any(x not in owner or x.op is Ops.ASSIGN for x in becomes) else [t for u, t in owner.items() if u in becomes]
     for t in holders:
