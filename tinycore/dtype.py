@@ -175,6 +175,9 @@ _NP = {dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtyp
 def to_np_dtype(dt: DType):
   """numpy's dtype for `dt`; bfloat16 is stored as its raw uint16 bits."""
   return np.uint16 if dt.scalar == dtypes.bfloat16 else _NP[dt.scalar]
+def to_np_value_dtype(dt: DType):
+  """numpy's dtype to compute `dt`'s values in: bfloat16's in float32 (numpy has no bfloat16), every other its own."""
+  return np.float32 if dt.scalar == dtypes.bfloat16 else _NP[dt.scalar]
 def from_np_dtype(npdt) -> DType:
   npdt = np.dtype(npdt)
   for k, v in _NP.items():

@@ -242,7 +242,7 @@ def fold_ast(in_dtypes: list, out_dtype, op: Ops, size: int) -> UOp:
 def _host_memory(b: Buffer) -> np.ndarray | None:
   """The buffer's memory itself, where the device's memory is host memory (the CPU): no copy."""
   mv = b.ensure_allocated().allocator._as_buffer(b._buf)
-  return None if mv is None else np.frombuffer(mv, np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype))
+  return None if mv is None else np.frombuffer(mv, to_np_dtype(b.dtype))
 
 def to_host(b: Buffer, lo: int = 0, hi: int | None = None) -> np.ndarray:
   """Elements [lo, hi) of a buffer, copied to a numpy array in the all-reduce's accumulation dtype."""
@@ -250,7 +250,7 @@ def to_host(b: Buffer, lo: int = 0, hi: int | None = None) -> np.ndarray:
   if (raw := _host_memory(b)) is not None: Device[b.device].synchronize()
   else:
     part = b.view(hi - lo, b.dtype, lo * b.dtype.itemsize) if (lo, hi) != (0, b.size) and b.allocator.supports_offset else b
-    raw = np.frombuffer(part.as_bytes(), np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype))
+    raw = np.frombuffer(part.as_bytes(), to_np_dtype(b.dtype))
     if part is not b: lo, hi = 0, hi - lo
   raw = raw[lo:hi]
   return (bf16_to_f32(raw) if b.dtype == dtypes.bfloat16 else raw).astype(acc_np_dtype(b.dtype))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 import hashlib, math
 import numpy as np
-from tinycore.dtype import dtypes, to_np_dtype
+from tinycore.dtype import to_np_dtype
 from tinycore.helpers import DEBUG, getenv
 from tinycore.uop import UOp, Ops
 from tinycore.renderer import Renderer, ProgramSpec
@@ -32,7 +32,7 @@ def _test_buffers(ast: UOp, device: str) -> list[Buffer]:
   bufs = []
   for _, p in params:
     b = Buffer(device, p.dtype.size, p.dtype.base)
-    npdt = np.uint16 if b.dtype == dtypes.bfloat16 else to_np_dtype(b.dtype)
+    npdt = to_np_dtype(b.dtype)
     b.copyin(memoryview(np.ascontiguousarray(rng.integers(0, 3, b.size).astype(npdt))).cast("B"))
     bufs.append(b)
   return bufs

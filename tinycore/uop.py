@@ -3,7 +3,7 @@ from __future__ import annotations
 import functools, math, weakref
 from typing import Any, Callable, Sequence
 import numpy as np
-from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, dtype_min, dtype_max, round_to_odd_f32, fma, fma_odd, INTS
+from tinycore.dtype import DType, PtrDType, dtypes, truncate, to_np_dtype, to_np_value_dtype, dtype_min, dtype_max, round_to_odd_f32, fma, fma_odd, INTS
 from tinycore.helpers import prod, all_int
 from tinycore.ops import Ops, GroupOp, AxisType
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite, graph_substitute
@@ -571,13 +571,13 @@ def fold_const(x: UOp) -> UOp | None:
     return None
   # each constant as its own dtype: numpy reads a bare 2**64-1 as uint64 and 9 as int64, and their max or a choice
   # between them as float64 (2**64-1 became 1.8e19, then 0 as a uint64)
-  vals = [np.asarray(v, np.float32 if s.dtype.scalar == dtypes.bfloat16 else to_np_dtype(s.dtype.scalar)) for s, v in zip(x.src, vals)]
+  vals = [np.asarray(v, to_np_value_dtype(s.dtype)) for s, v in zip(x.src, vals)]
   out = exec_alu(x.op, x.dtype, vals)
   return UOp.const(x.dtype, out.item() if hasattr(out, "item") else out)
 
 def fold_cast(c: UOp, x: UOp) -> UOp:
   if dtypes.index in (x.dtype, c.dtype): return UOp.const(x.dtype, int(c.arg))
-  val = np.asarray(c.arg, np.float32 if c.dtype == dtypes.bfloat16 else to_np_dtype(c.dtype))
+  val = np.asarray(c.arg, to_np_value_dtype(c.dtype))
   return UOp.const(x.dtype, exec_cast(val, c.dtype, x.dtype).item())
 
 # ***** sums: the canonical form of linear index math *****

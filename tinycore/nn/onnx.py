@@ -4,7 +4,7 @@ import argparse, inspect, io, os, sys, time, warnings
 from types import SimpleNamespace
 from typing import Any
 import numpy as np
-from tinycore.dtype import dtypes, DType, to_np_dtype
+from tinycore.dtype import dtypes, DType, to_np_dtype, to_np_value_dtype
 from tinycore.tensor import Tensor, _plain
 from tinycore.schedule import buffers, new_buffer_uop, max_size
 from tinycore.helpers import prod
@@ -279,7 +279,7 @@ def _random_inputs(runner: OnnxRunner, seed: int = 0) -> dict[str, np.ndarray]:
     shape = [d.dim_value or 1 for d in tt.shape.dim] if tt.shape is not None else []
     dt = ONNX_DTYPES[tt.elem_type]
     arr = rng.standard_normal(shape) if dtypes.is_float(dt) else rng.integers(0, 2 if dt == dtypes.bool else 10, shape)
-    out[i.name] = arr.astype(np.float32 if dt == dtypes.bfloat16 else to_np_dtype(dt))
+    out[i.name] = arr.astype(to_np_value_dtype(dt))
   return out
 
 def main(argv: list[str] | None = None) -> int:

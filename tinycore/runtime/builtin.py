@@ -2,7 +2,7 @@
 from __future__ import annotations
 import ast, math
 import numpy as np
-from tinycore.dtype import DType, PtrDType, dtypes, to_np_dtype, DTYPES_BY_NAME
+from tinycore.dtype import DType, PtrDType, dtypes, to_np_dtype, to_np_value_dtype, DTYPES_BY_NAME
 from tinycore.uop import UOp, Ops, AxisType, GroupOp, exec_alu, exec_cast, bf16_to_f32, f32_to_bf16
 from tinycore.renderer import Renderer, TensorCore
 from tinycore.runtime.device import Allocator, LRUAllocator, Driver, Assembler
@@ -117,13 +117,13 @@ class PythonProgram:
         views[("g", arg)] = np.frombuffer(mv, dtype=to_np_dtype(base), count=mv.nbytes // base.itemsize)
         v[pc] = (("g", arg), 0)
       elif op is Ops.DEFINE_LOCAL:
-        views[("l", pc)] = np.zeros(nblocks * dt.size, np.float32 if dt.base == dtypes.bfloat16 else to_np_dtype(dt.base))
+        views[("l", pc)] = np.zeros(nblocks * dt.size, to_np_value_dtype(dt.base))
         v[pc] = (("l", pc), block * dt.size)
       elif op is Ops.DEFINE_VAR: v[pc] = np.asarray(next(vals_it), to_np_dtype(dt))
       elif op is Ops.SPECIAL:
         d = int(arg[4:])
         v[pc] = (ids(thread, ldims, d) if arg.startswith("lidx") else ids(block, gdims, d)).astype(to_np_dtype(dt))
-      elif op is Ops.CONST: v[pc] = np.asarray(float(arg) if isinstance(arg, str) else arg, np.float32 if dt == dtypes.bfloat16 else to_np_dtype(dt))
+      elif op is Ops.CONST: v[pc] = np.asarray(float(arg) if isinstance(arg, str) else arg, to_np_value_dtype(dt))
       elif op is Ops.RANGE:  # entered once per loop: ENDRANGE jumps back to the instruction after it
         loop_end[pc] = int(np.max(v[src[0]]))
         v[pc] = np.asarray(0, to_np_dtype(dt))
