@@ -289,6 +289,11 @@ def probe_launch() -> dict:
   figures["python_reference_us"] = round(best_us(python_reference, lambda: None, 100), 1)
   runner, bufs = next(reversed(_runners.values())), [buffers[_storage(t.uop)] for t in (Tensor.empty(16, device="NV").realize(), s)]
   figures["launched_directly_us"] = round(best_us(lambda: runner(bufs, {}), dev.synchronize), 1)
+  # and cuLaunchKernel alone, called through ctypes with the arguments that launch built: the driver's share of the above
+  runner(bufs, {})
+  (call, _, _), = runner.program.calls
+  launch_kernel = dev.driver.lib.cuLaunchKernel
+  figures["cuLaunchKernel_us"] = round(best_us(lambda: launch_kernel(*call), dev.synchronize), 1)
   import cProfile, pstats, io
   prof = cProfile.Profile()
   def calls():

@@ -49,11 +49,16 @@ class LaunchPlans:
   out on the first call with those sizes, a dictionary lookup after."""
   def __init__(self, ptx: str):
     self.ptx, self.plans = ptx, {}
+    self.last: tuple = (None, None, None)   # (global_size, local_size, plan) of the last call: a loaded kernel's runner passes
+                                            # the same size objects at every launch, so they are compared by identity first
   def __call__(self, global_size, local_size) -> list:
+    if global_size is (last := self.last)[0] and local_size is last[1]: return last[2]
+    sizes = global_size, local_size
     if type(global_size) is not tuple: global_size, local_size = tuple(global_size), (None if local_size is None else tuple(local_size))
     if (plan := self.plans.get(key := (global_size, local_size))) is None:
       if len(self.plans) >= 256: self.plans.clear()   # sizes that follow a Variable: keep the dictionary small
       plan = self.plans[key] = launches(self.ptx, global_size, local_size)
+    self.last = (*sizes, plan)
     return plan
 
 U64 = (1 << 64) - 1
@@ -151,21 +156,25 @@ class CUDAProgram:
     self.layout = self.buf_at, self.val_at, self.slice_at = param_layout(types)
     self.plan = LaunchPlans(ptx)
     self.args, self.argptrs = arg_slots(len(types))
+    self.calls_plan, self.calls = None, []   # cuLaunchKernel's whole argument tuple per launch of the last plan, built once
 
   def __call__(self, *bufs, global_size=(1, 1, 1), local_size=None, vals=(), wait=False):
     d, args = self.driver, self.args
-    if getattr(_current, "ctx", None) != d.ctx.value: d.activate()
+    if getattr(_current, "ctx", None) != d.ctx_id: d.activate()
     for k, i in self.buf_at: args[k] = bufs[i]
     for k, i in self.val_at: args[k] = vals[i] & U64
-    lib, func, stream, ptrs = d.lib, self.func, d.stream, self.argptrs
-    if wait: check(lib, lib.cuEventRecord(d.events[0], stream), "cuEventRecord")
-    for grid, block, y0, z0 in self.plan(global_size, local_size):
+    lib = d.lib
+    if (plan := self.plan(global_size, local_size)) is not self.calls_plan:
+      self.calls = [((self.func, *grid, *block, 0, d.stream, self.argptrs, None), y0, z0) for grid, block, y0, z0 in plan]
+      self.calls_plan = plan
+    if wait: check(lib, lib.cuEventRecord(d.events[0], d.stream), "cuEventRecord")
+    for call, y0, z0 in self.calls:
       if self.slice_at is not None: args[self.slice_at[0]], args[self.slice_at[1]] = y0, z0
-      if lib.cuLaunchKernel(func, *grid, *block, 0, stream, ptrs, None) != 0:
+      if lib.cuLaunchKernel(*call) != 0:
         d.activate(force=True)   # another library may have made its own context current on this thread: retry once in ours
-        check(lib, lib.cuLaunchKernel(func, *grid, *block, 0, stream, ptrs, None), f"launching kernel {self.name}")
+        check(lib, lib.cuLaunchKernel(*call), f"launching kernel {self.name}")
     if not wait: return None
-    check(lib, lib.cuEventRecord(d.events[1], stream), "cuEventRecord")
+    check(lib, lib.cuEventRecord(d.events[1], d.stream), "cuEventRecord")
     check(lib, lib.cuEventSynchronize(d.events[1]), "cuEventSynchronize")
     ms = ctypes.c_float()
     check(lib, lib.cuEventElapsedTime(ctypes.byref(ms), d.events[0], d.events[1]), "cuEventElapsedTime")
@@ -216,7 +225,7 @@ class CUDAGraph:
   def __call__(self, launches: list) -> None:
     d = self.driver
     lib = d.lib
-    if getattr(_current, "ctx", None) != d.ctx.value: d.activate()
+    if getattr(_current, "ctx", None) != d.ctx_id: d.activate()
     nodes = self.nodes(launches)
     if len(nodes) != len(self.shape) or any(a is not b for a, (b, *_) in zip(self.shape, nodes)): self.build(nodes)
     else:
@@ -255,6 +264,7 @@ class NVDriver(Driver):
     dev, self.ctx = ctypes.c_int(), ctypes.c_void_p()
     check(lib, lib.cuDeviceGet(ctypes.byref(dev), index), "cuDeviceGet")
     check(lib, lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), dev), "cuDevicePrimaryCtxRetain")
+    self.ctx_id = self.ctx.value   # compared at every launch: an int, not the ctypes object's getter
     major, minor, name = ctypes.c_int(), ctypes.c_int(), ctypes.create_string_buffer(256)
     lib.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)   # CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / MINOR
     lib.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)
@@ -271,9 +281,9 @@ class NVDriver(Driver):
 
   def activate(self, force: bool = False) -> None:
     """Make this instance's context current on this thread, unless tinycore already did."""
-    if force or getattr(_current, "ctx", None) != self.ctx.value:
+    if force or getattr(_current, "ctx", None) != self.ctx_id:
       check(self.lib, self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
-      _current.ctx = self.ctx.value
+      _current.ctx = self.ctx_id
 
   def load(self, name: str, binary: bytes, spec=None):
     try: arch, ptx, cubin = unpack(binary)
