@@ -394,6 +394,29 @@ def test_softmax_builds_the_nodes_of_the_general_path(dt):
         want = np.exp(r - r.max(axis, keepdims=True)) / np.exp(r - r.max(axis, keepdims=True)).sum(axis, keepdims=True)
         np.testing.assert_allclose(fast.numpy().astype(np.float64), want, rtol=2e-2 if dtype.itemsize == 2 else 1e-6, err_msg=f"{shape} {axis}")
 
+@pytest.mark.parametrize("dt", ["float32", "float16", "int32", "uint8", "bool"])
+def test_arithmetic_with_a_python_number_builds_the_nodes_of_the_general_path(dt):
+  """x + 1, 2 * x, x - 0.5 ... put a number of x's kind into the node directly (_arith); the node is the one the general
+  path (_broadcasted, then _bin) builds, reversed operands included; a number of another kind (a float with an int
+  tensor, an int with a bool one) still promotes; the numbers are numpy's."""
+  from tinycore.tensor import _bin
+  from tinycore.uop import Ops
+  dtype = getattr(dtypes, dt)
+  x = Tensor(np.arange(6).reshape(2, 3) % 2, dtype=dtype).contiguous()
+  for op, name in [(Ops.ADD, "add"), (Ops.SUB, "sub"), (Ops.MUL, "mul")]:
+    for y in (1, 2.5, True):
+      for reverse in (False, True):
+        got = getattr(x, name)(y, reverse)
+        a, b = x._broadcasted(y, reverse)
+        want = _bin(op, a, b) if op is not Ops.SUB or a.dtype is not dtypes.bool else a ^ b
+        assert got.uop is want.uop, (name, y, reverse)
+  raw = np.arange(6).reshape(2, 3) % 2
+  if dt == "float32": np.testing.assert_array_equal((1 - x * 2.5 + 1).numpy(), 1 - raw * 2.5 + 1)
+  if dt == "int32":
+    assert (x + 0.5).dtype == dtypes.default_float and (x * 3).dtype == dtypes.int32
+    np.testing.assert_array_equal((3 - x).numpy(), 3 - raw)
+  if dt == "bool": assert (x + 1).dtype == dtypes.default_int and (x - True).tolist() == [[True, False, True], [False, True, False]]
+
 @pytest.mark.parametrize("how", ["realize", "realize_all"])
 def test_realizing_one_tensor_repoints_what_realize_all_would(how):
   """Realizing one tensor (by realize or realize_all) takes a short path (no owner bookkeeping); what it re-points is the

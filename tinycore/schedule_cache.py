@@ -14,11 +14,13 @@ is scheduled the ordinary way, every time."""
 from __future__ import annotations
 import math
 from collections import OrderedDict
+from typing import Callable
 from tinycore.helpers import DEBUG, getenv
 from tinycore.uop import UOp, Ops, CONST_LEAF
 from tinycore.dtype import dtypes
 from tinycore.runtime.device import Buffer
 from tinycore.multi import make_buffer
+from tinycore.schedule import ScheduleItem
 from tinycore import schedule as _sched
 
 SCHEDULE_CACHE_SIZE = getenv("SCHEDULE_CACHE_SIZE", 512)   # templates kept (least recently used dropped); 0 turns it off
@@ -75,7 +77,7 @@ def _walk(outs: list[UOp]):
     ids[u] = len(nodes)
     append_node(u)
     append_key(k)
-  key.append(tuple(ids[o] for o in outs))
+  key.append(tuple([ids[o] for o in outs]))
   return tuple(key), nodes, ids, bufs, slot, binds
 
 def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nbufs: int, binds: dict[str, int]) -> _Template | None:
@@ -114,7 +116,7 @@ def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nb
       if v in made: t_becomes.append((p, "same", made[v], shape, layout))
       else:
         made[v] = len(t_becomes)
-        t_becomes.append((p, "buf", (s, v.dtype, v.arg, v.src[0].arg), shape, layout))
+        t_becomes.append((p, "buf", (s, v.dtype, v.arg, v.src[0]), shape, layout))   # (the DEVICE node: no buffer under it)
     else: return None
   return _Template(tuple(new), tuple(t_items), tuple(t_becomes))
 
@@ -122,30 +124,35 @@ def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str,
   ScheduleItem = _sched.ScheduleItem
   allb = bufs + [make_buffer(d, n, dt, opts) for d, n, dt, opts in t.new]
   items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv} if vv else {}) for ast, s_bufs, vv in t.items]
-  becomes: dict[UOp, UOp] = {}
-  made: list[UOp | None] = []
-  for p, kind, ref, shape, layout in t.becomes:
-    if kind == "node": v = nodes[ref]
-    elif kind == "same": v = made[ref]
-    else:
-      s, dtype, size, device = ref
-      v = UOp(_BUFFER, dtype, (UOp(_DEVICE, _void, (), device), UOp(_UNIQUE, _void, (), _sched.unique_id())), size)   # positional: no kwargs
-      v.__dict__[_sched.STORAGE] = allb[s]   # (schedule.buffers[v] = ..., without a call)
-    made.append(v)
-    if shape is not None: v = UOp(Ops.RESHAPE, v.dtype, (v,), shape)
-    becomes[nodes[p]] = v if layout is None else UOp(Ops.MULTI, v.dtype, (v,), layout[0])
+  def becomes() -> dict[UOp, UOp]:
+    out: dict[UOp, UOp] = {}
+    made: list[UOp | None] = []
+    for p, kind, ref, shape, layout in t.becomes:
+      if kind == "node": v = nodes[ref]
+      elif kind == "same": v = made[ref]
+      else:
+        s, dtype, size, device = ref
+        v = UOp(_BUFFER, dtype, (device, UOp(_UNIQUE, _void, (), _sched.unique_id())), size)   # positional: no kwargs
+        v.__dict__[_sched.STORAGE] = allb[s]   # (schedule.buffers[v] = ..., without a call)
+      made.append(v)
+      if shape is not None: v = UOp(Ops.RESHAPE, v.dtype, (v,), shape)
+      out[nodes[p]] = v if layout is None else UOp(Ops.MULTI, v.dtype, (v,), layout[0])
+    return out
   return items, becomes
 
-def create_schedule_cached(outs: list[UOp], create_schedule=None):
-  """create_schedule(outs), replayed from a template when a graph of this structure was scheduled before.
+
+def create_schedule_cached(outs: list[UOp], create_schedule=None) -> tuple[list[ScheduleItem], Callable[[], dict[UOp, UOp]]]:
+  """create_schedule(outs), replayed from a template when a graph of this structure was scheduled before: (the items,
+  a function giving the map from each realized node to its result). The map is asked for after the items ran: a replay
+  builds its result nodes then, on a GPU while the kernels run, not before the launches.
   `create_schedule`: the scheduler (default tinycore.schedule.create_schedule); one that was replaced (a spy in a test,
   a debugging hook) is called every time, without the cache."""
   create_schedule = create_schedule or _sched.create_schedule
-  if SCHEDULE_CACHE_SIZE <= 0 or DEBUG.value >= 3 or create_schedule is not _sched.create_schedule: return create_schedule(outs)
+  if SCHEDULE_CACHE_SIZE <= 0 or DEBUG.value >= 3 or create_schedule is not _sched.create_schedule: return _scheduled(create_schedule(outs))
   w = _walk(outs)
   if w is None:
     stats["uncacheable"] += 1
-    return create_schedule(outs)
+    return _scheduled(create_schedule(outs))
   key, nodes, ids, bufs, slot, binds = w
   # by the key's hash, the keys kept beside: the key (a dtype, an arg per node) is hashed once per lookup, not again
   # for the LRU move; keys of one hash (hash(-1) == hash(-2)) share a bucket, each with its own entry
@@ -165,4 +172,8 @@ def create_schedule_cached(outs: list[UOp], create_schedule=None):
     entry[1] = t if t is not None else _NEVER
   elif t is None: entry[1] = _ONCE
   while len(_cache) > SCHEDULE_CACHE_SIZE: _cache.popitem(last=False)
-  return items, becomes
+  return items, lambda: becomes
+
+def _scheduled(scheduled: tuple[list[ScheduleItem], dict[UOp, UOp]]):
+  items, becomes = scheduled
+  return items, lambda: becomes

@@ -184,8 +184,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
           owner[t.uop] = t
         outs.append(t.uop)
       if not outs: return
-    items, becomes = create_schedule_cached(outs, create_schedule)
+    items, result_map = create_schedule_cached(outs, create_schedule)
     run_schedule(items)
+    becomes = result_map()
     # re-point the tensors that held a realized node at its buffer. The common answer first: one node realized, asked
     # by one tensor, not an assign. Otherwise an asked node goes to its owner only (unless an assign), and every tensor
     # alive is searched only when some other node (an assign, an inner contiguous) was realized.
@@ -577,9 +578,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def _alu(self, op: Ops, *others: Tensor) -> Tensor:
     return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
-    # a Python float with a float tensor, or an int with a non-bool one (x * 2, x + 1): no cast, the constant of x's kind
-    if ((cls := y.__class__) is float and dtypes.is_float((xu := self.uop).dtype)) or (cls is int and (xu := self.uop).dtype is not dtypes.bool):
-      y = Tensor(xu.const_like(y))
+    if (c := _same_kind_const(self.uop, y)) is not None:
+      y = Tensor(c)
       return (y, self) if reverse else (self, y)
     x = self
     if isinstance(y, np.generic): y = y.item()  # numpy scalars act like the Python numbers they hold
@@ -616,11 +616,9 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     return self._broadcast_to(tuple(s if s != -1 else self.shape[i - (len(shape) - self.ndim)] for i, s in enumerate(shape)))
 
   # ***** math *****
-  def add(self, x, reverse=False) -> Tensor: return _bin(Ops.ADD, *self._broadcasted(x, reverse))
-  def sub(self, x, reverse=False) -> Tensor:
-    a, b = self._broadcasted(x, reverse)
-    return _bin(Ops.SUB, a, b) if a.dtype != dtypes.bool else a ^ b
-  def mul(self, x, reverse=False) -> Tensor: return _bin(Ops.MUL, *self._broadcasted(x, reverse))
+  def add(self, x, reverse=False) -> Tensor: return _arith(Ops.ADD, self, x, reverse)
+  def sub(self, x, reverse=False) -> Tensor: return _arith(Ops.SUB, self, x, reverse)
+  def mul(self, x, reverse=False) -> Tensor: return _arith(Ops.MUL, self, x, reverse)
   def div(self, x, reverse=False, rounding_mode: str | None = None) -> Tensor:
     """self / x. rounding_mode None: true division in float; 'trunc' or 'floor': rounded quotient in the common dtype.
     An integer division by 0 gives 0 (either rounding mode), the kernel IDIV semantics (uop.exec_alu); floats give inf/NaN."""
@@ -1450,6 +1448,20 @@ def _list_form_dim(args: tuple, dim: int) -> int:
   if not args: return dim
   if len(args) == 1 and isinstance(args[0], int): return args[0]
   raise ValueError(f"after a list of tensors the only positional argument is dim, got {args!r}: pass the tensors either as one list or as separate arguments")
+
+def _same_kind_const(xu: UOp, y: Any) -> UOp | None:
+  """A Python float with a float tensor's node, or an int with a non-bool one's (x * 2, x + 1): the constant of x's
+  dtype, device and shape (no cast, no promotion); None for anything else."""
+  if ((cls := y.__class__) is float and dtypes.is_float(xu.dtype)) or (cls is int and xu.dtype is not dtypes.bool): return xu.const_like(y)
+  return None
+
+def _arith(op: Ops, x: Tensor, y: Any, reverse: bool) -> Tensor:
+  """x op y (y op x when reversed) for ADD, SUB and MUL. A Python number of x's kind goes into the node directly, without a
+  tensor for it or broadcasting to work out (`x + 1` in a loop: the same node as through _broadcasted, tested)."""
+  if (c := _same_kind_const(xu := x.uop, y)) is not None:
+    return Tensor(seed(UOp(op, xu.dtype, (c, xu) if reverse else (xu, c)), xu.shape, xu.device))
+  a, b = x._broadcasted(y, reverse)
+  return _bin(op, a, b) if op is not Ops.SUB or a.dtype is not dtypes.bool else a ^ b   # a bool difference is xor
 
 def _bin(op: Ops, a: Tensor, b: Tensor) -> Tensor:
   """a op b, of a's shape (operands broadcast already) and device."""

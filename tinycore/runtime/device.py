@@ -305,6 +305,7 @@ class _DeviceRegistry:
                         "Install a plugin (e.g. pip install tinygrad-cpu) or pick one with DEV=")
     return self.specs[name]
   def __getitem__(self, device: str | None) -> Compiled:
+    if (dev := self._opened.get(device)) is not None: return dev   # a canonical name opened before (every Buffer's, every launch)
     dname = self.canonicalize(device)
     if (dev := self._opened.get(dname)) is not None: return dev
     name, index = self.instance(dname)
