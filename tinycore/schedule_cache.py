@@ -37,7 +37,7 @@ class _Template:
 def _walk(outs: list[UOp]):
   """(key, nodes in key order, input Buffers by slot, bound values by variable name), or None when the graph has an
   assign that already ran (create_schedule substitutes those: left to it) or a BUFFER without storage."""
-  ids: dict[UOp, int] = {}
+  ids: dict[UOp, int] = {}   # a node's number once keyed; -1 while its sources are on the stack (met again: key it)
   nodes: list[UOp] = []
   key: list[tuple] = []
   bufs: list[Buffer] = []
@@ -45,15 +45,19 @@ def _walk(outs: list[UOp]):
   uniq: dict = {}
   binds: dict[str, int] = {}
   done, STORAGE = _sched.done_assigns, _sched.STORAGE
-  index = ids.__getitem__   # the sources' numbers by a C-level map: no Python frame per node
-  opened: set[UOp] = set()   # nodes whose sources are on the stack: met again, they are keyed
+  index, number = ids.__getitem__, ids.get   # C-level maps: no Python frame per node
   stack: list[UOp] = list(reversed(outs))
   pop, push, extend, append_node, append_key = stack.pop, stack.append, stack.extend, nodes.append, key.append
   while stack:
     u = pop()
-    if u in ids: continue
-    op = u.op
-    if op is _BUFFER:
+    if (i := number(u)) is not None:
+      if i >= 0: continue
+      # met again: its sources are keyed (a source of u cannot be above u's entry without being u's own descendant)
+      op, arg = u.op, u.arg
+      if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
+      elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta
+      k = (op, u.dtype, tuple(map(index, u.src)), arg)
+    elif (op := u.op) is _BUFFER:
       if (b := u.__dict__.get(STORAGE)) is None: return None   # (schedule.buffers, without a call)
       if (s := slot.get(id(b))) is None: s = slot[id(b)] = len(bufs); bufs.append(b)
       k = (op, u.dtype, u.arg, u.src[0].arg, s, b.size, b.dtype)
@@ -61,19 +65,18 @@ def _walk(outs: list[UOp]):
       var, val = u.src[0], u.src[1].arg
       if binds.setdefault(var.arg[0], val) != val: return None  # one variable bound to two values: left to create_schedule
       k = (op, u.dtype, var, u.src[1].src)
-    elif (src := u.src) and u not in opened:
+    elif src := u.src:
       if CONST_LEAF in u.__dict__: k = u   # a tensor-level constant (or its broadcast) kept by UOp.const: keyed as itself
       else:
         if op is _ASSIGN and u in done: return None
-        opened.add(u)
+        ids[u] = -1
         push(u)
-        extend(src[::-1])
+        extend(src)   # any fixed order keys the same graph the same way: no reversed copy of the sources
         continue
     else:
       arg = u.arg
-      if (op is _ASSIGN or op is _CONTIGUOUS) and isinstance(arg, int): arg = ("unique", uniq.setdefault(arg, len(uniq)))
-      elif arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))  # -0.0 == 0.0, as in UOpMeta
-      k = (op, u.dtype, tuple(map(index, src)), arg)
+      if arg.__class__ is float and arg == 0.0: arg = (arg, math.copysign(1.0, arg))
+      k = (op, u.dtype, (), arg)
     ids[u] = len(nodes)
     append_node(u)
     append_key(k)
