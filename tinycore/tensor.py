@@ -25,6 +25,7 @@ def _all_tensors() -> list[Tensor]: return [t for r in list(_tensor_refs) if (t 
 # every read before the write: `opt.step(); loss.item()` is the loss the step came from, and a BatchNorm's running-stat
 # update sees the weights of its own forward pass, as in eager PyTorch.
 _pending_effects: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id: Tensor == is elementwise
+_ASSIGN = Ops.ASSIGN   # read at every realize: an enum member through its class is an attribute lookup of the enum's metaclass
 
 def _device_grid(devices: tuple | list) -> tuple[list, tuple[int, ...]]:
   """A tuple of devices, or a grid of them as nested tuples -> (the devices in row-major order, the grid's sizes)."""
@@ -168,9 +169,11 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     # Separately built tensors can hold one node (hash-consing merges equal graphs: Tensor.zeros(3) twice). Each gets a
     # buffer of its own, so an assign to one never changes the other: in this call a later one computes into its own
     # buffer (a unique contiguous), and a tensor not asked for keeps its lazy graph.
-    if len(tensors) == 1 and not _pending_effects and (t := tensors[0]).uop.op is not Ops.ASSIGN:
-      if t.uop.is_realized: return
-      owner, outs = {t.uop: t}, [t.uop]   # one tensor, no assign anywhere (x.realize() in a loop): nothing to work out
+    # (_pending_effects.data: the weak dictionary's own map, whose emptiness is read without a Python-level __len__; an
+    # entry of a tensor just freed can linger in it, which only sends this call down the general path)
+    if len(tensors) == 1 and not _pending_effects.data and (u := (t := tensors[0]).uop).op is not _ASSIGN:
+      if u.is_realized: return
+      owner, outs = {u: t}, [u]   # one tensor, no assign anywhere (x.realize() in a loop): nothing to work out
     else:
       owner, outs = {}, []
       if _pending_effects and any(t.uop.op is Ops.ASSIGN for t in tensors):
@@ -190,7 +193,7 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
     # re-point the tensors that held a realized node at its buffer. The common answer first: one node realized, asked
     # by one tensor, not an assign. Otherwise an asked node goes to its owner only (unless an assign), and every tensor
     # alive is searched only when some other node (an assign, an inner contiguous) was realized.
-    if len(becomes) == 1 and len(owner) == 1 and (x := next(iter(becomes))).op is not Ops.ASSIGN and (t := owner.get(x)) is not None:
+    if len(becomes) == 1 and len(owner) == 1 and (x := next(iter(becomes))).op is not _ASSIGN and (t := owner.get(x)) is not None:
       t.uop = becomes[x]
       return
     mark_done(becomes)

@@ -9,6 +9,7 @@ from tinycore.ops import Ops, GroupOp, AxisType
 from tinycore.rewrite import UPat, PatternMatcher, graph_rewrite, graph_substitute
 
 _MOVEMENT = frozenset(GroupOp.Movement)
+_BUFFER_OP, _MULTI_OP = Ops.BUFFER, Ops.MULTI   # read per realize: an enum member through its class is a metaclass lookup
 
 REDUCE_IDENTITY = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: None}  # None: the dtype's minimum
 
@@ -289,8 +290,9 @@ class UOp(metaclass=UOpMeta):
     return u
   @property
   def is_realized(self) -> bool:
-    b = self.base
-    return b.op is Ops.BUFFER or b.op is Ops.MULTI and b.src[0].base.op is Ops.BUFFER  # a sharded tensor: a buffer per device
+    b = self
+    while (op := b.op) in _MOVEMENT: b = b.src[0]   # (self.base without a second property call: every realize asks this)
+    return op is _BUFFER_OP or op is _MULTI_OP and b.src[0].base.op is _BUFFER_OP  # a sharded tensor: a buffer per device
   @graph_property
   def vmin_vmax(self) -> tuple[Any, Any]: return _min_max(self)
   @property

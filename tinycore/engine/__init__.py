@@ -161,7 +161,33 @@ def _launch_all(device: tuple[str, ...], ast: UOp, bufs: list, vv: dict[str, int
 
 _TRANSFER_OPS = (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER)
 
+_SINK = Ops.SINK
+
 def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = None) -> None:
+  if trace.profiling is None and DEBUG.value < 2 and capturing is None:
+    # the common run (no profiler, no per-kernel printing, no JIT capture): a kernel on one device is launched with
+    # nothing else looked at; a transfer or a sharded kernel goes through the general loop, one item at a time
+    for si in items:
+      if si.ast.op is _SINK and (device := (b0 := si.bufs[0]).device).__class__ is str:
+        if b0.size == 0: continue
+        runner = get_runner(device, si.ast)
+        vv = {**var_vals, **si.var_vals} if var_vals else si.var_vals
+        _count(runner, vv, runner(si.bufs, vv))
+      else: _run_items([si], var_vals)
+    return
+  _run_items(items, var_vals)
+
+def _count(runner: CompiledRunner, vv: dict[str, int], t: float | None) -> tuple[int, int]:
+  """A launched kernel (that ran in t seconds, when timed) added to the GlobalCounters: (its FLOPs, its bytes)."""
+  flops, mem = runner.cost if runner.cost is not None else (_size(runner.spec.flops, vv), _size(runner.spec.mem_bytes, vv))
+  GlobalCounters.kernel_count += 1
+  GlobalCounters.global_ops += flops
+  GlobalCounters.global_mem += mem
+  if t is not None: GlobalCounters.time_sum_s += t
+  return flops, mem
+
+def _run_items(items: list[ScheduleItem], var_vals: dict[str, int] | None) -> None:
+  """Every item, with the profiler's records, DEBUG's printing and the JIT's capture where they are on."""
   if (prof := trace.profiling) is not None: run_st = time.perf_counter()
   debug = DEBUG.value   # read once: a ContextVar comparison is a Python call, and this loop runs for every kernel
   wait = debug >= 2 or prof is not None
@@ -190,11 +216,7 @@ def run_schedule(items: list[ScheduleItem], var_vals: dict[str, int] | None = No
       runner = get_runner(device, si.ast)
       if prof is not None: st = time.perf_counter()
       t = runner(si.bufs, vv, wait=wait)
-    flops, mem = runner.cost if runner.cost is not None else (_size(runner.spec.flops, vv), _size(runner.spec.mem_bytes, vv))
-    GlobalCounters.kernel_count += 1
-    GlobalCounters.global_ops += flops
-    GlobalCounters.global_mem += mem
-    if t is not None: GlobalCounters.time_sum_s += t
+    flops, mem = _count(runner, vv, t)
     if prof is not None and not isinstance(device, tuple):
       prof.launch(device, "kernels", runner.spec.name, st, t, [si.bufs[i] for i in runner.spec.ins], [si.bufs[i] for i in runner.spec.outs], flops=flops, bytes=mem)
     if debug >= 2:

@@ -49,7 +49,7 @@ class LRUAllocator(Allocator):
     self.cache: OrderedDict[tuple[int, Any], list[Any]] = OrderedDict()
     self.cached_bytes = self.peak_bytes = 0
   def alloc(self, size: int, options: Any = None) -> Any:
-    if (c := self.cache.get(key := (max(size, 1), options))):
+    if (c := self.cache.get(key := (size or 1, options))):   # (size or 1: max(size, 1) for a size >= 0, without a call)
       self.live, self.live_bytes, self.cached_bytes = self.live + 1, self.live_bytes + size, self.cached_bytes - key[0]
       buf = c.pop()
       if not c: del self.cache[key]
@@ -63,7 +63,7 @@ class LRUAllocator(Allocator):
   def free(self, buf: Any, size: int, options: Any = None) -> None:
     if LRU.value and (options is None or not getattr(options, "nolru", False)):
       self.live, self.live_bytes = self.live - 1, self.live_bytes - size
-      if (c := self.cache.get(key := (max(size, 1), options))) is None: c = self.cache[key] = []
+      if (c := self.cache.get(key := (size or 1, options))) is None: c = self.cache[key] = []
       else: self.cache.move_to_end(key)
       c.append(buf)
       self.cached_bytes += key[0]
@@ -108,8 +108,8 @@ class Buffer:
         if self._buf is None: raise DeviceError(f"{self.device} does not support buffer views at offsets")
       else:
         # the allocator is kept: the memory goes back to the one it came from, without a registry lookup per free
-        self._allocator = alloc = self.allocator
-        self._buf = alloc.alloc(nbytes := self.nbytes, self.options)
+        self._allocator = alloc = Device[self.device].allocator   # (self.allocator and self.nbytes, without their calls)
+        self._buf = alloc.alloc(nbytes := self.size * self.dtype.itemsize, self.options)
         if (used := GlobalCounters.mem_used + nbytes) > GlobalCounters.mem_peak: GlobalCounters.mem_peak = used
         GlobalCounters.mem_used = used
         GlobalCounters.mem_used_per_device[self.device] += nbytes
@@ -124,7 +124,7 @@ class Buffer:
   def __del__(self):
     if getattr(self, "_buf", None) is None or self._base is not None: return
     try:
-      (alloc := self._allocator).free(self._buf, nbytes := self.nbytes, self.options)
+      (alloc := self._allocator).free(self._buf, nbytes := self.size * self.dtype.itemsize, self.options)
       GlobalCounters.mem_used -= nbytes
       GlobalCounters.mem_used_per_device[self.device] -= nbytes
       if trace.profiling is not None: trace.profiling.memory(self.device, alloc.live_bytes)
