@@ -143,7 +143,6 @@ def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str,
     return out
   return items, becomes
 
-
 def create_schedule_cached(outs: list[UOp], create_schedule=None) -> tuple[list[ScheduleItem], Callable[[], dict[UOp, UOp]]]:
   """create_schedule(outs), replayed from a template when a graph of this structure was scheduled before: (the items,
   a function giving the map from each realized node to its result). The map is asked for after the items ran: a replay
