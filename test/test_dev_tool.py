@@ -128,6 +128,20 @@ def test_gpu_proof_without_a_gpu_runs_what_it_can_and_names_what_is_missing(monk
     assert steps[name]["status"] == "skipped" and steps[name]["why"].startswith("needs an NVIDIA GPU") and "libcuda.so.1" in steps[name]["why"]
   assert report["gpu"].startswith("none:") and "| tinycore devices | passed |" in (tmp_path / "gpu-proof.md").read_text()
 
+def test_gpu_proof_names_the_commit_and_says_when_the_files_are_not_its(monkeypatch, tmp_path):
+  """The report's commit is HEAD's only when the tracked files are HEAD's: a copy of a working tree that carries an older
+  .git says that the code is not that commit's."""
+  gp = load_gpu_proof()
+  git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True, text=True).stdout.strip()
+  git("init", "-q"); (tmp_path / "f.py").write_text("x = 1\n"); git("add", "f.py")
+  git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+  monkeypatch.setattr(gp, "ROOT", tmp_path)
+  head = git("rev-parse", "--short", "HEAD")
+  (tmp_path / "new.py").write_text("")   # an untracked file changes nothing that ran
+  assert gp.commit() == head
+  (tmp_path / "f.py").write_text("x = 2\n")
+  assert gp.commit().startswith(head + " (") and "not that commit's code" in gp.commit()
+
 def test_gpu_proof_steps_have_time_limits_and_never_stop_the_proof(tmp_path):
   """A step past its limit is ended with everything it started, one that fails or cannot run is recorded, and every step
   after still runs; a background step runs beside them; RESULT lines and pytest's per-test lines become the step's figures."""

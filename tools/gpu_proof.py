@@ -171,7 +171,12 @@ def steps(py: str, out: Path, gpu_missing: str | None, env: dict) -> list[Step]:
   ]]
 
 def commit() -> str:
-  try: return sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], 10).stdout.strip() or "?"
+  """The checkout's commit, and whether its tracked files differ from it: a copy of a working tree can carry an older
+  .git than its files (the GPU machines get one), and the report must not name that commit as what ran."""
+  try:
+    head = sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], 10).stdout.strip() or "?"
+    changed = sh(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], 30).stdout.strip()
+    return head + (" (tracked files changed since: not that commit's code)" if changed else "")
   except (OSError, subprocess.TimeoutExpired): return "?"
 
 def report(out: Path, info: dict, results: list[Result]) -> None:
