@@ -228,7 +228,6 @@ def device_groups(grid: tuple[int, ...], dims: tuple[int, ...]) -> list[list[int
     groups.setdefault(tuple(c for g, c in enumerate(coord) if g not in dims), []).append(i)
   return list(groups.values())
 
-
 def acc_np_dtype(dt) -> np.dtype: return np.dtype(to_np_dtype(acc_dtype(dt)))
 
 def fold_ast(in_dtypes: list, out_dtype, op: Ops, size: int) -> UOp:

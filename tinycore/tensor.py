@@ -581,7 +581,8 @@ class Tensor(NNOpsMixin, IndexingMixin, metaclass=_TensorMeta):
   def _alu(self, op: Ops, *others: Tensor) -> Tensor:
     return Tensor(UOp(op, dtypes.bool if op in GroupOp.Comparison else (others[-1].dtype if op is Ops.WHERE else self.dtype), (self.uop,) + tuple(o.uop for o in others)))
   def _broadcasted(self, y: Tensor | Any, reverse: bool = False, match_dtype: bool = True) -> tuple[Tensor, Tensor]:
-    if (c := _same_kind_const(self.uop, y)) is not None:
+    # (a tensor operand is never a number: a + b, which _arith already asked, does not ask again)
+    if y.__class__ is not Tensor and (c := _same_kind_const(self.uop, y)) is not None:
       y = Tensor(c)
       return (y, self) if reverse else (self, y)
     x = self
