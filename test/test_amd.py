@@ -478,6 +478,22 @@ def test_thread_blocks_with_lds_end_to_end(amd):
     np.testing.assert_allclose(make().numpy(), want, rtol=1e-5, atol=1e-5)
     assert any(c.shared_written and c.shared_read and c.barriers and c.threads > c.blocks for _, c in emulator.LAUNCHES), emulator.LAUNCHES
 
+def test_a_row_kernel_reads_its_input_once(amd):
+  """softmax and layernorm of 8 rows of 1024 floats on the RDNA3 emulator: one launch each, a workgroup of 256 lanes
+  per row, each lane 4 floats 256 apart (the steps of the row written out, not a loop): the row's statistics go
+  through LDS between barriers, and global memory sees the input read once and the output written once."""
+  from tinygrad_amd import emulator
+  x = np.random.default_rng(3).standard_normal((8, 1024)).astype(np.float32)
+  X = Tensor(x, device="AMD").realize()
+  mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+  e = np.exp(x - x.max(1, keepdims=True))
+  for t, want in ((X.softmax(-1), e / e.sum(1, keepdims=True)), (X.layernorm(), (x - mean) / np.sqrt(var + 1e-5))):
+    emulator.LAUNCHES.clear()
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert len(emulator.LAUNCHES) == 1, emulator.LAUNCHES
+    c = emulator.LAUNCHES[0][1]
+    assert (c.global_read, c.global_written, c.blocks, c.threads) == (x.nbytes, x.nbytes, 8, 8 * 256) and c.barriers > 0 and c.shared_read > 0, c
+
 def test_the_staged_matmul_without_its_wait_before_the_barrier_is_a_race(amd):
   """The renderer waits for a wave's LDS accesses (s_waitcnt lgkmcnt(0)) before each s_barrier; the staged matmul's
   kernel with those waits taken out (its tile stores may still be in flight when the other waves read the tile after

@@ -293,13 +293,15 @@ def test_grouped_sums_read_whole_vectors():
   np.testing.assert_allclose(Tensor(rows, device="PYTHON").softmax(-1).numpy(), want / want.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 def test_a_rows_statistics_load_each_element_once():
-  """softmax over rows of 4096 with 256 threads: each thread's 16 elements are 4 vector loads written out (not a loop
-  over them), so the max and the exp-sum both read them from registers: the statistics kernel loads its input once."""
+  """softmax over rows of 4096 with 256 threads (scheduled for PYTHON, whose rows NV splits alike): one kernel, each
+  thread's 16 elements 4 vector loads written out (not a loop over them), so the max, the exp-sum and the row's outputs
+  all read them from registers: the kernel loads its input once and stores each thread's 16 outputs as 4 vectors, a
+  block per row."""
   for ren in (Device.renderer("PYTHON"), renderer("NV")):
-    specs = [get_program(si.ast, ren) for si in Tensor.empty(8, 4096).softmax(-1).schedule() if si.ast.op is Ops.SINK]
-    (stats,) = [s for s in specs if any(u.op is Ops.DEFINE_LOCAL for u in s.uops)]
-    loads = [u for u in stats.uops if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
-    assert [u.dtype.count for u in loads] == [4] * 4, (ren.device, loads)
+    (spec,) = [get_program(si.ast, ren) for si in Tensor.empty(8, 4096, device="PYTHON").softmax(-1).schedule() if si.ast.op is Ops.SINK]
+    glob = [u for u in spec.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
+    assert [(u.op, (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) for u in glob] == [(Ops.LOAD, 4)] * 4 + [(Ops.STORE, 4)] * 4, (ren.device, glob)
+    assert (spec.global_size[0], spec.local_size[0]) == (8, 256) and any(u.op is Ops.DEFINE_LOCAL for u in spec.uops), (spec.global_size, spec.local_size)
 
 def test_short_sums_are_not_spread_over_a_block():
   """A loss accumulated over a loop fuses many means of 4 into one kernel of 4 outputs. Each mean is summed by every

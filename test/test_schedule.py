@@ -173,12 +173,37 @@ def test_mean_variance_and_deviation_are_one_kernel(device):
 
 @pytest.mark.parametrize("device", ["PYTHON", "CPU"])
 def test_softmax_max_and_sum_share_a_kernel(device):
-  x = Tensor(rng.standard_normal((4, 1024)).astype(np.float32) * 4, device=device).realize()  # rows too long to recompute the max per element
+  """Rows too long to recompute the max per element: on a CPU the row max and the row sum of exp are one kernel (two
+  stores), the division another; a GPU-style target keeps each row in one block, so the row's max and sum are computed
+  in the kernel that writes it (codegen/opt/gpu.py row_split): one kernel, one store."""
+  x = Tensor(rng.standard_normal((4, 1024)).astype(np.float32) * 4, device=device).realize()
   out = x.softmax(1)
   ks = kernels(out)
-  assert len(ks) == 2 and stores(ks[0]) == 2   # the row max and the row sum of exp, then the division
+  assert [stores(k) for k in ks] == ([1] if device == "PYTHON" else [2, 1])
   e = np.exp(x.numpy() - x.numpy().max(1, keepdims=True))
   np.testing.assert_allclose(out.numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+def test_a_rows_reductions_fuse_into_the_kernel_writing_the_row():
+  """On a target that keeps a row in one block (PYTHON: 256 threads, 4 elements a step, up to 4 steps: rows of up to
+  4096 floats), reductions of a row broadcast back along it are computed in the kernel writing the row: softmax,
+  log_softmax and layernorm are one kernel each. Not fused, with numpy's results all the same: a row too long for a block
+  (8192), reductions along another axis than the last (softmax over axis 0), and a row kernel's value reduced again
+  (its max would be recomputed in every trip of the outer sum's loop)."""
+  from tinycore.codegen.opt.gpu import row_split
+  ren = Device.renderer("PYTHON")
+  assert row_split(ren, Tensor.empty(1).dtype, 4096) == (4, 256, 4) and row_split(ren, Tensor.empty(1).dtype, 8192) is None
+  x = rng.standard_normal((6, 1000)).astype(np.float32) * 3
+  long = rng.standard_normal((2, 8192)).astype(np.float32)
+  X, L = Tensor(x, device="PYTHON").realize(), Tensor(long, device="PYTHON").realize()
+  def softmax(v, axis=-1):
+    e = np.exp(v - v.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+  mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+  cases = [(X.softmax(-1), softmax(x), 1), (X.log_softmax(-1), np.log(softmax(x)), 1), (X.layernorm(), (x - mean) / np.sqrt(var + 1e-5), 1),
+           (L.softmax(-1), softmax(long), 2), (X.softmax(0), softmax(x, 0), 2), (X.softmax(-1).sum(0), softmax(x).sum(0), 2)]
+  for t, want, n in cases:
+    assert len(kernels(t)) == n, (want.shape, n, [si.ast for si in kernels(t)])
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
 
 @pytest.mark.parametrize("device", ["PYTHON", "CPU"])
 def test_siblings_reading_one_input_are_one_kernel(device):

@@ -12,6 +12,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
 from tinycore.multi import MultiBuffer, make_buffer, multi_pm
+from tinycore.codegen.opt.gpu import row_split
 
 STORAGE = "storage"   # the key of a BUFFER node's Buffer in the node's __dict__ (NodeStorage)
 
@@ -119,9 +120,19 @@ _EXPAND_COST, _EXPAND_COST_MAX = 6, 64   # cheap-op equivalents (a relu with a s
 _KERNEL_COST = 1 << 17
 _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV, Ops.MOD}
 
+_ROW, _ANY = 1, 2   # find_realizes' in_reduce: inside reductions of its kernel's row only, inside any other reduction
+
+def _fits_row(device: str | tuple[str, ...], dt, n: int) -> bool:
+  """Does a kernel on `device` keep a row of n elements of dt in one block, computing its reductions once per row?"""
+  try: ren = Device.renderer(device[0] if isinstance(device, tuple) else device)
+  except Exception: return False   # no renderer (an unknown device) fails later, with the device's own error
+  return row_split(ren, dt, n) is not None
+
 def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   """The fusion decision: which nodes get their own buffer. Elementwise and movement ops fuse into their user;
-  a reduction fuses into its one user kernel unless that would compute it more than once."""
+  a reduction fuses into its one user kernel unless that would compute it more than once. A row's reductions (a
+  softmax's max and sum, a layernorm's mean and variance: over the last axis, broadcast back along it, on a target that
+  keeps a row in one block) fuse into the kernel writing the row: there they are computed once per row."""
   def free_contiguous(u: UOp) -> bool: return u.op is Ops.CONTIGUOUS and is_plain_view(u.src[0])  # becomes its source's buffer
   realize: set[UOp] = {o for o in outs if not o.is_realized and not free_contiguous(o)}
   for u in order:
@@ -137,7 +148,22 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     for s in u.src: users[s].append(u)
   roots: dict[UOp, frozenset[UOp]] = {}   # the kernels (realized nodes) a node is computed in
   copies: dict[UOp, float] = {}           # most times a kernel computes each element of a node (the expands on the way)
-  in_reduce: dict[UOp, bool] = {}         # reaches a kernel through a reduce: would be recomputed per iteration
+  # reaches a kernel through a reduce: would be recomputed per iteration (_ROW: only through reductions of its kernel's
+  # row, which an expand of a row's value along the row leaves, as that value does not change along it)
+  in_reduce: dict[UOp, int] = {}
+  # the node's last axis is its kernel's row: the kernel writes the node's shape, reached through elementwise ops, row
+  # reductions and expands of their values along the row
+  on_row: dict[UOp, bool] = {}
+  fits: dict[tuple, bool] = {}
+  def row(x: UOp) -> bool:
+    """Does the device keep the row a reduction of x's last axis (or an expand along it) runs along in one block?"""
+    shape = x.src[0].shape if x.op is Ops.REDUCE_AXIS else x.shape
+    if not shape or not all_int(shape): return False
+    if (key := (x.device, x.src[0].dtype, shape[-1])) not in fits: fits[key] = _fits_row(*key)
+    return fits[key]
+  def row_reduce(x: UOp) -> bool: return x.op is Ops.REDUCE_AXIS and x.arg[1] == (len(x.shape) - 1,) and row(x)
+  def row_expand(x: UOp) -> bool:
+    return x.op is Ops.EXPAND and all_int(x.src[0].shape) and x.src[0].shape[-1:] == (1,) and x.src[0].shape[:-1] == x.shape[:-1] and row(x)
   feeds_reduce: dict[UOp, bool] = {}      # in_reduce, or reaches a realized reduction's input (read per iteration)
   # ALU ops a node's value costs to compute inside its kernel (capped): an expand repeats all of them per copy
   cost: dict[UOp, int] = {}
@@ -152,14 +178,19 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     """The work computing u per copy adds over computing it once."""
     return (copies[u] - 1) * max_size(u.shape) * per_element if copies[u] > 1 and per_element > 0 else 0
   for u in reversed(order):
-    r, c, ir, fr = frozenset(), 1, False, False
+    r, c, ir, fr, rowed = frozenset(), 1, 0, False, bool(users[u])
     for x in users[u]:
-      if x in realize: r, fr = r | {x}, fr or x.op is Ops.REDUCE_AXIS
+      if x in realize:
+        r, fr = r | {x}, fr or x.op is Ops.REDUCE_AXIS
+        rowed = rowed and (x.op in GroupOp.Elementwise or x.op is Ops.CONTIGUOUS) and x.shape == u.shape
       else:
-        r, c = r | roots[x], max(c, copies[x] * _expand_ratio(x))
-        ir = ir or in_reduce[x] or x.op is Ops.REDUCE_AXIS
+        along = on_row[x] and (row_expand(x) or row_reduce(x) or x.op in GroupOp.Elementwise and x.shape == u.shape)
+        rowed = rowed and along
+        r, c = r | roots[x], max(c, copies[x] * (1 if along and x.op is Ops.EXPAND else _expand_ratio(x)))
+        ir |= in_reduce[x] & ~_ROW if along and x.op is Ops.EXPAND else in_reduce[x]
+        if x.op is Ops.REDUCE_AXIS: ir |= _ROW if along else _ANY
         fr = fr or feeds_reduce[x] or x.op is Ops.REDUCE_AXIS
-    roots[u], copies[u], in_reduce[u], feeds_reduce[u] = r, c, ir, fr
+    roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = r, c, ir, fr, rowed
     # a reduction is computed once: in one kernel, not per iteration of an outer reduction, and not per copy behind an
     # expand unless it ends in an elementwise kernel and the copies cost less than a kernel of its own (a softmax's row
     # sum over ten classes, a scalar)
@@ -170,7 +201,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     # always, else where the repeats cost more than a kernel
     if u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST and c > 1 and (fr or repeats_cost(u, cost[u]) >= _KERNEL_COST):
       realize.add(u)
-    if u in realize: roots[u], copies[u], in_reduce[u], feeds_reduce[u] = frozenset({u}), 1, False, False
+    if u in realize: roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = frozenset({u}), 1, 0, False, True
   depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
   for u in order:
     d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)

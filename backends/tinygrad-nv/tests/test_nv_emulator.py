@@ -361,6 +361,22 @@ def test_counters_of_launches_through_tinycore():
   name, c = LAUNCHES[0]
   assert (c.global_read, c.global_written, c.shared_read, c.barriers) == (8000, 4000, 0, 0) and c.threads == 250
 
+def test_a_row_kernel_reads_its_input_once_and_writes_its_output_once():
+  """softmax and layernorm of 8 rows of 1024 floats: one launch each, a block of 256 threads per row, each thread 4
+  consecutive floats (one ld.v4 and one st.v4): the row's statistics go through shared memory between barriers, and
+  global memory sees the input read once and the output written once."""
+  from tinycore import Tensor
+  x = np.random.default_rng(3).standard_normal((8, 1024)).astype(np.float32)
+  X = Tensor(x, device="NV").realize()
+  mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+  e = np.exp(x - x.max(1, keepdims=True))
+  for t, want in ((X.softmax(-1), e / e.sum(1, keepdims=True)), (X.layernorm(), (x - mean) / np.sqrt(var + 1e-5))):
+    LAUNCHES.clear()
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
+    assert len(LAUNCHES) == 1, LAUNCHES
+    c = LAUNCHES[0][1]
+    assert (c.global_read, c.global_written, c.blocks, c.threads) == (x.nbytes, x.nbytes, 8, 8 * 256) and c.barriers > 0 and c.shared_read > 0, c
+
 # (dtype, its bits from float32 small integers, each thread's vector access, its elements): 16 bytes of floats and of 16-bit
 # elements (packed two to a .b32 word: PTX vectors have at most 4 elements), 8 bytes of bytes (upcast_max: 8 copies)
 WIDE = {"float32": (lambda x: x, "v4.f32", 4), "float16": (lambda x: x.astype(np.float16), "v4.b32", 8),

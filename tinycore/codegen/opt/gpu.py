@@ -1,8 +1,9 @@
 """GPU-style heuristics: thread blocks, register tiles, grouped reductions and shared-memory tiles sized from the renderer's limits."""
 from __future__ import annotations
-from tinycore.dtype import dtypes
+from tinycore.dtype import DType, dtypes
 from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, AxisType, split_terms
+from tinycore.renderer import Renderer
 from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size
 from tinycore.codegen.opt.tc import use_tensor_cores
 from tinycore.codegen.widen import lanes
@@ -38,12 +39,15 @@ def _group(k: Kernel, r: UOp, g: int) -> Kernel:
   if n > 1 and all(s == 1 for s in _strides(k, r)) and const_size(r) % (n * g) == 0:
     if len((unrolled := _try(k, OptOps.UNROLL, r, n)).applied) > len(k.applied) and \
        len((grouped := _try(unrolled, OptOps.GROUP, r.arg[0], g)).applied) > len(unrolled.applied):
-      # a few vectors left per thread (a softmax row of 4096 over 256 threads: 4) are written out, not looped over: the
-      # thread then holds its terms in registers, and another sum over the same elements (the row's max, then its
-      # exp-sum) reads them from there instead of loading them again
-      left = next((x for x in grouped.ranges if x.arg[0] == r.arg[0]), None)
-      return grouped if left is None or const_size(left) > 4 else _try(grouped, OptOps.UNROLL, left, const_size(left))
-  return _try(k, OptOps.GROUP, r, g)
+      return _unroll_rest(grouped, r)
+  return _unroll_rest(_try(k, OptOps.GROUP, r, g), r)
+
+def _unroll_rest(k: Kernel, r: UOp) -> Kernel:
+  """A few terms left per thread of a grouped sum (a softmax row of 4096 over 256 threads: 4 vectors of 4) are written
+  out, not looped over: the thread then holds its terms in registers, and another sum over the same elements (the row's
+  max, then its exp-sum) or the row's store reads them from there instead of loading them again."""
+  left = next((x for x in k.ranges if x.arg[0] == r.arg[0] and x.arg[1] is AxisType.REDUCE), None)
+  return k if left is None or const_size(left) is None or const_size(left) > ROW_STEPS else _try(k, OptOps.UNROLL, left, const_size(left))
 
 def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
   """(rows, cols) of a product's reduction whose two operands each skip an output axis (C[i, j] +=
@@ -59,11 +63,47 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
   rows, cols = max(pairs, key=lambda p: (k.output_coefficient(p[1]) == 1, const_size(p[0]) * const_size(p[1])))
   return rows, cols
 
+# A row kernel (a softmax, a layernorm: each output row computed from reductions of the same row) keeps each row in one
+# block: runs of the target's widest access (UPCAST), across up to 256 threads (LOCAL), up to ROW_STEPS runs per thread
+# (UPCAST, written out). The row's reductions are spread over the threads that write it (shared memory) with the same
+# split (_group), so a thread's loads for the reductions and for its outputs are the same registers: the row is read
+# once and its values are computed once per row, not once per element. The scheduler fuses a row's reductions into
+# the kernel using them where row_split finds a layout (schedule.py find_realizes); shorter rows than GROUP_LEAST are
+# left to the cost rule there (each thread recomputing a few terms).
+ROW_STEPS = 4
+
+def row_split(ren: Renderer, dt: DType, n: int) -> tuple[int, int, int] | None:
+  """(lanes, threads, steps) with lanes * threads * steps = n: a row of n elements of dt in one block of this target;
+  None where it has no blocks sharing memory, or the row is shorter than GROUP_LEAST or too long for one block."""
+  if ren.global_dims == 0 or not ren.has_shared or n < GROUP_LEAST: return None
+  most = min(256, ren.max_threads_per_group)
+  for ln in dict.fromkeys((lanes(ren, dt), 1)):
+    if n % ln: continue
+    for steps in range(1, min(ROW_STEPS, ren.upcast_max) + 1):
+      if (n // ln) % steps == 0 and 2 <= n // ln // steps <= most: return ln, n // ln // steps, steps
+  return None
+
+def _row(k: Kernel) -> tuple[UOp, tuple[int, int, int]] | None:
+  """The output axis of a row kernel and its split: the contiguous output axis, none of whose reductions depend on it,
+  each of them over a range as long as it (the row it reads)."""
+  out = next((r for r in k.axes(AxisType.GLOBAL) if k.output_coefficient(r) == 1), None)
+  if out is None or (n := const_size(out)) is None or not k.reduces: return None
+  if any(out in k.deps[x] or not any(const_size(r) == n for r in x.src[1:]) for x in k.reduces): return None
+  return None if (split := row_split(k.ren, k.sink.src[0].src[1].dtype, n)) is None else (out, split)
+
+def _row_layout(k: Kernel, out: UOp, split: tuple[int, int, int]) -> Kernel:
+  """out as `steps` runs per thread of `lanes` consecutive elements, `threads` threads apart: (steps, threads, lanes)."""
+  ln, threads, steps = split
+  if ln > 1: k = _try(k, OptOps.UPCAST, out, ln)
+  k = _try(k, OptOps.LOCAL, out.arg[0], threads)
+  return k if steps == 1 else _try(k, OptOps.UPCAST, out.arg[0], steps)
+
 def hand_coded(k: Kernel) -> Kernel:
   ren = k.ren
   if not ren.has_local: return k
   if ren.tensor_cores and (tc := use_tensor_cores(k)) is not None: return tc
   if ren.has_shared and (mm := _matmul(k)) is not None: return _tile_matmul(k, *mm)
+  if (row := _row(k) if ren.has_shared else None) is not None: k = _row_layout(k, *row)
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   outputs = prod(const_size(r) for r in glob)
   red = [r for x in k.reduces for r in x.src[1:] if const_size(r) is not None]
@@ -71,7 +111,7 @@ def hand_coded(k: Kernel) -> Kernel:
     return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
   # the longest sum (a sum of sums, as a split reduction leaves, spreads its inner one)
   heavy = [r for r in max(k.reduces, key=lambda x: prod(const_size(r) or 1 for r in x.src[1:])).src[1:] if const_size(r) is not None] if k.reduces else []
-  if ren.has_shared and heavy and prod(const_size(r) for r in heavy) >= 64 and outputs * 8 <= const_size(longest(heavy)) * 1024:
+  if ren.has_shared and row is None and heavy and prod(const_size(r) for r in heavy) >= 64 and outputs * 8 <= const_size(longest(heavy)) * 1024:
     # few outputs, long sums: each output's sum spread over a group of threads (neighbours reading neighbours). Where no
     # power of two of 16 or more divides its longest axis (a convolution's 26x26 map, a batch cut into 6 partials of
     # 43), the sum's axes are merged into one (the contiguous one innermost) and spread over that one's largest divisor
