@@ -12,7 +12,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
 from tinycore.multi import MultiBuffer, make_buffer, multi_pm
-from tinycore.codegen.opt.gpu import row_split
+from tinycore.codegen.opt.gpu import has_rows, row_split
 
 STORAGE = "storage"   # the key of a BUFFER node's Buffer in the node's __dict__ (NodeStorage)
 
@@ -122,11 +122,10 @@ _COSTLY = {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.FDIV, Ops.IDIV,
 
 _ROW, _ANY = 1, 2   # find_realizes' in_reduce: inside reductions of its kernel's row only, inside any other reduction
 
-def _fits_row(device: str | tuple[str, ...], dt, n: int) -> bool:
-  """Does a kernel on `device` keep a row of n elements of dt in one block, computing its reductions once per row?"""
-  try: ren = Device.renderer(device[0] if isinstance(device, tuple) else device)
-  except Exception: return False   # no renderer (an unknown device) fails later, with the device's own error
-  return row_split(ren, dt, n) is not None
+def _renderer(device: str | tuple[str, ...] | None):
+  """The device's renderer; None where there is none (an unknown device fails later, with the device's own error)."""
+  try: return Device.renderer(device[0] if isinstance(device, tuple) else device)
+  except Exception: return None
 
 def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   """The fusion decision: which nodes get their own buffer. Elementwise and movement ops fuse into their user;
@@ -154,12 +153,15 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   # the node's last axis is its kernel's row: the kernel writes the node's shape, reached through elementwise ops, row
   # reductions and expands of their values along the row
   on_row: dict[UOp, bool] = {}
+  # (a graph whose outputs' devices run no row kernels, a CPU's, skips the row tests)
+  rows = any(has_rows(ren) for d in {o.device for o in outs} if (ren := _renderer(d)) is not None)
   fits: dict[tuple, bool] = {}
   def row(x: UOp) -> bool:
     """Does the device keep the row a reduction of x's last axis (or an expand along it) runs along in one block?"""
     shape = x.src[0].shape if x.op is Ops.REDUCE_AXIS else x.shape
     if not shape or not all_int(shape): return False
-    if (key := (x.device, x.src[0].dtype, shape[-1])) not in fits: fits[key] = _fits_row(*key)
+    if (key := (x.device, x.src[0].dtype, shape[-1])) not in fits:
+      fits[key] = (ren := _renderer(key[0])) is not None and row_split(ren, key[1], key[2]) is not None
     return fits[key]
   def row_reduce(x: UOp) -> bool: return x.op is Ops.REDUCE_AXIS and x.arg[1] == (len(x.shape) - 1,) and row(x)
   def row_expand(x: UOp) -> bool:
@@ -184,7 +186,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
         r, fr = r | {x}, fr or x.op is Ops.REDUCE_AXIS
         rowed = rowed and (x.op in GroupOp.Elementwise or x.op is Ops.CONTIGUOUS) and x.shape == u.shape
       else:
-        along = on_row[x] and (row_expand(x) or row_reduce(x) or x.op in GroupOp.Elementwise and x.shape == u.shape)
+        along = rows and on_row[x] and (row_expand(x) or row_reduce(x) or x.op in GroupOp.Elementwise and x.shape == u.shape)
         rowed = rowed and along
         r, c = r | roots[x], max(c, copies[x] * (1 if along and x.op is Ops.EXPAND else _expand_ratio(x)))
         ir |= in_reduce[x] & ~_ROW if along and x.op is Ops.EXPAND else in_reduce[x]
@@ -453,8 +455,7 @@ def _kernels(order: list[UOp], realize: set[UOp], groups: dict[UOp, tuple[UOp, .
 
 def _renderer_limit(device: str | tuple[str, ...], name: str) -> int:
   """A limit the device's renderer declares (`max_buffers`, `loop_pass_max`); 0: none."""
-  try: return getattr(Device.renderer(device[0] if isinstance(device, tuple) else device), name, 0) or 0
-  except Exception: return 0  # no renderer (an unknown device) fails later, with the device's own error
+  return (getattr(ren, name, 0) or 0) if (ren := _renderer(device)) is not None else 0
 def _max_buffers(device: str | tuple[str, ...]) -> int: return _renderer_limit(device, "max_buffers")
 
 def _reduce_passes(u: UOp) -> int:

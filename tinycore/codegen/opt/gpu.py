@@ -72,10 +72,14 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
 # left to the cost rule there (each thread recomputing a few terms).
 ROW_STEPS = 4
 
+def has_rows(ren: Renderer) -> bool:
+  """Does the target run row kernels at all: blocks of threads sharing memory?"""
+  return ren.global_dims > 0 and ren.has_shared and ren.max_threads_per_group >= 2
+
 def row_split(ren: Renderer, dt: DType, n: int) -> tuple[int, int, int] | None:
   """(lanes, threads, steps) with lanes * threads * steps = n: a row of n elements of dt in one block of this target;
   None where it has no blocks sharing memory, or the row is shorter than GROUP_LEAST or too long for one block."""
-  if ren.global_dims == 0 or not ren.has_shared or n < GROUP_LEAST: return None
+  if not has_rows(ren) or n < GROUP_LEAST: return None
   most = min(256, ren.max_threads_per_group)
   for ln in dict.fromkeys((lanes(ren, dt), 1)):
     if n % ln: continue
