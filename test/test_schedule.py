@@ -205,6 +205,36 @@ def test_a_rows_reductions_fuse_into_the_kernel_writing_the_row():
     assert len(kernels(t)) == n, (want.shape, n, [si.ast for si in kernels(t)])
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)
 
+ROW_OPS = {"softmax": (lambda t: t.softmax(-1), lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+           "log_softmax": (lambda t: t.log_softmax(-1), lambda x: (x - x.max(-1, keepdims=True)) - np.log(np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True))),
+           "layernorm": (lambda t: t.layernorm(), lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)),
+           "centred": (lambda t: t - t.mean(-1, keepdim=True), lambda x: x - x.mean(-1, keepdims=True))}
+
+# the gradient of sum(op(x) * w) over a row, in closed form (softmax's and layernorm's sums are constants: no gradient
+# when w is one; the centred row's is w minus its mean; log_softmax's, with w one, is 1 - n * softmax)
+ROW_GRADS = {"softmax": lambda x, w: np.zeros_like(x), "layernorm": lambda x, w: np.zeros_like(x),
+             "log_softmax": lambda x, w: 1 - x.shape[-1] * ROW_OPS["softmax"][1](x), "centred": lambda x, w: w - w.mean(-1, keepdims=True)}
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 9), st.sampled_from([1, 2, 3, 12, 16, 20, 48, 250, 1000, 1024, 3072, 4096, 4100, 8192]), st.sampled_from(sorted(ROW_OPS)),
+       st.booleans(), st.integers(0, 2**31))
+def test_row_kernels_give_numpys_results(batch, rows, n, op, backward, seed):
+  """Any row length (short ones left to the cost rule, ones a block holds fused, longer ones not, lengths no power of
+  two divides), rows in one or two leading axes, forward and backward through the row's reductions: numpy's values
+  and the closed-form gradients. A row a PYTHON block holds is one kernel forward."""
+  from tinycore.codegen.opt.gpu import row_split
+  r = np.random.default_rng(seed)
+  x = (r.standard_normal((batch, rows, n)) * 3).astype(np.float32)
+  w = r.standard_normal(x.shape).astype(np.float32) if op == "centred" else np.ones_like(x)
+  f, want = ROW_OPS[op]
+  t = Tensor(x, device="PYTHON", requires_grad=backward)
+  out = f(t)
+  if not backward and row_split(Device.renderer("PYTHON"), t.dtype, n) is not None: assert len(kernels(out)) == 1, (op, n)
+  np.testing.assert_allclose(out.numpy(), want(x.astype(np.float64)), rtol=1e-4, atol=1e-4)
+  if backward:
+    (g,) = (out * Tensor(w, device="PYTHON")).sum().gradient(t)
+    np.testing.assert_allclose(g.numpy(), ROW_GRADS[op](x.astype(np.float64), w), rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("device", ["PYTHON", "CPU"])
 def test_siblings_reading_one_input_are_one_kernel(device):
   a, b = (Tensor(rng.standard_normal((7, 9)).astype(np.float32), device=device).realize() for _ in range(2))
