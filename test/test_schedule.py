@@ -187,8 +187,9 @@ def test_a_rows_reductions_fuse_into_the_kernel_writing_the_row():
   """On a target that keeps a row in one block (PYTHON: 256 threads, 4 elements a step, up to 4 steps: rows of up to
   4096 floats), reductions of a row broadcast back along it are computed in the kernel writing the row: softmax,
   log_softmax and layernorm are one kernel each. Not fused, with numpy's results all the same: a row too long for a block
-  (8192), reductions along another axis than the last (softmax over axis 0), and a row kernel's value reduced again
-  (its max would be recomputed in every trip of the outer sum's loop)."""
+  (8192), reductions along another axis than the last (softmax over axis 0), a row kernel's value reduced again (its
+  max would be recomputed in every trip of the outer sum's loop), and a reduction of rows of 500 broadcast along rows
+  of 1000 (not the kernel's row: each thread would compute it alone)."""
   from tinycore.codegen.opt.gpu import row_split
   ren = Device.renderer("PYTHON")
   assert row_split(ren, Tensor.empty(1).dtype, 4096) == (4, 256, 4) and row_split(ren, Tensor.empty(1).dtype, 8192) is None
@@ -199,8 +200,10 @@ def test_a_rows_reductions_fuse_into_the_kernel_writing_the_row():
     e = np.exp(v - v.max(axis, keepdims=True))
     return e / e.sum(axis, keepdims=True)
   mean, var = x.mean(1, keepdims=True), x.var(1, keepdims=True)
+  half = X[:, :500]
   cases = [(X.softmax(-1), softmax(x), 1), (X.log_softmax(-1), np.log(softmax(x)), 1), (X.layernorm(), (x - mean) / np.sqrt(var + 1e-5), 1),
-           (L.softmax(-1), softmax(long), 2), (X.softmax(0), softmax(x, 0), 2), (X.softmax(-1).sum(0), softmax(x).sum(0), 2)]
+           (L.softmax(-1), softmax(long), 2), (X.softmax(0), softmax(x, 0), 2), (X.softmax(-1).sum(0), softmax(x).sum(0), 2),
+           (half.max(-1, keepdim=True).expand(6, 1000) + X, x[:, :500].max(-1, keepdims=True) + x, 2)]
   for t, want, n in cases:
     assert len(kernels(t)) == n, (want.shape, n, [si.ast for si in kernels(t)])
     np.testing.assert_allclose(t.numpy(), want, rtol=1e-5, atol=1e-5)

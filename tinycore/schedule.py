@@ -150,9 +150,10 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
   # reaches a kernel through a reduce: would be recomputed per iteration (_ROW: only through reductions of its kernel's
   # row, which an expand of a row's value along the row leaves, as that value does not change along it)
   in_reduce: dict[UOp, int] = {}
-  # the node's last axis is its kernel's row: the kernel writes the node's shape, reached through elementwise ops, row
-  # reductions and expands of their values along the row
-  on_row: dict[UOp, bool] = {}
+  # the length of the row of the kernel a node is computed in, where its last axis runs along that row (the row's own
+  # elements) or it is a value of the row (its last axis 1): reached through elementwise ops, reductions of the row
+  # and expands of their values along it; 0 where not
+  on_row: dict[UOp, int] = {}
   # (a graph whose outputs' devices run no row kernels, a CPU's, skips the row tests)
   rows = any(has_rows(ren) for d in {o.device for o in outs} if (ren := _renderer(d)) is not None)
   fits: dict[tuple, bool] = {}
@@ -163,6 +164,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     if (key := (x.device, x.src[0].dtype, shape[-1])) not in fits:
       fits[key] = (ren := _renderer(key[0])) is not None and row_split(ren, key[1], key[2]) is not None
     return fits[key]
+  def last(x: UOp) -> int: return x.shape[-1] if x.shape and all_int(x.shape) else 0
   def row_reduce(x: UOp) -> bool: return x.op is Ops.REDUCE_AXIS and x.arg[1] == (len(x.shape) - 1,) and row(x)
   def row_expand(x: UOp) -> bool:
     return x.op is Ops.EXPAND and all_int(x.src[0].shape) and x.src[0].shape[-1:] == (1,) and x.src[0].shape[:-1] == x.shape[:-1] and row(x)
@@ -180,19 +182,21 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     """The work computing u per copy adds over computing it once."""
     return (copies[u] - 1) * max_size(u.shape) * per_element if copies[u] > 1 and per_element > 0 else 0
   for u in reversed(order):
-    r, c, ir, fr, rowed = frozenset(), 1, 0, False, bool(users[u])
+    r, c, ir, fr, lengths = frozenset(), 1, 0, False, set()
     for x in users[u]:
       if x in realize:
         r, fr = r | {x}, fr or x.op is Ops.REDUCE_AXIS
-        rowed = rowed and (x.op in GroupOp.Elementwise or x.op is Ops.CONTIGUOUS) and x.shape == u.shape
+        lengths.add(last(u) if rows and (x.op in GroupOp.Elementwise or x.op is Ops.CONTIGUOUS) and x.shape == u.shape else 0)
       else:
-        along = rows and on_row[x] and (row_expand(x) or row_reduce(x) or x.op in GroupOp.Elementwise and x.shape == u.shape)
-        rowed = rowed and along
+        # (a reduction's own row must be the kernel's: a row of 512's max expanded along rows of 1024 is no row value)
+        along = rows and (n := on_row[x]) > 0 and (row_expand(x) or row_reduce(x) and last(u) == n or x.op in GroupOp.Elementwise and x.shape == u.shape) \
+          and (u.op is not Ops.REDUCE_AXIS or row_reduce(u) and last(u.src[0]) == n)
+        lengths.add(n if along else 0)
         r, c = r | roots[x], max(c, copies[x] * (1 if along and x.op is Ops.EXPAND else _expand_ratio(x)))
         ir |= in_reduce[x] & ~_ROW if along and x.op is Ops.EXPAND else in_reduce[x]
         if x.op is Ops.REDUCE_AXIS: ir |= _ROW if along else _ANY
         fr = fr or feeds_reduce[x] or x.op is Ops.REDUCE_AXIS
-    roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = r, c, ir, fr, rowed
+    roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = r, c, ir, fr, lengths.pop() if len(lengths) == 1 else 0
     # a reduction is computed once: in one kernel, not per iteration of an outer reduction, and not per copy behind an
     # expand unless it ends in an elementwise kernel and the copies cost less than a kernel of its own (a softmax's row
     # sum over ten classes, a scalar)
@@ -203,7 +207,7 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     # always, else where the repeats cost more than a kernel
     if u.op in GroupOp.Elementwise and u not in realize and cost[u] >= _EXPAND_COST and c > 1 and (fr or repeats_cost(u, cost[u]) >= _KERNEL_COST):
       realize.add(u)
-    if u in realize: roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = frozenset({u}), 1, 0, False, True
+    if u in realize: roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = frozenset({u}), 1, 0, False, last(u) if rows else 0
   depth: dict[UOp, int] = {}   # the longest chain of ALU ops and reductions ending at u inside its kernel
   for u in order:
     d = max([depth[s] for s in u.src if s in depth and s not in realize], default=0) + (u.op in GroupOp.Elementwise or u.op is Ops.REDUCE_AXIS)
