@@ -107,7 +107,7 @@ def hand_coded(k: Kernel) -> Kernel:
   if not ren.has_local: return k
   if ren.tensor_cores and (tc := use_tensor_cores(k)) is not None: return tc
   if ren.has_shared and (mm := _matmul(k)) is not None: return _tile_matmul(k, *mm)
-  if (row := _row(k) if ren.has_shared else None) is not None: k = _row_layout(k, *row)
+  if (row := _row(k)) is not None: k = _row_layout(k, *row)   # (only on targets with shared memory: row_split)
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   outputs = prod(const_size(r) for r in glob)
   red = [r for x in k.reduces for r in x.src[1:] if const_size(r) is not None]
