@@ -124,7 +124,6 @@ def _make_template(items, becomes, ids: dict[UOp, int], slot: dict[int, int], nb
   return _Template(tuple(new), tuple(t_items), tuple(t_becomes))
 
 def _replay(t: _Template, nodes: list[UOp], bufs: list[Buffer], binds: dict[str, int]):
-  ScheduleItem = _sched.ScheduleItem
   allb = bufs + [make_buffer(d, n, dt, opts) for d, n, dt, opts in t.new]
   items = [ScheduleItem(ast, [allb[i] for i in s_bufs], {n: binds[n] if v is None else v for n, v in vv} if vv else {}) for ast, s_bufs, vv in t.items]
   def becomes() -> dict[UOp, UOp]:
@@ -174,8 +173,9 @@ def create_schedule_cached(outs: list[UOp], create_schedule=None) -> tuple[list[
     entry[1] = t if t is not None else _NEVER
   elif t is None: entry[1] = _ONCE
   while len(_cache) > SCHEDULE_CACHE_SIZE: _cache.popitem(last=False)
-  return items, lambda: becomes
+  return _scheduled((items, becomes))
 
 def _scheduled(scheduled: tuple[list[ScheduleItem], dict[UOp, UOp]]):
+  """create_schedule's (items, map) as create_schedule_cached answers: the map behind a function."""
   items, becomes = scheduled
   return items, lambda: becomes
