@@ -19,7 +19,7 @@ def has_nvidia_gpu() -> bool:
 
 # ***** counters on the emulators *****
 
-COUNTERS = ("global_read", "global_written", "shared_read", "shared_written", "shared_wavefronts", "shared_conflicts", "barriers", "instructions", "thread_instructions", "threads", "blocks")
+COUNTERS = ("global_read", "global_written", "global_sectors", "shared_read", "shared_written", "shared_wavefronts", "shared_conflicts", "barriers", "instructions", "thread_instructions", "threads", "blocks")
 
 def counted(device: str, fn) -> tuple[int, dict[str, int]]:
   """(kernels launched, summed counters) of the launches fn makes on device's emulator."""
@@ -34,7 +34,7 @@ def counted(device: str, fn) -> tuple[int, dict[str, int]]:
 def emulator_workloads(a):
   """name -> (make inputs (realized), run, the least global traffic the work needs in bytes): sizes from the options."""
   from tinycore import Tensor
-  n, b, c, hw, k, (sr, sc), s = a.matmul, a.conv_batch, a.conv_channels, a.conv_size, a.conv_out, a.rows, a.sum
+  n, b, c, hw, k, (sr, sc), (vr, vc), s = a.matmul, a.conv_batch, a.conv_channels, a.conv_size, a.conv_out, a.rows, a.vocab_rows, a.sum
   def conv_inputs(dev):
     return (Tensor.randn(b, c, hw, hw, device=dev).realize(), Tensor.randn(k, c, 3, 3, device=dev).realize())
   def conv_backward(x, w):
@@ -49,6 +49,7 @@ def emulator_workloads(a):
     "conv backward (dx, dw)": (conv_inputs, conv_backward, (2 * b * c + b * k) * hw * hw * 4 + 2 * k * c * 36),
     f"softmax {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * sr * sc * 4),
     f"layernorm {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.layernorm()], 2 * sr * sc * 4),
+    f"softmax {vr}x{vc} (GPT-2's vocabulary)": (lambda d: (Tensor.randn(vr, vc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * vr * vc * 4),
     f"sum 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(),), lambda x: [x.sum()], s * 4 + 4),
     f"a + b 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(), Tensor.randn(s, device=d).realize()), lambda x, y: [x + y], 3 * s * 4),
   }
@@ -57,6 +58,11 @@ def show_bytes(x: int) -> str:
   for unit, f in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
     if x >= f: return f"{x / f:7.2f} {unit}"
   return f"{x:7d} B "
+
+def sectors(c: dict[str, int]) -> str:
+  """The bytes the memory system moved for the global accesses (32-byte sectors) over those the threads asked for: 1.0
+  where every warp's accesses were coalesced ('-' where the emulator does not model sectors)."""
+  return f"{c['global_sectors'] * 32 / max(c['global_read'] + c['global_written'], 1):.2f}" if c["global_sectors"] else "-"
 
 def banks(c: dict[str, int]) -> str:
   """Shared-memory wavefronts and the conflicts among them ('-' where the emulator does not model its banks)."""
@@ -68,11 +74,12 @@ def run_counters(a) -> None:
   os.environ.setdefault("AMD_EMULATE", "1")
   from tinycore import Tensor, Device
   print(f"emulated devices: {', '.join(a.devices)} (per workload: kernels launched and the sums of their counters; 'x least' is the "
-        "global traffic, read and written, over the least the work needs: inputs read once and outputs written once)")
+        "global traffic, read and written, over the least the work needs: inputs read once and outputs written once; 'sectors' the bytes "
+        "the memory system moved for it in 32-byte sectors over those asked for, 1.00 where the warps' accesses were coalesced)")
   for dev in a.devices:
     Device[dev]
     print(f"\n== {dev} emulator ==")
-    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'written':>10s} {'x least':>8s} {'shared r/w':>21s} {'wavefronts (conflicts)':>22s} {'barriers':>9s} "
+    print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'written':>10s} {'x least':>8s} {'sectors':>7s} {'shared r/w':>21s} {'wavefronts (conflicts)':>22s} {'barriers':>9s} "
           f"{'instr (warp)':>12s} {'instr/thread':>12s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
     for name, (make, run, least) in ((n, w) for n, w in emulator_workloads(a).items() if a.only in n):
       Tensor.manual_seed(0)
@@ -80,7 +87,7 @@ def run_counters(a) -> None:
       st = time.perf_counter()
       nk, c = counted(dev, lambda: Tensor.realize_all(*run(*ins)))
       secs = time.perf_counter() - st
-      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {show_bytes(c['global_written']):>10s} {(c['global_read'] + c['global_written']) / least:7.1f}x "
+      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {show_bytes(c['global_written']):>10s} {(c['global_read'] + c['global_written']) / least:7.1f}x {sectors(c):>7s} "
             f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {banks(c):>22s} {c['barriers']:9d} {c['instructions']:12d} "
             f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
 
@@ -274,6 +281,7 @@ def main() -> None:
   p.add_argument("--matmul", type=int, default=512, help="counters mode: the square matmul's size")
   p.add_argument("--conv", dest="conv", type=int, nargs=4, default=[4, 16, 32, 32], metavar=("BATCH", "CIN", "SIZE", "COUT"))
   p.add_argument("--rows", type=int, nargs=2, default=[256, 1024], help="counters mode: softmax and layernorm shape")
+  p.add_argument("--vocab-rows", type=int, nargs=2, default=[16, 50257], help="counters mode: the shape of a softmax over a vocabulary")
   p.add_argument("--sum", type=int, default=1 << 20, help="counters mode: elements summed")
   p.add_argument("--gpu-matmul", type=int, nargs=2, default=[4096, 2048], metavar=("BIG", "SMALL"), help="gpu mode: matmul sizes")
   p.add_argument("--log-elements", type=int, default=26, help="gpu mode: log2 of the elementwise and reduction sizes")

@@ -160,9 +160,13 @@ class LaunchCounters:
   wave that issues one (a thread of it active), thread_instructions one per active thread; barriers each block passing
   one once; threads and blocks those of the grid. shared_wavefronts: the passes the shared-memory banks took to serve
   the warps' accesses (an emulator that models its banks; 0 where it does not), shared_conflicts those of them beyond
-  the least the accesses' widths need (bank conflicts)."""
+  the least the accesses' widths need (bank conflicts). global_sectors: the 32-byte pieces of global memory the warps'
+  accesses touched, each warp instruction's distinct ones (an emulator that models it; 0 where it does not): times 32,
+  what the memory system moved for global_read + global_written, equal to them where every warp's accesses are
+  coalesced and up to 8x (4-byte accesses) where each lane's fall in a sector of their own."""
   global_read: int = 0
   global_written: int = 0
+  global_sectors: int = 0
   shared_read: int = 0
   shared_written: int = 0
   shared_wavefronts: int = 0

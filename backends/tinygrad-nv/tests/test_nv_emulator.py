@@ -323,8 +323,36 @@ def test_counters_of_a_kernel_with_known_traffic():
   assert c is kern.counters
   assert (c.threads, c.blocks, c.barriers) == (6 * 256, 6, 6 * 4)
   assert (c.global_read, c.global_written) == (6 * 256 * 4, 6 * 4)
+  assert c.global_sectors == 6 * 256 * 4 // 32 + 6   # coalesced reads, whole sectors; one sector per block's lone store
   assert (c.shared_written, c.shared_read) == (6 * 4 * (256 + 224), 6 * 4 * (2 * 224 + 32))
   assert c.instructions < c.thread_instructions <= 32 * c.instructions   # a warp instruction runs 1..32 threads
+
+@pytest.mark.parametrize("index, sectors", [
+  ("mov.u32 %r1, %r0;", 64 * 4 // 32),                    # lane i reads float i: each warp's 128 bytes, 4 sectors
+  ("xor.b32 %r1, %r0, 31;", 64 * 4 // 32),                # the lanes of a warp in reverse order: the same 4 sectors
+  ("shl.b32 %r1, %r0, 3;", 64),                           # 32 bytes apart: a sector per lane
+  ("shl.b32 %r1, %r0, 1;", 64 * 8 // 32),                 # 8 bytes apart: half of each sector's bytes unused
+  ("and.b32 %r1, %r0, 7;", 2 * 1),                        # a warp's lanes share 8 floats: one sector a warp
+])
+def test_global_sectors_count_what_the_warps_touch(index, sectors):
+  """Each of 64 threads (two warps) reads float `index` of data1 and writes its own float of data0 (coalesced: 8
+  sectors): global_sectors counts, per warp instruction, the distinct 32-byte sectors its lanes' bytes lie in."""
+  ptx = K.kernel("k", 2, f"""ld.param.u64 %rd0, [data0];
+ld.param.u64 %rd1, [data1];
+mov.u32 %r0, %tid.x;
+{index}
+mul.wide.u32 %rd2, %r1, 4;
+add.s64 %rd2, %rd2, %rd1;
+ld.global.f32 %f0, [%rd2];
+mul.wide.u32 %rd3, %r0, 4;
+add.s64 %rd3, %rd3, %rd0;
+st.global.f32 [%rd3], %f0;
+ret;""")
+  mem = EmulatedMemory()
+  out, src = mem.alloc(64 * 4), mem.alloc(64 * 8 * 4)
+  c = EmulatedKernel(ptx, "k", mem)({"data0": out, "data1": src}, (1, 1, 1), (64, 1, 1))
+  assert (c.global_read, c.global_written) == (64 * 4, 64 * 4)
+  assert c.global_sectors == sectors + 64 * 4 // 32
 
 def test_vector_shared_accesses_move_and_count_whole_vectors():
   """st.shared.v4 / ld.shared.v4 (a staged tile's copy and its register tile's reads): each of 16 threads stores 4 words

@@ -154,6 +154,17 @@ class Thread:
     """Add nbytes per active lane (lanes: a mask, or None for all) to counter `what`."""
     k = self.n if lanes is None else int(np.count_nonzero(lanes))
     setattr(self.counters, what, getattr(self.counters, what) + k * nbytes)
+  def count_sectors(self, lanes, idx: np.ndarray, size: int) -> None:
+    """Count the 32-byte sectors of global memory one warp-wide access touches: per warp, the distinct sectors holding
+    its active lanes' bytes (idx: each lane's first element of `size` bytes, counted from its buffer's start, which is
+    256-byte aligned; an access is at most 16 bytes, aligned to its size, so it lies in one sector). That is how the
+    memory system serves a warp (CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory": as many 32-byte
+    transactions as the sectors its threads' accesses fall in)."""
+    if idx.size == 0: return
+    warp = self.warp if lanes is None else self.warp[lanes]
+    key = warp << 36 | idx * size >> 5   # (a buffer is under 2^41 bytes: sector numbers under 2^36)
+    if (step := np.diff(key)).size and step.min() < 0: step = np.diff(np.sort(key))   # lanes not in address order
+    self.counters.global_sectors += int(np.count_nonzero(step)) + 1
   def count_banks(self, phase: np.ndarray, offs: np.ndarray, size: int) -> None:
     """Count the wavefronts of one instruction's shared accesses (wavefronts() above)."""
     waves, least = wavefronts(phase, offs, size)
@@ -235,6 +246,7 @@ class Thread:
       return self.shared.reshape(-1).view(NP[ty])[idx[:, None] + np.arange(vec)]
     view, idx = self.memory.elements(addrs, ty, "load", vec)
     self.count("global_read", lanes, size * vec)
+    self.count_sectors(lanes, idx, size)
     return view[idx[:, None] + np.arange(vec)]
   def store(self, space: str, addrs: np.ndarray, lanes, ty: str, vals: np.ndarray) -> None:
     size, vec = np.dtype(NP[ty]).itemsize, vals.shape[1]
@@ -247,6 +259,7 @@ class Thread:
       return
     view, idx = self.memory.elements(addrs, ty, "store", vec)
     self.count("global_written", lanes, size * vec)
+    self.count_sectors(lanes, idx, size)
     view[idx[:, None] + np.arange(vec)] = vals
   def resolve(self, addrs: np.ndarray) -> tuple[str, np.ndarray]:
     """A generic access: the shared window or global memory (one of them for every lane)."""
@@ -814,6 +827,7 @@ def _cp_async(d, mods, ops):
     # also: not onto bytes in flight, nor words another warp accessed since the last barrier (Thread.ordered)
     at = t.shared_index(offs, lanes, size, "cp.async write")[:, None] * size + np.arange(size)
     t.count("global_read", lanes, size)
+    t.count_sectors(lanes, idx, 4)
     t.count("shared_written", lanes, size)
     t.shared_access(offs, lanes, size)
     if t.inflight is None: t.inflight = np.zeros(t.shared.shape, bool)
