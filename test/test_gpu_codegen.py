@@ -303,6 +303,23 @@ def test_a_rows_statistics_load_each_element_once():
     assert [(u.op, (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) for u in glob] == [(Ops.LOAD, 4)] * 4 + [(Ops.STORE, 4)] * 4, (ren.device, glob)
     assert (spec.global_size[0], spec.local_size[0]) == (8, 256) and any(u.op is Ops.DEFINE_LOCAL for u in spec.uops), (spec.global_size, spec.local_size)
 
+@pytest.mark.parametrize("n", [4099, 50257])
+def test_rows_no_power_of_two_divides_run_along_a_block(n):
+  """softmax over rows of a prime length too long for one block (GPT-2's vocabulary, 50257, and 4099): every kernel's
+  256 threads run along the row, padded past its end (PADTO): each row's max and sum are spread over a block through
+  shared memory (no thread loops over more than its share of a row, where each thread took a whole row before), and
+  the kernel writing the rows takes ceil(n / 256) blocks per row (before, its threads ran across 256 rows: a warp read
+  a sector of each of 32 rows). PYTHON's answer equals numpy's."""
+  for ren in (Device.renderer("PYTHON"), renderer("NV"), renderer("AMD")):
+    specs = [get_program(si.ast, ren) for si in Tensor.empty(8, n, device="PYTHON").softmax(-1).schedule() if si.ast.op is Ops.SINK]
+    for s in specs:
+      trips = [u.src[0].arg for u in s.uops if u.op is Ops.RANGE]
+      assert s.local_size[0] == 256 and all(t <= -(-n // 256) for t in trips), (ren.device, s.name, s.local_size, trips)
+    assert all(any(u.op is Ops.DEFINE_LOCAL for u in s.uops) for s in specs[:-1]) and specs[-1].global_size[:2] == (-(-n // 256), 8), (ren.device, [s.global_size for s in specs])
+  x = rng.standard_normal((3, 4099)).astype(np.float32)
+  e = np.exp(x - x.max(1, keepdims=True))
+  np.testing.assert_allclose(Tensor(x, device="PYTHON").softmax(-1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-8)
+
 def test_short_sums_are_not_spread_over_a_block():
   """A loss accumulated over a loop fuses many means of 4 into one kernel of 4 outputs. Each mean is summed by every
   thread alone (GROUP_LEAST): combining 4 terms through shared memory and barriers costs more than adding them, and

@@ -404,6 +404,23 @@ def test_a_row_kernel_reads_its_input_once_and_writes_its_output_once():
     assert len(LAUNCHES) == 1, LAUNCHES
     c = LAUNCHES[0][1]
     assert (c.global_read, c.global_written, c.blocks, c.threads) == (x.nbytes, x.nbytes, 8, 8 * 256) and c.barriers > 0 and c.shared_read > 0, c
+    assert c.global_sectors * 32 == 2 * x.nbytes   # every warp's accesses coalesced: whole sectors, each once
+
+def test_rows_of_a_prime_length_are_read_across_a_blocks_threads():
+  """softmax and layernorm over rows of 4099 floats (a prime, longer than a block holds: GPT-2's 50257-long rows at a
+  size the emulator runs quickly): each launch's 256-thread blocks run along the row, padded past its end (PADTO), so
+  no thread walks a row alone and a warp reads consecutive floats: the memory system moves no more than 1.25x the
+  bytes asked for (each row's start is 4 bytes further into a sector), against about 5x when each thread took a row."""
+  from tinycore import Tensor
+  x = np.random.default_rng(4).standard_normal((6, 4099)).astype(np.float32)
+  X = Tensor(x, device="NV").realize()
+  e = np.exp(x - x.max(1, keepdims=True))
+  for t, want in ((X.softmax(-1), e / e.sum(1, keepdims=True)), (X.layernorm(), (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-5))):
+    LAUNCHES.clear()
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-5)
+    for name, c in LAUNCHES:
+      # (a last sum of a split reduction's few partials may run on fewer threads: it reads no row)
+      if c.global_read >= x.nbytes: assert c.threads // c.blocks == 256 and c.global_sectors * 32 <= 1.25 * (c.global_read + c.global_written), (name, c)
 
 # (dtype, its bits from float32 small integers, each thread's vector access, its elements): 16 bytes of floats and of 16-bit
 # elements (packed two to a .b32 word: PTX vectors have at most 4 elements), 8 bytes of bytes (upcast_max: 8 copies)

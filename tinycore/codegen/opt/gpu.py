@@ -23,6 +23,19 @@ def _divisor(n: int, most: int, least: int = 2) -> int | None:
   """The largest power of two in [least, most] dividing n."""
   return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and n % d == 0), None)
 
+def _pad_to(n: int, most: int, least: int) -> int | None:
+  """The largest power of two in [least, most] that n, run on past its end to the next multiple of it, reaches with at
+  most an eighth more trips; None where none does."""
+  return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and -n % d <= n // 8), None)
+
+def _padded(k: Kernel, r: UOp, most: int, least: int) -> tuple[Kernel, UOp, int] | None:
+  """(k with r padded (PADTO) to a multiple of a power of two in [least, most], r as it is then, that power): for an
+  axis no such power divides (GPT-2's vocabulary of 50257, a prime), which would otherwise be left to one thread per
+  output (a sum walked alone) or cross its block's threads in the other direction (a warp reading 32 rows, a sector
+  each). The trips past its end load nothing, add the reduction's identity and store nothing (kernel.py pad_range)."""
+  if (d := _pad_to(const_size(r), most, least)) is None or len((p := _try(k, OptOps.PADTO, r, d)).applied) == len(k.applied): return None
+  return p, p.rng(r.arg[0]), d
+
 def _reads(k: Kernel, r: UOp) -> list[UOp]:
   """The global loads whose value changes with r."""
   return [u for u in k.order if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and r in k.deps[u]]
@@ -126,6 +139,7 @@ def hand_coded(k: Kernel) -> Kernel:
       for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
       r = k.rng(outer.arg[0])
       g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
+    if g is None and (padded := _padded(k, r, want, GROUP_LEAST)) is not None: k, r, g = padded
     if g is not None: k = _group(k, r, g)
   # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
   # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py)
@@ -136,6 +150,8 @@ def hand_coded(k: Kernel) -> Kernel:
   # output axes across the threads of a block, the contiguous one fastest
   room = min(256, ren.max_threads_per_group) // prod(const_size(t) for t in k.threads())
   for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
+    if room >= GROUP_LEAST and k.output_coefficient(r) == 1 and _divisor(const_size(r), room, GROUP_LEAST) is None and \
+       (padded := _padded(k, r, room, GROUP_LEAST)) is not None: k, r, _ = padded
     if room < 2 or (n := _divisor(const_size(r), room)) is None: continue
     before = len(k.applied)
     k = _try(k, OptOps.LOCAL, r, n)
@@ -147,11 +163,16 @@ def hand_coded(k: Kernel) -> Kernel:
     for x in (x for x in k.reduces if not any(t.arg[1] in (AxisType.GROUP_REDUCE, AxisType.LOCAL) for t in x.src[1:]) and
               prod(const_size(r) or GROUP_LEAST for r in x.src[1:]) >= GROUP_LEAST):
       free = [t for t in k.axes(AxisType.LOCAL, AxisType.GROUP_REDUCE) if t not in k.deps[x]]
-      cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(const_size(r) % const_size(t) == 0 for t in free)]
+      # (a range the threads' count does not divide is padded to a multiple of it, within an eighth more terms)
+      cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(-const_size(r) % const_size(t) <= const_size(r) // 8 for t in free)]
       if free and cands: break
     else: break
     tried.add((r := longest(cands)).arg[0])
-    k = _group(k, r, const_size(next(t for t in free if const_size(r) % const_size(t) == 0)))
+    t = min((t for t in free if -const_size(r) % const_size(t) <= const_size(r) // 8), key=lambda t: -const_size(r) % const_size(t))
+    if const_size(r) % const_size(t):
+      if len((padded := _try(k, OptOps.PADTO, r, const_size(t))).applied) == len(k.applied): continue
+      k, r = padded, padded.rng(r.arg[0])
+    k = _group(k, r, const_size(t))
   # each thread's own part of a sum taken 4 terms a trip: four independent loads in flight, not one waiting on the last
   for i in range(len(k.reduces)):
     own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
