@@ -37,16 +37,17 @@ def emulator_workloads(a):
   n, b, c, hw, k, (sr, sc), (vr, vc), s = a.matmul, a.conv_batch, a.conv_channels, a.conv_size, a.conv_out, a.rows, a.vocab_rows, a.sum
   def conv_inputs(dev):
     return (Tensor.randn(b, c, hw, hw, device=dev).realize(), Tensor.randn(k, c, 3, 3, device=dev).realize())
-  def conv_backward(x, w):
+  def conv_backward_inputs(dev): return (*conv_inputs(dev), Tensor.randn(b, k, hw, hw, device=dev).realize())
+  def conv_backward(x, w, g):   # the gradient a training step brings from above (a sum's ones would be a constant)
     x, w = x.requires_grad_(), w.requires_grad_()
-    return x.conv2d(w, padding=1).sum().gradient(x, w)
+    return (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
   return {
     f"matmul {n}x{n} fp32": (lambda d: (Tensor.randn(n, n, device=d).realize(), Tensor.randn(n, n, device=d).realize()),
                              lambda x, y: [x @ y], 3 * n * n * 4),
     **{f"matmul {n}x{n} {t} (tensor cores)": (lambda d, dt=dt: (Tensor.randn(n, n, device=d).cast(dt).realize(), Tensor.randn(n, n, device=d).cast(dt).realize()),
                                              lambda x, y: [x @ y], 3 * n * n * 2) for t, dt in (("fp16", "float16"), ("bf16", "bfloat16"))},
     f"conv {b}x{c}x{hw}x{hw} * {k}x{c}x3x3 forward": (conv_inputs, lambda x, w: [x.conv2d(w, padding=1)], (b * c + b * k) * hw * hw * 4 + k * c * 36),
-    "conv backward (dx, dw)": (conv_inputs, conv_backward, (2 * b * c + b * k) * hw * hw * 4 + 2 * k * c * 36),
+    "conv backward (dx, dw)": (conv_backward_inputs, conv_backward, (2 * b * c + b * k) * hw * hw * 4 + 2 * k * c * 36),
     f"softmax {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * sr * sc * 4),
     f"layernorm {sr}x{sc}": (lambda d: (Tensor.randn(sr, sc, device=d).realize(),), lambda x: [x.layernorm()], 2 * sr * sc * 4),
     f"softmax {vr}x{vc} (GPT-2's vocabulary)": (lambda d: (Tensor.randn(vr, vc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * vr * vc * 4),
@@ -122,7 +123,8 @@ def gpu_workloads(a):
     def make(fw):
       x, w = fw["randn"]((b, c, hw, hw), "float32"), fw["randn"]((k, c, 3, 3), "float32")
       if not backward: return fw["call"](lambda x, w: fw["run"](fw["conv"](x, w)), x, w)
-      return fw["call"](lambda x, w: fw["run"](*fw["conv_grads"](x, w)), x, w)
+      g = fw["randn"]((b, k, hw, hw), "float32")   # the output's gradient, from the layers above
+      return fw["call"](lambda x, w, g: fw["run"](*fw["conv_grads"](x, w, g)), x, w, g)
     return ("TFLOP/s", (3 if backward else 1) * 2 * b * k * c * 9 * hw * hw / 1e12, make)
   def elementwise(f, nbytes, shape=(N,)):
     def make(fw):
@@ -144,9 +146,9 @@ def gpu_workloads(a):
 def torch_fw(dev: str = "cuda"):
   import torch
   torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False   # fp32 is fp32 (PyTorch's default for matmul)
-  def conv_grads(x, w):
+  def conv_grads(x, w, g):
     x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
-    return torch.autograd.grad(torch.nn.functional.conv2d(x, w, padding=1).sum(), (x, w))
+    return torch.autograd.grad(torch.nn.functional.conv2d(x, w, padding=1), (x, w), grad_outputs=g)
   def train_step(batch):
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 16, 3), torch.nn.BatchNorm2d(16), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
                                 torch.nn.Flatten(), torch.nn.Linear(16 * 13 * 13, 10)).to(dev)
@@ -172,9 +174,9 @@ def tinycore_fw(jit: bool = False):
   from tinycore.jit import TinyJit
   from tinycore.examples.train_digits import ConvNet
   Device.DEFAULT = "NV"
-  def conv_grads(x, w):
+  def conv_grads(x, w, g):
     x, w = x.detach().requires_grad_(), w.detach().requires_grad_()
-    return x.conv2d(w, padding=1).sum().gradient(x, w)
+    return (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
   def train_step(batch):
     Tensor.training = True
     model = ConvNet()

@@ -320,6 +320,27 @@ def test_rows_no_power_of_two_divides_run_along_a_block(n):
   e = np.exp(x - x.max(1, keepdims=True))
   np.testing.assert_allclose(Tensor(x, device="PYTHON").softmax(-1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-8)
 
+def test_a_convs_weight_gradient_is_staged_over_its_merged_sum():
+  """dw[o, i, kh, kw] = the sum over batch, rows and columns of g[b, o, y, x] * x[b, i, y + kh - 1, x + kw - 1]: a
+  matmul whose sum runs over three axes both loads read, nested. A tile is copied once per trip of the loop over tiles,
+  which no loop the loads read may enclose, so the three are merged into one (MERGE) and that is tiled (STAGE): both
+  operands come from shared memory (before, the whole sum's tile was too big for it, and each thread loaded both
+  operands from global memory for each of its 512 terms), and the gradients equal numpy's (PYTHON)."""
+  rng = np.random.default_rng(7)
+  xs, ws, gs = (rng.integers(-3, 4, s).astype(np.float32) for s in ((2, 16, 16, 16), (32, 16, 3, 3), (2, 32, 16, 16)))
+  x, w = Tensor(xs, device="PYTHON").requires_grad_(), Tensor(ws, device="PYTHON").requires_grad_()
+  dx, dw = (x.conv2d(w, padding=1) * Tensor(gs, device="PYTHON")).sum().gradient(x, w)
+  for ren in (Device.renderer("PYTHON"), renderer("NV"), renderer("AMD")):
+    (spec,) = [get_program(si.ast, ren) for si in dw.schedule() if si.ast.op is Ops.SINK and si.bufs[0].size == 32 * 16 * 9]
+    opts = [u.arg for u in spec.uops if u.op is Ops.DEFINE_LOCAL]
+    assert len(opts) == 2 and any(u.op is Ops.BARRIER for u in spec.uops), (ren.device, spec.name)
+    terms = [u.src[0].arg for u in spec.uops if u.op is Ops.RANGE]
+    assert max(terms) <= 2 * 16 * 16 // 16, (ren.device, terms)   # the merged sum's tiles of 16, not a loop per axis
+  pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  want = np.einsum("boyx,biyxhw->oihw", gs, np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3)))
+  np.testing.assert_array_equal(dw.numpy(), want)   # small integers: every order of summation is exact
+  assert dx.shape == xs.shape
+
 def test_short_sums_are_not_spread_over_a_block():
   """A loss accumulated over a loop fuses many means of 4 into one kernel of 4 outputs. Each mean is summed by every
   thread alone (GROUP_LEAST): combining 4 terms through shared memory and barriers costs more than adding them, and

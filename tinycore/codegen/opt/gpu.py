@@ -201,9 +201,23 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
     left = per_thread // prod(o.amount for o in k.applied if o.op is OptOps.UPCAST and o.axis == i)
     if left > 1 and any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), left)) is not None: k = _try(k, OptOps.UPCAST, i, n)
   # the innermost sum axis that tiles (a conv's kernel rows and columns do not: its channels do)
-  for r in reversed([r for r in k.reduces[0].src[1:] if const_size(r) is not None]):
-    for bk in (16, 8, 4):
-      inner = k.next_id   # the id STAGE gives the tile's range
-      if const_size(r) % bk == 0 and len((staged := _try(k, OptOps.STAGE, r.arg[0], bk)).applied) > len(k.applied):
-        return _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
+  red = [r for r in k.reduces[0].src[1:] if const_size(r) is not None]
+  for r in reversed(red):
+    if (staged := _stage(k, r)) is not None: return staged
+  # a tile is copied once per trip of the loop over tiles, so a loop around it that the shared loads also read (a conv's
+  # weight gradient sums over the batch, then rows, then columns: each tile of columns is one row's) has none tile: the
+  # sum's axes are merged into one, the innermost varying fastest, and that is tiled
+  if len(red) > 1:
+    merged = k
+    for r in red[1:]: merged = _try(merged, OptOps.MERGE, red[0], r.arg[0])
+    if len(merged.applied) == len(k.applied) + len(red) - 1 and (staged := _stage(merged, merged.rng(red[0].arg[0]))) is not None: return staged
   return k
+
+def _stage(k: Kernel, r: UOp) -> Kernel | None:
+  """k with r's sum staged in shared memory 16 (else 8, else 4) terms a tile, each tile's terms unrolled; None where no
+  tile fits."""
+  for bk in (16, 8, 4):
+    inner = k.next_id   # the id STAGE gives the tile's range
+    if const_size(r) % bk == 0 and len((staged := _try(k, OptOps.STAGE, r.arg[0], bk)).applied) > len(k.applied):
+      return _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
+  return None
