@@ -121,9 +121,14 @@ def test_unrealized_constant_parameter_is_folded_into_its_users():
   np.testing.assert_equal(out.numpy(), x.numpy())
   assert w.uop.op is Ops.CONTIGUOUS   # still its own leaf, not merged with another Tensor.ones(8)
 
-def test_reduce_of_a_reduce_is_two_kernels():
-  a = rnd(6, 6)
-  assert len(kernels((a @ a).sum())) == 2
+def test_reduce_of_a_reduce_fuses_where_each_output_then_sums_few_terms():
+  """A reduction nested in another with no expand between (a sum of a matmul's outputs) computes each of its values
+  once there, so on the CPU it fuses while each output of the kernel then sums at most REDUCE_SPLIT terms: a 6x6
+  matmul's sum is one kernel, a 64x64 one's (262144 products) two. A target with blocks (PYTHON) keeps them apart."""
+  a, b = rnd(6, 6), rnd(64, 64)
+  assert Device.DEFAULT == "CPU" and len(kernels((a @ a).sum())) == 1 and len(kernels((b @ b).sum())) == 2
+  assert len(kernels((a.to("PYTHON") @ a.to("PYTHON")).sum())) == 2
+  np.testing.assert_allclose((a @ a).sum().item(), (a.numpy() @ a.numpy()).sum(), rtol=1e-5)
 
 def test_a_split_reduction_pads_its_uneven_partials_with_the_identity_not_zero():
   """Found by the conformance fuzzer: a reduction longer than REDUCE_SPLIT is cut into partials, and where the cut does
@@ -590,3 +595,30 @@ def test_assign_of_a_value_reading_a_reduction_of_its_own_buffer():
   wn = w.square().sum().sqrt()
   w.assign(w - 0.1 * (wn > 0).where(wn / r.square().sum().sqrt(), 1.0) * r).realize()
   np.testing.assert_allclose(w.numpy(), ref - 0.1 * np.sqrt((ref ** 2).sum()) / np.sqrt((rr ** 2).sum()) * rr, rtol=1e-6)
+
+@st.composite
+def conv_cases(draw):
+  """(batch, channels in, out, kernel, stride, dilation, padding, size): every size at least the dilated kernel's span
+  past its padding, so the output has a pixel."""
+  k, s, d, p = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(0, 2))
+  return (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(1, 5)), k, s, d, p, max(1, (k - 1) * d + 1 - 2 * p) + draw(st.integers(0, 6)))
+
+@settings(max_examples=25, deadline=None)
+@given(conv_cases(), st.integers(0, 2**31 - 1))
+def test_a_convs_input_gradient_is_one_kernel_on_the_cpu(case, seed):
+  """The input gradient of a conv sums its windows of products (each a sum over the output channels) back into pixels:
+  a reduction nested in another, each of its values used once. On the CPU it is one kernel (the windows, k*k times the
+  input's size, are never written) and equals numpy's scatter of the products."""
+  b, c, o, k, s, d, p, n = case
+  rng = np.random.default_rng(seed)
+  xs, ws = rng.standard_normal((b, c, n, n)).astype(np.float32), rng.standard_normal((o, c, k, k)).astype(np.float32)
+  x = Tensor(xs, device="CPU").requires_grad_()
+  out = x.conv2d(Tensor(ws, device="CPU"), stride=s, dilation=d, padding=p)
+  gs = rng.standard_normal(out.shape).astype(np.float32)
+  (dx,) = (out * Tensor(gs, device="CPU")).sum().gradient(x)
+  assert len(kernels(dx)) == 1
+  want = np.zeros((b, c, n + 2 * p, n + 2 * p), np.float64)
+  for i in range(k):
+    for j in range(k):
+      want[:, :, i * d:i * d + s * out.shape[2]:s, j * d:j * d + s * out.shape[3]:s] += np.einsum("bohw,oc->bchw", gs, ws[:, :, i, j])
+  np.testing.assert_allclose(dx.numpy(), want[:, :, p:p + n, p:p + n], rtol=1e-4, atol=1e-4)

@@ -199,7 +199,12 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     roots[u], copies[u], in_reduce[u], feeds_reduce[u], on_row[u] = r, c, ir, fr, lengths.pop() if len(lengths) == 1 else 0
     # a reduction is computed once: in one kernel, not per iteration of an outer reduction, and not per copy behind an
     # expand unless it ends in an elementwise kernel and the copies cost less than a kernel of its own (a softmax's row
-    # sum over ten classes, a scalar)
+    # sum over ten classes, a scalar). Nested in an outer reduction with no expand on the way (c 1: a conv's input
+    # gradient, whose windows of products are summed back into pixels) each of its values is still computed once, so
+    # it fuses there on a target without blocks (a CPU: its caches serve the reused operands; a GPU's kernel tiles them
+    # through shared memory only as one reduction, codegen/opt/gpu.py _matmul) where each output of the kernel then
+    # reduces at most REDUCE_SPLIT terms (not a split reduction's partials, not the sum of a large matmul)
+    if u.op is Ops.REDUCE_AXIS and ir == _ANY and not rows and c <= 1 and len(r) == 1 and max_size(u.src[0].shape) <= REDUCE_SPLIT * max_size(next(iter(r)).shape): ir = 0
     if u.op is Ops.REDUCE_AXIS and u not in realize and (len(r) > 1 or ir or c > 1 and fr or
         repeats_cost(u, max_size(u.src[0].shape) // max(max_size(u.shape), 1) * (cost[u.src[0]] + 1)) >= _KERNEL_COST): realize.add(u)
     # an elementwise chain behind an expand is recomputed for every copy (a gradient chain feeding the 16x3x3 copies of a
