@@ -62,7 +62,8 @@ def show_bytes(x: int) -> str:
 
 def sectors(c: dict[str, int]) -> str:
   """The bytes the memory system moved for the global accesses (32-byte sectors) over those the threads asked for: 1.0
-  where every warp's accesses were coalesced ('-' where the emulator does not model sectors)."""
+  where every warp's accesses were coalesced, below where lanes read the same word ('-' where the emulator does not
+  model sectors)."""
   return f"{c['global_sectors'] * 32 / max(c['global_read'] + c['global_written'], 1):.2f}" if c["global_sectors"] else "-"
 
 def banks(c: dict[str, int]) -> str:
@@ -76,7 +77,8 @@ def run_counters(a) -> None:
   from tinycore import Tensor, Device
   print(f"emulated devices: {', '.join(a.devices)} (per workload: kernels launched and the sums of their counters; 'x least' is the "
         "global traffic, read and written, over the least the work needs: inputs read once and outputs written once; 'sectors' the bytes "
-        "the memory system moved for it in 32-byte sectors over those asked for, 1.00 where the warps' accesses were coalesced)")
+        "the memory system moved for it in 32-byte sectors over those asked for, 1.00 where the warps' accesses were coalesced, "
+        "below where lanes shared words)")
   for dev in a.devices:
     Device[dev]
     print(f"\n== {dev} emulator ==")

@@ -156,7 +156,9 @@ def renderer(name: str):
 MARKS = {"NV": (".shared", "bar.sync"), "AMD": ("ds_store_", "ds_load_", "s_waitcnt lgkmcnt(0)\n  s_barrier"),
          "QCOM": ("__local", "barrier(CLK_LOCAL_MEM_FENCE)"), "WEBGPU": ("var<workgroup>", "workgroupBarrier()")}
 def conv_grads():
-  x, w = Tensor.empty(8, 16, 32, 32, requires_grad=True), Tensor.empty(32, 16, 3, 3, requires_grad=True)
+  """Scheduled for PYTHON, which has blocks as the GPUs do (the CPU's schedule sums the input gradient's windows in the
+  kernel writing the pixels: schedule.py find_realizes)."""
+  x, w = Tensor.empty(8, 16, 32, 32, requires_grad=True, device="PYTHON"), Tensor.empty(32, 16, 3, 3, requires_grad=True, device="PYTHON")
   return x.conv2d(w, padding=1).sum().gradient(x, w)
 
 WORK = {

@@ -162,8 +162,8 @@ class LaunchCounters:
   the warps' accesses (an emulator that models its banks; 0 where it does not), shared_conflicts those of them beyond
   the least the accesses' widths need (bank conflicts). global_sectors: the 32-byte pieces of global memory the warps'
   accesses touched, each warp instruction's distinct ones (an emulator that models it; 0 where it does not): times 32,
-  what the memory system moved for global_read + global_written, equal to them where every warp's accesses are
-  coalesced and up to 8x (4-byte accesses) where each lane's fall in a sector of their own."""
+  what the memory system moved for global_read + global_written: equal to them where every warp's accesses cover
+  whole sectors, 8x for 4-byte accesses each in a sector of its own, less where lanes read the same word."""
   global_read: int = 0
   global_written: int = 0
   global_sectors: int = 0

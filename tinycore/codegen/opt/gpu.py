@@ -204,9 +204,9 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   red = [r for r in k.reduces[0].src[1:] if const_size(r) is not None]
   for r in reversed(red):
     if (staged := _stage(k, r)) is not None: return staged
-  # a tile is copied once per trip of the loop over tiles, so a loop around it that the shared loads also read (a conv's
-  # weight gradient sums over the batch, then rows, then columns: each tile of columns is one row's) has none tile: the
-  # sum's axes are merged into one, the innermost varying fastest, and that is tiled
+  # a tile is copied once per trip of the loop over tiles, which no other loop of the sum that the shared loads read may
+  # enclose (a conv's weight gradient sums over the batch, then rows, then columns: no axis alone tiles): the sum's axes
+  # are merged into one, the innermost varying fastest, and that is tiled
   if len(red) > 1:
     merged = k
     for r in red[1:]: merged = _try(merged, OptOps.MERGE, red[0], r.arg[0])
