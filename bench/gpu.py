@@ -141,6 +141,7 @@ def gpu_workloads(a):
     f"softmax {r}x{r}": elementwise(lambda fw, x, y: fw["softmax"](x), 2 * r * r * 4, (r, r)),
     f"a + b 2^{a.log_elements}": elementwise(lambda fw, x, y: x + y, 3 * N * 4),
     f"layernorm {r}x{r}": elementwise(lambda fw, x, y: fw["layernorm"](x), 2 * r * r * 4, (r, r)),
+    f"softmax {a.gpu_vocab_rows}x50257 (GPT-2's vocabulary)": elementwise(lambda fw, x, y: fw["softmax"](x), 2 * a.gpu_vocab_rows * 50257 * 4, (a.gpu_vocab_rows, 50257)),
     "conv forward " + "x".join(map(str, a.gpu_conv)): conv(False), "conv backward (dx, dw)": conv(True),
     f"digits convnet training step (batch {a.train_batch})": ("steps/s", 1.0, lambda fw: fw["train_step"](a.train_batch)),
   }
@@ -290,6 +291,7 @@ def main() -> None:
   p.add_argument("--gpu-matmul", type=int, nargs=2, default=[4096, 2048], metavar=("BIG", "SMALL"), help="gpu mode: matmul sizes")
   p.add_argument("--log-elements", type=int, default=26, help="gpu mode: log2 of the elementwise and reduction sizes")
   p.add_argument("--gpu-rows", type=int, default=4096, help="gpu mode: softmax and layernorm are this square")
+  p.add_argument("--gpu-vocab-rows", type=int, default=1024, help="gpu mode: rows of the softmax over GPT-2's vocabulary")
   p.add_argument("--gpu-conv", type=int, nargs=4, default=[32, 64, 56, 64], metavar=("BATCH", "CIN", "SIZE", "COUT"))
   p.add_argument("--train-batch", type=int, default=256)
   p.add_argument("--reps", type=int, default=5)
