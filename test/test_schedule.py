@@ -622,3 +622,32 @@ def test_a_convs_input_gradient_is_one_kernel_on_the_cpu(case, seed):
     for j in range(k):
       want[:, :, i * d:i * d + s * out.shape[2]:s, j * d:j * d + s * out.shape[3]:s] += np.einsum("bohw,oc->bchw", gs, ws[:, :, i, j])
   np.testing.assert_allclose(dx.numpy(), want[:, :, p:p + n, p:p + n], rtol=1e-4, atol=1e-4)
+
+_NEST_OPS = {"sum": (lambda t, a: t.sum(a), lambda x, a: x.sum(a)), "max": (lambda t, a: t.max(a), lambda x, a: x.max(a)),
+             "min": (lambda t, a: t.min(a), lambda x, a: x.min(a))}
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(1, 5), min_size=3, max_size=3), st.permutations(range(3)), st.sampled_from(list(_NEST_OPS)),
+       st.sampled_from(list(_NEST_OPS)), st.booleans(), st.booleans(), st.integers(0, 2**31 - 1))
+def test_reductions_nested_in_one_cpu_kernel_match_numpy(shape, perm, inner, outer, pairs, third, seed):
+  """Found by the ONNX Unique test once nested reductions fused on the CPU: a sum over i of any over j of all over d
+  (three loops of 4) summed only the terms where i == j, as the vectors of j's loop were given to i's too (cpu.py's
+  twins are sums side by side, never one inside another). Reductions nested two or three deep, over a permuted input
+  (index math with // and %), axes of equal lengths or not, an outer one reading the inner's values through a mask of
+  aranges (j < i) or another tensor of its shape: one CPU kernel, numpy's values."""
+  rng = np.random.default_rng(seed)
+  data = rng.integers(-3, 4, [shape[i] for i in np.argsort(perm)]).astype(np.float32)
+  x, X = data.transpose(perm), Tensor(data, device="CPU").permute(*perm)
+  a, b, c = shape
+  if pairs:   # the inner reduction reads two views of the input: rows i and j of a (a, a, c) comparison, as Unique does
+    x, X = (x[:, None, 0, :] == x[None, :, 0, :]).astype(np.float32), (X[:, 0, :].reshape(a, 1, c) == X[:, 0, :].reshape(1, a, c)).float()
+    b = a
+  t_in, n_in = _NEST_OPS[inner]
+  t_out, n_out = _NEST_OPS[outer]
+  low = np.arange(b)[None, :] < np.arange(a)[:, None] + 1
+  mid = n_in(x, 2) * np.where(low, 2, -1)
+  got = t_out(t_in(X, 2) * (Tensor.arange(b, device="CPU").reshape(1, b) < Tensor.arange(a, device="CPU").reshape(a, 1) + 1).where(2, -1), 1)
+  want = n_out(mid, 1)
+  if third: got, want = got.sum(), want.sum()
+  assert len(kernels(got)) == 1
+  np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)

@@ -289,8 +289,14 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   if vaxis is None: W = 1
   # a kernel's other sums over an axis of the same length (a variance after its mean) take the same vectors: each sum
   # is its own loop, and one left scalar would run at a sixteenth of the speed
+  # (not a sum computed anew in each trip of vaxis's, nor around it: one lane would then stand for both axes, and the
+  # inner sum would add only the terms where the two are equal. A mean inside its variance's body, the same every trip,
+  # is computed before that loop: it takes the vectors)
   twins: list[UOp] = []
+  def per_trip(inner: UOp, outer: UOp) -> bool: return inner in outer.src[0].toposort() and bool(deps[inner] & set(outer.src[1:]))
+  vsums = [x for x in reduces if vaxis in x.src[1:]]
   for x in (reduces if vaxis is not None and vaxis.arg[1] == AxisType.REDUCE else []):
+    if any(per_trip(x, y) or per_trip(y, x) for y in vsums): continue
     same = [r for r in x.src[1:] if vaxis not in x.src[1:] and _const_size(r) == _const_size(vaxis) and takes(r, W) and vec_score(r, True) > 0]
     if same: twins.append(max(same, key=lambda r: vec_score(r, True)))
   if vaxis is not None and vaxis.arg[1] == AxisType.GLOBAL and (not reduces or _k_blocks(sink, reduces, overlap) is None):
