@@ -293,7 +293,7 @@ def plan_upcasts(sink: UOp, ren: Renderer) -> tuple[UOp | None, int, dict[UOp, i
   # inner sum would add only the terms where the two are equal. A mean inside its variance's body, the same every trip,
   # is computed before that loop: it takes the vectors)
   twins: list[UOp] = []
-  def per_trip(inner: UOp, outer: UOp) -> bool: return inner in outer.src[0].toposort() and bool(deps[inner] & set(outer.src[1:]))
+  def per_trip(inner: UOp, outer: UOp) -> bool: return bool(deps[inner] & set(outer.src[1:])) and inner in outer.src[0].toposort()
   vsums = [x for x in reduces if vaxis in x.src[1:]]
   for x in (reduces if vaxis is not None and vaxis.arg[1] == AxisType.REDUCE else []):
     if any(per_trip(x, y) or per_trip(y, x) for y in vsums): continue
