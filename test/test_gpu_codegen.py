@@ -381,11 +381,25 @@ def test_a_matmuls_tiles_are_double_buffered(dt):
   sums, copies = at(r"mma\.sync|fma\.rn", body), at(r"cp\.async\.c[ag]", body)
   assert body.count("bar.sync") == 1 and body.count("cp.async.wait_all;\n\tbar.sync 0;") == 1 and "ld.global" not in body and "st.shared" not in body, body
   assert copies and body.index("bar.sync") < min(copies) and max(copies) < min(sums), body
-  # room for one copy of the padded tiles (fp32: two 64x16 tiles, 8.5 KiB; fp16: 128x32 and 32x128, 18.5 KiB), not two
-  small = (12 << 10) if dt == dtypes.float32 else (20 << 10)
+  # room for one copy of the padded tiles (fp32: two 64x4 tiles, the shortest STAGE makes, 2.1 KiB, as a longer tile
+  # double-buffered is taken before a single one; fp16: 128x32 and 32x128, 18.5 KiB), not two
+  small = (3 << 10) if dt == dtypes.float32 else (20 << 10)
   single = loop(type("SmallShared", (type(nv),), {"shared_max": small})("sm_90"))
   bars, copies = at(r"bar\.sync", single), at(r"cp\.async\.c[ag]", single)
   assert len(bars) == 2 and copies and bars[0] < min(copies) and max(copies) < bars[1] < min(at(r"mma\.sync|fma\.rn", single)), single
+
+def test_a_convs_tile_is_the_longest_that_is_double_buffered():
+  """A conv's weight tile holds a tile of input channels x 3 x 3 x the block's filters: of 16 channels (36 KiB with the
+  input's) it fits shared memory only once, and ptxas gave that kernel 255 registers and spills (a single buffer's
+  copies, 81 per thread, all in flight); of 8 it is double-buffered (each trip's barrier waits for the next tile's
+  copies) and took 48 registers. The longest tile that double-buffers is taken, not the longest that fits."""
+  from tinycore.codegen.linearize import NEXT_TRIP
+  from tinycore.codegen.opt import gpu
+  ren = renderer("NV")
+  si = last_kernel(Tensor.empty(32, 64, 56, 56, device="PYTHON").conv2d(Tensor.empty(64, 64, 3, 3, device="PYTHON"), padding=1))
+  k = gpu.hand_coded(Kernel(lower_to_sink(si.ast, ren), ren))
+  assert [o.amount for o in k.applied if o.op is OptOps.STAGE] == [8], k.applied
+  assert any(u.op is Ops.BARRIER and u.arg is NEXT_TRIP for u in k.sink.toposort())
 
 def test_a_long_matmul_sum_adds_its_register_tile_into_the_next_level_once_per_256_terms(monkeypatch):
   """K = 4096 in tiles of 16 (2 trips of 8 unrolled products a tile): tree_sums keeps each accumulator to SUM_CHUNK =

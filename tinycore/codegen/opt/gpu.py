@@ -6,6 +6,7 @@ from tinycore.uop import UOp, Ops, AxisType, split_terms
 from tinycore.renderer import Renderer
 from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size
 from tinycore.codegen.opt.tc import use_tensor_cores
+from tinycore.codegen.linearize import NEXT_TRIP
 from tinycore.codegen.widen import lanes
 
 # a sum of fewer terms that a row of threads would each compute alone is left to them: adding a few terms costs less than
@@ -214,10 +215,15 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   return k
 
 def _stage(k: Kernel, r: UOp) -> Kernel | None:
-  """k with r's sum staged in shared memory 16 (else 8, else 4) terms a tile, each tile's terms unrolled; None where no
-  tile fits."""
+  """k with r's sum staged in shared memory 16, 8 or 4 terms a tile, each tile's terms unrolled; None where no tile
+  fits. The longest tile that is double-buffered (its next tile loaded while this one is summed) first, else the
+  longest that fits: a conv's weight tile of 16 channels (x 3 x 3 x 64 filters) fits only single, and ptxas gave its
+  kernel 255 registers and spills; of 8, double-buffered, 48 registers."""
+  fits = None
   for bk in (16, 8, 4):
     inner = k.next_id   # the id STAGE gives the tile's range
     if const_size(r) % bk == 0 and len((staged := _try(k, OptOps.STAGE, r.arg[0], bk)).applied) > len(k.applied):
-      return _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
-  return None
+      staged = _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
+      if any(u.op is Ops.BARRIER and u.arg is NEXT_TRIP for u in staged.sink.toposort()): return staged
+      fits = fits or staged
+  return fits
