@@ -422,6 +422,22 @@ def test_rows_of_a_prime_length_are_read_across_a_blocks_threads():
       # (a last sum of a split reduction's few partials may run on fewer threads: it reads no row)
       if c.global_read >= x.nbytes: assert c.threads // c.blocks == 256 and c.global_sectors * 32 <= 1.25 * (c.global_read + c.global_written), (name, c)
 
+def test_a_per_channel_sum_reading_a_pooled_gradient_runs_along_the_rows():
+  """Batch-norm's backward in the digits model: per-channel sums over (64, 26, 26) of x times a max-pool's gradient
+  read at (h // 2, w // 2). That read is no plain term of w, and it made the heuristic think no load ran along w: the
+  block's threads split the batch instead, each lane a sector of its own (7.99x the bytes asked, the whole training
+  step's largest traffic). Now the sum's axes are merged and spread along the rows: whole sectors."""
+  from tinycore import Tensor
+  rng = np.random.default_rng(6)
+  xs, gs = rng.standard_normal((64, 16, 26, 26)).astype(np.float32), rng.standard_normal((64, 16, 13, 13)).astype(np.float32)
+  x, g = Tensor(xs, device="NV").realize(), Tensor(gs, device="NV").realize()
+  up = g.reshape(64, 16, 13, 1, 13, 1).expand(64, 16, 13, 2, 13, 2).reshape(64, 16, 26, 26)
+  LAUNCHES.clear()
+  got = (x * up).sum(axis=(0, 2, 3)).numpy()
+  np.testing.assert_allclose(got, (xs * np.repeat(np.repeat(gs, 2, 2), 2, 3)).sum((0, 2, 3)), rtol=1e-4, atol=1e-3)
+  name, c = max(LAUNCHES, key=lambda nc: nc[1].global_read)
+  assert c.global_sectors * 32 <= 1.25 * (c.global_read + c.global_written), (name, c)
+
 # (dtype, its bits from float32 small integers, each thread's vector access, its elements): 16 bytes of floats and of 16-bit
 # elements (packed two to a .b32 word: PTX vectors have at most 4 elements), 8 bytes of bytes (upcast_max: 8 copies)
 WIDE = {"float32": (lambda x: x, "v4.f32", 4), "float16": (lambda x: x.astype(np.float16), "v4.b32", 8),

@@ -45,6 +45,11 @@ def _strides(k: Kernel, r: UOp) -> list[int]:
   """r's coefficient in each global load's address that reads it (0 where it is not a plain term)."""
   return [split_terms(u.src[0].src[1])[0].get(r, 0) for u in _reads(k, r)]
 
+def _along(k: Kernel, r: UOp) -> bool:
+  """Does some global load read consecutive elements along r (coefficient 1)? A load reading r other than as a plain
+  term (a max-pool's gradient read at h // 2) says nothing either way."""
+  return min([abs(s) for s in _strides(k, r) if s] or [0]) == 1
+
 def _group(k: Kernel, r: UOp, g: int) -> Kernel:
   """r's sum spread over g threads. Where the target loads several elements at once and the sum reads r contiguously,
   each thread first takes that many consecutive terms a trip (UNROLL, then GROUP of the rest): its reads are one vector
@@ -126,7 +131,7 @@ def hand_coded(k: Kernel) -> Kernel:
   outputs = prod(const_size(r) for r in glob)
   red = [r for x in k.reduces for r in x.src[1:] if const_size(r) is not None]
   def longest(red: list[UOp]) -> UOp:   # the sum's axis its reads run along, else its longest
-    return max(red, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, const_size(r)))
+    return max(red, key=lambda r: (_along(k, r), const_size(r)))
   # the longest sum (a sum of sums, as a split reduction leaves, spreads its inner one)
   heavy = [r for r in max(k.reduces, key=lambda x: prod(const_size(r) or 1 for r in x.src[1:])).src[1:] if const_size(r) is not None] if k.reduces else []
   if ren.has_shared and row is None and heavy and prod(const_size(r) for r in heavy) >= 64 and outputs * 8 <= const_size(longest(heavy)) * 1024:
@@ -136,7 +141,7 @@ def hand_coded(k: Kernel) -> Kernel:
     # that fills a block: 16 lone threads each summing 173k terms is what a conv's bias gradient became otherwise
     r, want = longest(heavy), min(256, ren.max_threads_per_group)
     if (g := _divisor(const_size(r), want, 16)) is None and len(heavy) > 1:
-      outer, *inner = sorted(heavy, key=lambda r: (min([abs(s) for s in _strides(k, r)] or [0]) == 1, -max([abs(s) for s in _strides(k, r)] or [0])))
+      outer, *inner = sorted(heavy, key=lambda r: (_along(k, r), -max([abs(s) for s in _strides(k, r)] or [0])))
       for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
       r = k.rng(outer.arg[0])
       g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
