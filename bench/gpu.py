@@ -32,7 +32,8 @@ def counted(device: str, fn) -> tuple[int, dict[str, int]]:
   return len(mod.LAUNCHES), total
 
 def emulator_workloads(a):
-  """name -> (make inputs (realized), run, the least global traffic the work needs in bytes): sizes from the options."""
+  """name -> (make inputs (realized), run, the least global traffic the work needs in bytes, None where not worked out):
+  sizes from the options."""
   from tinycore import Tensor
   n, b, c, hw, k, (sr, sc), (vr, vc), s = a.matmul, a.conv_batch, a.conv_channels, a.conv_size, a.conv_out, a.rows, a.vocab_rows, a.sum
   def conv_inputs(dev):
@@ -41,6 +42,25 @@ def emulator_workloads(a):
   def conv_backward(x, w, g):   # the gradient a training step brings from above (a sum's ones would be a constant)
     x, w = x.requires_grad_(), w.requires_grad_()
     return (x.conv2d(w, padding=1) * g).sum().gradient(x, w)
+  def digits(d):   # the README's model and a batch on the device, after one step (the optimizer's state made)
+    from tinycore import Device, dtypes
+    from tinycore.nn import optim
+    from tinycore.nn.state import get_parameters
+    from tinycore.examples.train_digits import ConvNet
+    default, Device.DEFAULT = Device.DEFAULT, d
+    try:
+      model = ConvNet()
+      ins = (model, optim.Adam(get_parameters(model), lr=1e-3), Tensor.randn(a.digits_batch, 1, 28, 28).realize(),
+             Tensor.randint(a.digits_batch, high=10).cast(dtypes.int32).realize())
+      Tensor.realize_all(*digits_step(*ins))
+    finally: Device.DEFAULT = default
+    return ins
+  def digits_step(model, opt, x, y):
+    Tensor.training = True
+    opt.zero_grad()
+    loss = model(x).sparse_categorical_crossentropy(y)
+    loss.backward()
+    return [loss, *opt.schedule_step()]
   return {
     f"matmul {n}x{n} fp32": (lambda d: (Tensor.randn(n, n, device=d).realize(), Tensor.randn(n, n, device=d).realize()),
                              lambda x, y: [x @ y], 3 * n * n * 4),
@@ -53,6 +73,7 @@ def emulator_workloads(a):
     f"softmax {vr}x{vc} (GPT-2's vocabulary)": (lambda d: (Tensor.randn(vr, vc, device=d).realize(),), lambda x: [x.softmax(-1)], 2 * vr * vc * 4),
     f"sum 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(),), lambda x: [x.sum()], s * 4 + 4),
     f"a + b 2^{s.bit_length() - 1}": (lambda d: (Tensor.randn(s, device=d).realize(), Tensor.randn(s, device=d).realize()), lambda x, y: [x + y], 3 * s * 4),
+    f"digits convnet training step (batch {a.digits_batch})": (digits, digits_step, None),
   }
 
 def show_bytes(x: int) -> str:
@@ -90,7 +111,8 @@ def run_counters(a) -> None:
       st = time.perf_counter()
       nk, c = counted(dev, lambda: Tensor.realize_all(*run(*ins)))
       secs = time.perf_counter() - st
-      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {show_bytes(c['global_written']):>10s} {(c['global_read'] + c['global_written']) / least:7.1f}x {sectors(c):>7s} "
+      ratio = f"{(c['global_read'] + c['global_written']) / least:7.1f}x" if least else f"{'-':>8s}"   # (a training step: no least)
+      print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {show_bytes(c['global_written']):>10s} {ratio} {sectors(c):>7s} "
             f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {banks(c):>22s} {c['barriers']:9d} {c['instructions']:12d} "
             f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
 
@@ -288,6 +310,7 @@ def main() -> None:
   p.add_argument("--rows", type=int, nargs=2, default=[256, 1024], help="counters mode: softmax and layernorm shape")
   p.add_argument("--vocab-rows", type=int, nargs=2, default=[16, 50257], help="counters mode: the shape of a softmax over a vocabulary")
   p.add_argument("--sum", type=int, default=1 << 20, help="counters mode: elements summed")
+  p.add_argument("--digits-batch", type=int, default=64, help="counters mode: the digits training step's batch")
   p.add_argument("--gpu-matmul", type=int, nargs=2, default=[4096, 2048], metavar=("BIG", "SMALL"), help="gpu mode: matmul sizes")
   p.add_argument("--log-elements", type=int, default=26, help="gpu mode: log2 of the elementwise and reduction sizes")
   p.add_argument("--gpu-rows", type=int, default=4096, help="gpu mode: softmax and layernorm are this square")
