@@ -14,6 +14,7 @@ from tinycore.codegen.widen import lanes
 # a loss accumulated over a loop, rewrote the whole kernel once per sum: compile time grew with the square of the kernel).
 # A conv's input gradient sums 32 output channels' weights per thread of a 256-thread row: spread, its loads fall 7x.
 GROUP_LEAST = 16
+MAP_LEAST = 8   # a contiguous output axis this long or longer is a row of a map (hand_coded merges it with the next)
 
 def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
   """k with the action applied, or k unchanged where it does not apply."""
@@ -125,7 +126,10 @@ def hand_coded(k: Kernel) -> Kernel:
   ren = k.ren
   if not ren.has_local: return k
   if ren.tensor_cores and (tc := use_tensor_cores(k)) is not None: return tc
-  if ren.has_shared and (mm := _matmul(k)) is not None: return _tile_matmul(k, *mm)
+  # (a product summed over fewer than GROUP_LEAST terms, a conv of one input channel's 3x3 taps, gains nothing from tiles
+  # it would copy once: its outputs' writes are its work, laid out below like an elementwise kernel's)
+  if ren.has_shared and (mm := _matmul(k)) is not None and prod(const_size(r) or GROUP_LEAST for r in k.reduces[0].src[1:]) >= GROUP_LEAST:
+    return _tile_matmul(k, *mm)
   if (row := _row(k)) is not None: k = _row_layout(k, *row)   # (only on targets with shared memory: row_split)
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   outputs = prod(const_size(r) for r in glob)
@@ -155,6 +159,16 @@ def hand_coded(k: Kernel) -> Kernel:
     glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   # output axes across the threads of a block, the contiguous one fastest
   room = min(256, ren.max_threads_per_group) // prod(const_size(t) for t in k.threads())
+  # a contiguous output axis of MAP_LEAST or more that no power of two of GROUP_LEAST or more divides, nor pads to (the
+  # rows of a 26x26 or 13x13 map), is merged with the axis the output continues along: the block's threads then run
+  # along the map (its loads index it with a division), where they ran across channels or images, a sector a lane.
+  # (Shorter ones, a window's 3 taps, keep their shape: their kernels are laid out by the rules below; and a kernel of
+  # fewer outputs than a block's threads has nothing to spread.)
+  while room >= GROUP_LEAST and prod(const_size(r) for r in glob) >= room and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
+        const_size(out) >= MAP_LEAST and _divisor(const_size(out), room, GROUP_LEAST) is None and _pad_to(const_size(out), room, GROUP_LEAST) is None and \
+        (nxt := next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)) is not None and \
+        len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
+    k, glob = merged, [r for r in merged.axes(AxisType.GLOBAL) if const_size(r) is not None]
   for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
     if room >= GROUP_LEAST and k.output_coefficient(r) == 1 and _divisor(const_size(r), room, GROUP_LEAST) is None and \
        (padded := _padded(k, r, room, GROUP_LEAST)) is not None: k, r, _ = padded
