@@ -21,22 +21,23 @@ def _try(k: Kernel, op: OptOps, r: UOp | int, amount: int) -> Kernel:
   try: return apply_opt(k, Opt(op, r if isinstance(r, int) else r.arg[0], amount))
   except OptError: return k
 
-def _divisor(n: int, most: int, least: int = 2) -> int | None:
-  """The largest power of two in [least, most] dividing n."""
-  return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and n % d == 0), None)
+def _divisor(n: int, most: int, least: int = 2, pad: bool = False) -> int | None:
+  """The largest power of two in [least, most] dividing n; `pad`: dividing n run on past its end to its next multiple,
+  at most an eighth more trips (_within)."""
+  return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and (_within(n, d) if pad else n % d == 0)), None)
 
-def _pad_to(n: int, most: int, least: int) -> int | None:
-  """The largest power of two in [least, most] that n, run on past its end to the next multiple of it, reaches with at
-  most an eighth more trips; None where none does."""
-  return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and -n % d <= n // 8), None)
+def _within(n: int, d: int) -> bool:
+  """Does n run on to a multiple of d in at most an eighth more trips?"""
+  return -n % d <= n // 8
 
-def _padded(k: Kernel, r: UOp, most: int, least: int) -> tuple[Kernel, UOp, int] | None:
-  """(k with r padded (PADTO) to a multiple of a power of two in [least, most], r as it is then, that power): for an
-  axis no such power divides (GPT-2's vocabulary of 50257, a prime), which would otherwise be left to one thread per
-  output (a sum walked alone) or cross its block's threads in the other direction (a warp reading 32 rows, a sector
-  each). The trips past its end load nothing, add the reduction's identity and store nothing (kernel.py pad_range)."""
-  if (d := _pad_to(const_size(r), most, least)) is None or len((p := _try(k, OptOps.PADTO, r, d)).applied) == len(k.applied): return None
-  return p, p.rng(r.arg[0]), d
+def _padded(k: Kernel, r: UOp, d: int) -> tuple[Kernel, UOp] | None:
+  """(k with r padded (PADTO) to a multiple of d, r as it is then); k and r unchanged where d divides r, None where the
+  pad does not apply. For an axis no power of two of GROUP_LEAST or more divides (GPT-2's vocabulary of 50257, a
+  prime), which would otherwise be left to one thread per output (a sum walked alone) or cross its block's threads in
+  the other direction (a warp reading 32 rows, a sector each). The trips past its end load nothing, add the reduction's
+  identity and store nothing (kernel.py pad_range)."""
+  if const_size(r) % d == 0: return k, r
+  return None if len((p := _try(k, OptOps.PADTO, r, d)).applied) == len(k.applied) else (p, p.rng(r.arg[0]))
 
 def _reads(k: Kernel, r: UOp) -> list[UOp]:
   """The global loads whose value changes with r."""
@@ -149,7 +150,7 @@ def hand_coded(k: Kernel) -> Kernel:
       for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
       r = k.rng(outer.arg[0])
       g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
-    if g is None and (padded := _padded(k, r, want, GROUP_LEAST)) is not None: k, r, g = padded
+    if g is None and (d := _divisor(const_size(r), want, GROUP_LEAST, pad=True)) is not None and (padded := _padded(k, r, d)) is not None: (k, r), g = padded, d
     if g is not None: k = _group(k, r, g)
   # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
   # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py)
@@ -165,13 +166,13 @@ def hand_coded(k: Kernel) -> Kernel:
   # (Shorter ones, a window's 3 taps, keep their shape: their kernels are laid out by the rules below; and a kernel of
   # fewer outputs than a block's threads has nothing to spread.)
   while room >= GROUP_LEAST and prod(const_size(r) for r in glob) >= room and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
-        const_size(out) >= MAP_LEAST and _divisor(const_size(out), room, GROUP_LEAST) is None and _pad_to(const_size(out), room, GROUP_LEAST) is None and \
+        const_size(out) >= MAP_LEAST and _divisor(const_size(out), room, GROUP_LEAST, pad=True) is None and \
         (nxt := next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)) is not None and \
         len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
     k, glob = merged, [r for r in merged.axes(AxisType.GLOBAL) if const_size(r) is not None]
   for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
     if room >= GROUP_LEAST and k.output_coefficient(r) == 1 and _divisor(const_size(r), room, GROUP_LEAST) is None and \
-       (padded := _padded(k, r, room, GROUP_LEAST)) is not None: k, r, _ = padded
+       (d := _divisor(const_size(r), room, GROUP_LEAST, pad=True)) is not None and (padded := _padded(k, r, d)) is not None: k, r = padded
     if room < 2 or (n := _divisor(const_size(r), room)) is None: continue
     before = len(k.applied)
     k = _try(k, OptOps.LOCAL, r, n)
@@ -184,15 +185,13 @@ def hand_coded(k: Kernel) -> Kernel:
               prod(const_size(r) or GROUP_LEAST for r in x.src[1:]) >= GROUP_LEAST):
       free = [t for t in k.axes(AxisType.LOCAL, AxisType.GROUP_REDUCE) if t not in k.deps[x]]
       # (a range the threads' count does not divide is padded to a multiple of it, within an eighth more terms)
-      cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(-const_size(r) % const_size(t) <= const_size(r) // 8 for t in free)]
+      cands = [r for r in x.src[1:] if const_size(r) is not None and r.arg[0] not in tried and any(_within(const_size(r), const_size(t)) for t in free)]
       if free and cands: break
     else: break
     tried.add((r := longest(cands)).arg[0])
-    t = min((t for t in free if -const_size(r) % const_size(t) <= const_size(r) // 8), key=lambda t: -const_size(r) % const_size(t))
-    if const_size(r) % const_size(t):
-      if len((padded := _try(k, OptOps.PADTO, r, const_size(t))).applied) == len(k.applied): continue
-      k, r = padded, padded.rng(r.arg[0])
-    k = _group(k, r, const_size(t))
+    t = min((t for t in free if _within(const_size(r), const_size(t))), key=lambda t: -const_size(r) % const_size(t))
+    if (padded := _padded(k, r, const_size(t))) is None: continue
+    k = _group(*padded, const_size(t))
   # each thread's own part of a sum taken 4 terms a trip: four independent loads in flight, not one waiting on the last
   for i in range(len(k.reduces)):
     own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
