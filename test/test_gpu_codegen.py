@@ -228,6 +228,27 @@ def test_products_fuse_into_accumulators_only_where_declared():
   assert not any(u.op is Ops.MULACC for u in get_program(ew, PythonRenderer()).uops)
   np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-6)
 
+def spread(spec) -> bool:
+  """Whether a kernel combines partial results of several threads: through shared memory or warp shuffles."""
+  return any(u.op in (Ops.DEFINE_LOCAL, Ops.SHUFFLE_XOR) for u in spec.uops)
+
+def test_the_definition_refuses_a_shuffle_past_its_block():
+  """PYTHON runs SHUFFLE_XOR as the hardware does, lane t reading lane t ^ m of its warp, and refuses one whose partner
+  is not a thread of the block (the core shuffles only in blocks of whole warps) or lies outside the warp of 32."""
+  from tinycore.uop import UOp
+  from tinycore.runtime.builtin import PythonRenderer, PythonProgram
+  def program(m: int, threads: int) -> tuple[PythonProgram, memoryview]:
+    lid = UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, threads),), "lidx0")
+    out = UOp(Ops.DEFINE_GLOBAL, dtypes.int32.ptr(threads), (), 0)
+    uops = list(out.index(lid).store(UOp(Ops.SHUFFLE_XOR, dtypes.int32, (lid,), m)).toposort())
+    return PythonProgram("shfl", PythonRenderer().render("shfl", uops)), memoryview(bytearray(4 * threads))
+  prog, buf = program(4, 64)
+  prog(buf, local_size=(64, 1, 1))
+  assert np.frombuffer(buf, np.int32).tolist() == [t ^ 4 for t in range(64)]
+  for m, threads, why in ((16, 16, "reads thread 16, past the block's 16"), (32, 64, "outside the warp of 32")):
+    prog, buf = program(m, threads)
+    with pytest.raises(RuntimeError, match=why): prog(buf, local_size=(threads, 1, 1))
+
 # ***** wide accesses: a thread's consecutive elements at a provably aligned index, one vector load or store *****
 
 def vector_accesses(spec) -> list[tuple[str, int]]:
@@ -288,7 +309,7 @@ def test_grouped_sums_read_whole_vectors():
     ren = Device.renderer("PYTHON") if name == "PYTHON" else renderer("NV")
     for t in (Tensor.empty(1 << 16).sum(), Tensor.empty(64, 1024).softmax(-1)):
       specs = [get_program(si.ast, ren) for si in t.schedule() if si.ast.op is Ops.SINK]
-      grouped = [s for s in specs if s.local_size is not None and any(u.op is Ops.DEFINE_LOCAL for u in s.uops)]
+      grouped = [s for s in specs if s.local_size is not None and spread(s)]
       assert grouped and all(("LOAD", 4) in vector_accesses(s) for s in grouped), (name, [vector_accesses(s) for s in specs])
   np.testing.assert_allclose(Tensor(x, device="PYTHON").sum().numpy(), x.astype(np.float64).sum(), rtol=1e-5)
   want = np.exp(rows - rows.max(1, keepdims=True))
@@ -303,13 +324,13 @@ def test_a_rows_statistics_load_each_element_once():
     (spec,) = [get_program(si.ast, ren) for si in Tensor.empty(8, 4096, device="PYTHON").softmax(-1).schedule() if si.ast.op is Ops.SINK]
     glob = [u for u in spec.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_GLOBAL]
     assert [(u.op, (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) for u in glob] == [(Ops.LOAD, 4)] * 4 + [(Ops.STORE, 4)] * 4, (ren.device, glob)
-    assert (spec.global_size[0], spec.local_size[0]) == (8, 256) and any(u.op is Ops.DEFINE_LOCAL for u in spec.uops), (spec.global_size, spec.local_size)
+    assert (spec.global_size[0], spec.local_size[0]) == (8, 256) and spread(spec), (spec.global_size, spec.local_size)
 
 @pytest.mark.parametrize("n", [4099, 50257])
 def test_rows_no_power_of_two_divides_run_along_a_block(n):
   """softmax over rows of a prime length too long for one block (GPT-2's vocabulary, 50257, and 4099): every kernel's
-  256 threads run along the row, padded past its end (PADTO): each row's max and sum are spread over a block through
-  shared memory (no thread loops over more than its share of a row, where each thread took a whole row before), and
+  256 threads run along the row, padded past its end (PADTO): each row's max and sum are spread over a block (warp
+  shuffles, shared memory) (no thread loops over more than its share of a row, where each thread took a whole row before), and
   the kernel writing the rows takes ceil(n / 256) blocks per row (before, its threads ran across 256 rows: a warp read
   a sector of each of 32 rows). PYTHON's answer equals numpy's."""
   for ren in (Device.renderer("PYTHON"), renderer("NV"), renderer("AMD")):
@@ -317,7 +338,7 @@ def test_rows_no_power_of_two_divides_run_along_a_block(n):
     for s in specs:
       trips = [u.src[0].arg for u in s.uops if u.op is Ops.RANGE]
       assert s.local_size[0] == 256 and all(t <= -(-n // 256) for t in trips), (ren.device, s.name, s.local_size, trips)
-    assert all(any(u.op is Ops.DEFINE_LOCAL for u in s.uops) for s in specs[:-1]) and specs[-1].global_size[:2] == (-(-n // 256), 8), (ren.device, [s.global_size for s in specs])
+    assert all(spread(s) for s in specs[:-1]) and specs[-1].global_size[:2] == (-(-n // 256), 8), (ren.device, [s.global_size for s in specs])
   x = rng.standard_normal((3, 4099)).astype(np.float32)
   e = np.exp(x - x.max(1, keepdims=True))
   np.testing.assert_allclose(Tensor(x, device="PYTHON").softmax(-1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-8)
@@ -351,12 +372,12 @@ def test_short_sums_are_not_spread_over_a_block():
   from tinycore.codegen.opt.gpu import GROUP_LEAST
   assert 4 < GROUP_LEAST <= 32
   (dx, _) = [get_program(si.ast, Device.renderer("PYTHON")) for si in conv_grads()[0].schedule() if si.ast.op is Ops.SINK]
-  assert any(u.op is Ops.DEFINE_LOCAL for u in dx.uops) and sum(u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL for u in dx.uops) == 1
+  assert spread(dx) and sum(u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL for u in dx.uops) == 1
   rows = rng.standard_normal((40, 4)).astype(np.float32)
   total = Tensor.zeros(4, device="PYTHON")
   for r in rows: total = total + Tensor(r, device="PYTHON").square().mean()
   spec = get_program(last_kernel(total).ast, Device.renderer("PYTHON"))
-  assert not any(u.op in (Ops.DEFINE_LOCAL, Ops.BARRIER) for u in spec.uops)
+  assert not spread(spec) and not any(u.op is Ops.BARRIER for u in spec.uops)
   np.testing.assert_allclose(total.numpy(), np.square(rows).mean(1).sum() + np.zeros(4, np.float32), rtol=1e-5)
 
 @pytest.mark.parametrize("dt", [dtypes.float32, dtypes.float16], ids=lambda d: d.name)

@@ -25,6 +25,9 @@ class Ops(Enum):
   INDEX = auto(); LOAD = auto(); STORE = auto(); IF = auto(); ENDIF = auto()
   # every thread of a block waits here until all have arrived; srcs: the stores it makes visible, or the loop it runs in
   BARRIER = auto()
+  # SHUFFLE_XOR(x), arg m (below renderer.shuffle_width): x as the thread whose lane in its warp is this one's xor m holds
+  # it. Every thread of the warp runs it together (as every thread of a block reaches a barrier)
+  SHUFFLE_XOR = auto()
   # dtype changes
   CAST = auto(); BITCAST = auto()
   # unary ALU

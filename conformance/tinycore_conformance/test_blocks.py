@@ -1,4 +1,4 @@
-"""Section blocks: thread blocks, shared memory, barriers, grouped reductions and shared-memory tiles, against numpy.
+"""Section blocks: thread blocks, shared memory, barriers, warp shuffles, grouped reductions and shared-memory tiles, against numpy.
 
 Kernels are compiled with explicit optimisation actions (codegen/opt/kernel.py: LOCAL, GROUP, GROUPTOP, UPCAST, STAGE,
 UNROLL), so a backend that declares thread blocks and shared memory is checked on each mechanism whatever its own
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from tinycore.dtype import dtypes
-from tinycore.uop import Ops, AxisType
+from tinycore.uop import UOp, Ops, AxisType
 from tinycore.tensor import Tensor
 from tinycore.codegen import get_program, lower_to_sink
 from tinycore.codegen.opt import Opt, OptOps, Kernel, apply_opt
@@ -50,6 +50,10 @@ def run(dev, t: Tensor, inputs: list[np.ndarray], actions) -> tuple[np.ndarray, 
 def uses_shared(uops) -> bool:
   return any(u.op is Ops.DEFINE_LOCAL for u in uops) and any(u.op is Ops.BARRIER for u in uops)
 
+def combines_threads(uops) -> bool:
+  """Partials of several threads combined: through shared memory after a barrier, or warp shuffles."""
+  return uses_shared(uops) or any(u.op is Ops.SHUFFLE_XOR for u in uops)
+
 GROUPINGS = {"GROUP16": [(OptOps.GROUP, AxisType.REDUCE, 16)], "GROUPTOP16": [(OptOps.GROUPTOP, AxisType.REDUCE, 16)],
              "LOCAL4+GROUP8": [(OptOps.LOCAL, AxisType.GLOBAL, 4), (OptOps.GROUP, AxisType.REDUCE, 8)],
              "GROUP4+UNROLL4": [(OptOps.GROUP, AxisType.REDUCE, 4), (OptOps.UNROLL, AxisType.REDUCE, 4)]}
@@ -58,12 +62,13 @@ GROUPINGS = {"GROUP16": [(OptOps.GROUP, AxisType.REDUCE, 16)], "GROUPTOP16": [(O
 @pytest.mark.parametrize("grouping", list(GROUPINGS))
 @pytest.mark.parametrize("op", ["sum", "max", "min"])
 def test_grouped_reduction(shared, device, target: Target, op: str, grouping: str):
-  """Each output's reduction spread over threads of a block, partials combined through shared memory after a barrier."""
+  """Each output's reduction spread over threads of a block, partials combined through shared memory after a barrier
+  (or, where the backend declares shuffle_width and the group is consecutive lanes, warp shuffles)."""
   for dt in dict.fromkeys(d for d in (target.default_float, target.default_int) if d is not None):
     x = O.sample(O.rng_for("blocks", op, grouping, dtype_name(dt)), dt, (8, 64), "small" if O.is_float(dt) else "any")
     if O.is_int(dt) and op == "sum": x = (x % 7).astype(x.dtype)   # no overflow: the sum is exact whatever its order
     got, uops = run(device, getattr(Tensor.empty(8, 64, dtype=dt), op)(1), [x], GROUPINGS[grouping])
-    assert uses_shared(uops), f"{grouping}: the kernel has no shared memory and barrier"
+    assert combines_threads(uops), f"{grouping}: the kernel combines no partials through shared memory or warp shuffles"
     want = getattr(np, op)(x.astype(np.float64) if O.is_float(dt) else x, axis=1)
     if O.is_int(dt): np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=f"{op} of {dtype_name(dt)} with {grouping}")
     else: assert_close(got, want, dtype_name(dt), f"{op} with {grouping}", scale=np.abs(x).sum(1).max())
@@ -77,6 +82,66 @@ def test_grouped_max_of_negative_infinities(shared, device, target: Target):
   x[1] = -3.0
   got, _ = run(device, Tensor.empty(4, 32, dtype=dt).max(1), [x], GROUPINGS["GROUP16"])
   assert got.tolist() == [-np.inf, -3.0, -np.inf, -np.inf], f"max over -inf rows with GROUP16: {got.tolist()}"
+
+@pytest.fixture
+def shuffles(shared, target: Target) -> int:
+  if not (w := target.renderer.shuffle_width): pytest.skip(f"{target.name} declares no warp shuffles (shuffle_width)")
+  return w
+
+@pytest.mark.covers("warp shuffles")
+@pytest.mark.parametrize("dt", ["float32", "int32"])
+def test_shuffle_xor_reads_the_partner_lanes_value(shuffles, device, target: Target, dt: str):
+  """SHUFFLE_XOR at the UOp level: out[t] = in[t ^ m] for every thread t of blocks of 64 threads, each m below the
+  declared width, the value's bits exactly (NaN payloads, -0.0, integers' extremes)."""
+  from tinycore.renderer import ProgramSpec
+  from tinycore.runtime.device import Buffer
+  dtype = getattr(dtypes, dt)
+  if dtype not in target.dtypes: pytest.skip(f"{target.name} declares no {dt}")
+  raw = O.rng_for("blocks", "shuffle", dt).integers(0, 1 << 32, 128, dtype=np.uint64).astype(np.uint32)
+  raw[:4] = [0x7FC00001, 0x80000000, 0x7F800000, 0xFFFFFFFF]   # a NaN with a payload, -0.0, +inf, a NaN / -1
+  for m in (m for m in (1, 2, 4, 8, 16, 32) if m < shuffles):
+    gid, lid = (UOp(Ops.SPECIAL, dtypes.int32, (UOp.const(dtypes.int32, n),), f"{k}idx0") for k, n in (("g", 2), ("l", 64)))
+    out, inp = (UOp(Ops.DEFINE_GLOBAL, dtype.ptr(128), (), i) for i in (0, 1))
+    t = UOp(Ops.ADD, dtypes.int32, (UOp(Ops.MUL, dtypes.int32, (gid, UOp.const(dtypes.int32, 64))), lid))
+    value = UOp(Ops.SHUFFLE_XOR, dtype, (UOp(Ops.LOAD, dtype, (UOp(Ops.INDEX, dtype.ptr(128), (inp, t)),)),), m)
+    uops = list(out.index(t).store(value).toposort())   # the linear program: every node after its sources
+    spec = ProgramSpec(f"shfl_xor_{m}", device.renderer.render(f"shfl_xor_{m}", uops), target.name, uops, (2, 1, 1), (64, 1, 1), outs=(0,), ins=(1,))
+    prog = device.driver.load(spec.name, device.assembler.assemble(spec.src), spec)
+    bufs = [Buffer(target.name, 128, dtype).ensure_allocated() for _ in range(2)]
+    bufs[1].copyin(memoryview(raw.copy()).cast("B"))
+    prog(*[b._buf for b in bufs], global_size=(2, 1, 1), local_size=(64, 1, 1))
+    device.synchronize()
+    got = np.frombuffer(bufs[0].as_bytes(), np.uint32)
+    want = raw[np.arange(128) ^ m]
+    assert np.array_equal(got, want), f"SHUFFLE_XOR {m} of {dt}: lanes {np.flatnonzero(got != want)[:8].tolist()} got {got[got != want][:4]}, expected {want[got != want][:4]}"
+
+SHUFFLED = {"LOCAL4+GROUP8": [(OptOps.LOCAL, AxisType.GLOBAL, 4), (OptOps.GROUP, AxisType.REDUCE, 8)], "GROUP32": [(OptOps.GROUP, AxisType.REDUCE, 32)],
+            "GROUP128": [(OptOps.GROUP, AxisType.REDUCE, 128)], "LOCAL4+GROUP64": [(OptOps.LOCAL, AxisType.GLOBAL, 4), (OptOps.GROUP, AxisType.REDUCE, 64)]}
+
+@pytest.mark.covers("warp shuffles")
+@pytest.mark.parametrize("grouping", list(SHUFFLED))
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_grouped_reduction_through_shuffles(shuffles, device, target: Target, op: str, grouping: str):
+  """Groups of consecutive lanes combine by warp shuffles: within a warp, and past one through shared memory."""
+  dt = dtypes.float32 if dtypes.float32 in target.dtypes else target.default_float
+  if dt is None: pytest.skip(f"{target.name} declares no float dtype")
+  rng = O.rng_for("blocks", "shuffled", op, grouping)
+  x = O.sample(rng, dt, (8, 256), "small")
+  got, uops = run(device, getattr(Tensor.empty(8, 256, dtype=dt), op)(1), [x], SHUFFLED[grouping])
+  assert any(u.op is Ops.SHUFFLE_XOR for u in uops), f"{grouping}: no warp shuffle in the kernel"
+  assert_close(got, getattr(np, op)(x.astype(np.float64), axis=1), dtype_name(dt), f"{op} with {grouping}", scale=np.abs(x).sum(1).max())
+
+@pytest.mark.covers("grouped reduction identity")
+@pytest.mark.parametrize("n", [128, 1024])
+def test_a_rows_max_is_one_value_for_all_its_threads(shared, device, target: Target, n: int):
+  """A row's max spread over the threads that then write the row (a softmax's layout) gives every thread the same bits:
+  the max of 0.0 and -0.0 may be either, but (x + 1) / max(x) over a row of them is one infinity, not both."""
+  dt = target.default_float
+  if dt is None or not target.cap("inf_nan"): pytest.skip(f"{target.name} declares no float dtype with infinities")
+  zeros = np.where(O.rng_for("blocks", "signed zeros", str(n)).random((8, n)) < 0.5, -0.0, 0.0).astype(O.np_type(dt))
+  x = Tensor(zeros, dtype=dt)
+  got = ((x + 1) / x.max(1, keepdim=True)).numpy()
+  assert all(np.isinf(r).all() and len(set(np.sign(r).tolist())) == 1 for r in got), f"rows of {n}: threads disagree on the max: {[sorted(set(np.sign(r).tolist())) for r in got]}"
 
 TILES = {"LOCAL8x8+STAGE8": [(OptOps.LOCAL, 1, 8), (OptOps.LOCAL, 0, 8), (OptOps.STAGE, 2, 8)],
          "LOCAL8x4+UPCAST2x2+STAGE8+UNROLL4": [(OptOps.LOCAL, 1, 8), (OptOps.LOCAL, 0, 4), (OptOps.UPCAST, 1, 2), (OptOps.UPCAST, 0, 2),

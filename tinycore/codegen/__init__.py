@@ -85,7 +85,7 @@ class CodegenState:
 def thread_ids(sink: UOp, st: CodegenState) -> UOp:
   """GPU-style targets: grouped reductions through shared memory, then grid and block ids (codegen/gpudims.py). CPU-style
   targets: their own register tiles, vectors and the outer loop across cores (codegen/opt/cpu.py)."""
-  if gpu_style(st.ren): sink, st.global_size, st.local_size = map_gpu_dims(group_reduces(sink), st.ren)
+  if gpu_style(st.ren): sink, st.global_size, st.local_size = map_gpu_dims(group_reduces(sink, st.ren), st.ren)
   elif st.ren.threads > 0 or st.ren.vector_width > 1: sink, st.global_size = cpu.optimize(sink, st.ren)
   return sink
 

@@ -7,29 +7,69 @@ from tinycore.uop import UOp, Ops, AxisType, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.codegen.gpudims import thread_axes
 from tinycore.codegen.linearize import terms, NEXT_TRIP
+from tinycore.renderer import Renderer
 
 # ***** grouped reductions *****
-# A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, writes its partial into
-# shared memory, and after a barrier every thread of the group combines the G partials in the same order (so each gets
-# the same bits; past 64 in two rounds, rows of sqrt(G) first); the group's first thread stores the result. A reduction may also be spread over an output axis's
-# threads (LOCAL) that it does not depend on: each of them then goes on to compute its own outputs from the result.
+# A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, then the G partials are
+# combined so that every thread of the group gets the same bits, and the group's first thread stores the result. Two
+# ways, the first where it applies:
+# - warp shuffles (a target with renderer.shuffle_width lanes, the block whole warps, the group's threads the block's
+#   fastest and G a power of two: each group is consecutive lanes). log2(G) butterfly steps: the lanes m apart exchange
+#   partials (SHUFFLE_XOR) and both combine the pair, which gives both the same bits (IEEE addition and multiplication
+#   are commutative; a float max of 0 and -0 is not, so a max takes the pair in lane order). Past a warp, each warp's
+#   total goes through shared memory: one barrier, then every thread combines its group's G/width totals in order.
+# - shared memory: each thread writes its partial, and after a barrier every thread of the group combines the G
+#   partials in the same order (past 64 in two rounds, rows of sqrt(G) first).
+# A reduction may also be spread over an output axis's threads (LOCAL) that it does not depend on: each of them then
+# goes on to compute its own outputs from the result.
 
 THREADS = (AxisType.GROUP_REDUCE, AxisType.LOCAL)   # a reduction over these is spread over a block's threads
+KERNEL_AXES = (AxisType.GLOBAL, AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP)   # block and thread ids: no loop
 
-def group_reduces(sink: UOp) -> UOp:
+def group_reduces(sink: UOp, ren: Renderer) -> UOp:
   order = sink.toposort()
   threads = thread_axes(sink, [u for u in order if u.op is Ops.RANGE])
   grouped = [x for x in order if x.op is Ops.REDUCE and any(r.arg[1] in THREADS for r in x.src[1:])]
   if not grouped: return sink
   ids = itertools.count(max(u.arg[0] for u in order if u.op is Ops.RANGE) + 1)
   nlocal = itertools.count(max((u.arg + 1 for u in order if u.op is Ops.DEFINE_LOCAL), default=0))
+  # slot: the thread's number in its block, the last thread axis fastest: the hardware's linear thread id, as
+  # codegen/gpudims.py numbers the axes (so a warp is 32 consecutive slots)
   slot, stride = UOp.const(dtypes.index, 0), 1
   for t in reversed(threads): slot, stride = slot + t * stride, stride * t.src[0].arg
+  W = ren.shuffle_width if stride % max(ren.shuffle_width, 1) == 0 else 0
+  live: dict[UOp, frozenset[UOp]] = {}   # the loops (not thread or block axes) each node's value changes with
+  def loops(u: UOp) -> frozenset[UOp]:
+    for n in u.toposort():
+      if n in live: continue
+      if n.op is Ops.RANGE: live[n] = frozenset({n}) if n.arg[1] not in KERNEL_AXES else frozenset()
+      else: live[n] = frozenset().union(*(live[s] for s in n.src)) - (set(n.src[1:]) if n.op is Ops.REDUCE else set())
+    return live[u]
+  def after_last_trip(x: UOp, store: UOp) -> UOp:
+    # a reduction run once per trip of loops around it, combined after one barrier, writes shared memory the trip before
+    # read: a barrier in each trip first, so no thread writes before every thread has read
+    return store.replace(src=store.src + (UOp(Ops.BARRIER, dtypes.void, tuple(sorted(around, key=lambda r: r.arg[0]))),)) if (around := loops(x.src[0]) - set(x.src[1:])) else store
+  def shuffled(x: UOp, group: list[UOp], partial: UOp, G: int) -> UOp | None:
+    if not (W and G & (G - 1) == 0 and x.dtype.count == 1 and x.dtype.itemsize == 4 and set(threads[len(threads) - len(group):]) == set(group)): return None
+    m = 1
+    while m < min(G, W):
+      other = UOp(Ops.SHUFFLE_XOR, x.dtype, (partial,), m)
+      if x.arg is Ops.MAX:   # the pair in lane order (upper: this lane has bit m), as MAX is not symmetric in its bits
+        upper = ((slot // m) % 2).eq(1)
+        partial = UOp(x.arg, x.dtype, (upper.where(other, partial), upper.where(partial, other)))
+      else: partial = UOp(x.arg, x.dtype, (partial, other))   # a sum's or product's bits are the same either way round
+      m *= 2
+    if G <= W: return partial
+    warps = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride // W, "local"), (), next(nlocal))
+    done = UOp(Ops.BARRIER, dtypes.void, (after_last_trip(x, warps.index(slot // W).store(partial, (slot % W).eq(0))),))
+    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, G // W),), (next(ids), AxisType.REDUCE))
+    return UOp(Ops.REDUCE, x.dtype, (UOp(Ops.LOAD, x.dtype, (warps.index(slot // G * (G // W) + j), done)), j), x.arg)
   def lower(x: UOp) -> UOp | None:
     if not (group := [r for r in x.src[1:] if r.arg[1] in THREADS]): return None
     rest = tuple(r for r in x.src[1:] if r not in group)
     partial = UOp(Ops.REDUCE, x.dtype, (x.src[0],) + rest, x.arg) if rest else x.src[0]
     G = prod(g.src[0].arg for g in group)
+    if (ret := shuffled(x, group, partial, G)) is not None: return ret
     def at(i: UOp) -> UOp:   # the slot of the thread at position i of the group (the others where this thread is)
       coords, n = {}, 1
       for g in reversed(group): coords[g], n = (i // n) % g.src[0].arg, n * g.src[0].arg
@@ -38,12 +78,12 @@ def group_reduces(sink: UOp) -> UOp:
       j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, n),), (next(ids), AxisType.REDUCE))
       return UOp(Ops.REDUCE, x.dtype, (UOp(Ops.LOAD, x.dtype, (smem.index(at(first + j * step)), done)), j), x.arg)
     smem = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride, "local"), (), next(nlocal))
+    if G < 64: return combine(smem, UOp(Ops.BARRIER, dtypes.void, (after_last_trip(x, smem.index(slot).store(partial)),)), UOp.const(dtypes.index, 0), G, 1)
     done = UOp(Ops.BARRIER, dtypes.void, (smem.index(slot).store(partial),))
-    if G < 64: return combine(smem, done, UOp.const(dtypes.index, 0), G, 1)
     # past 64 partials, in two rounds of sqrt(G) (each thread reads A + B partials, not G): the first A threads each
     # combine a column of B partials (every A-th: neighbouring threads read neighbouring slots, each in its own bank of
     # shared memory, where a row each would put a warp's reads B apart, 8 to a bank) into a second array, then every
-    # thread combines the A columns
+    # thread combines the A columns. (In a loop each array's reads are before the other's barrier: no trip's barrier more)
     A = 1 << ((G.bit_length() - 1) // 2) if G & (G - 1) == 0 else next(a for a in range(int(G ** 0.5), 0, -1) if G % a == 0)
     gi = UOp.const(dtypes.index, 0)
     for g, n in zip(reversed(group), itertools.accumulate([1] + [g.src[0].arg for g in reversed(group)], lambda a, b: a * b)): gi = gi + g * n

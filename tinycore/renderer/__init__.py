@@ -73,6 +73,8 @@ class Renderer:
   local_max: tuple[int, ...] | None = None
   shared_max: int = 0
   max_threads_per_group: int = 0
+  shuffle_width: int = 0              # lanes of a warp (wave) SHUFFLE_XOR reads across; 0: none (grouped reductions
+                                      # combine their partials through shared memory alone)
   threads: int = 0                    # >0: CPU style, the outermost loop is split across this many threads
   upcast_max: int = 8                 # largest unroll/upcast the optimizer may use
   vector_width: int = 1               # native SIMD width in float32 lanes (1: no vector types)
@@ -106,7 +108,7 @@ class Renderer:
     if dt.scalar not in self.supported_dtypes and dt.scalar not in (dtypes.index, dtypes.void):
       raise UnsupportedError(f"backend {self.device} does not support dtype {dt.scalar.name}; supported: {sorted(d.name for d in self.supported_dtypes)}")
   def describe(self) -> dict[str, Any]:
-    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max", "memory_vector", "async_copy_bytes")
+    keys = ("device", "has_local", "has_shared", "global_dims", "global_max", "local_max", "shared_max", "threads", "upcast_max", "vector_width", "vector_registers", "registers", "cache_bytes", "max_buffers", "loop_pass_max", "memory_vector", "async_copy_bytes", "shuffle_width")
     return {k: getattr(self, k) for k in keys} | {k: sorted(d.name for d in getattr(self, k)) for k in ("supported_dtypes", "mulacc_dtypes")}
 
 def async_copies(uops, ren: Renderer) -> set[UOp]:

@@ -27,6 +27,7 @@ class PythonRenderer(Renderer):
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
   shared_max = 48 << 10
+  shuffle_width = 32   # SHUFFLE_XOR within warps of 32 threads, as NV's shfl.sync
   mulacc_dtypes = frozenset({dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64})   # exec_alu's fma, rounded once
   memory_vector = 16   # loads and stores of up to 16 bytes of consecutive elements, as NV's: the definition runs them
   # a tensor core of its own, so the TC action and WMMA run everywhere the core does: 8x8x8 over a warp of 32, each lane
@@ -152,6 +153,12 @@ class PythonProgram:
           np.bitwise_and.at(views[key], idx, ~mask)
           np.bitwise_or.at(views[key], idx, val & mask)
       elif op is Ops.BARRIER: pass   # lockstep: every thread of every block has arrived
+      elif op is Ops.SHUFFLE_XOR:    # lockstep: every thread of the warp is here; the partner must be in it and exist
+        partner = thread ^ arg
+        if not 0 < arg < 32 or (bad := partner >= nthreads).any():
+          raise RuntimeError(f"PYTHON: kernel {self.name!r}: SHUFFLE_XOR by {arg} " + (f"reads a lane outside the warp of 32" if not 0 < arg < 32 else
+                             f"reads thread {int(partner[bad][0])}, past the block's {nthreads}"))
+        v[pc] = np.broadcast_to(v[src[0]], lane.shape)[block * nthreads + partner]
       elif op is Ops.VECTORIZE: v[pc] = np.stack(np.broadcast_arrays(*[v[s] for s in src]), axis=-1)
       elif op is Ops.GEP: v[pc] = v[src[0]][..., arg]
       elif op is Ops.WMMA: v[pc] = wmma(arg, *[v[s] for s in src], lanes=len(lane))

@@ -9,7 +9,7 @@ PROJECT = "tinycore"
 ENTRY_POINT_GROUP = "tinycore.backends"
 # the contract this core speaks, (major, minor); docs/writing-a-backend.md keeps the policy and the changelog. A plugin
 # states the version it was written for as a literal: importing this constant would claim whichever version runs it
-CONTRACT_VERSION = (2, 5)
+CONTRACT_VERSION = (2, 6)
 
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)

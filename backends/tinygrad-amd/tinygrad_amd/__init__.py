@@ -25,7 +25,7 @@ def _instances() -> int:
 
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
-  return [BackendSpec("AMD", (2, 3), _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
+  return [BackendSpec("AMD", (2, 6), _renderer, _assembler, _driver, _allocator, priority=5, instances=_instances,
                       capabilities={"dtypes": "all", "index_bits": 32, "isa": "gfx1100 (RDNA3, wave32)",
                                     "emulator": "AMD_EMULATE=1",
                                     # the emulator runs each wave's loop trips one by one, in Python: smaller random programs

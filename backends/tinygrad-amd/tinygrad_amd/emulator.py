@@ -571,6 +571,7 @@ class Program:
   def ds(self, d: Decoded):
     inst, f = d.inst, d.fields
     off = f["offset0"] | (f["offset1"] << 8)
+    if inst.name == "ds_swizzle_b32": return self.swizzle(d, off)
     load = inst.name.startswith("ds_load")
     t = inst.types[0] if load else inst.types[1]
     size = (LOAD_BYTES if load else STORE_BYTES)[t]
@@ -610,6 +611,22 @@ class Program:
       st.lds[g[:, None], a[:, None] + span] = np.ascontiguousarray(words).view(np.uint8)[:, :size]
       st.counters.shared_written += st.active(lanes) * size
     return dsstore
+
+  def swizzle(self, d: Decoded, off: int):
+    """ds_swizzle_b32 in BitMode (the RDNA3 ISA's pseudocode): lane i gets the source VGPR of lane j = ((i & and_mask) |
+    or_mask) ^ xor_mask (offset bits 4:0, 9:5, 14:10) of its wave, or 0 where EXEC disables lane j; it returns through
+    lgkmcnt like an LDS load. The other modes (offset >= 0x8000: quad permutes, rotations, FFT) are not implemented."""
+    if off >= 0x8000: raise EmulatorError(f"{self.loaded.name}: ds_swizzle_b32 at byte {d.pc} offset:{off:#x}: only BitMode patterns (below 0x8000) are implemented")
+    src, dst = d.fields["addr"], d.fields["vdst"]
+    self.check_vgpr(src, 1, d); self.check_vgpr(dst, 1, d)
+    j = ((np.arange(LANES) & (off & 31)) | (off >> 5 & 31)) ^ (off >> 10 & 31)
+    def run(st: State, w):
+      lanes = st.lanes(w)
+      if not lanes.any(): return st.issue(LGKM, w)
+      if st.flying: st.unsettled(src, 1, w, d)
+      got = np.where(lanes[:, j], st.V[src, w][:, j], 0).astype(U32)
+      st.issue(LGKM, w, dst, [got[lanes]], lanes)   # in its VGPR at the s_waitcnt lgkmcnt that retires it
+    return run
 
   def wmma(self, d: Decoded):
     """v_wmma_f32_16x16x16_{f16,bf16} D, A, B, C in wave32, laid out as the RDNA3 ISA says: lane l (and lane l + 16,

@@ -147,6 +147,9 @@ for _n, (_op, _t) in {"ds_load_b32": (0x36, "b32"), "ds_load_i8": (0x39, "i8"), 
                       "ds_load_u16": (0x3c, "u16"), "ds_load_b64": (0x76, "b64"), "ds_load_b128": (0xff, "b128")}.items(): _add(_n, "DS", _op, f"{_t} u32", OPERANDS["DS_LOAD"])
 for _n, (_op, _t) in {"ds_store_b32": (0xd, "b32"), "ds_store_b8": (0x1e, "u8"), "ds_store_b16": (0x1f, "u16"),
                       "ds_store_b64": (0x4d, "b64"), "ds_store_b128": (0xdf, "b128")}.items(): _add(_n, "DS", _op, f"u32 {_t}", OPERANDS["DS_STORE"])
+# ds_swizzle_b32 vdst, vsrc offset:pattern: lanes exchange a VGPR through the LDS crossbar, no LDS memory (its source is
+# the DS address field); BitMode patterns (offset < 0x8000) read lane ((i & and) | or) ^ xor of the 32
+_add("ds_swizzle_b32", "DS", 0x35, "b32 b32", OPERANDS["DS_LOAD"])
 # WMMA (wave32): D (8 VGPRs of f32) = A (16x16 f16/bf16 in 8 VGPRs) x B (likewise) + C (8 VGPRs of f32)
 for _n, (_op, _t) in {"v_wmma_f32_16x16x16_f16": (0x40, "f16x16"), "v_wmma_f32_16x16x16_bf16": (0x41, "bf16x16")}.items():
   _add(_n, "VOP3P", _op, f"f32x8 {_t} {_t} f32x8", OPERANDS["WMMA"])

@@ -93,6 +93,8 @@ def normalize(text: str) -> str:
   text = re.sub(r"\s+", " ", text)
   text = re.sub(r"0x([0-9a-f]+)", lambda m: str(int(m.group(1), 16)), text)
   text = text.replace(", ", ",")
+  # llvm-objdump names a ds_swizzle_b32 xor pattern (and_mask 31, or_mask 0) symbolically; we print its offset's number
+  text = re.sub(r"offset:swizzle\(SWAP,(\d+)\)", lambda m: f"offset:{31 | int(m.group(1)) << 10}", text)
   return re.sub(r"^(s_load_\w+ .*),null$", r"\1,0", text)   # llvm-objdump names a zero offset by its null soffset
 
 def objdump_lines(paths: list[str], objdump: str) -> dict[str, list[str]]:

@@ -470,6 +470,13 @@ def index(ctx: AMDKernel, x: UOp) -> str:
   elif base: ctx.vop("v_lshl_add_u32", d, ctx[i], str(size.bit_length() - 1), const_text(base, dtypes.uint32))
   else: ctx.vop("v_lshlrev_b32", d, str(size.bit_length() - 1), ctx[i])
   return d
+def shuffle_xor(ctx: AMDKernel, x: UOp) -> str:
+  """The value of the lane arg apart (lane ^ arg) of the wave: ds_swizzle_b32's BitMode (and_mask 31, xor_mask arg),
+  in flight on lgkmcnt like an LDS load."""
+  d = ctx.new(x.dtype)
+  ctx.ins(f"ds_swizzle_b32 {d}, {ctx.vref(x.src[0])} offset:{31 | x.arg << 10}")
+  ctx.flight["lgkmcnt"].append(x)
+  return d
 def define_local(ctx: AMDKernel, x: UOp) -> int:
   """A shared array: the next 16-byte aligned bytes of the workgroup's LDS; its value is its first byte's offset."""
   base, ctx.lds_bytes = ctx.lds_bytes, ctx.lds_bytes + -(-x.dtype.size * x.dtype.base.itemsize // 16) * 16
@@ -614,6 +621,7 @@ class RDNA3Renderer(ISARenderer):
   shared_max = 64 << 10    # LDS a workgroup may allocate on gfx11
   local_max = (1024, 1024, 1024)
   max_threads_per_group = 1024
+  shuffle_width = 32       # SHUFFLE_XOR: ds_swizzle_b32 across a wave's 32 lanes
   max_buffers = 32
   registers = 256          # VGPRs per lane of a wave32 (the renderer refuses a kernel needing more)
   index_bits = 32
@@ -651,6 +659,7 @@ class RDNA3Renderer(ISARenderer):
     (UPat(Ops.DEFINE_LOCAL, name="x"), define_local),
     # every wave's LDS accesses done (lgkmcnt), then the workgroup's waves meet
     (UPat(Ops.BARRIER), barrier),
+    (UPat(Ops.SHUFFLE_XOR, name="x"), shuffle_xor),
     # vectors (a float64's words, a WMMA's fragments and accumulator): an element is copied out, since a register is freed
     # after its own last use
     (UPat(Ops.VECTORIZE, name="x"), vectorize),

@@ -22,7 +22,7 @@ def _instances() -> int:
 @hookimpl
 def tinycore_backends() -> list[BackendSpec]:
   emulate = bool(getenv("NV_EMULATE", 0))
-  return [BackendSpec("NV", (2, 5), _renderer, _assembler, _driver, _allocator, priority=-10 if emulate else 2,
+  return [BackendSpec("NV", (2, 6), _renderer, _assembler, _driver, _allocator, priority=-10 if emulate else 2,
                       instances=virtual_instances if emulate else _instances,
                       capabilities={"dtypes": "all", "index_bits": 64, "arch": "NV_ARCH (default sm_90)",
                                     "runs on": "the PTX emulator (NV_EMULATE=1)" if emulate else "an NVIDIA GPU through libcuda.so.1",

@@ -309,6 +309,7 @@ class PTXRenderer(ISARenderer):
   shared_max = 48 << 10               # static .shared per block without opting in to more
   local_max = (1024, 1024, 64)
   max_threads_per_group = 1024
+  shuffle_width = 32                  # SHUFFLE_XOR: shfl.sync.bfly.b32 across a warp's 32 lanes
   registers = 255                     # per thread (ptxas spills past it)
   memory_vector = 16                  # ld/st .v2 and .v4, 16 bytes at most, aligned to their size (8/16-bit elements past 4: .b32 words)
   async_copy_bytes = (4, 8, 16)       # cp.async (sm_80+): global to shared memory without registers, landing at cp.async.wait_all
@@ -372,6 +373,8 @@ class PTXRenderer(ISARenderer):
     # and in SASS an LEA per access: 11% of a 4096^2 fp32 matmul's main loop)
     (UPat(Ops.DEFINE_LOCAL, name="x"), lambda ctx, x: ctx.ins(f"mov.u32 {(r := ctx.reg('r'))}, smem{x.arg}") or r),
     (UPat(Ops.BARRIER), lambda ctx: ctx.ins(*(["cp.async.wait_all"] if ctx.async_stores else []), "bar.sync 0")),
+    # the core shuffles only 32-bit values, in blocks of whole warps: every lane is named in the member mask
+    (UPat(Ops.SHUFFLE_XOR, name="x"), lambda ctx, x: ctx.ins(f"shfl.sync.bfly.b32 {(r := ctx.new(x.dtype))}, {ctx[x.src[0]]}, {x.arg}, 31, -1") or r),
     (UPat(Ops.INDEX, src=(UPat(Ops.DEFINE_LOCAL), UPat()), name="x"), shared_index),
     (UPat(Ops.INDEX, name="x"), lambda ctx, x: ctx.ins(f"mul.{'lo.s64' if x.src[1].dtype.itemsize == 8 else 'wide.s32'} {(off := ctx.reg('rd'))}, {ctx[x.src[1]]}, "
                                                     f"{x.src[0].dtype.base.itemsize}", f"add.s64 {off}, {off}, {ctx[x.src[0]]}") or off),
