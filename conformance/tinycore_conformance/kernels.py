@@ -15,6 +15,14 @@ def var_kernel(n: int, dt: DType = dtypes.float32) -> UOp:
   value = UOp(Ops.ADD, dt, (UOp(Ops.MUL, dt, (inp, spread(a))), spread(b)))
   return UOp(Ops.SINK, dtypes.void, (out.store(value),))
 
+def nested_sum_kernel(rows: int, outer: int, inner: int, dt: DType = dtypes.float32) -> UOp:
+  """out[i] = sum over j of (sum over k of inp[i, j, k])^2, both sums in one kernel (a reduction inside a reduction's
+  loop, which the scheduler makes on CPU-style targets and a GPU-style one meets splitting long rows)."""
+  out, inp = UOp(Ops.DEFINE_GLOBAL, dt.ptr(rows), (), 0), UOp(Ops.DEFINE_GLOBAL, dt.ptr(rows * outer * inner), (), 1)
+  s = UOp(Ops.REDUCE_AXIS, dt, (UOp(Ops.RESHAPE, dt, (inp,), (rows, outer, inner)),), (Ops.ADD, (2,)))
+  total = UOp(Ops.REDUCE_AXIS, dt, (UOp(Ops.MUL, dt, (s, s)),), (Ops.ADD, (1,)))
+  return UOp(Ops.SINK, dtypes.void, (out.store(UOp(Ops.RESHAPE, dt, (total,), (rows,))),))
+
 class Launch:
   """One kernel compiled through the backend's roles directly (renderer, assembler, driver), with its own buffers."""
   def __init__(self, dev, ast: UOp, sizes: list[tuple[int, DType]], opts: tuple = ()):

@@ -12,7 +12,7 @@ from tinycore.tensor import Tensor
 from tinycore.codegen import get_program, lower_to_sink
 from tinycore.codegen.opt import Opt, OptOps, Kernel, apply_opt
 from tinycore_conformance import oracle as O
-from tinycore_conformance.kernels import Launch
+from tinycore_conformance.kernels import Launch, nested_sum_kernel
 from tinycore_conformance.target import Target, dtype_name
 from tinycore_conformance.tolerances import assert_close
 
@@ -72,6 +72,26 @@ def test_grouped_reduction(shared, device, target: Target, op: str, grouping: st
     want = getattr(np, op)(x.astype(np.float64) if O.is_float(dt) else x, axis=1)
     if O.is_int(dt): np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=f"{op} of {dtype_name(dt)} with {grouping}")
     else: assert_close(got, want, dtype_name(dt), f"{op} with {grouping}", scale=np.abs(x).sum(1).max())
+
+@pytest.mark.covers("grouped reduction")
+@pytest.mark.parametrize("n, group", [(96, 48), (128, 64)])
+def test_grouped_reduction_inside_a_loop(shared, device, target: Target, n: int, group: int):
+  """sum over j of (sum over k of x[i, j, k])^2, the inner sum spread over `group` threads: it runs once per trip of
+  the outer sum's loop, and each trip rewrites the shared memory the trip before read, so each trip first waits at a
+  barrier (an emulator that tracks races between warps stops without it). 48: through shared memory alone; 64: warp
+  shuffles too, where the backend declares them."""
+  dt = dtypes.float32 if dtypes.float32 in target.dtypes else target.default_float
+  if dt is None: pytest.skip(f"{target.name} declares no float dtype")
+  x = O.sample(O.rng_for("blocks", "loop", str(n)), dt, (4, 8, n), "small")
+  ast = nested_sum_kernel(4, 8, n, dt)
+  launch = Launch(device, ast, [(4, dt), (x.size, dt)], opts=opts_for(device, ast, [(OptOps.GROUP, AxisType.REDUCE, group)]))
+  launch.write(1, x)
+  launch()
+  device.synchronize()
+  got = launch.bufs[0].numpy()
+  assert combines_threads(launch.spec.uops), f"GROUP{group}: the kernel combines no partials through shared memory or warp shuffles"
+  want = (x.astype(np.float64).sum(2) ** 2).sum(1)
+  assert_close(got, want, dtype_name(dt), f"a grouped sum of {n} in a loop", scale=float((np.abs(x).sum(2) ** 2).sum(1).max()))
 
 @pytest.mark.covers("grouped reduction identity")
 def test_grouped_max_of_negative_infinities(shared, device, target: Target):
