@@ -66,6 +66,31 @@ def test_renderer_describes_a_cpu_target_without_a_device():
   d = ren.describe()
   assert d["global_dims"] == 0 and d["threads"] == 3 and d["vector_width"] == 8 and len(d["supported_dtypes"]) == len(ALL_DTYPES)
 
+_SOURCES = """
+import sys, hashlib
+junk = [[object() for _ in range(i % 13)] for i in range(int(sys.argv[1]))]   # moves every node made after it
+from tinycore import Tensor, Device
+from tinycore.uop import Ops
+from tinycore.codegen import get_program
+x, im, w = Tensor.empty(64, 1024, device="CPU"), Tensor.empty(4, 8, 26, 26, device="CPU"), Tensor.empty(16, 8, 3, 3, device="CPU")
+h = hashlib.sha256()
+for t in (x.softmax(-1), x.layernorm(), x.sum(), x @ Tensor.empty(1024, 64, device="CPU"), im.conv2d(w)):
+  for si in t.schedule():
+    if si.ast.op is Ops.SINK: h.update(get_program(si.ast, Device["CPU"].renderer).src.encode())
+print(h.hexdigest())
+"""
+
+def test_kernel_source_does_not_depend_on_where_nodes_live():
+  """The same programs render the same kernel source in every process: the disk cache is keyed by it (a new process
+  recompiles what differs) and a kernel is reproducible. The order of a matmul register tile's stores once came from
+  iterating a set of nodes, whose order is their addresses: three processes allocating differently first rendered three
+  different matmul kernels."""
+  env = {k: v for k, v in os.environ.items() if k != "DEV"}
+  run = lambda n: subprocess.run([sys.executable, "-c", _SOURCES, str(n)], env=env, capture_output=True, text=True, timeout=300)
+  outs = [run(n) for n in (0, 300, 3000)]
+  assert all(o.returncode == 0 for o in outs), [o.stderr[-2000:] for o in outs]
+  assert len({o.stdout for o in outs}) == 1, [o.stdout for o in outs]
+
 # ***** ops against numpy, both renderers *****
 
 UNARY = {"neg": (lambda x: -x, np.negative), "exp": (lambda x: x.exp(), np.exp), "log": (lambda x: x.abs().log(), lambda x: np.log(np.abs(x))),

@@ -423,7 +423,7 @@ def apply_upcasts(sink: UOp, vaxis: UOp | None, W: int, copies: dict[UOp, int], 
     parts = [UOp(Ops.REDUCE, x.dtype, (body(x, combo, mine),) + rest, x.arg) for combo in itertools.product(*[range(copies.get(r, 1)) for r in mine])]
     return _combine(x.arg, parts)
   sink = graph_rewrite(sink, PatternMatcher([(UPat(Ops.REDUCE, name="x"), upcast_reduce)]))
-  glob = [r for r in axes if r.arg[1] == AxisType.GLOBAL]
+  glob = sorted((r for r in axes if r.arg[1] == AxisType.GLOBAL), key=lambda r: r.arg[0])   # (a set's order is the nodes' addresses)
   stores = [st.substitute({r: split(r, c) for r, c in zip(glob, combo)})
             for combo in itertools.product(*[range(copies.get(r, 1)) for r in glob]) for st in sink.src]
   blocks = []
