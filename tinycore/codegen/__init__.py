@@ -83,8 +83,8 @@ class CodegenState:
   local_size: tuple | None = None
 
 def thread_ids(sink: UOp, st: CodegenState) -> UOp:
-  """GPU-style targets: grouped reductions through shared memory, then grid and block ids (codegen/gpudims.py). CPU-style
-  targets: their own register tiles, vectors and the outer loop across cores (codegen/opt/cpu.py)."""
+  """GPU-style targets: grouped reductions (warp shuffles, shared memory), then grid and block ids (codegen/gpudims.py).
+  CPU-style targets: their own register tiles, vectors and the outer loop across cores (codegen/opt/cpu.py)."""
   if gpu_style(st.ren): sink, st.global_size, st.local_size = map_gpu_dims(group_reduces(sink, st.ren), st.ren)
   elif st.ren.threads > 0 or st.ren.vector_width > 1: sink, st.global_size = cpu.optimize(sink, st.ren)
   return sink
@@ -92,7 +92,7 @@ def thread_ids(sink: UOp, st: CodegenState) -> UOp:
 PASSES = [
   Pass("optimize", lambda s, st: optimize(s, st.ren, st.opts)),        # actions on typed ranges: BEAM's, else hand-coded
   Pass("expand", lambda s, st: expand(s)),                              # UPCAST / UNROLL ranges written out as copies
-  Pass("thread ids", thread_ids),                                       # shared-memory reductions, grid/block ids, CPU tiles
+  Pass("thread ids", thread_ids),                                       # grouped reductions, grid/block ids, CPU tiles
   Pass("tree sums", lambda s, st: tree_sums(s)),                        # long float sums as trees of short loops (accuracy)
   Pass("wide accesses", lambda s, st: widen(s, st.ren)),                # a thread's consecutive aligned elements: one vector access
   Pass("renderer rules", lambda s, st: s if st.ren.extra_matcher is None else graph_rewrite(s, st.ren.extra_matcher)),

@@ -1,4 +1,4 @@
-"""Reductions: grouped ones combined through shared memory, long float sums cut into a tree of short ones (accuracy)."""
+"""Reductions: grouped ones combined by warp shuffles and through shared memory, long float sums cut into a tree of short ones (accuracy)."""
 from __future__ import annotations
 import itertools
 from tinycore.dtype import dtypes
@@ -48,7 +48,8 @@ def group_reduces(sink: UOp, ren: Renderer) -> UOp:
   def after_last_trip(x: UOp, store: UOp) -> UOp:
     # a reduction run once per trip of loops around it, combined after one barrier, writes shared memory the trip before
     # read: a barrier in each trip first, so no thread writes before every thread has read
-    return store.replace(src=store.src + (UOp(Ops.BARRIER, dtypes.void, tuple(sorted(around, key=lambda r: r.arg[0]))),)) if (around := loops(x.src[0]) - set(x.src[1:])) else store
+    if not (around := loops(x.src[0]) - set(x.src[1:])): return store
+    return store.replace(src=store.src + (UOp(Ops.BARRIER, dtypes.void, tuple(sorted(around, key=lambda r: r.arg[0]))),))
   def shuffled(x: UOp, group: list[UOp], partial: UOp, G: int) -> UOp | None:
     if not (W and G & (G - 1) == 0 and x.dtype.count == 1 and x.dtype.itemsize == 4 and set(threads[len(threads) - len(group):]) == set(group)): return None
     m = 1

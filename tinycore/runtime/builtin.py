@@ -154,9 +154,9 @@ class PythonProgram:
           np.bitwise_or.at(views[key], idx, val & mask)
       elif op is Ops.BARRIER: pass   # lockstep: every thread of every block has arrived
       elif op is Ops.SHUFFLE_XOR:    # lockstep: every thread of the warp is here; the partner must be in it and exist
-        partner = thread ^ arg
-        if not 0 < arg < 32 or (bad := partner >= nthreads).any():
-          raise RuntimeError(f"PYTHON: kernel {self.name!r}: SHUFFLE_XOR by {arg} " + (f"reads a lane outside the warp of 32" if not 0 < arg < 32 else
+        partner, width = thread ^ arg, PythonRenderer.shuffle_width
+        if not 0 < arg < width or (bad := partner >= nthreads).any():
+          raise RuntimeError(f"PYTHON: kernel {self.name!r}: SHUFFLE_XOR by {arg} " + (f"reads a lane outside the warp of {width}" if not 0 < arg < width else
                              f"reads thread {int(partner[bad][0])}, past the block's {nthreads}"))
         v[pc] = np.broadcast_to(v[src[0]], lane.shape)[block * nthreads + partner]
       elif op is Ops.VECTORIZE: v[pc] = np.stack(np.broadcast_arrays(*[v[s] for s in src]), axis=-1)
