@@ -65,8 +65,8 @@ def linearize(sink: UOp, params: list[UOp] = (), ren: Renderer | None = None) ->
       if not ready:
         stack.append((x, True))
         # a store's value before its address: the address of a sum's output is computed after the sum's loop, not
-        # held in a register across it
-        srcs = x.src[1:] + x.src[:1] if x.op is Ops.STORE else x.src
+        # held in a register across it; likewise a load's barrier before its address (a grouped sum's warp totals)
+        srcs = x.src[1:] + x.src[:1] if x.op in (Ops.STORE, Ops.LOAD) else x.src
         stack.extend((s, False) for s in reversed(srcs) if s not in new and s not in carried)
         continue
       srcs = tuple(new[s] for s in x.src if s not in carried)

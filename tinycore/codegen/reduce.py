@@ -1,6 +1,6 @@
 """Reductions: grouped ones combined by warp shuffles and through shared memory, long float sums cut into a tree of short ones (accuracy)."""
 from __future__ import annotations
-import itertools
+import functools, itertools
 from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, AxisType, symbolic_rules
@@ -63,8 +63,9 @@ def group_reduces(sink: UOp, ren: Renderer) -> UOp:
     if G <= W: return partial
     warps = UOp(Ops.DEFINE_LOCAL, x.dtype.ptr(stride // W, "local"), (), next(nlocal))
     done = UOp(Ops.BARRIER, dtypes.void, (after_last_trip(x, warps.index(slot // W).store(partial, (slot % W).eq(0))),))
-    j = UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, G // W),), (next(ids), AxisType.REDUCE))
-    return UOp(Ops.REDUCE, x.dtype, (UOp(Ops.LOAD, x.dtype, (warps.index(slot // G * (G // W) + j), done)), j), x.arg)
+    # the G/width totals (at most 32) combined in order, written out: no loop's compare, branch and counter per total
+    totals = [UOp(Ops.LOAD, x.dtype, (warps.index(slot // G * (G // W) + j), done)) for j in range(G // W)]
+    return functools.reduce(lambda a, b: UOp(x.arg, x.dtype, (a, b)), totals)
   def lower(x: UOp) -> UOp | None:
     if not (group := [r for r in x.src[1:] if r.arg[1] in THREADS]): return None
     rest = tuple(r for r in x.src[1:] if r not in group)
