@@ -8,7 +8,7 @@ from tinycore.uop import UOp, Ops, AxisType, GroupOp, sint_to_uop, symbolic_rule
 from tinycore.rewrite import graph_rewrite
 
 def _and(a: UOp | None, b: UOp) -> UOp: return b if a is None else a & b
-_placeholders = itertools.count()
+_placeholders, PLACEHOLDER = itertools.count(), "_valid"   # a pad's stand-in for an index inside its valid region
 
 class Lowerer:
   """Walks the AST from the store down, carrying the index of the element being computed through movement ops."""
@@ -40,7 +40,9 @@ class Lowerer:
     op = u.op
     if op is Ops.DEFINE_GLOBAL:  # an input buffer: a 1-D view indexed by idx[0]
       if u.dtype.size == 0: return _leaf(UOp.const(u.dtype.base, 0))
-      i = idx[0] if valid is None else valid.where(idx[0], UOp.const(dtypes.index, 0))  # never address outside the buffer
+      # never address outside the buffer: under a pad the index is 0 where the pad is not valid, unless every value it
+      # takes is inside the buffer anyway (a row's max read by each element of the padded row: one load, not one a term)
+      i = idx[0] if valid is None or _inside(idx[0], u.dtype.size) else valid.where(idx[0], UOp.const(dtypes.index, 0))
       return _leaf(UOp(Ops.LOAD, u.dtype.base, (u.index(i),)))
     if op is Ops.CONST: return _leaf(UOp.const(u.dtype, u.arg))
     if op is Ops.IOTA: return _leaf(idx[0].cast(u.dtype))
@@ -72,7 +74,7 @@ class Lowerer:
           # where the pad is valid, j is in [0, s): the source's index math is simplified with a placeholder of those
           # bounds (a conv's input gradient pads and reshapes: div/mod that only fold inside the valid region), then j
           # goes back in. Outside the valid region the value is masked by the where below and loads read element 0.
-          x = UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"_valid{next(_placeholders)}", 0, s - 1))
+          x = UOp(Ops.DEFINE_VAR, dtypes.index, (), (f"{PLACEHOLDER}{next(_placeholders)}", 0, s - 1))
           bounded[x], j = j, x
         new_idx.append(j)
       if cond is None: return _same(src, tuple(new_idx), valid)
@@ -100,6 +102,12 @@ def _exact_products(x: UOp) -> UOp:
   return x
 
 def _leaf(value: UOp) -> tuple[tuple, Callable[[], UOp]]: return (), lambda: value
+def _inside(i: UOp, size: int) -> bool:
+  """Is every value index i takes in [0, size)? Not decided where i holds a pad's placeholder (its bounds are the valid
+  region's only: the index it stands for may run past the buffer where the pad is not valid)."""
+  return isinstance(size, int) and 0 <= i.vmin and i.vmax < size and \
+    not any(x.op is Ops.DEFINE_VAR and str(x.arg[0]).startswith(PLACEHOLDER) for x in i.toposort())
+
 def _same(src: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> tuple[tuple, Callable[[UOp], UOp]]:
   """A movement op: the value of its source at the moved index, unchanged."""
   return ((src, idx, valid),), lambda x: x
