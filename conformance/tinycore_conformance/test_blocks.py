@@ -41,11 +41,17 @@ def opts_for(dev, ast, actions) -> tuple[Opt, ...]:
 def run(dev, t: Tensor, inputs: list[np.ndarray], actions) -> tuple[np.ndarray, list]:
   """t's kernel (inputs: the Tensor.empty buffers it reads, in order) compiled with `actions`: (output, its linear UOps)."""
   si = schedule_item(t)
-  launch = Launch(dev, si.ast, [(b.size, b.dtype) for b in si.bufs], opts=opts_for(dev, si.ast, actions))
+  out, uops = run_ast(dev, si.ast, [(b.size, b.dtype) for b in si.bufs], inputs, actions)
+  return out.reshape(t.shape), uops
+
+def run_ast(dev, ast, sizes: list, inputs: list[np.ndarray], actions) -> tuple[np.ndarray, list]:
+  """A kernel AST on buffers of `sizes` (the output's first), the inputs written in order, compiled with `actions`:
+  (the output's elements, the kernel's linear UOps)."""
+  launch = Launch(dev, ast, sizes, opts=opts_for(dev, ast, actions))
   for i, x in enumerate(inputs): launch.write(i + 1, x)
   launch()
   dev.synchronize()
-  return launch.bufs[0].numpy().reshape(t.shape), launch.spec.uops
+  return launch.bufs[0].numpy(), launch.spec.uops
 
 def uses_shared(uops) -> bool:
   return any(u.op is Ops.DEFINE_LOCAL for u in uops) and any(u.op is Ops.BARRIER for u in uops)
@@ -83,13 +89,8 @@ def test_grouped_reduction_inside_a_loop(shared, device, target: Target, n: int,
   dt = dtypes.float32 if dtypes.float32 in target.dtypes else target.default_float
   if dt is None: pytest.skip(f"{target.name} declares no float dtype")
   x = O.sample(O.rng_for("blocks", "loop", str(n)), dt, (4, 8, n), "small")
-  ast = nested_sum_kernel(4, 8, n, dt)
-  launch = Launch(device, ast, [(4, dt), (x.size, dt)], opts=opts_for(device, ast, [(OptOps.GROUP, AxisType.REDUCE, group)]))
-  launch.write(1, x)
-  launch()
-  device.synchronize()
-  got = launch.bufs[0].numpy()
-  assert combines_threads(launch.spec.uops), f"GROUP{group}: the kernel combines no partials through shared memory or warp shuffles"
+  got, uops = run_ast(device, nested_sum_kernel(4, 8, n, dt), [(4, dt), (x.size, dt)], [x], [(OptOps.GROUP, AxisType.REDUCE, group)])
+  assert combines_threads(uops), f"GROUP{group}: the kernel combines no partials through shared memory or warp shuffles"
   want = (x.astype(np.float64).sum(2) ** 2).sum(1)
   assert_close(got, want, dtype_name(dt), f"a grouped sum of {n} in a loop", scale=float((np.abs(x).sum(2) ** 2).sum(1).max()))
 

@@ -6,6 +6,8 @@ from tinycore.uop import UOp, Ops, AxisType, sint_to_uop, split_terms
 from tinycore.rewrite import graph_substitute
 from tinycore.renderer import Renderer
 
+THREAD_AXES = (AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP)   # the kinds of range a block's thread ids stand for
+
 def thread_axes(sink: UOp, rngs: list[UOp]) -> list[UOp]:
   """A block's thread axes (LOCAL, GROUP_REDUCE, WARP) in dim order, the last varying fastest (lidx0): by their stride in
   the first store's address, largest first, so neighbouring threads write (and mostly read) neighbouring elements; a
@@ -13,7 +15,7 @@ def thread_axes(sink: UOp, rngs: list[UOp]) -> list[UOp]:
   so each warp is 32 consecutive threads of the block."""
   first = next((st for st in sink.src if st.op is Ops.STORE), None)
   coef = split_terms(first.src[0].src[1])[0] if first is not None else {}
-  return sorted((r for r in rngs if r.arg[1] in (AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP)),
+  return sorted((r for r in rngs if r.arg[1] in THREAD_AXES),
                 key=lambda r: (r.arg[1] is AxisType.WARP, -abs(coef.get(r, 0)), r.arg[1] is AxisType.GROUP_REDUCE, r.arg[0]))
 
 def _ids(rngs: list[UOp], prefix: str, dims: int) -> tuple[dict[UOp, UOp], tuple]:

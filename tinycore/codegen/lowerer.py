@@ -106,7 +106,7 @@ def _inside(i: UOp, size: int) -> bool:
   """Is every value index i takes in [0, size)? Not decided where i holds a pad's placeholder (its bounds are the valid
   region's only: the index it stands for may run past the buffer where the pad is not valid)."""
   return isinstance(size, int) and 0 <= i.vmin and i.vmax < size and \
-    not any(x.op is Ops.DEFINE_VAR and str(x.arg[0]).startswith(PLACEHOLDER) for x in i.toposort())
+    not any(x.op is Ops.DEFINE_VAR and x.arg[0].startswith(PLACEHOLDER) for x in i.toposort())
 
 def _same(src: UOp, idx: tuple[UOp, ...], valid: UOp | None) -> tuple[tuple, Callable[[UOp], UOp]]:
   """A movement op: the value of its source at the moved index, unchanged."""

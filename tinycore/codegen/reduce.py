@@ -5,9 +5,10 @@ from tinycore.dtype import dtypes
 from tinycore.helpers import prod
 from tinycore.uop import UOp, Ops, AxisType, symbolic_rules
 from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
-from tinycore.codegen.gpudims import thread_axes
+from tinycore.codegen.gpudims import thread_axes, THREAD_AXES
 from tinycore.codegen.linearize import terms, NEXT_TRIP
 from tinycore.renderer import Renderer
+from tinycore.codegen.opt.kernel import range_deps
 
 # ***** grouped reductions *****
 # A sum over n spread over G threads of a block (GROUP_REDUCE): each thread sums its n/G terms, then the G partials are
@@ -24,7 +25,6 @@ from tinycore.renderer import Renderer
 # goes on to compute its own outputs from the result.
 
 THREADS = (AxisType.GROUP_REDUCE, AxisType.LOCAL)   # a reduction over these is spread over a block's threads
-KERNEL_AXES = (AxisType.GLOBAL, AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP)   # block and thread ids: no loop
 
 def group_reduces(sink: UOp, ren: Renderer) -> UOp:
   order = sink.toposort()
@@ -38,17 +38,12 @@ def group_reduces(sink: UOp, ren: Renderer) -> UOp:
   slot, stride = UOp.const(dtypes.index, 0), 1
   for t in reversed(threads): slot, stride = slot + t * stride, stride * t.src[0].arg
   W = ren.shuffle_width if stride % max(ren.shuffle_width, 1) == 0 else 0
-  live: dict[UOp, frozenset[UOp]] = {}   # the loops (not thread or block axes) each node's value changes with
-  def loops(u: UOp) -> frozenset[UOp]:
-    for n in u.toposort():
-      if n in live: continue
-      if n.op is Ops.RANGE: live[n] = frozenset({n}) if n.arg[1] not in KERNEL_AXES else frozenset()
-      else: live[n] = frozenset().union(*(live[s] for s in n.src)) - (set(n.src[1:]) if n.op is Ops.REDUCE else set())
-    return live[u]
+  deps: dict[UOp, frozenset[UOp]] = {}   # (the rewrite hands lower() new nodes too: extended as they come)
   def after_last_trip(x: UOp, store: UOp) -> UOp:
-    # a reduction run once per trip of loops around it, combined after one barrier, writes shared memory the trip before
-    # read: a barrier in each trip first, so no thread writes before every thread has read
-    if not (around := loops(x.src[0]) - set(x.src[1:])): return store
+    # a reduction run once per trip of loops around it (not block or thread ids), combined after one barrier, writes
+    # shared memory the trip before read: a barrier in each trip first, so no thread writes before every thread has read
+    around = {r for r in range_deps(x.src[0].toposort(), deps)[x.src[0]] - set(x.src[1:]) if r.arg[1] not in (AxisType.GLOBAL, *THREAD_AXES)}
+    if not around: return store
     return store.replace(src=store.src + (UOp(Ops.BARRIER, dtypes.void, tuple(sorted(around, key=lambda r: r.arg[0]))),))
   def shuffled(x: UOp, group: list[UOp], partial: UOp, G: int) -> UOp | None:
     if not (W and G & (G - 1) == 0 and x.dtype.count == 1 and x.dtype.itemsize == 4 and set(threads[len(threads) - len(group):]) == set(group)): return None

@@ -39,6 +39,16 @@ class Opt:
 
 def const_size(r: UOp) -> int | None: return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
+def range_deps(order, deps: dict[UOp, frozenset[UOp]] | None = None) -> dict[UOp, frozenset[UOp]]:
+  """The ranges each node of `order` (sources first) changes with: a reduction's not with the ranges it reduces over.
+  `deps`: what is known already (nodes of an earlier order), extended in place."""
+  deps = {} if deps is None else deps
+  for u in order:
+    if u in deps: continue
+    d = frozenset({u}) if u.op is Ops.RANGE else frozenset().union(*(deps[s] for s in u.src))
+    deps[u] = d - set(u.src[1:]) | frozenset().union(*(deps[r.src[0]] for r in u.src[1:])) if u.op is Ops.REDUCE else d
+  return deps
+
 class Kernel:
   """A version of the lowered kernel and what the actions ask of it, each computed once (never re-derived per helper)."""
   def __init__(self, sink: UOp, ren: Renderer, applied: tuple[Opt, ...] = ()): self.sink, self.ren, self.applied = sink, ren, applied
@@ -48,13 +58,7 @@ class Kernel:
   def ranges(self) -> list[UOp]: return sorted((u for u in self.order if u.op is Ops.RANGE), key=lambda r: r.arg[0])
   def axes(self, *kinds: AxisType) -> list[UOp]: return [r for r in self.ranges if r.arg[1] in kinds]
   @functools.cached_property
-  def deps(self) -> dict[UOp, frozenset[UOp]]:
-    """The ranges each node's value changes with (a reduction's not with the ranges it reduces over)."""
-    deps: dict[UOp, frozenset[UOp]] = {}
-    for u in self.order:
-      deps[u] = frozenset({u}) if u.op is Ops.RANGE else frozenset().union(*(deps[s] for s in u.src))
-      if u.op is Ops.REDUCE: deps[u] = deps[u] - set(u.src[1:]) | frozenset().union(*(deps[r.src[0]] for r in u.src[1:]))
-    return deps
+  def deps(self) -> dict[UOp, frozenset[UOp]]: return range_deps(self.order)
   @functools.cached_property
   def reduces(self) -> list[UOp]: return [u for u in self.order if u.op is Ops.REDUCE]
   @functools.cached_property
