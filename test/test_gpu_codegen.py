@@ -332,13 +332,20 @@ def test_rows_no_power_of_two_divides_run_along_a_block(n):
   256 threads run along the row, padded past its end (PADTO): each row's max and sum are spread over a block (warp
   shuffles, shared memory) (no thread loops over more than its share of a row, where each thread took a whole row before), and
   the kernel writing the rows takes ceil(n / 256) blocks per row (before, its threads ran across 256 rows: a warp read
-  a sector of each of 32 rows). PYTHON's answer equals numpy's."""
+  a sector of each of 32 rows). A row longer than REDUCE_SPLIT (50257) is first cut into partials, each spread over a
+  block alike, which a small kernel then combines, each of its threads summing one row's few partials. PYTHON's answer
+  equals numpy's."""
+  from tinycore.schedule import REDUCE_SPLIT, SPLIT_OUTPUTS
   for ren in (Device.renderer("PYTHON"), renderer("NV"), renderer("AMD")):
-    specs = [get_program(si.ast, ren) for si in Tensor.empty(8, n, device="PYTHON").softmax(-1).schedule() if si.ast.op is Ops.SINK]
-    for s in specs:
+    items = [si for si in Tensor.empty(8, n, device="PYTHON").softmax(-1).schedule() if si.ast.op is Ops.SINK]
+    specs = [get_program(si.ast, ren) for si in items]
+    combining = [max(b.size for b in si.bufs[1:]) <= 8 * SPLIT_OUTPUTS for si in items]
+    assert sum(combining) == (2 if n > REDUCE_SPLIT else 0), (ren.device, [s.name for s in specs])   # the max's and the sum's
+    for s, c in zip(specs, combining):
       trips = [u.src[0].arg for u in s.uops if u.op is Ops.RANGE]
-      assert s.local_size[0] == 256 and all(t <= -(-n // 256) for t in trips), (ren.device, s.name, s.local_size, trips)
-    assert all(spread(s) for s in specs[:-1]) and specs[-1].global_size[:2] == (-(-n // 256), 8), (ren.device, [s.global_size for s in specs])
+      assert (c and s.local_size[0] == 8 and all(t <= SPLIT_OUTPUTS for t in trips)) or \
+             (not c and s.local_size[0] == 256 and all(t <= -(-n // 256) for t in trips)), (ren.device, s.name, s.local_size, trips)
+    assert all(spread(s) for s, c in zip(specs[:-1], combining) if not c) and specs[-1].global_size[:2] == (-(-n // 256), 8), (ren.device, [s.global_size for s in specs])
   x = rng.standard_normal((3, 4099)).astype(np.float32)
   e = np.exp(x - x.max(1, keepdims=True))
   np.testing.assert_allclose(Tensor(x, device="PYTHON").softmax(-1).numpy(), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-8)

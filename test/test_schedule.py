@@ -133,9 +133,11 @@ def test_reduce_of_a_reduce_fuses_where_each_output_then_sums_few_terms():
 def test_a_split_reduction_pads_its_uneven_partials_with_the_identity_not_zero():
   """Found by the conformance fuzzer: a reduction longer than REDUCE_SPLIT is cut into partials, and where the cut does
   not divide the axis it is padded with the reduction's identity. The identity was a constant padded with zeros, so the
-  new elements were 0: a max of 32769 values of -2 was 0, and Tensor.ones(55, 769, 2, 1, dtype=int32).min() was -1."""
+  new elements were 0: a max of 32769 values of -2 was 0, and Tensor.ones(55, 769, 2, 1, dtype=int32).min() was -1.
+  (Lengths no part count divides, primes, since the split takes one that divides where it can.)"""
   from tinycore.schedule import REDUCE_SPLIT
-  for n in (REDUCE_SPLIT + 1, 55 * 769 * 2):
+  for n in (32771, 84629):
+    assert n > REDUCE_SPLIT and all(n % d for d in range(2, 300))
     assert Tensor(np.full(n, -2, np.int32)).max().item() == -2 and Tensor(np.full(n, -2.5, np.float32)).max().item() == -2.5
     assert Tensor(np.full(n, 5, np.uint8)).min().item() == 5 and Tensor.ones(n, dtype="int32").min().item() == 1
   assert Tensor.ones(55, 769, 2, 1, dtype="int32").min().item() == 1

@@ -13,6 +13,7 @@ from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
 from tinycore.multi import MultiBuffer, make_buffer, multi_pm
 from tinycore.codegen.opt.gpu import has_rows, row_split
+from tinycore.codegen.reduce import SUM_CHUNK
 
 STORAGE = "storage"   # the key of a BUFFER node's Buffer in the node's __dict__ (NodeStorage)
 
@@ -186,6 +187,9 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
     for x in users[u]:
       if x in realize:
         r, fr = r | {x}, fr or x.op is Ops.REDUCE_AXIS
+        # (a reduction summed directly by a realized one, a split reduction's partials whose total has several users, is
+        # nested in its loop as it is in an unrealized one's)
+        if x.op is Ops.REDUCE_AXIS and u.op is Ops.REDUCE_AXIS: ir |= _ANY
         lengths.add(last(u) if rows and (x.op in GroupOp.Elementwise or x.op is Ops.CONTIGUOUS) and x.shape == u.shape else 0)
       else:
         # (a reduction's own row must be the kernel's: a row of 512's max expanded along rows of 1024 is no row value)
@@ -233,17 +237,37 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
 # with the partials along a new axis (threads on every target: a full sum no longer runs on one core), then reduces
 # those. It also keeps loops short where a target bounds them (Mesa's software GPUs stop any loop after 65535 trips).
 REDUCE_SPLIT = 1 << 15
+# A split makes at least this many partials in all where each still sums SPLIT_LEAST or more: a batch norm's 16 channel
+# sums of 86528 terms were 3 partials each, 48 in all (48 blocks on a GPU of 132 multiprocessors, each warp 10k
+# instructions long), and are 16 now; a sum of 2^20 is 256 partials of 4096, not 32 of 32768 (a block's 256 threads
+# take 16 terms each). The combining kernel then sums at most SPLIT_OUTPUTS partials an output.
+SPLIT_OUTPUTS, SPLIT_LEAST = 256, 4096
+
+def split_parts(n: int, outputs: int) -> int:
+  """How many partials a reduction of n > REDUCE_SPLIT elements for each of `outputs` outputs is cut into."""
+  return max(ceildiv(n, REDUCE_SPLIT), min(ceildiv(SPLIT_OUTPUTS, outputs), n // SPLIT_LEAST))
 
 def split_reduce(u: UOp) -> UOp | None:
-  """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials, each a REDUCE_AXIS of at most
-  about n/parts elements: the outermost reduced axis long enough is cut into (parts, rest), padded with the reduction's
-  identity when parts does not divide it. Depends only on the shapes: the same split on every device and thread count."""
+  """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials (split_parts), each a REDUCE_AXIS
+  of at most about n/parts elements: a reduced axis is cut into (parts, rest), one that a part count of up to twice
+  as many divides where there is one (no padding), else the outermost long enough, padded with the reduction's identity
+  (each part then a multiple of SUM_CHUNK where that adds at most an eighth).
+  Depends only on the shapes: the same split on every device and thread count. The partials are their own kernel
+  (find_realizes), the sum of them another."""
   x, (op, axes) = u.src[0], u.arg
   if not all_int(x.shape) or (n := prod(x.shape[a] for a in axes)) <= REDUCE_SPLIT: return None
-  parts = ceildiv(n, REDUCE_SPLIT)
-  a = next((a for a in axes if x.shape[a] >= parts), max(axes, key=lambda a: x.shape[a]))
-  parts = min(parts, x.shape[a])
-  size = ceildiv(x.shape[a], parts) * parts
+  least = split_parts(n, max(prod(u.shape), 1))
+  exact = [(p, a) for a in axes for p in range(least, min(2 * least, x.shape[a]) + 1) if x.shape[a] % p == 0]
+  if exact: parts, a = min(exact)
+  else:
+    a = next((a for a in axes if x.shape[a] >= least), max(axes, key=lambda a: x.shape[a]))
+    parts = min(least, x.shape[a])
+  # a padded part that is a whole number of codegen's chunks (SUM_CHUNK terms, at most an eighth more): a chunk's loop
+  # then runs whole vectors, where one a few terms short masked its loads element by element (on a CPU, 64 sums over
+  # GPT-2's vocabulary of 50257 in 4 parts of 12565 each took 3.3x as long as in parts of 12800)
+  step = ceildiv(x.shape[a], parts)
+  if x.shape[a] % parts and step >= 8 * SUM_CHUNK: step = ceildiv(step, SUM_CHUNK) * SUM_CHUNK
+  size = step * parts
   if size != x.shape[a]:  # the padded elements must not change the result: the identity, not PAD's zero, where it differs
     pad = tuple((0, size - s if i == a else 0) for i, s in enumerate(x.shape))
     ident = identity_element(op, x.dtype)
