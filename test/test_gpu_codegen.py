@@ -326,6 +326,18 @@ def test_a_rows_statistics_load_each_element_once():
     assert [(u.op, (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) for u in glob] == [(Ops.LOAD, 4)] * 4 + [(Ops.STORE, 4)] * 4, (ren.device, glob)
     assert (spec.global_size[0], spec.local_size[0]) == (8, 256) and spread(spec), (spec.global_size, spec.local_size)
 
+def test_a_sum_no_large_power_of_two_divides_is_spread_over_its_largest_divisor():
+  """A linear layer's logits over 2704 = 16 x 13^2 features (the digits model's) for 128 images: 1280 sums of 2704
+  terms. The largest power of two dividing 2704, 16, left each of 16 threads 169 terms (80 blocks on NV, each warp
+  2574 instructions long); 208 threads a sum (13 terms each, combined through shared memory) take it. PYTHON's answer
+  equals numpy's."""
+  for ren in (Device.renderer("PYTHON"), renderer("NV"), renderer("AMD")):
+    (spec,) = [get_program(si.ast, ren) for si in (Tensor.empty(128, 2704, device="PYTHON") @ Tensor.empty(2704, 10, device="PYTHON")).schedule()
+               if si.ast.op is Ops.SINK]
+    assert spec.local_size[0] == 208 and spread(spec), (ren.device, spec.global_size, spec.local_size)
+  x, w = rng.standard_normal((3, 2704)).astype(np.float32), rng.standard_normal((2704, 10)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(x, device="PYTHON") @ Tensor(w, device="PYTHON")).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+
 @pytest.mark.parametrize("n", [4099, 50257])
 def test_rows_no_power_of_two_divides_run_along_a_block(n):
   """softmax over rows of a prime length too long for one block (GPT-2's vocabulary, 50257, and 4099): every kernel's

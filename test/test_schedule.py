@@ -142,6 +142,26 @@ def test_a_split_reduction_pads_its_uneven_partials_with_the_identity_not_zero()
     assert Tensor(np.full(n, 5, np.uint8)).min().item() == 5 and Tensor.ones(n, dtype="int32").min().item() == 1
   assert Tensor.ones(55, 769, 2, 1, dtype="int32").min().item() == 1
 
+def test_a_split_reductions_partials_are_a_kernel_of_their_own():
+  """A batch norm's channel sums (128 images of 16 channels of 26x26: 86528 terms each) are cut into partials. Where the
+  total is realized for its users (the mean, expanded back over the images) the partials were pulled into its kernel:
+  one kernel of 16 outputs, each walking all 86528 terms (on a GPU, 16 blocks). Now the partials are a kernel of their
+  own, at least SPLIT_OUTPUTS of them in all while each sums SPLIT_LEAST terms or more, on a CPU and on a target with
+  blocks alike; the answer is numpy's."""
+  from tinycore.schedule import split_parts, SPLIT_OUTPUTS, SPLIT_LEAST
+  def nested(si) -> bool:
+    return any(u.op is Ops.REDUCE_AXIS and any(v.op is Ops.REDUCE_AXIS for v in u.src[0].toposort()) for u in si.ast.toposort())
+  n, least = 128 * 26 * 26, split_parts(128 * 26 * 26, 16)
+  assert least == min(-(-SPLIT_OUTPUTS // 16), n // SPLIT_LEAST) == 21, least
+  for dev in ("CPU", "PYTHON"):
+    x = Tensor.empty(128, 16, 26, 26, device=dev)
+    items = [si for si in (x - x.mean((0, 2, 3), keepdim=True)).schedule() if si.ast.op is Ops.SINK]
+    # (32 partials a channel: the least count, 21, up to twice as many that divides an axis, the images' outermost)
+    assert not any(nested(si) for si in items) and [si.bufs[0].size for si in items] == [16 * 32, 16, x.numel()], \
+      (dev, [(si.bufs[0].size, nested(si)) for si in items])
+  xn = np.random.default_rng(5).standard_normal((128, 16, 26, 26)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(xn) - Tensor(xn).mean((0, 2, 3), keepdim=True)).numpy(), xn - xn.mean((0, 2, 3), keepdims=True), atol=1e-5)
+
 def test_equal_kernels_share_one_ast():
   a, b = rnd(3, 3), rnd(3, 3)
   (ka,), (kb,) = kernels(a * 2 + 1), kernels(b * 2 + 1)

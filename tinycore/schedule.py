@@ -237,14 +237,15 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
 # with the partials along a new axis (threads on every target: a full sum no longer runs on one core), then reduces
 # those. It also keeps loops short where a target bounds them (Mesa's software GPUs stop any loop after 65535 trips).
 REDUCE_SPLIT = 1 << 15
-# A split makes at least this many partials in all where each still sums SPLIT_LEAST or more: a batch norm's 16 channel
-# sums of 86528 terms were 3 partials each, 48 in all (48 blocks on a GPU of 132 multiprocessors, each warp 10k
-# instructions long), and are 16 now; a sum of 2^20 is 256 partials of 4096, not 32 of 32768 (a block's 256 threads
-# take 16 terms each). The combining kernel then sums at most SPLIT_OUTPUTS partials an output.
-SPLIT_OUTPUTS, SPLIT_LEAST = 256, 4096
+# A split makes up to this many partials in all (a GPU's worth of blocks: 132 multiprocessors hold 8 of 256 threads
+# each), as long as each still sums SPLIT_LEAST or more: a batch norm's 16 channel sums of 86528 terms were 3 partials
+# each, 48 blocks, each warp 10k instructions long; they are 32 now (512 blocks). A sum of 2^20 is 256 partials of 4096,
+# not 32 of 32768 (a block's 256 threads take 16 terms each). The sum of the partials is split again where it is long.
+SPLIT_OUTPUTS, SPLIT_LEAST = 1024, 4096
 
 def split_parts(n: int, outputs: int) -> int:
-  """How many partials a reduction of n > REDUCE_SPLIT elements for each of `outputs` outputs is cut into."""
+  """The fewest partials a reduction of n > REDUCE_SPLIT elements for each of `outputs` outputs is cut into (split_reduce
+  may take up to twice as many where that count divides an axis)."""
   return max(ceildiv(n, REDUCE_SPLIT), min(ceildiv(SPLIT_OUTPUTS, outputs), n // SPLIT_LEAST))
 
 def split_reduce(u: UOp) -> UOp | None:
@@ -258,7 +259,7 @@ def split_reduce(u: UOp) -> UOp | None:
   if not all_int(x.shape) or (n := prod(x.shape[a] for a in axes)) <= REDUCE_SPLIT: return None
   least = split_parts(n, max(prod(u.shape), 1))
   exact = [(p, a) for a in axes for p in range(least, min(2 * least, x.shape[a]) + 1) if x.shape[a] % p == 0]
-  if exact: parts, a = min(exact)
+  if exact: parts, a = min(exact, key=lambda pa: (axes.index(pa[1]), pa[0]))   # the outermost axis: parts of whole rows
   else:
     a = next((a for a in axes if x.shape[a] >= least), max(axes, key=lambda a: x.shape[a]))
     parts = min(least, x.shape[a])

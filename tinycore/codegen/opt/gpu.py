@@ -26,6 +26,10 @@ def _divisor(n: int, most: int, least: int = 2, pad: bool = False) -> int | None
   at most an eighth more trips (_within)."""
   return next((d for d in (1 << i for i in range(most.bit_length() - 1, 0, -1)) if least <= d <= most and (_within(n, d) if pad else n % d == 0)), None)
 
+def _largest_divisor(n: int, most: int) -> int | None:
+  """The largest divisor of n in [GROUP_LEAST, most], a power of two or not; None where there is none."""
+  return next((d for d in range(min(most, n), GROUP_LEAST - 1, -1) if n % d == 0), None)
+
 def _within(n: int, d: int) -> bool:
   """Does n run on to a multiple of d in at most an eighth more trips?"""
   return -n % d <= n // 8
@@ -144,12 +148,15 @@ def hand_coded(k: Kernel) -> Kernel:
     # power of two of 16 or more divides its longest axis (a convolution's 26x26 map, a batch cut into 6 partials of
     # 43), the sum's axes are merged into one (the contiguous one innermost) and spread over that one's largest divisor
     # that fills a block: 16 lone threads each summing 173k terms is what a conv's bias gradient became otherwise
+    # (a power of two well short of a block, 16 of a linear layer's 2704 = 16 x 13^2 features, left each thread a chain
+    # of 169 terms: the largest divisor, 208, spreads it over 13x more threads, combined through shared memory)
     r, want = longest(heavy), min(256, ren.max_threads_per_group)
-    if (g := _divisor(const_size(r), want, 16)) is None and len(heavy) > 1:
+    if (g := _divisor(const_size(r), want, 16)) is not None and (d := _largest_divisor(const_size(r), want)) >= 4 * g: g = d
+    if g is None and len(heavy) > 1:
       outer, *inner = sorted(heavy, key=lambda r: (_along(k, r), -max([abs(s) for s in _strides(k, r)] or [0])))
       for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
       r = k.rng(outer.arg[0])
-      g = next((d for d in range(min(want, const_size(r)), 15, -1) if const_size(r) % d == 0), None)
+      g = _largest_divisor(const_size(r), want)
     if g is None and (d := _divisor(const_size(r), want, GROUP_LEAST, pad=True)) is not None and (padded := _padded(k, r, d)) is not None: (k, r), g = padded, d
     if g is not None: k = _group(k, r, g)
   # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
