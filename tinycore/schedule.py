@@ -435,7 +435,7 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
   realize = find_realizes(outs, order)
   grouped = True
   while True:
-    kernels, out_buf = _kernels(order, realize, _group_outputs(order, realize) if grouped else {})
+    kernels, out_buf = _kernels(order, realize, _group_outputs(order, realize) if grouped else {}, _layouts(order, realize, outs))
     # more parameters than the device binds, or more loop passes than it runs: compute a part first
     if (part := _split_wide_kernels(kernels, realize) or _split_long_kernels(kernels, realize)):
       realize |= part
@@ -471,7 +471,31 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     for i, si in enumerate(items): print(f"schedule {i}: {si.ast.op.name} {[b.size for b in si.bufs]}\n{si.ast}")
   return items, becomes
 
-def _kernels(order: list[UOp], realize: set[UOp], groups: dict[UOp, tuple[UOp, ...]]) -> tuple[list[_Kernel], dict[UOp, Buffer]]:
+def _layouts(order: list[UOp], realize: set[UOp], outs: list[UOp]) -> dict[UOp, tuple[int, ...]]:
+  """Realized reductions no tensor holds whose every reader permutes them the same way (reshapes that only add or drop
+  axes of 1, then a PERMUTE), where that brings a longer axis innermost: the order of their non-1 axes to store them
+  in, the readers' own. A conv's input gradient sums each tap's product (b, c, y, x, ky, kx) into pixels through a
+  permute to (b, c, ky, y, kx, x): stored so, a GPU kernel's threads write and read along x, where neighbouring
+  threads' words lay 9 apart (every lane its own 32-byte sector)."""
+  users: dict[UOp, list[UOp]] = defaultdict(list)
+  for u in order:
+    for s in u.src: users[s].append(u)
+  held = set(outs)
+  out: dict[UOp, tuple[int, ...]] = {}
+  for x in realize:
+    if x.op is not Ops.REDUCE_AXIS or x in held or not all_int(x.shape) or not users[x]: continue
+    dims = [s for s in x.shape if s != 1]
+    perms = set()
+    for r in users[x]:
+      while r.op is Ops.RESHAPE and r not in realize and [s for s in r.shape if s != 1] == dims and len(users[r]) == 1: r = users[r][0]
+      if r.op is not Ops.PERMUTE or r in realize: break
+      rank = {i: n for n, i in enumerate(i for i, s in enumerate(r.src[0].shape) if s != 1)}   # a non-1 axis -> its place in dims
+      perms.add(tuple(rank[i] for i in r.arg if i in rank))
+    else:
+      if len(perms) == 1 and (perm := perms.pop()) != tuple(range(len(dims))) and dims[perm[-1]] > dims[-1]: out[x] = perm
+  return out
+
+def _kernels(order: list[UOp], realize: set[UOp], groups: dict[UOp, tuple[UOp, ...]], layouts: dict[UOp, tuple[int, ...]]) -> tuple[list[_Kernel], dict[UOp, Buffer]]:
   out_buf: dict[UOp, Buffer] = {}     # realized node -> the buffer it is written to
   kernels: list[_Kernel] = []
   for x in order:
@@ -484,7 +508,7 @@ def _kernels(order: list[UOp], realize: set[UOp], groups: dict[UOp, tuple[UOp, .
       else:  # a view of a buffer, or of an assign to one in this schedule: then it reads the assigned value, after the assign
         assigns = {u for u in src.toposort(gate=lambda u: u.op is not Ops.BUFFER) if u.op is Ops.ASSIGN and u in realize}
         kernels.append(_Kernel((x,), ScheduleItem(x, [out_buf[x], buffers[_plain_buffer(src)]]), assigns, set() if assigns else {_plain_buffer(src)}))
-    elif x is (group := groups.get(x, (x,)))[-1]: kernels.append(_kernel(group, realize, out_buf))  # once all its outputs have buffers
+    elif x is (group := groups.get(x, (x,)))[-1]: kernels.append(_kernel(group, realize, out_buf, layouts))  # once all its outputs have buffers
   return kernels, out_buf
 
 def _renderer_limit(device: str | tuple[str, ...], name: str) -> int:
@@ -572,11 +596,12 @@ def _buffer_view(x: UOp, buf: Buffer) -> UOp:
   # a symbolic shape: the kernel wrote the first prod(shape) elements, contiguously, into a buffer sized for the maximum
   return u.shrink(((0, ssimplify(prod(x.shape))),)).reshape(x.shape)
 
-def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer]) -> _Kernel:
+def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer], layouts: dict[UOp, tuple[int, ...]]) -> _Kernel:
   """Kernel AST computing realized nodes `nodes` (its outputs, stored in order): realized inputs become numbered
   parameters, so equal kernels share one AST; an output read by another is computed once, where it is read. An output's
   own buffer read in place (an assign reading its target's old value) is read through the output's parameter: no two
-  parameters share memory a kernel writes, so a renderer may declare them restrict/noalias."""
+  parameters share memory a kernel writes, so a renderer may declare them restrict/noalias. A node with a layout
+  (_layouts) is stored with its non-1 axes in that order and read back through the inverse permute."""
   bufs: list[Buffer] = [out_buf[x] for x in nodes]
   params: dict[int, UOp] = {id(b): UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i) for i, b in enumerate(bufs)}
   var_vals: dict[str, int] = {}
@@ -596,7 +621,10 @@ def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer
     elif u not in nodes and u in realize:
       after.add(u)
       p = param(out_buf[u])
-      memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), _unbind_arg(u.shape, var_vals))
+      if (perm := layouts.get(u)) is not None:
+        dims = [s for s in u.shape if s != 1]
+        memo[u] = p.reshape(tuple(dims[i] for i in perm)).permute(tuple(perm.index(i) for i in range(len(perm)))).reshape(u.shape)
+      else: memo[u] = p if u.shape == (out_buf[u].size,) else UOp(Ops.RESHAPE, u.dtype, (p,), _unbind_arg(u.shape, var_vals))
     elif u.op is Ops.BUFFER:
       reads.add(u)
       memo[u] = param(buffers[u])
@@ -612,7 +640,7 @@ def _kernel(nodes: tuple[UOp, ...], realize: set[UOp], out_buf: dict[UOp, Buffer
       memo[u] = u.replace(src=tuple(memo[s] for s in u.src), arg=_unbind_arg(u.arg, var_vals))
     else: memo[u] = u.replace(src=tuple(memo[s] for s in u.src))
   # outputs of one size share one loop: each is stored in the first one's shape (the same elements, in order)
-  values = [memo[_value(x)] for x in nodes]
+  values = [memo[_value(x)] if (perm := layouts.get(x)) is None else memo[_value(x)].reshape(tuple(s for s in x.shape if s != 1)).permute(perm) for x in nodes]
   values = [v if v.shape == values[0].shape else v.reshape(values[0].shape) for v in values]
   stores = tuple(UOp(Ops.DEFINE_GLOBAL, b.dtype.ptr(b.size), (), i).store(v) for i, (v, b) in enumerate(zip(values, bufs)))
   return _Kernel(nodes, ScheduleItem(UOp(Ops.SINK, dtypes.void, stores), bufs, var_vals), after, reads)
