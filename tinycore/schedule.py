@@ -250,9 +250,9 @@ def split_parts(n: int, outputs: int) -> int:
 
 def split_reduce(u: UOp) -> UOp | None:
   """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials (split_parts), each a REDUCE_AXIS
-  of at most about n/parts elements: a reduced axis is cut into (parts, rest), one that a part count of up to twice
-  as many divides where there is one (no padding), else the outermost long enough, padded with the reduction's identity
-  (each part then a multiple of SUM_CHUNK where that adds at most an eighth).
+  of at most about n/parts elements: a reduced axis is cut into (parts, rest), the outermost that a part count of up to
+  twice as many divides where there is one (no padding), else the outermost long enough, padded with the reduction's
+  identity (each part then a multiple of SUM_CHUNK where that adds at most an eighth).
   Depends only on the shapes: the same split on every device and thread count. The partials are their own kernel
   (find_realizes), the sum of them another."""
   x, (op, axes) = u.src[0], u.arg
@@ -476,14 +476,15 @@ def _layouts(order: list[UOp], realize: set[UOp], outs: list[UOp]) -> dict[UOp, 
   axes of 1, then a PERMUTE), where that brings a longer axis innermost: the order of their non-1 axes to store them
   in, the readers' own. A conv's input gradient sums each tap's product (b, c, y, x, ky, kx) into pixels through a
   permute to (b, c, ky, y, kx, x): stored so, a GPU kernel's threads write and read along x, where neighbouring
-  threads' words lay 9 apart (every lane its own 32-byte sector)."""
+  threads' words lay 9 or more apart (every lane its own 32-byte sector)."""
+  held = set(outs)
+  if not (candidates := [x for x in realize if x.op is Ops.REDUCE_AXIS and x not in held and all_int(x.shape)]): return {}
   users: dict[UOp, list[UOp]] = defaultdict(list)
   for u in order:
     for s in u.src: users[s].append(u)
-  held = set(outs)
   out: dict[UOp, tuple[int, ...]] = {}
-  for x in realize:
-    if x.op is not Ops.REDUCE_AXIS or x in held or not all_int(x.shape) or not users[x]: continue
+  for x in candidates:
+    if not users[x]: continue
     dims = [s for s in x.shape if s != 1]
     perms = set()
     for r in users[x]:
