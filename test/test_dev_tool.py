@@ -187,6 +187,8 @@ def test_gpu_proof_probes_run_against_the_libcuda_stand_in():
   launch, occupancy = got["launch"], got["occupancy"]
   assert all(launch[k] > 0 for k in ("s_plus_1_us", "python_reference_us", "launched_directly_us", "cuLaunchKernel_us", "jit_step_ms")), launch
   assert launch["jit_step_is_one_graph"] is True and any("schedule_cache.py" in ln for ln in launch["s_plus_1_profile"]), launch
+  times = launch["jit_step_kernel_us"]   # the step's kernels one by one, each timed by the driver's events
+  assert times["kernels"] == launch["jit_step_kernels"] and times["sum_us"] >= 0 and 0 < len(times["longest"]) <= 10, times
   assert list(occupancy) == [f"{dt} {v}" for dt in ("float16", "bfloat16", "float32") for v in ("as rendered", "maxnreg 168", "maxnreg 128")]
   assert all(v["tflops"] > 0 and v["registers"] == 0 for v in occupancy.values()), occupancy   # (the stand-in reports 0 registers)
   kernels = got["kernels"]

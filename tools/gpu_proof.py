@@ -276,7 +276,8 @@ def probe_edges(out: str) -> dict:
 
 def probe_launch() -> dict:
   """Cached `(s + 1).realize()` on 16 floats (and PyTorch's `t + 1` on the same GPU), and the digits training step jitted:
-  its kernels, time per step, and the driver calls each replay makes (counted by wrapping libcuda's functions)."""
+  its kernels, time per step, the driver calls each replay makes (counted by wrapping libcuda's functions), and each
+  kernel's own time (kernel_times)."""
   import numpy as np
   from tinycore import Tensor, Device
   from tinycore.jit import TinyJit
@@ -337,7 +338,17 @@ def probe_launch() -> dict:
   figures.update(jit_step_kernels=len(jstep.captured), jit_step_ms=round((time.perf_counter() - st) / n * 1e3, 3),
                  jit_step_calls={k: v / n for k, v in counts.items()})
   figures["jit_step_is_one_graph"] = counts.get("cuGraphLaunch", 0) == n and counts.get("cuLaunchKernel", 0) == 0
+  figures["jit_step_kernel_us"] = kernel_times(lambda: jstep(*batch()).item())
   return figures
+
+def kernel_times(fn) -> dict:
+  """The kernels fn launches, each timed by the driver (the profiler makes the JIT replay them one by one, waiting on
+  each): their sum and the ten longest in microseconds, by name (the names bench/gpu.py's emulator counters use too)."""
+  from tinycore import trace
+  with trace.profile() as prof: fn()
+  times = [(e["name"], e["dur"]) for e in prof.events if e.get("ph") == "X" and e.get("tid") == "kernels" and e["args"].get("timer") == "device"]
+  return {"kernels": len(times), "sum_us": round(sum(t for _, t in times), 1),
+          "longest": [[name, round(t, 1)] for name, t in sorted(times, key=lambda nt: -nt[1])[:10]]}
 
 def probe_occupancy(size: str = "4096") -> dict:
   """The 4096² matmul kernels (fp16 and bf16 on tensor cores, and fp32) timed as rendered and with a register cap, a PTX
