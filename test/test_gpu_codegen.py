@@ -402,8 +402,8 @@ def test_a_convs_input_gradient_is_stored_the_way_it_is_read():
   """A conv's input gradient (scheduled for PYTHON, whose blocks NV's and AMD's match) is two kernels: each tap's
   product (b, c, y, x, ky, kx), then those summed into pixels through a permute to (b, c, ky, y, kx, x). The products
   are stored in the permuted order (schedule.py _layouts): both kernels' neighbouring threads then write and read
-  neighbouring words along x (its stores' coefficient of the fastest thread id is 1; it was 576, a 32-byte sector a
-  lane). The gradients equal numpy's."""
+  neighbouring words along x (its stores' coefficient of the fastest thread id is 1; it was 144 here, a 32-byte sector
+  a lane). The gradients equal numpy's."""
   from tinycore.uop import split_terms
   rng = np.random.default_rng(3)
   xs, ws, gs = (rng.integers(-3, 4, s).astype(np.float32) for s in ((2, 16, 16, 16), (32, 16, 3, 3), (2, 32, 16, 16)))

@@ -146,8 +146,8 @@ def test_a_split_reductions_partials_are_a_kernel_of_their_own():
   """A batch norm's channel sums (128 images of 16 channels of 26x26: 86528 terms each) are cut into partials. Where the
   total is realized for its users (the mean, expanded back over the images) the partials were pulled into its kernel:
   one kernel of 16 outputs, each walking all 86528 terms (on a GPU, 16 blocks). Now the partials are a kernel of their
-  own, at least SPLIT_OUTPUTS of them in all while each sums SPLIT_LEAST terms or more, on a CPU and on a target with
-  blocks alike; the answer is numpy's."""
+  own, on a CPU and on a target with blocks alike, as many as fill SPLIT_OUTPUTS while each sums SPLIT_LEAST terms or
+  more; the answer is numpy's."""
   from tinycore.schedule import split_parts, SPLIT_OUTPUTS, SPLIT_LEAST
   def nested(si) -> bool:
     return any(u.op is Ops.REDUCE_AXIS and any(v.op is Ops.REDUCE_AXIS for v in u.src[0].toposort()) for u in si.ast.toposort())
