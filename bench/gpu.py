@@ -22,17 +22,19 @@ def has_nvidia_gpu() -> bool:
 COUNTERS = ("global_read", "global_written", "global_sectors", "shared_read", "shared_written", "shared_wavefronts", "shared_conflicts", "barriers", "instructions", "thread_instructions", "threads", "blocks")
 
 def counted(device: str, fn) -> tuple[int, dict[str, int]]:
-  """(kernels launched, summed counters) of the launches fn makes on device's emulator, and `warp_chain`: the most
-  instructions one warp (wave) of a launch ran on average, over the launches. A kernel of few blocks whose warps each run
-  long is bound by that chain's latency, not by its bytes (a sum over 43264 terms per output on 16 blocks)."""
+  """(kernels launched, summed counters) of the launches fn makes on device's emulator, `warp_chain`: the most
+  instructions one warp (wave) of a launch ran on average, over the launches, and `chain_sum`: those averages added over
+  the launches. A kernel of few blocks whose warps each run long is bound by that chain's latency, not by its bytes (a
+  sum over 43264 terms per output on 16 blocks); a workload of many such kernels, run one after another, by their sum."""
   mod = __import__("tinygrad_nv.emulator" if device == "NV" else "tinygrad_amd.emulator", fromlist=["LAUNCHES"])
   mod.LAUNCHES.clear()
   fn()
-  total = dict.fromkeys(COUNTERS, 0) | {"warp_chain": 0}
+  total = dict.fromkeys(COUNTERS, 0) | {"warp_chain": 0, "chain_sum": 0}
   for _, c in mod.LAUNCHES:
     for k in COUNTERS: total[k] += getattr(c, k)
     warps = c.blocks * -(-c.threads // max(c.blocks, 1) // 32) if c.blocks else 0
-    total["warp_chain"] = max(total["warp_chain"], c.instructions // max(warps, 1))
+    total["warp_chain"] = max(total["warp_chain"], chain := c.instructions // max(warps, 1))
+    total["chain_sum"] += chain
   return len(mod.LAUNCHES), total
 
 def emulator_workloads(a):
@@ -103,12 +105,13 @@ def run_counters(a) -> None:
   print(f"emulated devices: {', '.join(a.devices)} (per workload: kernels launched and the sums of their counters; 'x least' is the "
         "global traffic, read and written, over the least the work needs: inputs read once and outputs written once; 'sectors' the bytes "
         "the memory system moved for it in 32-byte sectors over those asked for, 1.00 where the warps' accesses were coalesced, "
-        "below where lanes shared words; 'warp chain' the most instructions one warp ran, in the workload's longest-running kernel)")
+        "below where lanes shared words; 'warp chain' the most instructions one warp ran, in the workload's longest-running kernel; "
+        "'chain sum' those of every kernel added, what kernels bound by their chains take one after another)")
   for dev in a.devices:
     Device[dev]
     print(f"\n== {dev} emulator ==")
     print(f"{'workload':42s} {'kernels':>7s} {'global read':>11s} {'written':>10s} {'x least':>8s} {'sectors':>7s} {'shared r/w':>21s} {'wavefronts (conflicts)':>22s} {'barriers':>9s} "
-          f"{'instr (warp)':>12s} {'instr/thread':>12s} {'warp chain':>10s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
+          f"{'instr (warp)':>12s} {'instr/thread':>12s} {'warp chain':>10s} {'chain sum':>9s} {'threads':>9s} {'thr/block':>9s} {'seconds':>7s}")
     for name, (make, run, least) in ((n, w) for n, w in emulator_workloads(a).items() if a.only in n):
       Tensor.manual_seed(0)
       ins = make(dev)
@@ -118,7 +121,7 @@ def run_counters(a) -> None:
       ratio = f"{(c['global_read'] + c['global_written']) / least:7.1f}x" if least else f"{'-':>8s}"   # (a training step: no least)
       print(f"{name:42s} {nk:7d} {show_bytes(c['global_read']):>11s} {show_bytes(c['global_written']):>10s} {ratio} {sectors(c):>7s} "
             f"{show_bytes(c['shared_read']):>10s}/{show_bytes(c['shared_written']):>10s} {banks(c):>22s} {c['barriers']:9d} {c['instructions']:12d} "
-            f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['warp_chain']:10d} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
+            f"{c['thread_instructions'] / max(c['threads'], 1):12.1f} {c['warp_chain']:10d} {c['chain_sum']:9d} {c['threads']:9d} {c['threads'] / max(c['blocks'], 1):9.1f} {secs:7.1f}", flush=True)
 
 # ***** side by side with PyTorch on an NVIDIA GPU *****
 
