@@ -128,7 +128,14 @@ def _renderer(device: str | tuple[str, ...] | None):
   try: return Device.renderer(device[0] if isinstance(device, tuple) else device)
   except Exception: return None
 
-def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
+def _users(order: list[UOp]) -> dict[UOp, list[UOp]]:
+  """The nodes of `order` that read each node, in order."""
+  users: dict[UOp, list[UOp]] = defaultdict(list)
+  for u in order:
+    for s in u.src: users[s].append(u)
+  return users
+
+def find_realizes(outs: list[UOp], order: list[UOp], users: dict[UOp, list[UOp]]) -> set[UOp]:
   """The fusion decision: which nodes get their own buffer. Elementwise and movement ops fuse into their user;
   a reduction fuses into its one user kernel unless that would compute it more than once. A row's reductions (a
   softmax's max and sum, a layernorm's mean and variance: over the last axis, broadcast back along it, on a target that
@@ -143,9 +150,6 @@ def find_realizes(outs: list[UOp], order: list[UOp]) -> set[UOp]:
       realize.add(u)
       if not is_plain_view(u.src[0]): realize.add(u.src[0])
     if u.op is Ops.ASSIGN: realize.add(u)
-  users: dict[UOp, list[UOp]] = defaultdict(list)
-  for u in order:
-    for s in u.src: users[s].append(u)
   roots: dict[UOp, frozenset[UOp]] = {}   # the kernels (realized nodes) a node is computed in
   copies: dict[UOp, float] = {}           # most times a kernel computes each element of a node (the expands on the way)
   # reaches a kernel through a reduce: would be recomputed per iteration (_ROW: only through reductions of its kernel's
@@ -432,10 +436,11 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     outs = list(sink.src)
     order = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
   order = [u for u in order if u.op not in (Ops.SINK, Ops.DEVICE, Ops.UNIQUE)]
-  realize = find_realizes(outs, order)
+  users = _users(order)
+  realize = find_realizes(outs, order, users)
   grouped = True
   while True:
-    kernels, out_buf = _kernels(order, realize, _group_outputs(order, realize) if grouped else {}, _layouts(order, realize, outs))
+    kernels, out_buf = _kernels(order, realize, _group_outputs(order, realize) if grouped else {}, _layouts(users, realize, outs))
     # more parameters than the device binds, or more loop passes than it runs: compute a part first
     if (part := _split_wide_kernels(kernels, realize) or _split_long_kernels(kernels, realize)):
       realize |= part
@@ -471,24 +476,20 @@ def create_schedule(outs: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]
     for i, si in enumerate(items): print(f"schedule {i}: {si.ast.op.name} {[b.size for b in si.bufs]}\n{si.ast}")
   return items, becomes
 
-def _layouts(order: list[UOp], realize: set[UOp], outs: list[UOp]) -> dict[UOp, tuple[int, ...]]:
+def _layouts(users: dict[UOp, list[UOp]], realize: set[UOp], outs: list[UOp]) -> dict[UOp, tuple[int, ...]]:
   """Realized reductions no tensor holds whose every reader permutes them the same way (reshapes that only add or drop
   axes of 1, then a PERMUTE), where that brings a longer axis innermost: the order of their non-1 axes to store them
   in, the readers' own. A conv's input gradient sums each tap's product (b, c, y, x, ky, kx) into pixels through a
   permute to (b, c, ky, y, kx, x): stored so, a GPU kernel's threads write and read along x, where neighbouring
   threads' words lay 9 or more apart (every lane its own 32-byte sector)."""
   held = set(outs)
-  if not (candidates := [x for x in realize if x.op is Ops.REDUCE_AXIS and x not in held and all_int(x.shape)]): return {}
-  users: dict[UOp, list[UOp]] = defaultdict(list)
-  for u in order:
-    for s in u.src: users[s].append(u)
   out: dict[UOp, tuple[int, ...]] = {}
-  for x in candidates:
-    if not users[x]: continue
+  for x in realize:
+    if x.op is not Ops.REDUCE_AXIS or x in held or not all_int(x.shape) or not users.get(x): continue
     dims = [s for s in x.shape if s != 1]
     perms = set()
     for r in users[x]:
-      while r.op is Ops.RESHAPE and r not in realize and [s for s in r.shape if s != 1] == dims and len(users[r]) == 1: r = users[r][0]
+      while r.op is Ops.RESHAPE and r not in realize and [s for s in r.shape if s != 1] == dims and len(users.get(r, ())) == 1: r = users[r][0]
       if r.op is not Ops.PERMUTE or r in realize: break
       rank = {i: n for n, i in enumerate(i for i, s in enumerate(r.src[0].shape) if s != 1)}   # a non-1 axis -> its place in dims
       perms.add(tuple(rank[i] for i in r.arg if i in rank))

@@ -151,7 +151,7 @@ def hand_coded(k: Kernel) -> Kernel:
     # (a power of two well short of a block, 16 of a linear layer's 2704 = 16 x 13^2 features, left each thread a chain
     # of 169 terms: the largest divisor, 208, spreads it over 13x more threads, combined through shared memory)
     r, want = longest(heavy), min(256, ren.max_threads_per_group)
-    if (g := _divisor(const_size(r), want, 16)) is not None and (d := _largest_divisor(const_size(r), want)) >= 4 * g: g = d
+    if (g := _divisor(const_size(r), want, GROUP_LEAST)) is not None and (d := _largest_divisor(const_size(r), want)) >= 4 * g: g = d
     if g is None and len(heavy) > 1:
       outer, *inner = sorted(heavy, key=lambda r: (_along(k, r), -max([abs(s) for s in _strides(k, r)] or [0])))
       for i in inner: k = _try(k, OptOps.MERGE, outer, i.arg[0])
