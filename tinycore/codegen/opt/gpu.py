@@ -30,6 +30,10 @@ def _largest_divisor(n: int, most: int) -> int | None:
   """The largest divisor of n in [GROUP_LEAST, most], a power of two or not; None where there is none."""
   return next((d for d in range(min(most, n), GROUP_LEAST - 1, -1) if n % d == 0), None)
 
+def _odd_divisor(n: int, most: int) -> int | None:
+  """The largest odd divisor of n in [3, most]; None where there is none."""
+  return next((d for d in range(min(most, n) - 1 | 1, 2, -2) if n % d == 0), None)
+
 def _within(n: int, d: int) -> bool:
   """Does n run on to a multiple of d in at most an eighth more trips?"""
   return -n % d <= n // 8
@@ -222,6 +226,13 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
     if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: sizes[r.arg[0]] = n
   for i, n in sizes.items():
     if wide > 1 and (u := _divisor(const_size(k.rng(i)) // n, min(wide, per_thread))) is not None: k = _try(k, OptOps.UPCAST, i, u)
+    # an output row of 7 x 2^k (a conv's 56, 28 or 14 pixels) leaves an odd part no power of two divides: each thread
+    # takes that many consecutive outputs along it (its register tile's other side), else every thread held one column
+    # of the tile and read a shared value per multiply-add. Consecutive, a conv thread's 7 pixels read 9 of the input
+    # row per tap row (the taps' windows overlap), and neighbouring lanes' reads, an odd number of words apart, fall in
+    # distinct banks.
+    elif i == cid and _divisor(rest := const_size(k.rng(i)) // n, per_thread) is None and (u := _odd_divisor(rest, 2 * per_thread)) is not None:
+      k = _try(k, OptOps.UPCAST, i, u)
     k = _try(k, OptOps.LOCAL, i, n)
   for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
     left = per_thread // prod(o.amount for o in k.applied if o.op is OptOps.UPCAST and o.axis == i)
