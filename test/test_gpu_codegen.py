@@ -514,6 +514,36 @@ def test_a_convs_rows_of_seven_times_a_power_of_two_are_register_tiled_and_copie
   gwin = np.lib.stride_tricks.sliding_window_view(gpad, (3, 3), axis=(2, 3))
   np.testing.assert_array_equal(dx.numpy(), np.einsum("boyxhw,oihw->biyx", gwin, ws[:, :, ::-1, ::-1]))
 
+def test_a_convs_small_maps_are_tiled_as_one_axis_of_pixels(monkeypatch):
+  """A conv over 7x7 maps (a deep layer's): no output axis is 16 long, which the matmul tile wants, so before each
+  thread computed one output reading both operands from global memory (sm_90: 36 FFMA of 340 instructions in the
+  loop, 72 global loads). The map's rows and columns are merged into one axis of 49 pixels (in the input gradient's
+  tap products too, whose rows and columns are not adjacent in memory), tiled as 7 threads x 7 pixels, and the weight
+  gradient's 98-term sum (2 images x 49 pixels), which no tile of 4, 8 or 16 divides, is staged 14 terms a tile. Every
+  kernel of the forward and backward pass uses shared memory; the NV emulator's results equal numpy's."""
+  monkeypatch.setenv("NV_EMULATE", "1")
+  ren = renderer("NV")
+  r = np.random.default_rng(5)
+  xs, ws, gs = (r.integers(-3, 4, s).astype(np.float32) for s in ((2, 16, 7, 7), (32, 16, 3, 3), (2, 32, 7, 7)))
+  x, w = Tensor(xs, device="NV").requires_grad_(), Tensor(ws, device="NV").requires_grad_()
+  out = x.conv2d(w, padding=1)
+  dx, dw = (out * Tensor(gs, device="NV")).sum().gradient(x, w)
+  items = [si for si in out.schedule(dx, dw) if si.ast.op is Ops.SINK]
+  # the forward conv, the input gradient's tap products (b, c, 3, 7, 3, 7), the weight gradient (by their sizes)
+  products = [next(si for si in items if si.bufs[0].size == n) for n in (2 * 32 * 49, 2 * 16 * 9 * 49, 32 * 16 * 9)]
+  for si in products:
+    spec = get_program(si.ast, ren)
+    assert ".shared" in spec.src and "bar.sync" in spec.src, spec.name
+  from tinycore.codegen.opt import gpu
+  fwd = gpu.hand_coded(Kernel(lower_to_sink(products[0].ast, ren), ren)).applied   # rows and columns as one axis: 7 threads x 7
+  assert [(o.op, o.amount) for o in fwd[:3]] == [(OptOps.MERGE, 3), (OptOps.UPCAST, 7), (OptOps.LOCAL, 7)], fwd
+  pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  windows = np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3))
+  np.testing.assert_array_equal(out.numpy(), np.einsum("biyxhw,oihw->boyx", windows, ws))
+  np.testing.assert_array_equal(dw.numpy(), np.einsum("boyx,biyxhw->oihw", gs, windows))
+  gwin = np.lib.stride_tricks.sliding_window_view(np.pad(gs, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+  np.testing.assert_array_equal(dx.numpy(), np.einsum("boyxhw,oihw->biyx", gwin, ws[:, :, ::-1, ::-1]))
+
 def test_a_long_matmul_sum_adds_its_register_tile_into_the_next_level_once_per_256_terms(monkeypatch):
   """K = 4096 in tiles of 16 (2 trips of 8 unrolled products a tile): tree_sums keeps each accumulator to SUM_CHUNK =
   256 terms. The tile loop is split in two, so 16 tiles (2 * 8 * 16 terms) share the register tile's accumulators
@@ -565,16 +595,17 @@ def smem_vectors(spec) -> list[tuple[str, int]]:
   return [(u.op.name, n) for u in spec.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].src[0].op is Ops.DEFINE_LOCAL and
           (n := (u.dtype if u.op is Ops.LOAD else u.src[1].dtype).count) > 1]
 
-@pytest.mark.parametrize("m, k, n, transposed", [(128, 64, 128, False), (128, 64, 128, True), (100, 48, 72, False), (64, 36, 68, True), (96, 33, 80, False)])
-def test_staged_matmuls_with_wide_accesses_match_numpy(m, k, n, transposed):
+@pytest.mark.parametrize("m, k, n, transposed, staged", [(128, 64, 128, False, True), (128, 64, 128, True, True), (100, 48, 72, False, True),
+                                                         (64, 36, 68, True, True), (96, 33, 80, False, True), (96, 37, 80, False, False)])
+def test_staged_matmuls_with_wide_accesses_match_numpy(m, k, n, transposed, staged):
   """Staged matmuls on PYTHON, which refuses a vector access at an index that is not a multiple of its length: square,
   read through transposed views (the tiles' shared layout follows the operands' contiguous axes), and sizes that only
-  some vectors divide (100 rows, 36 along the sum staged 4 at a time; 33, which no tile divides, is not staged): what
-  is not provably aligned stays element by element. Where the tile is whole, its copy stores and register-tile reads
-  in shared memory are vectors."""
+  some vectors divide (100 rows, 36 along the sum staged 4 at a time; 33, which no tile of 4, 8 or 16 divides, staged
+  11 at a time; 37, a prime, not staged): what is not provably aligned stays element by element. Where the tile is
+  whole, its copy stores and register-tile reads in shared memory are vectors."""
   a, b = rng.integers(-3, 4, (m, k)).astype(np.float32), rng.integers(-3, 4, (k, n)).astype(np.float32)
   ta, tb = (Tensor(np.ascontiguousarray(x.T), device="PYTHON").T if transposed else Tensor(x, device="PYTHON") for x in (a, b))
   spec = get_program(last_kernel(ta @ tb).ast, Device.renderer("PYTHON"))
-  assert any(u.op is Ops.BARRIER for u in spec.uops) == (k % 4 == 0)
+  assert any(u.op is Ops.BARRIER for u in spec.uops) == staged
   if (m, k, n) == (128, 64, 128): assert {("STORE", 4), ("LOAD", 4)} <= set(smem_vectors(spec)), smem_vectors(spec)
   np.testing.assert_array_equal((ta @ tb).numpy(), a @ b)

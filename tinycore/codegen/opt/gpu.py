@@ -92,6 +92,24 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
   rows, cols = max(pairs, key=lambda p: (k.output_coefficient(p[1]) == 1, const_size(p[0]) * const_size(p[1])))
   return rows, cols
 
+def _short_rows_merged(k: Kernel) -> Kernel | None:
+  """k with its output's contiguous axis, while shorter than GROUP_LEAST, merged with the next axis of the output (by
+  stride) that the same loads read: a conv's map of 14x14 or 7x7 pixels becomes one axis of 196 or 49 pixels (in its
+  input gradient's tap products, stored (ky, y, kx, x), the rows too); None where the axis is not that short or
+  nothing such follows it. A product's sum over such maps is a matmul whose pixels are one axis (_matmul takes axes of
+  GROUP_LEAST or more): tiled, not left to one output a thread reading both operands from global memory."""
+  merged = k
+  while True:
+    glob = [r for r in merged.axes(AxisType.GLOBAL) if const_size(r) is not None]
+    if (out := next((r for r in glob if merged.output_coefficient(r) == 1), None)) is None or const_size(out) >= GROUP_LEAST: break
+    reads = lambda r: {u for u in merged.order if u.op is Ops.LOAD and r in merged.deps[u]}
+    same = [o for o in glob if o is not out and merged.output_coefficient(o) > 1 and reads(o) == reads(out)]
+    if not same: break
+    nxt = min(same, key=merged.output_coefficient)
+    if len((m := _try(merged, OptOps.MERGE, nxt, out.arg[0])).applied) == len(merged.applied): break
+    merged = m
+  return merged if merged is not k else None
+
 # A row kernel (a softmax, a layernorm: each output row computed from reductions of the same row) keeps each row in one
 # block: runs of the target's widest access (UPCAST), across up to 256 threads (LOCAL), up to ROW_STEPS runs per thread
 # (UPCAST, written out). The row's reductions are spread over the threads that write it (shared memory) with the same
@@ -137,8 +155,9 @@ def hand_coded(k: Kernel) -> Kernel:
   if ren.tensor_cores and (tc := use_tensor_cores(k)) is not None: return tc
   # (a product summed over fewer than GROUP_LEAST terms, a conv of one input channel's 3x3 taps, gains nothing from tiles
   # it would copy once: its outputs' writes are its work, laid out below like an elementwise kernel's)
-  if ren.has_shared and (mm := _matmul(k)) is not None and prod(const_size(r) or GROUP_LEAST for r in k.reduces[0].src[1:]) >= GROUP_LEAST:
-    return _tile_matmul(k, *mm)
+  if ren.has_shared and k.reduces and prod(const_size(r) or GROUP_LEAST for r in k.reduces[0].src[1:]) >= GROUP_LEAST:
+    if (mm := _matmul(k)) is None and (rows := _short_rows_merged(k)) is not None and (mm := _matmul(rows)) is not None: k = rows
+    if mm is not None: return _tile_matmul(k, *mm)
   if (row := _row(k)) is not None: k = _row_layout(k, *row)   # (only on targets with shared memory: row_split)
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   outputs = prod(const_size(r) for r in glob)
@@ -223,7 +242,9 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   wide = min((lanes(k.ren, u.dtype) for u in _reads(k, k.reduces[0].src[1])), default=1)
   sizes = {}
   for r, cap in ((cols, 16), (rows, lim // 16)):
-    if (n := _divisor(const_size(r), min(cap, ren_threads))) is not None: sizes[r.arg[0]] = n
+    # (a map of 7x7 pixels, 49, takes 7 threads: no power of two divides it)
+    if (n := _divisor(const_size(r), min(cap, ren_threads)) or (_odd_divisor(const_size(r), min(cap, ren_threads)) if r is cols else None)) is not None:
+      sizes[r.arg[0]] = n
   for i, n in sizes.items():
     if wide > 1 and (u := _divisor(const_size(k.rng(i)) // n, min(wide, per_thread))) is not None: k = _try(k, OptOps.UPCAST, i, u)
     # an output row of 7 x 2^k (a conv's 56, 28 or 14 pixels) leaves an odd part no power of two divides: each thread
@@ -244,22 +265,26 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   # a tile is copied once per trip of the loop over tiles, which no other loop of the sum that the shared loads read may
   # enclose (a conv's weight gradient sums over the batch, then rows, then columns: no axis alone tiles): the sum's axes
   # are merged into one, the innermost varying fastest, and that is tiled
+  merged = k
   if len(red) > 1:
-    merged = k
     for r in red[1:]: merged = _try(merged, OptOps.MERGE, red[0], r.arg[0])
-    if len(merged.applied) == len(k.applied) + len(red) - 1 and (staged := _stage(merged, merged.rng(red[0].arg[0]))) is not None: return staged
+    if len(merged.applied) != len(k.applied) + len(red) - 1: merged = None
+    elif (staged := _stage(merged, merged.rng(red[0].arg[0]))) is not None: return staged
+  # a sum no tile of 4, 8 or 16 divides (a conv's weight gradient over 2 images of 7x7 pixels: 98 terms) takes the
+  # longest other tile of 4 to 16 that divides it (14), rather than no shared memory at all
+  if red and merged is not None and (staged := _stage(merged, merged.rng(red[0].arg[0]), odd=True)) is not None: return staged
   return k
 
-def _stage(k: Kernel, r: UOp) -> Kernel | None:
-  """k with r's sum staged in shared memory 16, 8 or 4 terms a tile, each tile's terms unrolled; None where no tile
-  fits. The longest tile that is double-buffered (its next tile loaded while this one is summed) first, else the
+def _stage(k: Kernel, r: UOp, odd: bool = False) -> Kernel | None:
+  """k with r's sum staged in shared memory 16, 8 or 4 terms a tile (`odd`: 15 down to 5, no power of two), each
+  tile's terms unrolled (a divisor of the tile's length within upcast_max); None where no tile fits. The longest tile that is double-buffered (its next tile loaded while this one is summed) first, else the
   longest that fits: a conv's weight tile of 16 channels (x 3 x 3 x 64 filters) fits only single, and ptxas gave its
   kernel 255 registers and spills; of 8, double-buffered, 48 registers."""
   fits = None
-  for bk in (16, 8, 4):
+  for bk in (16, 8, 4) if not odd else [d for d in range(16, 4, -1) if d & (d - 1)]:
     inner = k.next_id   # the id STAGE gives the tile's range
     if const_size(r) % bk == 0 and len((staged := _try(k, OptOps.STAGE, r.arg[0], bk)).applied) > len(k.applied):
-      staged = _try(staged, OptOps.UNROLL, inner, min(bk, k.ren.upcast_max))
+      staged = _try(staged, OptOps.UNROLL, inner, max(d for d in range(1, min(bk, k.ren.upcast_max) + 1) if bk % d == 0))
       if any(u.op is Ops.BARRIER and u.arg is NEXT_TRIP for u in staged.sink.toposort()): return staged
       fits = fits or staged
   return fits
