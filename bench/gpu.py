@@ -149,8 +149,8 @@ def gpu_workloads(a):
       x, y = fw["randn"]((n, n), dt), fw["randn"]((n, n), dt)
       return fw["call"](lambda x, y: fw["run"](x @ y), x, y)
     return ("TFLOP/s", 2 * n ** 3 / 1e12, make)
-  def conv(backward: bool):
-    b, c, hw, k = a.gpu_conv
+  def conv(backward: bool, shape=None):
+    b, c, hw, k = shape or a.gpu_conv
     def make(fw):
       x, w = fw["randn"]((b, c, hw, hw), "float32"), fw["randn"]((k, c, 3, 3), "float32")
       if not backward: return fw["call"](lambda x, w: fw["run"](fw["conv"](x, w)), x, w)
@@ -172,6 +172,9 @@ def gpu_workloads(a):
     f"layernorm {r}x{r}": elementwise(lambda fw, x, y: fw["layernorm"](x), 2 * r * r * 4, (r, r)),
     f"softmax {a.gpu_vocab_rows}x50257 (GPT-2's vocabulary)": elementwise(lambda fw, x, y: fw["softmax"](x), 2 * a.gpu_vocab_rows * 50257 * 4, (a.gpu_vocab_rows, 50257)),
     "conv forward " + "x".join(map(str, a.gpu_conv)): conv(False), "conv backward (dx, dw)": conv(True),
+    # a deep layer's small map (7x7: no output axis of 16 for the tile heuristic but the pixels merged)
+    "conv forward " + "x".join(map(str, a.gpu_deep_conv)): conv(False, a.gpu_deep_conv),
+    "conv backward " + "x".join(map(str, a.gpu_deep_conv)): conv(True, a.gpu_deep_conv),
     f"digits convnet training step (batch {a.train_batch})": ("steps/s", 1.0, lambda fw: fw["train_step"](a.train_batch)),
   }
 
@@ -323,6 +326,8 @@ def main() -> None:
   p.add_argument("--gpu-rows", type=int, default=4096, help="gpu mode: softmax and layernorm are this square")
   p.add_argument("--gpu-vocab-rows", type=int, default=1024, help="gpu mode: rows of the softmax over GPT-2's vocabulary")
   p.add_argument("--gpu-conv", type=int, nargs=4, default=[32, 64, 56, 64], metavar=("BATCH", "CIN", "SIZE", "COUT"))
+  p.add_argument("--gpu-deep-conv", type=int, nargs=4, default=[32, 512, 7, 512], metavar=("BATCH", "CIN", "SIZE", "COUT"),
+                 help="gpu and sass modes: a convolution over a small map, as a deep layer's")
   p.add_argument("--train-batch", type=int, default=256)
   p.add_argument("--reps", type=int, default=5)
   p.add_argument("--only", default="", help="only workloads whose name contains this")

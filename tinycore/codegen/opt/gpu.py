@@ -156,7 +156,10 @@ def hand_coded(k: Kernel) -> Kernel:
   # (a product summed over fewer than GROUP_LEAST terms, a conv of one input channel's 3x3 taps, gains nothing from tiles
   # it would copy once: its outputs' writes are its work, laid out below like an elementwise kernel's)
   if ren.has_shared and k.reduces and prod(const_size(r) or GROUP_LEAST for r in k.reduces[0].src[1:]) >= GROUP_LEAST:
-    if (mm := _matmul(k)) is None and (rows := _short_rows_merged(k)) is not None and (mm := _matmul(rows)) is not None: k = rows
+    # (the merged map first: with it short, the tile's other side would be the next long axis, a batch of 32 images,
+    # each thread's products then reading inputs no neighbour along the map shares)
+    if (rows := _short_rows_merged(k)) is not None and (mm := _matmul(rows)) is not None: k = rows
+    else: mm = _matmul(k)
     if mm is not None: return _tile_matmul(k, *mm)
   if (row := _row(k)) is not None: k = _row_layout(k, *row)   # (only on targets with shared memory: row_split)
   glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
