@@ -544,6 +544,23 @@ def test_a_convs_small_maps_are_tiled_as_one_axis_of_pixels(monkeypatch):
   gwin = np.lib.stride_tricks.sliding_window_view(np.pad(gs, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
   np.testing.assert_array_equal(dx.numpy(), np.einsum("boyxhw,oihw->biyx", gwin, ws[:, :, ::-1, ::-1]))
 
+def test_beam_is_offered_the_amounts_without_a_power_of_two_the_heuristic_takes():
+  """BEAM searches the actions the hand-coded choice makes: beside powers of two, an axis's largest odd divisor within
+  an action's range (UPCAST 7 and LOCAL 7 for a conv's row of 28 pixels) and a sum's longest odd tile (STAGE 11 of a
+  matmul's 33 terms, once the block has its threads). Each is applied and keeps the result."""
+  from tinycore.codegen.opt import candidate_opts, gpu
+  ren = Device.renderer("PYTHON")
+  conv = last_kernel(Tensor.empty(2, 8, 28, 28, device="PYTHON").conv2d(Tensor.empty(32, 8, 3, 3, device="PYTHON"), padding=1))
+  opts = candidate_opts(lower_to_sink(conv.ast, ren), ren)
+  assert {Opt(OptOps.UPCAST, 3, 7), Opt(OptOps.LOCAL, 3, 7)} <= set(opts), opts
+  a, b = rng.integers(-3, 4, (96, 33)).astype(np.float32), rng.integers(-3, 4, (33, 80)).astype(np.float32)
+  si = last_kernel(Tensor(a, device="PYTHON") @ Tensor(b, device="PYTHON"))
+  chosen = gpu.hand_coded(kernel_of(si)).applied
+  threads = tuple(o for o in chosen if o.op is not OptOps.STAGE and o.op is not OptOps.UNROLL)
+  stages = [o for o in candidate_opts(lower_to_sink(si.ast, ren), ren, threads) if o.op is OptOps.STAGE]
+  assert [o.amount for o in stages] == [11], stages
+  np.testing.assert_array_equal(run_with(si, threads + (stages[0],)).reshape(96, 80), a @ b)
+
 def test_a_long_matmul_sum_adds_its_register_tile_into_the_next_level_once_per_256_terms(monkeypatch):
   """K = 4096 in tiles of 16 (2 trips of 8 unrolled products a tile): tree_sums keeps each accumulator to SUM_CHUNK =
   256 terms. The tile loop is split in two, so 16 tiles (2 * 8 * 16 terms) share the register tile's accumulators

@@ -13,7 +13,7 @@ from tinycore.runtime.runner import CompiledRunner
 from tinycore.codegen import get_program, lower_to_sink
 from tinycore.codegen.opt import Opt, OptError, candidate_opts
 
-BEAM_VERSION = 3   # part of the disk cache key: a new set of options (or of heuristics under them) searches again
+BEAM_VERSION = 4   # part of the disk cache key: a new set of options (or of heuristics under them) searches again
 
 # ***** timing on the device *****
 

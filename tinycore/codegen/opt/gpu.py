@@ -30,9 +30,15 @@ def _largest_divisor(n: int, most: int) -> int | None:
   """The largest divisor of n in [GROUP_LEAST, most], a power of two or not; None where there is none."""
   return next((d for d in range(min(most, n), GROUP_LEAST - 1, -1) if n % d == 0), None)
 
-def _odd_divisor(n: int, most: int) -> int | None:
+def odd_divisor(n: int, most: int) -> int | None:
   """The largest odd divisor of n in [3, most]; None where there is none."""
   return next((d for d in range(min(most, n) - 1 | 1, 2, -2) if n % d == 0), None)
+
+ODD_TILES = tuple(d for d in range(16, 4, -1) if d & (d - 1))   # 15 down to 5, no power of two
+
+def odd_tile(n: int) -> int | None:
+  """The longest tile of ODD_TILES that divides a sum of n terms; None where none does."""
+  return next((d for d in ODD_TILES if n % d == 0), None)
 
 def _within(n: int, d: int) -> bool:
   """Does n run on to a multiple of d in at most an eighth more trips?"""
@@ -246,7 +252,7 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   sizes = {}
   for r, cap in ((cols, 16), (rows, lim // 16)):
     # (a map of 7x7 pixels, 49, takes 7 threads: no power of two divides it)
-    if (n := _divisor(const_size(r), min(cap, ren_threads)) or (_odd_divisor(const_size(r), min(cap, ren_threads)) if r is cols else None)) is not None:
+    if (n := _divisor(const_size(r), min(cap, ren_threads)) or (odd_divisor(const_size(r), min(cap, ren_threads)) if r is cols else None)) is not None:
       sizes[r.arg[0]] = n
   for i, n in sizes.items():
     if wide > 1 and (u := _divisor(const_size(k.rng(i)) // n, min(wide, per_thread))) is not None: k = _try(k, OptOps.UPCAST, i, u)
@@ -255,7 +261,7 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
     # of the tile and read a shared value per multiply-add. Consecutive, a conv thread's 7 pixels read 9 of the input
     # row per tap row (the taps' windows overlap), and neighbouring lanes' reads, an odd number of words apart, fall in
     # distinct banks.
-    elif i == cid and _divisor(rest := const_size(k.rng(i)) // n, per_thread) is None and (u := _odd_divisor(rest, 2 * per_thread)) is not None:
+    elif i == cid and _divisor(rest := const_size(k.rng(i)) // n, per_thread) is None and (u := odd_divisor(rest, 2 * per_thread)) is not None:
       k = _try(k, OptOps.UPCAST, i, u)
     k = _try(k, OptOps.LOCAL, i, n)
   for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
@@ -284,7 +290,7 @@ def _stage(k: Kernel, r: UOp, odd: bool = False) -> Kernel | None:
   longest that fits: a conv's weight tile of 16 channels (x 3 x 3 x 64 filters) fits only single, and ptxas gave its
   kernel 255 registers and spills; of 8, double-buffered, 48 registers."""
   fits = None
-  for bk in (16, 8, 4) if not odd else [d for d in range(16, 4, -1) if d & (d - 1)]:
+  for bk in (16, 8, 4) if not odd else ODD_TILES:
     inner = k.next_id   # the id STAGE gives the tile's range
     if const_size(r) % bk == 0 and len((staged := _try(k, OptOps.STAGE, r.arg[0], bk)).applied) > len(k.applied):
       staged = _try(staged, OptOps.UNROLL, inner, max(d for d in range(1, min(bk, k.ren.upcast_max) + 1) if bk % d == 0))
