@@ -239,8 +239,9 @@ def hand_coded(k: Kernel) -> Kernel:
 
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile; 8x8 and 128x128 where
-  both output axes are 1024 or longer and the target takes 8 copies: twice the multiply-adds per shared-memory read),
-  the sum staged in shared memory 16 at a time (tiles of both operands: 8 or 16 KiB in float32) and unrolled."""
+  both output axes are 1024 or longer and the target takes 8 copies: twice the multiply-adds per shared-memory read;
+  up to 7 along an output row whose odd part is 7, a conv's 56 or 28 pixels), the sum staged in shared memory 16 at a
+  time (tiles of both operands: 8 or 16 KiB in float32; other lengths where 16, 8 and 4 do not divide it) and unrolled."""
   rid, cid = rows.arg[0], cols.arg[0]
   per_thread = 8 if min(const_size(rows), const_size(cols)) >= 1024 and k.ren.upcast_max >= 8 else 4
   lim = min(ren_threads := k.ren.max_threads_per_group, 256)
@@ -285,10 +286,11 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   return k
 
 def _stage(k: Kernel, r: UOp, odd: bool = False) -> Kernel | None:
-  """k with r's sum staged in shared memory 16, 8 or 4 terms a tile (`odd`: 15 down to 5, no power of two), each
-  tile's terms unrolled (a divisor of the tile's length within upcast_max); None where no tile fits. The longest tile that is double-buffered (its next tile loaded while this one is summed) first, else the
-  longest that fits: a conv's weight tile of 16 channels (x 3 x 3 x 64 filters) fits only single, and ptxas gave its
-  kernel 255 registers and spills; of 8, double-buffered, 48 registers."""
+  """k with r's sum staged in shared memory 16, 8 or 4 terms a tile (`odd`: ODD_TILES), each tile's terms unrolled (the
+  largest divisor of the tile within upcast_max); None where no tile fits. The longest tile that is double-buffered
+  (its next tile loaded while this one is summed) first, else the longest that fits: a conv's weight tile of 16
+  channels (x 3 x 3 x 64 filters) fits only single, and ptxas gave its kernel 255 registers and spills; of 8,
+  double-buffered, 48 registers."""
   fits = None
   for bk in (16, 8, 4) if not odd else ODD_TILES:
     inner = k.next_id   # the id STAGE gives the tile's range
