@@ -100,16 +100,18 @@ def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
 
 def _short_rows_merged(k: Kernel) -> Kernel | None:
   """k with its output's contiguous axis, while shorter than GROUP_LEAST, merged with the next axis of the output (by
-  stride) that the same loads read: a conv's map of 14x14 or 7x7 pixels becomes one axis of 196 or 49 pixels (in its
-  input gradient's tap products, stored (ky, y, kx, x), the rows too); None where the axis is not that short or
-  nothing such follows it. A product's sum over such maps is a matmul whose pixels are one axis (_matmul takes axes of
-  GROUP_LEAST or more): tiled, not left to one output a thread reading both operands from global memory."""
+  stride) that the same loads read, itself that short: a conv's map of 14x14 or 7x7 pixels becomes one axis of 196 or
+  49 pixels (in its input gradient's tap products, stored (ky, y, kx, x), the rows too); None where the axis is not
+  that short or nothing such follows it. A product's sum over such maps is a matmul whose pixels are one axis (_matmul
+  takes axes of GROUP_LEAST or more): tiled, not left to one output a thread reading both operands from global memory.
+  (Not into a longer axis: a conv weight gradient's 3x3 taps merged into its 16 channels made a tile of 144 columns,
+  3 blocks where the taps as blocks of their own gave 9.)"""
   merged = k
   while True:
     glob = [r for r in merged.axes(AxisType.GLOBAL) if const_size(r) is not None]
     if (out := next((r for r in glob if merged.output_coefficient(r) == 1), None)) is None or const_size(out) >= GROUP_LEAST: break
     reads = lambda r: {u for u in merged.order if u.op is Ops.LOAD and r in merged.deps[u]}
-    same = [o for o in glob if o is not out and merged.output_coefficient(o) > 1 and reads(o) == reads(out)]
+    same = [o for o in glob if o is not out and merged.output_coefficient(o) > 1 and reads(o) == reads(out) and const_size(o) < GROUP_LEAST]
     if not same: break
     nxt = min(same, key=merged.output_coefficient)
     if len((m := _try(merged, OptOps.MERGE, nxt, out.arg[0])).applied) == len(merged.applied): break
