@@ -537,6 +537,8 @@ def test_a_convs_small_maps_are_tiled_as_one_axis_of_pixels(monkeypatch):
   from tinycore.codegen.opt import gpu
   fwd = gpu.hand_coded(Kernel(lower_to_sink(products[0].ast, ren), ren)).applied   # rows and columns as one axis: 7 threads x 7
   assert [(o.op, o.amount) for o in fwd[:3]] == [(OptOps.MERGE, 3), (OptOps.UPCAST, 7), (OptOps.LOCAL, 7)], fwd
+  wgrad = gpu.hand_coded(Kernel(lower_to_sink(products[2].ast, ren), ren)).applied
+  assert [o.amount for o in wgrad if o.op is OptOps.STAGE] == [14], wgrad
   pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
   windows = np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3))
   np.testing.assert_array_equal(out.numpy(), np.einsum("biyxhw,oihw->boyx", windows, ws))
