@@ -165,7 +165,9 @@ def steps(py: str, out: Path, gpu_missing: str | None, env: dict) -> list[Step]:
                                                   out / "conformance.json", "--", "-vv"], cap=300, floor=60),
     Step("digits training on NV", [py, "examples/train_digits.py", "--dataset", "sklearn", "--no-progress", "--out", out / "train_digits"],
          cap=90, floor=30, missing=None if has_sklearn else "scikit-learn is not installed (its bundled digits are the offline dataset)"),
-    Step("bench/gpu.py", [py, bench], cap=90, floor=30, missing=None if bench.exists() else "bench/gpu.py is not in this checkout"),
+    # (120 s: its last rows, a deep layer's conv forward and backward, came after the eighth session's run; the proof's
+    # deadline still bounds it, and every row before them prints as it is measured)
+    Step("bench/gpu.py", [py, bench], cap=120, floor=30, missing=None if bench.exists() else "bench/gpu.py is not in this checkout"),
     Step("matmul kernels with register caps", [py, __file__, "probe", "occupancy"], cap=60, floor=20),
     Step("memory-bound kernels one by one", [py, __file__, "probe", "kernels"], cap=60, floor=20),
   ]]
