@@ -21,6 +21,13 @@ def kernel_of(si) -> Kernel:
   ren = Device.renderer("PYTHON")
   return Kernel(lower_to_sink(si.ast, ren), ren)
 
+def padded_conv_reference(xs, ws, gs):
+  """numpy's (output, input gradient, weight gradient) of a 3x3 conv with padding 1 whose output's gradient is gs."""
+  windows = np.lib.stride_tricks.sliding_window_view(np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))   # (b, i, y, x, kh, kw)
+  gwin = np.lib.stride_tricks.sliding_window_view(np.pad(gs, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
+  return (np.einsum("biyxhw,oihw->boyx", windows, ws), np.einsum("boyxhw,oihw->biyx", gwin, ws[:, :, ::-1, ::-1]),
+          np.einsum("boyx,biyxhw->oihw", gs, windows))
+
 rng = np.random.default_rng(0)
 A = rng.integers(-3, 4, (24, 40)).astype(np.float32)
 B = rng.integers(-3, 4, (40, 36)).astype(np.float32)
@@ -393,9 +400,7 @@ def test_a_convs_weight_gradient_is_staged_over_its_merged_sum():
     assert len(opts) == 2 and any(u.op is Ops.BARRIER for u in spec.uops), (ren.device, spec.name)
     terms = [u.src[0].arg for u in spec.uops if u.op is Ops.RANGE]
     assert max(terms) <= 2 * 16 * 16 // 16, (ren.device, terms)   # the merged sum's tiles of 16, not a loop per axis
-  pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
-  want = np.einsum("boyx,biyxhw->oihw", gs, np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3)))
-  np.testing.assert_array_equal(dw.numpy(), want)   # small integers: every order of summation is exact
+  np.testing.assert_array_equal(dw.numpy(), padded_conv_reference(xs, ws, gs)[2])   # small integers: every order of summation is exact
   assert dx.shape == xs.shape
 
 def test_a_convs_input_gradient_is_stored_the_way_it_is_read():
@@ -506,13 +511,8 @@ def test_a_convs_rows_of_seven_times_a_power_of_two_are_register_tiled_and_copie
   fma, lds = body.count("fma.rn.f32"), body.count("ld.shared")
   assert fma >= 3 * lds and "selp" not in body, (fma, lds, body.count("selp"))
   dx, dw = (out * Tensor(gs, device="NV")).sum().gradient(x, w)
-  pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
-  windows = np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3))   # (b, i, y, x, kh, kw)
-  np.testing.assert_array_equal(out.numpy(), np.einsum("biyxhw,oihw->boyx", windows, ws))   # small integers: exact sums
-  np.testing.assert_array_equal(dw.numpy(), np.einsum("boyx,biyxhw->oihw", gs, windows))
-  gpad = np.pad(gs, ((0, 0), (0, 0), (1, 1), (1, 1)))
-  gwin = np.lib.stride_tricks.sliding_window_view(gpad, (3, 3), axis=(2, 3))
-  np.testing.assert_array_equal(dx.numpy(), np.einsum("boyxhw,oihw->biyx", gwin, ws[:, :, ::-1, ::-1]))
+  for got, want in zip((out, dx, dw), padded_conv_reference(xs, ws, gs)):
+    np.testing.assert_array_equal(got.numpy(), want)   # small integers: exact sums
 
 def test_a_convs_small_maps_are_tiled_as_one_axis_of_pixels(monkeypatch):
   """A conv over 7x7 maps (a deep layer's): no output axis is 16 long, which the matmul tile wants, so before each
@@ -539,12 +539,7 @@ def test_a_convs_small_maps_are_tiled_as_one_axis_of_pixels(monkeypatch):
   assert [(o.op, o.amount) for o in fwd[:3]] == [(OptOps.MERGE, 3), (OptOps.UPCAST, 7), (OptOps.LOCAL, 7)], fwd
   wgrad = gpu.hand_coded(Kernel(lower_to_sink(products[2].ast, ren), ren)).applied
   assert [o.amount for o in wgrad if o.op is OptOps.STAGE] == [14], wgrad
-  pad = np.pad(xs, ((0, 0), (0, 0), (1, 1), (1, 1)))
-  windows = np.lib.stride_tricks.sliding_window_view(pad, (3, 3), axis=(2, 3))
-  np.testing.assert_array_equal(out.numpy(), np.einsum("biyxhw,oihw->boyx", windows, ws))
-  np.testing.assert_array_equal(dw.numpy(), np.einsum("boyx,biyxhw->oihw", gs, windows))
-  gwin = np.lib.stride_tricks.sliding_window_view(np.pad(gs, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3), axis=(2, 3))
-  np.testing.assert_array_equal(dx.numpy(), np.einsum("boyxhw,oihw->biyx", gwin, ws[:, :, ::-1, ::-1]))
+  for got, want in zip((out, dx, dw), padded_conv_reference(xs, ws, gs)): np.testing.assert_array_equal(got.numpy(), want)
 
 def test_beam_is_offered_the_amounts_without_a_power_of_two_the_heuristic_takes():
   """BEAM searches the actions the hand-coded choice makes: beside powers of two, an axis's largest odd divisor within

@@ -28,10 +28,10 @@ def candidate_opts(sink: UOp, ren: Renderer, applied: tuple[Opt, ...] = ()) -> l
     for r in k.ranges:
       # and the amount without a power of two the hand-coded tiles take where none is left (opt/gpu.py: 7 pixels a
       # thread of a conv's row of 56, 7 threads of a 7x7 map, a sum of 98 staged 14 terms a tile)
-      odd = None if (n := const_size(r)) is None else gpu.odd_tile(n) if op is OptOps.STAGE else \
-            gpu.odd_divisor(n, amounts[op][-1]) if op in (OptOps.UPCAST, OptOps.LOCAL) else None
+      if (n := const_size(r)) is None: continue
+      odd = gpu.odd_tile(n) if op is OptOps.STAGE else gpu.odd_divisor(n, amounts[op][-1]) if op in (OptOps.UPCAST, OptOps.LOCAL) else None
       for amt in amounts[op] + ((odd,) if odd is not None else ()):
-        if (n := const_size(r)) is None or n % amt or n == amt and op is OptOps.STAGE: continue
+        if n % amt or n == amt and op is OptOps.STAGE: continue
         try: apply_opt(k, o := Opt(op, r.arg[0], amt))
         except OptError: continue
         out.append(o)

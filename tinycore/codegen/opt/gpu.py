@@ -110,8 +110,9 @@ def _short_rows_merged(k: Kernel) -> Kernel | None:
   while True:
     glob = [r for r in merged.axes(AxisType.GLOBAL) if const_size(r) is not None]
     if (out := next((r for r in glob if merged.output_coefficient(r) == 1), None)) is None or const_size(out) >= GROUP_LEAST: break
-    reads = lambda r: {u for u in merged.order if u.op is Ops.LOAD and r in merged.deps[u]}
-    same = [o for o in glob if o is not out and merged.output_coefficient(o) > 1 and reads(o) == reads(out) and const_size(o) < GROUP_LEAST]
+    loads = [u for u in merged.order if u.op is Ops.LOAD]
+    readers = {o: frozenset(u for u in loads if o in merged.deps[u]) for o in glob}
+    same = [o for o in glob if o is not out and merged.output_coefficient(o) > 1 and readers[o] == readers[out] and const_size(o) < GROUP_LEAST]
     if not same: break
     nxt = min(same, key=merged.output_coefficient)
     if len((m := _try(merged, OptOps.MERGE, nxt, out.arg[0])).applied) == len(merged.applied): break
