@@ -77,4 +77,6 @@ def test_two_conv_cnn_sgd_step():
     loss = lin(h.flatten(1)).sparse_categorical_crossentropy(y)
     loss.backward()
     loss.realize(*opt.schedule_step())
-  assert kernels(step) <= 19
+  # 20 on a target with blocks (NULL's renderer is PYTHON's): c2's weight gradient, a tiled product whose 1152 outputs
+  # make 3 blocks, sums its 3872 terms in 16 partials first (codegen/opt/gpu.py tile_parts); 19 on a CPU
+  assert kernels(step) <= 20

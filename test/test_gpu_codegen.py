@@ -541,6 +541,32 @@ def test_a_convs_small_maps_are_tiled_as_one_axis_of_pixels(monkeypatch):
   assert [o.amount for o in wgrad if o.op is OptOps.STAGE] == [14], wgrad
   for got, want in zip((out, dx, dw), padded_conv_reference(xs, ws, gs)): np.testing.assert_array_equal(got.numpy(), want)
 
+@pytest.mark.parametrize("work", ["conv of one image", "matmul of few outputs", "matmul of a prime sum"])
+def test_a_product_whose_tiles_fill_few_blocks_is_summed_in_partials(work, monkeypatch):
+  """One image's 7x7 map of 256 channels convolved into 32: the matmul tile holds its 1568 outputs in one block, whose
+  threads would each sum 2304 terms while the rest of a GPU idled (a batch of one through a deep layer: 8 blocks for
+  512 channels). On a target with blocks the sum is cut along its outermost axis (the input channels, a matmul's K)
+  into partials, a kernel whose grid has them as an axis (16 blocks here, each tiled through shared memory as before),
+  then summed (codegen/opt/gpu.py tile_parts, schedule.py split_reduce); on a CPU, whose threads take output rows, it is
+  one kernel. A sum of a prime length has no cut: one kernel. The NV emulator's results equal numpy's."""
+  monkeypatch.setenv("NV_EMULATE", "1")
+  r = np.random.default_rng(11)
+  if work == "conv of one image":
+    a, b, parts = r.integers(-3, 4, (1, 256, 7, 7)).astype(np.float32), r.integers(-3, 4, (32, 256, 3, 3)).astype(np.float32), 16
+    f, want = lambda x, y: x.conv2d(y, padding=1), padded_conv_reference(a, b, np.zeros((1, 32, 7, 7), np.float32))[0]
+  else:
+    n, parts = (4096, 16) if work == "matmul of few outputs" else (1031, 1)
+    a, b = r.integers(-3, 4, (16, n)).astype(np.float32), r.integers(-3, 4, (n, 16)).astype(np.float32)
+    f, want = lambda x, y: x @ y, a @ b
+  out = f(Tensor(a, device="NV"), Tensor(b, device="NV"))
+  items = [si for si in out.schedule() if si.ast.op is Ops.SINK]
+  assert len(items) == (2 if parts > 1 else 1), [si.ast.src[0].src[0].arg for si in items]
+  assert len([si for si in f(Tensor.empty(*a.shape, device="CPU"), Tensor.empty(*b.shape, device="CPU")).schedule() if si.ast.op is Ops.SINK]) == 1
+  spec = get_program(items[0].ast, renderer("NV"))
+  assert items[0].bufs[0].size == parts * want.size, spec.name
+  if parts > 1: assert all(m in spec.src for m in MARKS["NV"]) and parts in spec.global_size, (spec.name, spec.global_size)
+  np.testing.assert_array_equal(out.numpy(), want)   # small integers: every order of summation is exact
+
 def test_beam_is_offered_the_amounts_without_a_power_of_two_the_heuristic_takes():
   """BEAM searches the actions the hand-coded choice makes: beside powers of two, an axis's largest odd divisor within
   an action's range (UPCAST 7 and LOCAL 7 for a conv's row of 28 pixels) and a sum's longest odd tile (STAGE 11 of a

@@ -12,7 +12,7 @@ from tinycore.rewrite import graph_rewrite, PatternMatcher, UPat
 from tinycore.runtime.device import Buffer, Device
 from tinycore.runtime.errors import UnsupportedError
 from tinycore.multi import MultiBuffer, make_buffer, multi_pm
-from tinycore.codegen.opt.gpu import has_rows, row_split
+from tinycore.codegen.opt.gpu import has_rows, row_split, tile_parts, GROUP_LEAST, TILE_SPLIT_LEAST
 from tinycore.codegen.reduce import SUM_CHUNK
 
 STORAGE = "storage"   # the key of a BUFFER node's Buffer in the node's __dict__ (NodeStorage)
@@ -252,16 +252,29 @@ def split_parts(n: int, outputs: int) -> int:
   may take up to twice as many where that count divides an axis)."""
   return max(ceildiv(n, REDUCE_SPLIT), min(ceildiv(SPLIT_OUTPUTS, outputs), n // SPLIT_LEAST))
 
+def _tiled_product(x: UOp) -> bool:
+  """Is x (a sum's terms) a product of two operands each broadcast along GROUP_LEAST or more of its elements (a
+  matmul's, a convolution's): what a GPU's kernel tiles through shared memory (codegen/opt/gpu.py _matmul)?"""
+  while x.op is Ops.CAST: x = x.src[0]
+  return x.op is Ops.MUL and all(max_size(x.shape) >= GROUP_LEAST * max_size(_through(s, _VIEWS).shape) for s in x.src)
+_VIEWS = (*GroupOp.Movement, Ops.CAST)
+
 def split_reduce(u: UOp) -> UOp | None:
   """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials (split_parts), each a REDUCE_AXIS
-  of at most about n/parts elements: a reduced axis is cut into (parts, rest), the outermost that a part count of up to
-  twice as many divides where there is one (no padding), else the outermost long enough, padded with the reduction's
-  identity (each part then a multiple of SUM_CHUNK where that adds at most an eighth).
-  Depends only on the shapes: the same split on every device and thread count. The partials are their own kernel
-  (find_realizes), the sum of them another."""
+  of at most about n/parts elements; on a target with blocks, a tiled product's sum whose outputs fill few blocks is
+  cut too, however long (codegen/opt/gpu.py tile_parts). A reduced axis is cut into (parts, rest), the outermost that a
+  part count of up to twice as many divides where there is one (no padding), else the outermost long enough, padded
+  with the reduction's identity (each part then a multiple of SUM_CHUNK where that adds at most an eighth).
+  Depends on the shapes and on whether the device runs blocks sharing memory, not on its thread count. The partials
+  are their own kernel (find_realizes), the sum of them another."""
   x, (op, axes) = u.src[0], u.arg
-  if not all_int(x.shape) or (n := prod(x.shape[a] for a in axes)) <= REDUCE_SPLIT: return None
-  least = split_parts(n, max(prod(u.shape), 1))
+  if not all_int(x.shape): return None
+  n, outputs = prod(x.shape[a] for a in axes), max(prod(u.shape), 1)
+  least = split_parts(n, outputs) if n > REDUCE_SPLIT else 1
+  if op is Ops.ADD and n >= TILE_SPLIT_LEAST and _tiled_product(x) and (ren := _renderer(u.device)) is not None and \
+     (t := tile_parts(ren, outputs, n)) > least and (cut := _tile_cut(x.shape, axes, t)) is not None and cut[0] >= least:
+    return _parted(x, op, axes, cut[1], cut[0], tiled=True).reshape(u.shape)
+  if least < 2: return None
   exact = [(p, a) for a in axes for p in range(least, min(2 * least, x.shape[a]) + 1) if x.shape[a] % p == 0]
   if exact: parts, a = min(exact, key=lambda pa: (axes.index(pa[1]), pa[0]))   # the outermost axis: parts of whole rows
   else:
@@ -278,9 +291,29 @@ def split_reduce(u: UOp) -> UOp | None:
     ident = identity_element(op, x.dtype)
     # the identity itself fills the new elements: a padded constant would be 0 there (a max of negatives gave 0)
     x = x.pad(pad) if ident == 0 else x.const_like(True).cast(dtypes.bool).pad(pad).where(x.pad(pad), x.pad(pad).const_like(ident))
-  shape = x.shape[:a] + (parts, size // parts) + x.shape[a+1:]
-  partial = x.reshape(shape).r(op, tuple(b + (b >= a) for b in axes))
-  return partial.r(op, (a,)).reshape(u.shape)
+  return _parted(x, op, axes, a, parts).reshape(u.shape)
+
+def _tile_cut(shape: tuple[int, ...], axes: tuple[int, ...], least: int) -> tuple[int, int] | None:
+  """(parts, axis) of a tiled product's sum cut into about `least` partials: its outermost summed axis (a weight
+  gradient's images, a conv's input channels, a matmul's K), in the fewest parts of least or more that divide it (up to
+  twice as many), else in the most fewer; None where it has no divisor but 1. Only the outermost: the parts' sums keep
+  the inner axes whole, which the kernel stages (a weight gradient's 32 rows cut in 16 parts of 2 left it a tile of
+  rows no block could stage well)."""
+  a = next((a for a in axes if shape[a] > 1), None)
+  if a is None: return None
+  divisors = [p for p in range(2, min(shape[a], 2 * least) + 1) if shape[a] % p == 0]
+  parts = next((p for p in divisors if least <= p <= 2 * least), max([p for p in divisors if p < least], default=None))
+  return None if parts is None else (parts, a)
+
+def _parted(x: UOp, op: Ops, axes: tuple[int, ...], a: int, parts: int, tiled: bool = False) -> UOp:
+  """x's reduction over axes, axis a summed first in `parts` partials, then those: the partials realize as a kernel of
+  their own (find_realizes). `tiled`: the partials' axis outermost (a grid axis of blocks), the product's own output
+  axes keep their order, the output's contiguous one (a conv's pixels) innermost, which the kernel's tile is laid along."""
+  shape = x.shape[:a] + (parts, x.shape[a] // parts) + x.shape[a+1:]
+  red = tuple(b + (b >= a) for b in axes)
+  if not tiled: return x.reshape(shape).r(op, red).r(op, (a,))
+  order = (a, *(i for i in range(len(shape)) if i != a))
+  return x.reshape(shape).permute(order).r(op, tuple(order.index(b) for b in red)).r(op, (0,))
 
 def fold_const_reduce(u: UOp) -> UOp | None:
   """A reduction of a broadcast constant is a constant: the MAX of it, and a sum where n*c is exactly what adding c

@@ -240,6 +240,22 @@ def hand_coded(k: Kernel) -> Kernel:
     if own: k = _try(k, OptOps.UNROLL, min(own, key=lambda r: min([abs(s) for s in _strides(k, r)] or [1 << 62])), 4)
   return k
 
+# A product's sum that _tile_matmul tiles (a matmul, a convolution) runs one block per tile of about TILE_OUTPUTS
+# outputs (16x16 threads, 4x4 outputs each). Where its outputs make fewer than FEW_TILES blocks, most of a large GPU's
+# hundred-odd multiprocessors would idle through it (one image's 7x7 map of 512 channels convolved: 8 blocks, each
+# summing 4608 terms; a conv's 64x64x3x3 weight gradient: 9 blocks per partial): the scheduler cuts the sum into
+# partials (schedule.py split_reduce), a kernel of their own, so the blocks number up to TILE_BLOCKS, each partial
+# still TILE_TERMS_LEAST terms or more (16 shared-memory tiles of 16), and sums them in another. Only sums of
+# TILE_SPLIT_LEAST terms or more: a thread of a shorter one's tile runs 16k multiply-adds or fewer, about what a second
+# kernel's launch and the partials' trip through memory cost (a small MLP's 784-term layer stays one kernel).
+TILE_OUTPUTS, FEW_TILES, TILE_BLOCKS, TILE_TERMS_LEAST, TILE_SPLIT_LEAST = 64 * 64, 64, 256, 256, 1024
+
+def tile_parts(ren: Renderer, outputs: int, n: int) -> int:
+  """The fewest partials a tiled product's sum of n terms for each of `outputs` outputs is cut into on this target; 1
+  where it is not cut (a target without blocks sharing memory, enough tiles, too short a sum)."""
+  if not has_rows(ren) or n < TILE_SPLIT_LEAST or (tiles := -(-outputs // TILE_OUTPUTS)) >= FEW_TILES: return 1
+  return max(1, min(-(-TILE_BLOCKS // tiles), n // TILE_TERMS_LEAST))
+
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile; 8x8 and 128x128 where
   both output axes are 1024 or longer and the target takes 8 copies: twice the multiply-adds per shared-memory read;
@@ -271,10 +287,12 @@ def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   for i in (cid, rid):   # an axis the block's threads took whole (16 rows) has no range left to upcast
     left = per_thread // prod(o.amount for o in k.applied if o.op is OptOps.UPCAST and o.axis == i)
     if left > 1 and any(r.arg[0] == i for r in k.ranges) and (n := _divisor(const_size(k.rng(i)), left)) is not None: k = _try(k, OptOps.UPCAST, i, n)
-  # the innermost sum axis that tiles (a conv's kernel rows and columns do not: its channels do)
+  # the innermost sum axis that tiles (a conv's kernel rows and columns do not: its channels do), where the axes inside
+  # it are short (a conv's taps); one with a long axis inside (a weight gradient's rows, each of 32 pixels) would make
+  # a tile of whole rows of both operands, read across its rows (bank conflicts): the merged sum below is staged
   red = [r for r in k.reduces[0].src[1:] if const_size(r) is not None]
-  for r in reversed(red):
-    if (staged := _stage(k, r)) is not None: return staged
+  for i in reversed(range(len(red))):
+    if all(const_size(r) < GROUP_LEAST for r in red[i + 1:]) and (staged := _stage(k, red[i])) is not None: return staged
   # a tile is copied once per trip of the loop over tiles, which no other loop of the sum that the shared loads read may
   # enclose (a conv's weight gradient sums over the batch, then rows, then columns: no axis alone tiles): the sum's axes
   # are merged into one, the innermost varying fastest, and that is tiled
