@@ -262,7 +262,7 @@ _VIEWS = (*GroupOp.Movement, Ops.CAST)
 def split_reduce(u: UOp) -> UOp | None:
   """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials (split_parts), each a REDUCE_AXIS
   of at most about n/parts elements; on a target with blocks, a tiled product's sum whose outputs fill few blocks is
-  cut too, however long (codegen/opt/gpu.py tile_parts). A reduced axis is cut into (parts, rest), the outermost that a
+  cut too, however short (codegen/opt/gpu.py tile_parts). A reduced axis is cut into (parts, rest), the outermost that a
   part count of up to twice as many divides where there is one (no padding), else the outermost long enough, padded
   with the reduction's identity (each part then a multiple of SUM_CHUNK where that adds at most an eighth).
   Depends on the shapes and on whether the device runs blocks sharing memory, not on its thread count. The partials
