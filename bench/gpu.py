@@ -177,6 +177,9 @@ def gpu_workloads(a):
     # proof whose time runs out first loses these rows, not the older ones
     "conv forward " + "x".join(map(str, a.gpu_deep_conv)): conv(False, a.gpu_deep_conv),
     "conv backward " + "x".join(map(str, a.gpu_deep_conv)): conv(True, a.gpu_deep_conv),
+    # the same layer for one image (inference at batch 1): its 64x64 tiles alone would be 8 blocks, so its sum is cut
+    # into partials first on a GPU (codegen/opt/gpu.py tile_parts)
+    "conv forward " + "x".join(map(str, one := [1, *a.gpu_deep_conv[1:]])) + " (one image)": conv(False, one),
   }
 
 def torch_fw(dev: str = "cuda"):
