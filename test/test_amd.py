@@ -424,14 +424,16 @@ def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative
     np.testing.assert_array_equal(f("AMD").numpy(), f("CPU").numpy(), err_msg=name)
 
 def test_loads_are_waited_for_where_first_read(amd):
-  """A load is in flight until an instruction reads it: a + b issues both loads, then one s_waitcnt vmcnt(0); a tensor
-  core's fragments load from LDS back to back, each waited for by its count of later accesses. The emulator, where a
-  load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
+  """A load is in flight until an instruction reads it: a + b issues both loads (a 16-byte vector each), then waits for
+  each where its first element is read, vmcnt(1) for the first (the second may still be in flight), vmcnt(0) for the
+  second; a tensor core's fragments load from LDS back to back, each waited for by its count of later accesses. The
+  emulator, where a load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
   from tinycore.codegen import get_program
   a, b = (np.random.default_rng(i).standard_normal(4096).astype(np.float32) for i in range(2))
   src = get_program((Tensor.empty(4096, device="AMD") + Tensor.empty(4096, device="AMD")).schedule()[-1].ast, amd.renderer).src
   loads = [l.strip() for l in src.splitlines() if l.strip().startswith(("global_load", "s_waitcnt vmcnt"))]
-  assert [l.split()[0] for l in loads] == ["global_load_b32", "global_load_b32", "s_waitcnt"] and loads[2] == "s_waitcnt vmcnt(0)", loads
+  assert [l.split()[0] for l in loads] == ["global_load_b128", "global_load_b128", "s_waitcnt", "s_waitcnt"] and \
+    loads[2:] == ["s_waitcnt vmcnt(1)", "s_waitcnt vmcnt(0)"], loads
   np.testing.assert_array_equal((Tensor(a, device="AMD") + Tensor(b, device="AMD")).numpy(), a + b)
   x, y = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float16), device="AMD") for i in range(2))
   src = get_program((x @ y).schedule()[-1].ast, amd.renderer).src
@@ -534,7 +536,40 @@ def test_rendered_lds_and_wmma_kernels_disassemble_like_llvm_objdump():
       with open(path, "wb") as f: f.write(blob)
     assert llvm_check.compare_code_objects(blobs, objdump) == []
   names = {d.inst.base for blob in blobs.values() for d in decode(parse(blob).code)}
-  assert {"ds_store_b32", "ds_load_b32", "s_barrier", "v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"} <= names
+  # (a tile's copy and its reads are 16-byte vectors: memory_vector; the sum's partials one word each)
+  assert {"ds_store_b32", "ds_store_b128", "ds_load_b128", "global_load_b128", "global_store_b128", "s_barrier",
+          "v_wmma_f32_16x16x16_f16", "v_wmma_f32_16x16x16_bf16"} <= names
+
+@pytest.mark.parametrize("dt, access", [(dtypes.float32, "b128"), (dtypes.float64, "b128"), (dtypes.float16, "b64"), (dtypes.int16, "b64"),
+                                        (dtypes.uint16, "b64"), (dtypes.int8, "b32"), (dtypes.uint8, "b32"), (dtypes.int32, "b128")])
+def test_elementwise_work_loads_and_stores_vectors_of_every_element_size(dt, access, amd):
+  """A thread's consecutive elements (4 a thread, upcast_max; float64 2) are one global_load and one global_store of
+  their bytes: 8/16-bit ones packed in a VGPR, taken out sign- or zero-extended (v_bfe_i32 / v_bfe_u32) and packed again
+  from computed values whose high bits are anything (a * 3 - b wraps); float64s a VGPR pair each. Results equal numpy's,
+  negative values too."""
+  r = np.random.default_rng(4)
+  a, b = (r.integers(-100, 100, 4096) if dtypes.is_int(dt) else r.standard_normal(4096) * 50 for _ in range(2))
+  from tinycore.dtype import to_np_dtype
+  a, b = (np.asarray(v).astype(to_np_dtype(dt)) for v in (a, b))
+  x, y = Tensor(a, device="AMD"), Tensor(b, device="AMD")
+  src = program_for(x * 3 - y).src
+  assert sorted({l.split()[0] for l in src.splitlines() if l.strip().startswith(("global_load", "global_store"))}) == \
+    [f"global_load_{access}", f"global_store_{access}"], src
+  with np.errstate(over="ignore"): want = a * a.dtype.type(3) - b
+  np.testing.assert_array_equal((x * 3 - y).numpy(), want)
+
+def test_elementwise_work_of_many_operations_keeps_one_element_a_thread(amd):
+  """Copies of a long computation per thread multiply the VGPRs it holds, which AMD cannot spill: a float64 tangent (982
+  operations once the renderer's expansions are made) at 2 elements a thread needed more than 256 VGPRs and was refused.
+  Work above ELEMENT_OPS_MOST operations an element keeps one a thread (element-by-element accesses); an exp, a few
+  operations, still takes 4 as vectors. The tangent's results match numpy's."""
+  from tinycore.codegen.opt.gpu import ELEMENT_OPS_MOST
+  assert ELEMENT_OPS_MOST < 198   # a float32 sine's expansion
+  x = np.linspace(-3, 3, 4096)
+  t = Tensor(x, device="AMD")
+  assert "global_load_b128" not in (src := program_for(t.tan()).src) and "global_load_b64" in src, src
+  assert "global_load_b128" not in program_for(t.float().sin()).src and "global_load_b128" in program_for(t.float().exp()).src
+  np.testing.assert_allclose(t.tan().numpy(), np.tan(x), rtol=1e-12)
 
 def test_half_constants_are_their_bits(amd):
   """A half is held as its 16 bits: a constant it is selected against (sigmoid's 1, hardtanh's bounds) is too."""

@@ -36,7 +36,8 @@ def const_text(value, dt: DType) -> str:
   return str(sv) if -16 <= sv <= 64 else f"0x{v:08x}"
 
 LOADS = {dtypes.bool: "u8", dtypes.int8: "i8", dtypes.uint8: "u8", dtypes.int16: "i16", dtypes.uint16: "u16", dtypes.float16: "u16"}
-STORES = {1: "b8", 2: "b16", 4: "b32", 8: "b64"}
+STORES = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
+WIDE_LOADS = {2: "u16", 4: "b32", 8: "b64", 16: "b128"}   # a vector's bytes (codegen/widen.py), packed in consecutive VGPRs
 
 def split(r: str) -> list[str]:
   """The VGPRs of a register range (a pair, a vector), or of one register."""
@@ -442,7 +443,10 @@ def load(ctx: AMDKernel, x: UOp) -> str:
   """Global memory through the buffer's address, LDS by its byte address; in flight until an instruction reads it
   (AMDKernel.settle waits for it there). A BARRIER source only orders the load after the barrier, which it follows."""
   idx, dt = x.src[0], x.dtype.scalar
-  kind, d = LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32'), ctx.new(dt)
+  # a vector (consecutive elements, aligned to their bytes: codegen/widen.py) is one access of all its bytes, laid in
+  # consecutive VGPRs as memory holds them (8/16-bit elements packed: GEP takes one out)
+  if x.dtype.count > 1: kind, d = WIDE_LOADS[dt.itemsize * x.dtype.count], ctx.new(x.dtype)
+  else: kind, d = LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32'), ctx.new(dt)
   if shared(idx): ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}")
   else: ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}")
   ctx.flight["lgkmcnt" if shared(idx) else "vmcnt"].append(x)
@@ -450,14 +454,14 @@ def load(ctx: AMDKernel, x: UOp) -> str:
 def store(ctx: AMDKernel, x: UOp) -> str:
   """A bool gate (a source past the value) stores from the lanes where it holds only: EXEC narrowed around the store."""
   idx, val = x.src[0], x.src[1]
-  v = ctx.pair(val) if val.dtype.itemsize == 8 else ctx.vref(val)
+  v = ctx.pair(val) if val.dtype.itemsize == 8 and val.dtype.count == 1 else ctx.vref(val)
   if (gate := next((g for g in x.src[2:] if g.dtype == dtypes.bool), None)) is not None:
     ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(gate))
     ctx.ins(f"s_mov_b32 {(save := ctx.sreg())}, exec_lo", "s_and_b32 exec_lo, exec_lo, vcc_lo")
   if shared(idx):
-    ctx.ins(f"ds_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}")
+    ctx.ins(f"ds_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}")
     ctx.flight["lgkmcnt"].append(None)
-  else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
+  else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
   if gate is not None:
     ctx.ins(f"s_mov_b32 exec_lo, {save}")
     ctx.next_s -= 1
@@ -483,16 +487,41 @@ def define_local(ctx: AMDKernel, x: UOp) -> int:
   return base
 
 def vectorize(ctx: AMDKernel, x: UOp) -> str:
-  """32-bit elements in consecutive VGPRs (a float64's words, a pair); 16-bit ones (a WMMA's f16/bf16 fragment) two to a
-  VGPR, the first in the low half. A loaded or constant 16-bit value has zero high bits; a computed one is masked."""
-  d = ctx.new(x.dtype)
-  if x.dtype.itemsize == 4:
-    for dh, s in zip(split(d), x.src): ctx.ins(f"v_mov_b32_e32 {dh}, {ctx[s]}")
+  """Elements laid in consecutive VGPRs as memory holds them: 32-bit ones one a VGPR, 64-bit ones (a float64's words) a
+  pair each, 16- and 8-bit ones (a WMMA's f16/bf16 fragment, a wide store's bytes) two or four to a VGPR, the first in
+  the low bits. An 8/16-bit value is held sign- or zero-extended (computed ones with anything above): each is masked to
+  its width, but one loaded zero-extended, whose high bits are zero."""
+  d, size = ctx.new(x.dtype), x.dtype.itemsize
+  if size >= 4:
+    for i, s in enumerate(x.src):
+      for k, w in enumerate(ctx.words(s) if size == 8 else [ctx[s]]): ctx.ins(f"v_mov_b32_e32 {split(d)[i * size // 4 + k]}, {w}")
     return d
-  for dh, lo, hi in zip(split(d), x.src[0::2], x.src[1::2]):
-    low = ctx[lo]
-    if lo.op not in (Ops.LOAD, Ops.CONST): ctx.vop("v_and_b32", low := dh, "0xffff", ctx[lo])
-    ctx.vop("v_lshl_or_b32", dh, ctx.to_vgpr(ctx[hi]), "16", low)
+  per, mask = 4 // size, const_text((1 << 8 * size) - 1, dtypes.uint32)
+  def bits(s: UOp, into: str) -> str:   # s's own bits, nothing above them
+    if s.op is Ops.LOAD and s.dtype.count == 1 and not signed(s.dtype): return ctx.to_vgpr(ctx[s])
+    ctx.vop("v_and_b32", into, mask, ctx[s])
+    return into
+  for j, dh in enumerate(split(d)):
+    elems = x.src[j * per:(j + 1) * per]
+    low = bits(elems[0], dh)
+    for k, e in enumerate(elems[1:], 1):
+      t = ctx.vreg()
+      ctx.vop("v_lshl_or_b32", dh, bits(e, t), str(8 * size * k), low)
+      ctx.release(t)
+      low = dh
+    if low != dh: ctx.ins(f"v_mov_b32_e32 {dh}, {low}")
+  return d
+def gep(ctx: AMDKernel, x: UOp) -> str:
+  """Element x.arg of a vector, copied out (a register is freed after its own last use): a VGPR, a pair, or an 8/16-bit
+  element's bits from its VGPR, sign- or zero-extended as a load of it would leave them."""
+  vec, size, i = ctx[x.src[0]], x.dtype.itemsize, x.arg
+  if size == 8:
+    d = ctx.vreg(2)
+    for dh, w in zip(split(d), split(vec)[2 * i:2 * i + 2]): ctx.ins(f"v_mov_b32_e32 {dh}, {w}")
+    return d
+  d, word = ctx.vreg(), split(vec)[i * size // 4]
+  if size == 4: ctx.ins(f"v_mov_b32_e32 {d}, {word}")
+  else: ctx.vop("v_bfe_i32" if signed(x.dtype) else "v_bfe_u32", d, word, str(8 * (i * size % 4)), str(8 * size))
   return d
 def wmma(ctx: AMDKernel, x: UOp) -> str:
   """D = A @ B + C (D = C's registers in a reduction's step)."""
@@ -626,6 +655,7 @@ class RDNA3Renderer(ISARenderer):
   registers = 256          # VGPRs per lane of a wave32 (the renderer refuses a kernel needing more)
   index_bits = 32
   upcast_max = 4
+  memory_vector = 16       # global_load/store and ds_load/store of b64 and b128: 16 bytes of consecutive elements at most
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
   extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
   # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
@@ -663,7 +693,7 @@ class RDNA3Renderer(ISARenderer):
     # vectors (a float64's words, a WMMA's fragments and accumulator): an element is copied out, since a register is freed
     # after its own last use
     (UPat(Ops.VECTORIZE, name="x"), vectorize),
-    (UPat(Ops.GEP, name="x"), lambda ctx, x: ctx.ins(f"v_mov_b32_e32 {(d := ctx.vreg())}, {split(ctx[x.src[0]])[x.arg]}") or d),
+    (UPat(Ops.GEP, name="x"), gep),
     (UPat(Ops.WMMA, name="x"), wmma),
     (UPat(GroupOp.ALU, name="x"), lambda ctx, x: vector_alu(ctx, x) if x.dtype.count > 1 else None),
     (UPat(GroupOp.ALU, name="x"), alu32),

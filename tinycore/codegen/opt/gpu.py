@@ -2,7 +2,8 @@
 from __future__ import annotations
 from tinycore.dtype import DType, dtypes
 from tinycore.helpers import prod
-from tinycore.uop import UOp, Ops, AxisType, split_terms
+from tinycore.uop import UOp, Ops, GroupOp, AxisType, split_terms
+from tinycore.rewrite import graph_rewrite
 from tinycore.renderer import Renderer
 from tinycore.codegen.opt.kernel import Kernel, Opt, OptOps, OptError, apply_opt, const_size
 from tinycore.codegen.opt.tc import use_tensor_cores
@@ -195,9 +196,10 @@ def hand_coded(k: Kernel) -> Kernel:
     if g is None and (d := _divisor(const_size(r), want, GROUP_LEAST, pad=True)) is not None and (padded := _padded(k, r, d)) is not None: (k, r), g = padded, d
     if g is not None: k = _group(k, r, g)
   # elementwise work where the target loads and stores several elements at once: each thread takes a few consecutive
-  # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py)
+  # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py); not work whose elements
+  # each take many operations (_heavy)
   if not k.reduces and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
-     (n := min(lanes(ren, k.sink.src[0].src[1].dtype), ren.upcast_max)) > 1 and const_size(out) % n == 0:
+     (n := min(lanes(ren, k.sink.src[0].src[1].dtype), ren.upcast_max)) > 1 and const_size(out) % n == 0 and not _heavy(k):
     k = _try(k, OptOps.UPCAST, out, n)
     glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   # output axes across the threads of a block, the contiguous one fastest
@@ -255,6 +257,17 @@ def tile_parts(ren: Renderer, outputs: int, n: int) -> int:
   where it is not cut (a target without blocks sharing memory, enough tiles, too short a sum)."""
   if not has_rows(ren) or n < TILE_SPLIT_LEAST or (tiles := -(-outputs // TILE_OUTPUTS)) >= FEW_TILES: return 1
   return max(1, min(-(-TILE_BLOCKS // tiles), n // TILE_TERMS_LEAST))
+
+# Work whose elements each take more operations than this, counted once the target's own expansions are made (its
+# extra_matcher: a float32 sine's range reduction and polynomial, 198), is bound by them, not by its accesses: copies of
+# it per thread would multiply the registers a thread holds for little (AMD's float32 sine, 4 copies: 88 VGPRs; its
+# float64 tangent, 982 operations: 2 copies needed more than its 256, which it cannot spill).
+ELEMENT_OPS_MOST = 128
+
+def _heavy(k: Kernel) -> bool:
+  """Do k's elements each take more than ELEMENT_OPS_MOST operations on its target?"""
+  sink = k.sink if k.ren.extra_matcher is None else graph_rewrite(k.sink, k.ren.extra_matcher)
+  return sum(u.op in GroupOp.ALU for u in sink.toposort()) > ELEMENT_OPS_MOST
 
 def _tile_matmul(k: Kernel, rows: UOp, cols: UOp) -> Kernel:
   """A block of up to 16x16 threads, each computing up to 4x4 outputs (the block a 64x64 tile; 8x8 and 128x128 where
