@@ -649,3 +649,22 @@ def test_staged_matmuls_with_wide_accesses_match_numpy(m, k, n, transposed, stag
   assert any(u.op is Ops.BARRIER for u in spec.uops) == staged
   if (m, k, n) == (128, 64, 128): assert {("STORE", 4), ("LOAD", 4)} <= set(smem_vectors(spec)), smem_vectors(spec)
   np.testing.assert_array_equal((ta @ tb).numpy(), a @ b)
+
+@pytest.mark.parametrize("dev", ["PYTHON", "NV", "AMD"])
+def test_a_grouped_sums_store_keeps_its_padded_outputs_gate(dev, monkeypatch):
+  """Found by the conformance fuzzer (vendor profile): 72 sums of 193 terms are spread over groups of 16 threads and
+  their outputs padded to 80 for blocks of 16 (PADTO). The group's first thread stores, and only for outputs inside the
+  tensor: the group's gate replaced the pad's, and the 8 outputs past the end were stored outside the buffer (the NV
+  emulator's error; on a GPU, someone else's memory)."""
+  monkeypatch.setenv(f"{dev}_EMULATE", "1")
+  x = (np.arange(193 * 8 * 9) % 7).astype(np.float32).reshape(193, 8, 9)
+  np.testing.assert_array_equal(Tensor(x, device=dev).sum(0).numpy(), x.sum(0))
+
+@pytest.mark.parametrize("dev", ["PYTHON", "NV", "AMD"])
+def test_a_grouped_sum_whose_terms_fold_to_a_constant_still_launches_its_group(dev, monkeypatch):
+  """Found by the conformance fuzzer: |0| summed over 385 terms folds to a constant inside the kernel, so no value
+  depends on the group's threads any more; the kernel launched 1 thread for its 32 lanes' shuffles. The group's axes are
+  taken before the sums are combined and gate the store: the launch keeps its 32 threads, one of them stores."""
+  monkeypatch.setenv(f"{dev}_EMULATE", "1")
+  assert Tensor.zeros(385, dtype=dtypes.int32, device=dev).abs().sum().item() == 0
+  assert Tensor.ones(385, dtype=dtypes.int32, device=dev).abs().sum().item() == 385

@@ -31,6 +31,9 @@ def group_reduces(sink: UOp, ren: Renderer) -> UOp:
   threads = thread_axes(sink, [u for u in order if u.op is Ops.RANGE])
   grouped = [x for x in order if x.op is Ops.REDUCE and any(r.arg[1] in THREADS for r in x.src[1:])]
   if not grouped: return sink
+  # the group axes, found before the sums are combined: a sum whose terms do not depend on its threads (a constant's,
+  # folded) leaves them nowhere in the combined kernel, which then launched 1 thread for its 32 lanes' shuffles
+  groups = sorted({r for x in grouped for r in x.src[1:] if r.arg[1] is AxisType.GROUP_REDUCE}, key=lambda r: r.arg[0])
   ids = itertools.count(max(u.arg[0] for u in order if u.op is Ops.RANGE) + 1)
   nlocal = itertools.count(max((u.arg + 1 for u in order if u.op is Ops.DEFINE_LOCAL), default=0))
   # slot: the thread's number in its block, the last thread axis fastest: the hardware's linear thread id, as
@@ -91,10 +94,12 @@ def group_reduces(sink: UOp, ren: Renderer) -> UOp:
   def gate(st: UOp) -> UOp:   # the group's first thread stores what every thread of it computed
     if st.src[0].src[0].op is not Ops.DEFINE_GLOBAL: return st
     addr = set(st.src[0].toposort())
-    if not (gs := [r for r in st.toposort() if r.op is Ops.RANGE and r.arg[1] is AxisType.GROUP_REDUCE and r not in addr]): return st
+    if not (gs := [r for r in groups if r not in addr]): return st
     first = gs[0].eq(0)
     for g in gs[1:]: first = first & g.eq(0)
-    return st.replace(src=st.src[:2] + (first,))
+    # and the store's own gate (a padded output axis's: its outputs past the end store nothing), kept with its other sources
+    for g in (g for g in st.src[2:] if g.dtype == dtypes.bool): first = g & first
+    return st.replace(src=st.src[:2] + (first,) + tuple(s for s in st.src[2:] if s.dtype != dtypes.bool))
   return graph_rewrite(sink.replace(src=tuple(gate(st) for st in sink.src)), symbolic_rules)
 
 # ***** long float sums become a tree of short ones *****
