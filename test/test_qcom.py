@@ -255,3 +255,20 @@ def test_half_images_only_with_cl_khr_fp16():
   assert "write_only image2d_t data0" in native and "write_imageh(data0" in native and "(half4)(" in native
   emulated = get_program(ast_of(t), OpenCLRenderer(fp16=False, images=True)).src
   assert "__global ushort* data0" in emulated and "read_only image2d_t data1" in emulated   # the core holds half as its bits
+
+@pytest.mark.parametrize("dt, n", [(dtypes.float32, 4), (dtypes.float16, 4), (dtypes.int8, 4), (dtypes.uint8, 4), (dtypes.int16, 4), (dtypes.int32, 4)])
+def test_elementwise_work_loads_and_stores_vectors(dt, n, qcom, monkeypatch):
+  """A thread's consecutive elements (upcast_max of them) are one vloadn per input and one vstoren (any element
+  alignment in OpenCL), lanes .s0 ..; with images (QCOM_IMAGE) a float buffer is an image read one element at a time,
+  so none. Results equal numpy's, wrapping and negative values too."""
+  from tinycore.dtype import to_np_dtype
+  r = np.random.default_rng(6)
+  a, b = (np.asarray(r.integers(-100, 100, 4096) if dtypes.is_int(dt) else r.standard_normal(4096) * 50).astype(to_np_dtype(dt)) for _ in range(2))
+  x, y = Q(a), Q(b)
+  ren = Device.renderer("QCOM")
+  src = get_program([si for si in (x * 3 - y).schedule() if si.ast.op.name == "SINK"][-1].ast, ren).src
+  assert src.count(f"vload{n}(0, ") == 2 and src.count(f"vstore{n}(") == 1, src
+  with np.errstate(over="ignore"): want = a * a.dtype.type(3) - b
+  np.testing.assert_array_equal((x * 3 - y).numpy(), want)
+  monkeypatch.setattr(ren, "images", True)
+  assert ren.memory_vector == 0 and "vload" not in get_program([si for si in (x + y).schedule() if si.ast.op.name == "SINK"][-1].ast, ren).src

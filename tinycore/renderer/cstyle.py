@@ -20,6 +20,7 @@ class CStyleKernel(KernelWriter):
     self.helpers: dict[str, str] = {}
     self.depth = 1
   def type(self, dt: DType) -> str:
+    if dt.count > 1 and self.ren.vector_type: return self.ren.vector_type.format(type=self.type(dt.scalar), n=dt.count)
     if dt not in self.ren.types: raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no type for {dt}")
     return self.ren.types[dt]
   def line(self, s: str) -> str:
@@ -40,7 +41,7 @@ class CStyleKernel(KernelWriter):
     return name
   def write(self, u: UOp) -> str:
     """A value op's expression is declared (bound to a name); a store's bool gate (a src past its value) wraps it in an if."""
-    if u.dtype.count > 1: raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no vector values ({u.dtype})")
+    if u.dtype.count > 1 and not self.ren.vector_type: raise UnsupportedError(f"backend {self.ren.device}: the {self.ren.language} renderer has no vector values ({u.dtype})")
     gate = next((g for g in u.src[2:] if g.dtype == dtypes.bool), None) if u.op is Ops.STORE else None
     if gate is not None: self.open(f"if ({self[gate]}) {{")
     text = super().write(u)
@@ -83,6 +84,7 @@ class CStyleRenderer(Renderer):
   loop = "for ({type} {name} = 0; {name} < {end}; {name}++) {{"
   buffer = "{type}* {name}"                    # a kernel parameter of a buffer, of elements of memory_types (else types)
   memory_types: dict[DType, str] = {}
+  vector_type = ""                             # a vector of n values ("{type}{n}": OpenCL's float4); "" where the language has none
   shared = "{type} {name}[{size}];"            # workgroup shared memory (DEFINE_LOCAL), and the barrier every thread of a block meets
   barrier = ""
   prelude = "#include <stdint.h>\n#include <string.h>\n#include <math.h>"

@@ -116,6 +116,7 @@ class OpenCLRenderer(CStyleRenderer):
   float_suffix = {}                # OpenCL's builtins are overloaded
   buffer = "__global {type}* {name}"
   memory_types = {dtypes.bool: "uchar"}   # bool pointers cannot be kernel arguments
+  vector_type = "{type}{n}"
   shared, barrier = "__local {type} {name}[{size}];", "barrier(CLK_LOCAL_MEM_FENCE);"
 
   def __init__(self, fp16: bool = True, fp64: bool = False, images: bool | None = None, image_max: tuple[int, int] = (8192, 8192),
@@ -131,6 +132,12 @@ class OpenCLRenderer(CStyleRenderer):
     self.supported_dtypes = frozenset(d for d in CL_TYPES if d != dtypes.float64 or fp64)
     if not fp16: self.alu_dtypes = self.supported_dtypes - {dtypes.float16}
     self.mulacc_dtypes = frozenset({dtypes.float32, dtypes.float64} & self.supported_dtypes)   # fma(), correctly rounded
+
+  @property
+  def memory_vector(self) -> int:
+    """A thread's consecutive elements (codegen/widen.py) as one vloadn/vstoren of up to 16 bytes; not with images,
+    whose reads and writes are one element each (a kernel's float buffers are images then)."""
+    return 0 if self.images else 16
 
   @classmethod
   def for_device(cls, info) -> OpenCLRenderer:
@@ -182,6 +189,14 @@ class OpenCLRenderer(CStyleRenderer):
     (UPat(Ops.STORE, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="i"), UPat.var("v")), allow_any_len=True, name="x"),
      lambda ctx, x, i, v: ctx.line(f"write_image{image_type(v.dtype)}({ctx[i.src[0]]}, {image_at(ctx, i)}, "
                                    f"({'half4' if image_type(v.dtype) == 'h' else 'float4'})({ctx[v]}, 0, 0, 0));")),
+    # vectors: an INDEX of a vector pointer is the address of its first element, read and written by vloadn/vstoren (any
+    # element alignment), its lanes .s0 .. .sf
+    (UPat(Ops.INDEX, name="x"), lambda ctx, x: "({} + {})".format(*ctx.args(x)) if x.dtype.base.count > 1 else None),
+    (UPat(Ops.LOAD, name="x"), lambda ctx, x: f"vload{x.dtype.count}(0, {ctx[x.src[0]]})" if x.dtype.count > 1 else None),
+    (UPat(Ops.STORE, src=(UPat.var("i"), UPat.var("v")), allow_any_len=True, name="x"),
+     lambda ctx, x, i, v: ctx.line(f"vstore{v.dtype.count}({ctx[v]}, 0, {ctx[i]});") if v.dtype.count > 1 else None),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: f"{ctx[x.src[0]]}.s{x.arg:x}"),
+    (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: f"(({ctx.type(x.dtype)})({', '.join(ctx.args(x))}))"),
     (UPat(Ops.LOAD, dtypes.bool, name="x"), lambda ctx, x: f"({ctx[x.src[0]]} != 0)"),   # bool lives in memory as uchar
     (UPat(Ops.STORE, src=(UPat.var("i"), UPat.var("v", dtypes.bool)), allow_any_len=True, name="x"), lambda ctx, x, i, v: ctx.line(f"{ctx[i]} = (uchar){ctx[v]};")),
     # floats by select(): pocl's compiler turns (x > 0 ? -0.0f : x) into a min that returns -0.0 for x = +0.0
