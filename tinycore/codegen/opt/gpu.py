@@ -199,8 +199,16 @@ def hand_coded(k: Kernel) -> Kernel:
   # outputs (and the inputs read along them), so its accesses are vector ones (codegen/widen.py); not work whose elements
   # each take many operations (_heavy)
   if not k.reduces and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
-     (n := min(lanes(ren, k.sink.src[0].src[1].dtype), ren.upcast_max)) > 1 and const_size(out) % n == 0 and not _heavy(k):
-    k = _try(k, OptOps.UPCAST, out, n)
+     (n := min(lanes(ren, k.sink.src[0].src[1].dtype), ren.upcast_max)) > 1 and not _heavy(k):
+    # a map's row no vector divides (26 pixels) is first merged with the axis the output continues along (26 x 26 =
+    # 169 x 4), as the threads' layout below merges it anyway (a row that pads to a block's threads stays: 4099)
+    while const_size(out) % n and const_size(out) >= MAP_LEAST and \
+          _divisor(const_size(out), min(256, ren.max_threads_per_group), GROUP_LEAST, pad=True) is None and \
+          (nxt := next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)) is not None and \
+          len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
+      k, out = merged, merged.rng(nxt.arg[0])
+      glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
+    if const_size(out) % n == 0: k = _try(k, OptOps.UPCAST, out, n)
     glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
   # output axes across the threads of a block, the contiguous one fastest
   room = min(256, ren.max_threads_per_group) // prod(const_size(t) for t in k.threads())
