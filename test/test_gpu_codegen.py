@@ -280,13 +280,19 @@ def test_elementwise_work_over_maps_no_vector_divides_is_merged_into_vectors():
   """Elementwise work over 26x26 maps (a conv's output in the digits model): no vector of 4 divides a row of 26, so each
   thread took one element, loaded one at a time. The row is first merged with the one the output continues along
   (676 = 169 x 4, as the threads' layout merges it anyway): 4 elements a thread, one vector per input and one store. A
-  row that pads to a block's threads keeps its shape (rows of 4099: test_rows_no_power_of_two_divides_run_along_a_block).
-  PYTHON's answer equals numpy's."""
+  row that pads to a block's threads keeps its shape (rows of 4099: test_rows_no_power_of_two_divides_run_along_a_block),
+  and so does one a load reads otherwise than as one axis (a 13x13 map upsampled, read at (y // 2, x // 2): its
+  elements one at a time, lanes 16 bytes apart, would touch 4 times the sectors). PYTHON's answers equal numpy's."""
   x, c = rng.standard_normal((4, 16, 26, 26)).astype(np.float32), rng.standard_normal((1, 16, 1, 1)).astype(np.float32)
   out = (Tensor(x, device="PYTHON") * Tensor(c, device="PYTHON")).relu()
   spec = get_program(last_kernel(out).ast, Device.renderer("PYTHON"))
   assert sorted(vector_accesses(spec)) == [("LOAD", 4), ("STORE", 4)], (spec.name, vector_accesses(spec))
   np.testing.assert_allclose(out.numpy(), np.maximum(x * c, 0), rtol=1e-6)
+  small = rng.standard_normal((4, 16, 13, 13)).astype(np.float32)
+  up = Tensor(small, device="PYTHON").reshape(4, 16, 13, 1, 13, 1).expand(4, 16, 13, 2, 13, 2).reshape(4, 16, 26, 26)
+  out = up + Tensor(x, device="PYTHON")
+  assert vector_accesses(get_program(last_kernel(out).ast, Device.renderer("PYTHON"))) == []
+  np.testing.assert_allclose(out.numpy(), small.repeat(2, 2).repeat(2, 3) + x, rtol=1e-6)
 
 def test_accesses_not_provably_aligned_stay_element_by_element():
   """a[1:] + a[:-1]: the shifted read starts one element past a multiple of 4, a[::2] steps by 2, a bool is a byte the

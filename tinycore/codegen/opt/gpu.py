@@ -85,6 +85,17 @@ def _unroll_rest(k: Kernel, r: UOp) -> Kernel:
   left = next((x for x in k.ranges if x.arg[0] == r.arg[0] and x.arg[1] is AxisType.REDUCE), None)
   return k if left is None or const_size(left) is None or const_size(left) > ROW_STEPS else _try(k, OptOps.UNROLL, left, const_size(left))
 
+def _reads_as_one(k: Kernel, inner: UOp, outer: UOp) -> bool:
+  """Does every global load that reads inner or outer read them as one axis (outer's coefficient inner's times its
+  length, both plain terms), or as a broadcast along both? One that reads them otherwise (a max pool's gradient at
+  (y // 2, x // 2)) would take a merged vector's elements one at a time, each lane's 16 bytes apart: 4 times the
+  sectors a warp touches."""
+  for u in _reads(k, inner) + _reads(k, outer):
+    terms = split_terms(u.src[0].src[1])[0]
+    ci, co = terms.get(inner), terms.get(outer)
+    if ci is None or co is None or co != ci * const_size(inner): return False
+  return True
+
 def _matmul(k: Kernel) -> tuple[UOp, UOp] | None:
   """(rows, cols) of a product's reduction whose two operands each skip an output axis (C[i, j] +=
   A[i, k] * B[k, j]: B does not change with i, A with j): the block's threads can share them. cols is the output's
@@ -205,7 +216,7 @@ def hand_coded(k: Kernel) -> Kernel:
     while const_size(out) % n and const_size(out) >= MAP_LEAST and \
           _divisor(const_size(out), min(256, ren.max_threads_per_group), GROUP_LEAST, pad=True) is None and \
           (nxt := next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)) is not None and \
-          len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
+          _reads_as_one(k, out, nxt) and len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
       k, out = merged, merged.rng(nxt.arg[0])
       glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
     if const_size(out) % n == 0: k = _try(k, OptOps.UPCAST, out, n)
