@@ -252,13 +252,13 @@ def split_parts(n: int, outputs: int) -> int:
   may take up to twice as many where that count divides an axis)."""
   return max(ceildiv(n, REDUCE_SPLIT), min(ceildiv(SPLIT_OUTPUTS, outputs), n // SPLIT_LEAST))
 
+_VIEWS = (*GroupOp.Movement, Ops.CAST)
 def _tiled_product(x: UOp) -> bool:
   """Is x (a sum's terms) a float product of two operands each broadcast along GROUP_LEAST or more of its elements (a
   matmul's, a convolution's): what a GPU's kernel tiles through shared memory (codegen/opt/gpu.py _matmul)?"""
   if not dtypes.is_float(x.dtype): return False
   while x.op is Ops.CAST: x = x.src[0]
   return x.op is Ops.MUL and all(max_size(x.shape) >= GROUP_LEAST * max_size(_through(s, _VIEWS).shape) for s in x.src)
-_VIEWS = (*GroupOp.Movement, Ops.CAST)
 
 def split_reduce(u: UOp) -> UOp | None:
   """REDUCE_AXIS over n > REDUCE_SPLIT elements -> REDUCE_AXIS over `parts` partials (split_parts), each a REDUCE_AXIS

@@ -85,6 +85,13 @@ def _unroll_rest(k: Kernel, r: UOp) -> Kernel:
   left = next((x for x in k.ranges if x.arg[0] == r.arg[0] and x.arg[1] is AxisType.REDUCE), None)
   return k if left is None or const_size(left) is None or const_size(left) > ROW_STEPS else _try(k, OptOps.UNROLL, left, const_size(left))
 
+def _map_row_next(k: Kernel, glob: list[UOp], out: UOp, room: int) -> UOp | None:
+  """The output axis a map's row continues along (the one of stride len(out)), where out, the output's contiguous axis,
+  is such a row: MAP_LEAST or longer, and no power of two from GROUP_LEAST up to room divides it or pads to it (26, 13,
+  56); None where it is not."""
+  if const_size(out) < MAP_LEAST or _divisor(const_size(out), room, GROUP_LEAST, pad=True) is not None: return None
+  return next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)
+
 def _reads_as_one(k: Kernel, inner: UOp, outer: UOp) -> bool:
   """Does every global load that reads inner or outer read them as one axis (outer's coefficient inner's times its
   length, both plain terms), or as a broadcast along both? One that reads them otherwise (a max pool's gradient at
@@ -211,11 +218,9 @@ def hand_coded(k: Kernel) -> Kernel:
   # each take many operations (_heavy)
   if not k.reduces and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
      (n := min(lanes(ren, k.sink.src[0].src[1].dtype), ren.upcast_max)) > 1 and not _heavy(k):
-    # a map's row no vector divides (26 pixels) is first merged with the axis the output continues along (26 x 26 =
-    # 169 x 4), as the threads' layout below merges it anyway (a row that pads to a block's threads stays: 4099)
-    while const_size(out) % n and const_size(out) >= MAP_LEAST and \
-          _divisor(const_size(out), min(256, ren.max_threads_per_group), GROUP_LEAST, pad=True) is None and \
-          (nxt := next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)) is not None and \
+    # a map's row no vector divides (26 pixels) is first merged with the axis it continues along (26 x 26 = 169 x 4),
+    # as the threads' layout below merges it anyway (a row that pads to a block's threads stays: 4099)
+    while const_size(out) % n and (nxt := _map_row_next(k, glob, out, min(256, ren.max_threads_per_group))) is not None and \
           _reads_as_one(k, out, nxt) and len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
       k, out = merged, merged.rng(nxt.arg[0])
       glob = [r for r in k.axes(AxisType.GLOBAL) if const_size(r) is not None]
@@ -229,9 +234,7 @@ def hand_coded(k: Kernel) -> Kernel:
   # (Shorter ones, a window's 3 taps, keep their shape: their kernels are laid out by the rules below; and a kernel of
   # fewer outputs than a block's threads has nothing to spread.)
   while room >= GROUP_LEAST and prod(const_size(r) for r in glob) >= room and (out := next((r for r in glob if k.output_coefficient(r) == 1), None)) is not None and \
-        const_size(out) >= MAP_LEAST and _divisor(const_size(out), room, GROUP_LEAST, pad=True) is None and \
-        (nxt := next((o for o in glob if k.output_coefficient(o) == const_size(out)), None)) is not None and \
-        len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
+        (nxt := _map_row_next(k, glob, out, room)) is not None and len((merged := _try(k, OptOps.MERGE, nxt, out.arg[0])).applied) > len(k.applied):
     k, glob = merged, [r for r in merged.axes(AxisType.GLOBAL) if const_size(r) is not None]
   for r in sorted(glob, key=lambda r: (k.output_coefficient(r) != 1, k.output_coefficient(r))):
     if room >= GROUP_LEAST and k.output_coefficient(r) == 1 and _divisor(const_size(r), room, GROUP_LEAST) is None and \
