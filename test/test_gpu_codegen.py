@@ -4,7 +4,7 @@ import re
 import numpy as np
 import pytest
 from tinycore import Tensor, Device, dtypes
-from tinycore.uop import Ops, AxisType
+from tinycore.uop import Ops, AxisType, split_terms
 from tinycore.codegen import get_program, lower_to_sink
 from tinycore.codegen.opt import Kernel, Opt, OptOps, OptError, apply_opt
 from tinycore.engine import CompiledRunner
@@ -420,6 +420,27 @@ def test_a_convs_weight_gradient_is_staged_over_its_merged_sum():
     assert max(terms) <= 2 * 16 * 16 // 16, (ren.device, terms)   # the merged sum's tiles of 16, not a loop per axis
   np.testing.assert_array_equal(dw.numpy(), padded_conv_reference(xs, ws, gs)[2])   # small integers: every order of summation is exact
   assert dx.shape == xs.shape
+
+def test_a_merged_sums_tile_copies_divide_each_index_once():
+  """A conv's weight gradient over 7x7 maps sums over images x pixels merged into one axis, which its loads read through
+  divisions by 49 and 7 (and remainders). A thread copying n consecutive elements of that axis a step would divide n
+  indexes one apart; it copies one a step instead (its copies of a trip then a whole block apart, at the same place
+  along the axis), so no two divisions by a constant other than a power of two divide indexes a constant apart (at
+  22061e6, 51 divisions, 49 such pairs). The gradient equals numpy's (PYTHON; small integers: exact). (AMD, with its
+  64-thread waves, tiles this one differently.)"""
+  rng = np.random.default_rng(3)
+  xs, ws, gs = (rng.integers(-3, 4, s).astype(np.float32) for s in ((16, 4, 7, 7), (64, 4, 3, 3), (16, 64, 7, 7)))
+  x, w = Tensor(xs, device="PYTHON").requires_grad_(), Tensor(ws, device="PYTHON").requires_grad_()
+  dx, dw = (x.conv2d(w, padding=1) * Tensor(gs, device="PYTHON")).sum().gradient(x, w)
+  for ren in (Device.renderer("PYTHON"), renderer("NV")):
+    (spec,) = [get_program(si.ast, ren) for si in dw.schedule() if si.ast.op is Ops.SINK and si.bufs[0].size == 64 * 4 * 9]
+    assert sum(u.op is Ops.DEFINE_LOCAL for u in spec.uops) == 2, (ren.device, spec.name)
+    divs = [u for u in spec.uops if u.op in (Ops.IDIV, Ops.MOD) and u.src[1].op is Ops.CONST and u.src[1].arg & (u.src[1].arg - 1)]
+    assert any(u.src[1].arg % 7 == 0 for u in divs), (ren.device, [u.src[1].arg for u in divs])   # (the map's rows)
+    apart = [(a.src[0].render(), b.src[0].render()) for i, a in enumerate(divs) for b in divs[i + 1:]
+             if a.op is b.op and a.src[1].arg == b.src[1].arg and split_terms(a.src[0])[0] == split_terms(b.src[0])[0]]
+    assert not apart, (ren.device, apart)
+  np.testing.assert_array_equal(dw.numpy(), padded_conv_reference(xs, ws, gs)[2])
 
 def test_a_convs_input_gradient_is_stored_the_way_it_is_read():
   """A conv's input gradient (scheduled for PYTHON, whose blocks NV's and AMD's match) is two kernels: each tap's

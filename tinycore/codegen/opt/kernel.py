@@ -238,6 +238,12 @@ def _ungated(ld: UOp) -> UOp:
   while idx.op is Ops.WHERE and idx.src[2].op is Ops.CONST and idx.src[2].arg == 0: idx = idx.src[1]
   return idx
 
+def _affine_run(value, n: int, lid: UOp) -> bool:
+  """Are the global indexes value(e) reads for a thread's n consecutive tile elements e one index plus constants?"""
+  reads = [[u for u in value(lid * n + j).simplify().toposort() if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL] for j in range(n)]
+  return all(len(r) == len(reads[0]) for r in reads) and \
+    all(split_terms(_ungated(a).simplify())[0] == split_terms(_ungated(b).simplify())[0] for r in reads[1:] for a, b in zip(reads[0], r))
+
 def layout(sizes: list[int], itemsize: int, rows: list[bool], pad: bool) -> list[int]:
   """The strides (in elements) of a tile of `sizes` (innermost first) in shared memory. Shared memory is banks of 4
   bytes, one word of each a cycle (32 banks on NVIDIA GPUs, the NV emulator's shared_wavefronts; AMD's LDS is banked
@@ -278,13 +284,18 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True, pipelined:
     that copies no more elements than one at a time would (a copy past the tile's end still reads one: 4608 over 256
     threads takes pairs, not fours)."""
     size = prod(sizes)
+    # n elements a thread copies run along the tile's innermost axis; where their global indexes are not one index plus
+    # constants (an axis merged from several, read through divisions and remainders: a weight gradient's images x 7x7
+    # pixels), each of the n would take its own division and remainder: 1 a step then, and a thread's copies, a block's
+    # threads apart, share theirs where that many elements are whole rows of the tile (the same place along the axis)
+    most = next((n for n in (16, 8, 4, 2) if n <= lanes(k.ren, ld.dtype) and _affine_run(value, n, lid)), 1)
     for strides in (layout(sizes, ld.dtype.itemsize, rows, pad), layout(sizes, ld.dtype.itemsize, rows, False)):
       # the tile as runs of axes each laid out whole: [elements, stride] of each, a padded axis starting a new one
       runs = [[sizes[0], 1]]
       for m, st in zip(sizes[1:], strides[1:]):
         if st == runs[-1][0] * runs[-1][1]: runs[-1][0] *= m
         else: runs.append([m, st])
-      n = next(n for n in (16, 8, 4, 2, 1) if n <= lanes(k.ren, ld.dtype) and runs[0][0] % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
+      n = next(n for n in (16, 8, 4, 2, 1) if n <= most and runs[0][0] % n == 0 and ceildiv(size // n, nthreads) * n == ceildiv(size, nthreads))
       # a padded layout only where finding a chunk's run takes shifts and masks, not divisions (a conv's weight rows of 288)
       if len(runs) == 1 or all(m & (m - 1) == 0 for m in [runs[0][0] // n] + [m for m, _ in runs[1:-1]]): break
     span = sum((m - 1) * st for m, st in zip(sizes, strides)) + 1
