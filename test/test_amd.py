@@ -423,6 +423,22 @@ def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative
     assert shifted == (name == "never negative") and ("v_rcp_iflag_f32" in src) != shifted, f"{name}:\n{src}"
     np.testing.assert_array_equal(f("AMD").numpy(), f("CPU").numpy(), err_msg=name)
 
+@pytest.mark.parametrize("start, n", [(0, 1 << 16), (2**31 - 70001, 70000)], ids=["from_zero", "to_2^31-1"])
+@pytest.mark.parametrize("c", [3, 7, 49, 100, 12345, 65537, 2**30 + 1, 2**31 - 1])
+def test_constant_divisors_of_indexes_take_a_high_product_and_a_shift(amd, c, start, n):
+  """An index (never negative, under 2^31) divided by a constant no power of two: v_mul_hi_u32 by its reciprocal and a
+  shift (the remainder one product and a subtraction more), not the ~30 instructions of the general division (its
+  float reciprocal), exact at both ends of the range (the emulator against numpy). A value that may be negative keeps
+  the general division."""
+  from tinycore.codegen import get_program
+  f = lambda d: Tensor.arange(start, start + n, dtype=dtypes.int32, device=d).idiv(c) * 7 + Tensor.arange(start, start + n, dtype=dtypes.int32, device=d) % c
+  src = get_program(f("AMD").schedule()[-1].ast, amd.renderer).src
+  assert "v_mul_hi_u32" in src and "v_rcp_iflag_f32" not in src, src
+  want = np.arange(start, start + n, dtype=np.int64)
+  np.testing.assert_array_equal(f("AMD").numpy(), (want // c * 7 + want % c).astype(np.int32))
+  signed = Tensor(np.arange(-50, 50, dtype=np.int32), device="AMD").idiv(c)   # (a loaded value: any int32)
+  assert "v_rcp_iflag_f32" in get_program(signed.schedule()[-1].ast, amd.renderer).src
+
 def test_loads_are_waited_for_where_first_read(amd):
   """A load is in flight until an instruction reads it: a + b issues both loads (a 16-byte vector each), then waits for
   each where its first element is read, vmcnt(1) for the first (the second may still be in flight), vmcnt(0) for the

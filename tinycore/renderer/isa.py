@@ -6,11 +6,15 @@ from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops
 from tinycore.renderer import Renderer, KernelWriter
 
-def shift_of_divisor(x: UOp) -> int | None:
-  """k where the IDIV or MOD x divides by the constant 2^k a dividend whose bounds are never negative nor past its
-  dtype's (no wrap hid a negative value: address math's), so x is a shift right or a mask of k bits; else None."""
+def unsigned_divisor(x: UOp) -> int | None:
+  """d where the IDIV or MOD x divides by a constant d > 0 a dividend whose bounds are never negative nor past its
+  dtype's (no wrap hid a negative value: address math's): an unsigned division of it is the same; else None."""
   c, a = x.src[1], x.src[0]
-  return c.arg.bit_length() - 1 if c.op is Ops.CONST and c.arg > 0 and c.arg & (c.arg - 1) == 0 and 0 <= a.vmin and a.vmax <= x.dtype.scalar.max else None
+  return c.arg if c.op is Ops.CONST and c.arg > 0 and 0 <= a.vmin and a.vmax <= x.dtype.scalar.max else None
+
+def shift_of_divisor(x: UOp) -> int | None:
+  """k where x is an unsigned division (unsigned_divisor) by 2^k: a shift right or a mask of k bits; else None."""
+  return d.bit_length() - 1 if (d := unsigned_divisor(x)) is not None and d & (d - 1) == 0 else None
 
 class ISAKernel(KernelWriter):
   """One kernel being written: the registers of each kind used so far, the instruction lines, the labels. A target with

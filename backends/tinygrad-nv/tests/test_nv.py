@@ -443,8 +443,8 @@ def test_jit_replays_through_the_emulators_graph(monkeypatch):
 
 def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative():
   """Integer division by a constant (address math's): no zero or -1 divisor checks; a power of two is shr/and where the
-  dividend's bounds are never negative nor past the dtype's, and div/rem otherwise (negative values; a sum whose bounds
-  pass 2^31 wraps to negative values in int32). NV's results equal the PYTHON device's (the definition, in the core: the
+  dividend's bounds are never negative nor past the dtype's, and signed div/rem otherwise (negative values; a sum whose
+  bounds pass 2^31 wraps to negative values in int32); another constant unsigned div/rem where they are not negative. NV's results equal the PYTHON device's (the definition, in the core: the
   NV package's environment need not have the CPU backend, as on the GPU proof's machine) on each."""
   from tinycore.codegen import get_program
   cases = {"never negative": (8, lambda d: Tensor.arange(1000, device=d).idiv(8) * 100 + Tensor.arange(1000, device=d) % 8),
@@ -455,6 +455,15 @@ def test_constant_divisors_take_shifts_only_where_the_dividend_is_never_negative
     shifted = bool(re.search(rf"shr\.u32 %r\d+, %r\d+, {c.bit_length() - 1};", src)) and bool(re.search(rf"and\.b32 %r\d+, %r\d+, {c - 1};", src))
     assert not re.search(r"setp\.eq\.s32 %p\d+, %r\d+, -1", src), f"{name}: a constant divisor checked for -1:\n{src}"
     assert shifted == (name == "never negative") and ("div.s32" in src) != shifted, f"{name}:\n{src}"
+    np.testing.assert_array_equal(f("NV").numpy(), f("PYTHON").numpy(), err_msg=name)
+  # by a constant no power of two, an unsigned div/rem for the never-negative dividend (ptxas: a high product and a
+  # shift, without the sign's corrections), a signed one for the others
+  dividends = {"never negative": (lambda d: Tensor.arange(1000, device=d), True), "negative": (lambda d: Tensor.arange(1000, device=d) - 500, False),
+               "wraps": (lambda d: Tensor.arange(16, device=d) + (2**31 - 8), False)}
+  for name, (x, unsigned) in dividends.items():
+    f = lambda d, x=x: x(d).idiv(7) * 100 + x(d) % 7
+    src = programs(f("NV"))[-1].src
+    assert ("div.u32" in src and "rem.u32" in src) == unsigned and ("div.s32" in src and "rem.s32" in src) != unsigned, f"{name}:\n{src}"
     np.testing.assert_array_equal(f("NV").numpy(), f("PYTHON").numpy(), err_msg=name)
 
 def test_a_tensor_core_kernel_tells_ptxas_its_block_shape():

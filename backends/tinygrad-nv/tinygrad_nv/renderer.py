@@ -5,7 +5,7 @@ from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore, on, async_copies
-from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor
+from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor, unsigned_divisor
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 from tinycore.runtime.errors import UnsupportedError
 
@@ -267,14 +267,15 @@ def bitcast(ctx: ISAKernel, x: UOp) -> str:
 
 def int_divide(ctx: ISAKernel, x: UOp) -> str:
   """C division: truncating, a zero divisor gives 0, MIN / -1 wraps to MIN (and MIN % -1 is 0); PTX leaves those undefined.
-  By a constant other than 0 and -1 (address math's) neither case arises: one div or rem, and for a dividend whose
-  bounds are never negative nor past the dtype's (so no wrap hid a negative value) a power of two is a shift or a mask."""
+  By a constant other than 0 and -1 (address math's) neither case arises: one div or rem, unsigned for a dividend whose
+  bounds are never negative nor past the dtype's (ptxas makes an unsigned one by a constant a high product and a shift,
+  a signed one also corrects for the sign), so by a power of two a shift or a mask."""
   (a, b), t, ty = ctx.args(x), x.dtype, op_type(x.dtype)
   bits = ty[1:]
   if (c := x.src[1]).op is Ops.CONST and c.arg not in (0, -1):
     if (k := shift_of_divisor(x)) is not None:
       return emit(ctx, x, f"shr.u{bits}", a, str(k)) if x.op is Ops.IDIV else emit(ctx, x, f"and.b{bits}", a, str((1 << k) - 1))
-    return emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{ty}", a, b)
+    return emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{'u' + bits if unsigned_divisor(x) is not None else ty}", a, b)
   ctx.ins(f"setp.eq.{ty} {(zero := ctx.reg('p'))}, {b}, 0", f"selp.b{bits} {(safe := ctx.new(t))}, 1, {b}, {zero}")
   out = emit(ctx, x, f"{'div' if x.op is Ops.IDIV else 'rem'}.{{t}}", a, safe)
   if not dtypes.is_unsigned(t):
