@@ -34,7 +34,9 @@ def test_disassembler_round_trips_every_sample():
 @pytest.mark.parametrize("bad,why", [("v_add_f32 v1, v2", "takes 3 operands"), ("v_frob_b32 v1, v2", "unknown instruction"),
                                       ("v_add_f32_e64 v1, 0x12345, 0x54321", "two different literals"),
                                       ("v_add_f64 v[1:2], v[2:3], 0x1234567", "64-bit"), ("s_branch nowhere", "unknown label"),
-                                      ("v_mov_b32 v1, v[2:3]", "spans 2 registers")])
+                                      ("v_mov_b32 v1, v[2:3]", "spans 2 registers"),
+                                      ("ds_load_b128 v[1:4], v5 offset:65536", r"outside 0\.\.65535"),
+                                      ("global_load_b32 v1, v2, s[8:9] offset:4096", r"outside -4096\.\.4095")])
 def test_assembler_errors_say_what_is_wrong(bad, why):
   with pytest.raises(AsmError, match=why): assemble_code([bad])
 
@@ -439,18 +441,61 @@ def test_constant_divisors_of_indexes_take_a_high_product_and_a_shift(amd, c, st
   signed = Tensor(np.arange(-50, 50, dtype=np.int32), device="AMD").idiv(c)   # (a loaded value: any int32)
   assert "v_rcp_iflag_f32" in get_program(signed.schedule()[-1].ast, amd.renderer).src
 
+def innermost_loop(src: str) -> list[str]:
+  """The instructions of a kernel's innermost loop: from a label to the branch back to it, with no label between."""
+  lines = [l.strip() for l in src.splitlines()]
+  for i in reversed(range(len(lines))):
+    if (m := re.fullmatch(r"s_branch (L\d+)", lines[i])) and (top := lines.index(m.group(1) + ":")) < i and \
+       not any(re.fullmatch(r"L\d+:", l) for l in lines[top + 1:i]):
+      return lines[top + 1:i]
+  raise AssertionError(f"no loop in:\n{src}")
+
+def test_a_register_tiles_reads_share_an_address_and_read_vector_elements_in_place(amd):
+  """A float32 matmul's innermost loop: each thread's reads of the shared tiles are 16-byte ds_load_b128 at constant
+  offsets from one address (the offset field, not an address computed per read), and each multiply-add reads the
+  elements of the loaded vectors in their own VGPRs (no v_mov copying them out first). The emulator gives numpy's
+  product."""
+  from tinycore.codegen import get_program
+  a, b = (np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32) for i in range(2))
+  loop = innermost_loop(get_program((Tensor.empty(64, 64, device="AMD") @ Tensor.empty(64, 64, device="AMD")).schedule()[-1].ast, amd.renderer).src)
+  reads, fmas = [l for l in loop if l.startswith("ds_load")], [l for l in loop if l.startswith("v_fma_f32")]
+  assert fmas and not any(l.startswith("v_mov_b32") for l in loop), loop
+  assert all(l.startswith("ds_load_b128") for l in reads) and sum("offset:" in l for l in reads) >= len(reads) // 2, loop
+  assert len({l.split(", ")[1].split()[0] for l in reads}) <= 2, loop   # one address per operand's tile
+  np.testing.assert_allclose((Tensor(a, device="AMD") @ Tensor(b, device="AMD")).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_a_tensor_core_fragment_read_along_its_row_is_two_wide_loads(amd, dt):
+  """A WMMA's A fragment is a lane's row of 16 K values: consecutive in the shared tile, it is read as two ds_load_b128
+  into the fragment's 8 VGPRs, not 16 ds_load_u16 and 8 packs (B's fragment, a column, still is). The emulator's
+  product equals numpy's within the 16-bit inputs' rounding."""
+  from tinycore.codegen import get_program
+  d = getattr(dtypes, dt)
+  src = get_program((Tensor.empty(64, 64, device="AMD", dtype=d) @ Tensor.empty(64, 64, device="AMD", dtype=d)).schedule()[-1].ast, amd.renderer).src
+  loop = innermost_loop(src)
+  wmma = [l for l in loop if l.startswith("v_wmma")]
+  assert wmma and sum(l.startswith("ds_load_b128") for l in loop) >= 2 * len({l.split(", ")[1] for l in wmma}), loop
+  assert sum(l.startswith("ds_load_u16") for l in loop) <= 16 * len({l.split(", ")[2] for l in wmma}), loop
+  a, b = (np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32) for i in range(2))
+  x, y = Tensor(a, device="AMD").cast(d), Tensor(b, device="AMD").cast(d)
+  want = x.float().numpy().astype(np.float64) @ y.float().numpy().astype(np.float64)
+  np.testing.assert_allclose((x @ y).float().numpy(), want, rtol=2e-2, atol=2e-2)
+
 def test_loads_are_waited_for_where_first_read(amd):
-  """A load is in flight until an instruction reads it: a + b issues both loads (a 16-byte vector each), then waits for
-  each where its first element is read, vmcnt(1) for the first (the second may still be in flight), vmcnt(0) for the
-  second; a tensor core's fragments load from LDS back to back, each waited for by its count of later accesses. The
-  emulator, where a load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
+  """A load is in flight until an instruction reads it: a * 2 + b issues both loads (a 16-byte vector each), then waits
+  for each where its first element is read, vmcnt(1) for a's (b's may still be in flight) at the first multiply,
+  vmcnt(0) for b's at the first add; a tensor core's fragments load from LDS back to back, each waited for by its count
+  of later accesses. The emulator, where a load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
   from tinycore.codegen import get_program
   a, b = (np.random.default_rng(i).standard_normal(4096).astype(np.float32) for i in range(2))
-  src = get_program((Tensor.empty(4096, device="AMD") + Tensor.empty(4096, device="AMD")).schedule()[-1].ast, amd.renderer).src
-  loads = [l.strip() for l in src.splitlines() if l.strip().startswith(("global_load", "s_waitcnt vmcnt"))]
+  src = get_program((Tensor.empty(4096, device="AMD") * 2 + Tensor.empty(4096, device="AMD")).schedule()[-1].ast, amd.renderer).src
+  lines = [l.strip() for l in src.splitlines()]
+  loads = [l for l in lines if l.startswith(("global_load", "s_waitcnt vmcnt"))]
   assert [l.split()[0] for l in loads] == ["global_load_b128", "global_load_b128", "s_waitcnt", "s_waitcnt"] and \
     loads[2:] == ["s_waitcnt vmcnt(1)", "s_waitcnt vmcnt(0)"], loads
-  np.testing.assert_array_equal((Tensor(a, device="AMD") + Tensor(b, device="AMD")).numpy(), a + b)
+  after = lambda w: lines[lines.index(w) + 1].split()[0]
+  assert after("s_waitcnt vmcnt(1)").startswith("v_mul_f32") and after("s_waitcnt vmcnt(0)").startswith(("v_add_f32", "v_fma_f32")), src
+  np.testing.assert_array_equal((Tensor(a, device="AMD") * 2 + Tensor(b, device="AMD")).numpy(), a * 2 + b)
   x, y = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float16), device="AMD") for i in range(2))
   src = get_program((x @ y).schedule()[-1].ast, amd.renderer).src
   assert re.search(r"ds_load_\w+ [^\n]*\n\s*ds_load_\w+ [^\n]*\n(\s*ds_load_\w+ [^\n]*\n)*\s*s_waitcnt lgkmcnt\([1-9]", src), src

@@ -121,8 +121,15 @@ def encode(inst: Inst, args: list[str], pc: int, labels: dict[str, int], mods: d
     if code >= (1 << layout[fld][1]): raise AsmError(f"{inst.name}: operand {a} cannot be encoded in {fld}")
     vals[fld] = code
   for k, v in mods.items():
-    if k == "offset" and inst.fmt == "DS": vals["offset0"], vals["offset1"] = v & 0xff, (v >> 8) & 0xff
-    elif k in vals: vals[k] = v & ((1 << layout[k][1]) - 1)
+    # an offset the field cannot hold is an error, not its low bits (another address): DS's 16 bits unsigned, the
+    # memory instructions' signed field
+    if k == "offset" and inst.fmt == "DS":
+      if not 0 <= v < 1 << 16: raise AsmError(f"{inst.name}: offset:{v} is outside 0..65535")
+      vals["offset0"], vals["offset1"] = v & 0xff, (v >> 8) & 0xff
+    elif k in vals:
+      w = layout[k][1]
+      if k == "offset" and not -(1 << (w - 1)) <= v < 1 << (w - 1): raise AsmError(f"{inst.name}: offset:{v} is outside {-(1 << (w - 1))}..{(1 << (w - 1)) - 1}")
+      vals[k] = v & ((1 << w) - 1)
     else: raise AsmError(f"{inst.name} has no modifier {k}")
   word = pval << plo
   for f, v in vals.items():

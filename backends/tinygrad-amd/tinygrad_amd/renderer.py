@@ -6,13 +6,14 @@ bits and 64-bit ints from 32-bit halves (codegen/emulate.py)."""
 from __future__ import annotations
 import collections, math, struct
 from tinycore.dtype import DType, dtypes
-from tinycore.uop import UOp, Ops, GroupOp
+from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore
 from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor, unsigned_divisor
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
+from tinycore.codegen.emulate import rewrite_linear
 
 GROUP = 128          # work-items per workgroup of a launch without local sizes (4 waves of 32)
 FIRST_PARAM_SGPR = 6  # s[0:1] kernarg pointer, s2..s4 workgroup ids, s5 spare; buffer pointers from s6 in pairs
@@ -86,7 +87,7 @@ def values_late(uops: list[UOp]) -> list[UOp]:
 class AMDKernel(ISAKernel):
   """Rendering one kernel: VGPRs allocated and freed after each value's last use, SGPRs for loops, the instruction lines."""
   def __init__(self, ren: RDNA3Renderer, name: str, uops: list[UOp]):
-    super().__init__(ren, name, values_late(stores_early(uops)))
+    super().__init__(ren, name, values_late(stores_early(rewrite_linear(uops, offset_rules, None))))
     uops = self.uops
     self.free_v = list(range(1, VGPRS))   # v0 holds the packed work-item ids for the whole kernel
     self.max_v, self.nlabel = 1, 0
@@ -100,6 +101,7 @@ class AMDKernel(ISAKernel):
     # loads in flight per s_waitcnt counter, in issue order (an LDS store counts on lgkmcnt too: None): a value is waited
     # for where an instruction first reads it (settle), so the loads issued before that are in flight together
     self.flight: dict[str, list[UOp | None]] = {"vmcnt": [], "lgkmcnt": []}
+    self.aliases: set[UOp] = set()   # GEPs that are their vector's own VGPRs (gep): freed with the vector, not alone
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -112,6 +114,8 @@ class AMDKernel(ISAKernel):
       for s in u.src: last[s] = max(last.get(s, i), i)
     for u in self.uops:
       if u.op is Ops.ASSIGN: last[u.src[0]] = max(last[u.src[0]], last[u])
+    for u in reversed(self.uops):   # an element of whole VGPRs is those VGPRs (gep): the vector lives while it is read
+      if u.op is Ops.GEP and u.dtype.itemsize >= 4: last[u.src[0]] = max(last[u.src[0]], last[u])
     loops = sorted(((pos[u.src[0]], i) for i, u in enumerate(self.uops) if u.op is Ops.ENDRANGE), key=lambda x: x[1])
     for start, end in loops:
       for u, l in list(last.items()):
@@ -177,12 +181,13 @@ class AMDKernel(ISAKernel):
       self.temps: list[str] = []
       # a loop that may run no trip would leave loads counted below it unissued: the counts after it would be too low
       if u.op is Ops.RANGE and not (u.src[0].op is Ops.CONST and u.src[0].arg >= 1): self.settle(None)
-      self.settle(set(u.src))
+      # (an element a GEP names in place is waited for where it is read: as its vector)
+      if not (u.op is Ops.GEP and u.dtype.itemsize >= 4): self.settle({s.src[0] if s in self.aliases else s for s in u.src})
       self.r[u] = self.write(u)
       for t in self.temps: self.release(t)
       for s in set(u.src) | {u}:   # a value's VGPRs are free after its last use
         if self.last.get(s) == i and isinstance(self.r.get(s), str) and s.op not in (Ops.DEFINE_GLOBAL, Ops.ASSIGN) and is_vgpr(self.r[s]) \
-           and s not in self.into_acc:   # (the accumulator's registers)
+           and s not in self.into_acc and s not in self.aliases:   # (the accumulator's registers; a vector's own)
           self.settle({s})   # (a load nothing reads would land in them later)
           self.release(self.r.pop(s))
     return self
@@ -454,16 +459,53 @@ class AMDKernel(ISAKernel):
 # ***** one UOp: the rules *****
 
 def shared(idx: UOp) -> bool: return idx.src[0].op is Ops.DEFINE_LOCAL
+
+def constant_offset(x: UOp) -> UOp | None:
+  """A load or store at element a + c (c a constant) as one at a whose instruction adds c's bytes itself (its offset
+  field: 16 bits unsigned in LDS, 13 bits signed in global memory), the arg: accesses a constant apart share one address
+  (a register tile's reads of a shared tile). Only where a is never negative (a global access's VGPR is an unsigned
+  offset from the buffer's base)."""
+  idx = x.src[0]
+  if x.arg is not None or idx.op is not Ops.INDEX or len(idx.src) != 2 or (a := idx.src[1]).op is not Ops.ADD or a.src[1].op is not Ops.CONST: return None
+  off = a.src[1].arg * idx.src[0].dtype.base.itemsize
+  if a.src[0].vmin < 0 or not (0 < off < 1 << 16 if shared(idx) else -(1 << 12) <= off < 1 << 12): return None
+  return x.replace(src=(idx.replace(src=(idx.src[0], a.src[0])), *x.src[1:]), arg=off)
+def fragment_load(frag: UOp) -> UOp | None:
+  """A tensor-core fragment whose elements a lane reads from consecutive LDS elements (A's row of K), 16-byte aligned:
+  one load of the whole fragment (its VGPRs as the WMMA takes them), not an ds_load_u16 and a pack per element."""
+  if frag.op is not Ops.VECTORIZE or any(ld.op is not Ops.LOAD or ld.src[0].op is not Ops.INDEX or len(ld.src[0].src) != 2 for ld in frag.src): return None
+  buf, size = frag.src[0].src[0].src[0], frag.dtype.scalar.itemsize
+  if buf.op is not Ops.DEFINE_LOCAL or any(ld.src[0].src[0] is not buf or ld.src[1:] != frag.src[0].src[1:] for ld in frag.src): return None
+  at = [split_terms(ld.src[0].src[1]) for ld in frag.src]   # each element's index: its terms and a constant
+  consts = [c for _, c in at]
+  if any(t != at[0][0] for t, _ in at) or consts != list(range(consts[0], consts[0] + len(consts))) or \
+     any(k * size % 16 for k in at[0][0].values()) or consts[0] * size % 16: return None
+  idx = UOp(Ops.INDEX, buf.dtype.base.vec(len(consts)).ptr(buf.dtype.size, buf.dtype.addrspace),
+            (buf, sum((t * k for t, k in at[0][0].items()), UOp.const(dtypes.index, consts[0]))))
+  return UOp(Ops.LOAD, frag.dtype, (idx, *frag.src[0].src[1:]))
+def fragment_loads(x: UOp) -> UOp | None:
+  srcs = tuple(f if (f := fragment_load(s)) is not None else s for s in x.src[:2])
+  return x.replace(src=srcs + x.src[2:]) if srcs != x.src[:2] else None
+fragment_rules = PatternMatcher([(UPat(Ops.WMMA, name="x"), fragment_loads)])
+# on the linear program the renderer is given (an access's arg, its offset, means nothing to the passes before)
+offset_rules = PatternMatcher([(UPat((Ops.LOAD, Ops.STORE), name="x"), constant_offset)])
+def offset_text(x: UOp) -> str: return f" offset:{x.arg}" if x.arg else ""
 def load(ctx: AMDKernel, x: UOp) -> str:
   """Global memory through the buffer's address, LDS by its byte address; in flight until an instruction reads it
   (AMDKernel.settle waits for it there). A BARRIER source only orders the load after the barrier, which it follows."""
   idx, dt = x.src[0], x.dtype.scalar
   # a vector (consecutive elements, aligned to their bytes: codegen/widen.py) is one access of all its bytes, laid in
   # consecutive VGPRs as memory holds them (8/16-bit elements packed: GEP takes one out)
+  if x.dtype.count > 1 and (nbytes := dt.itemsize * x.dtype.count) > 16:   # a tensor core's fragment (fragment_load, LDS): 16 bytes a load
+    d = ctx.new(x.dtype)
+    for part in range(0, nbytes, 16):
+      ctx.ins(f"ds_load_b128 v[{split(d)[part // 4][1:]}:{split(d)[part // 4 + 3][1:]}], {ctx[idx]}" + (f" offset:{off}" if (off := (x.arg or 0) + part) else ""))
+      ctx.flight["lgkmcnt"].append(x)
+    return d
   if x.dtype.count > 1: kind, d = WIDE_LOADS[dt.itemsize * x.dtype.count], ctx.new(x.dtype)
   else: kind, d = LOADS.get(dt, 'b64' if dt.itemsize == 8 else 'b32'), ctx.new(dt)
-  if shared(idx): ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}")
-  else: ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}")
+  if shared(idx): ctx.ins(f"ds_load_{kind} {d}, {ctx[idx]}{offset_text(x)}")
+  else: ctx.ins(f"global_load_{kind} {d}, {ctx[idx]}, {ctx[idx.src[0]]}{offset_text(x)}")
   ctx.flight["lgkmcnt" if shared(idx) else "vmcnt"].append(x)
   return d
 def store(ctx: AMDKernel, x: UOp) -> str:
@@ -474,9 +516,9 @@ def store(ctx: AMDKernel, x: UOp) -> str:
     ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(gate))
     ctx.ins(f"s_mov_b32 {(save := ctx.sreg())}, exec_lo", "s_and_b32 exec_lo, exec_lo, vcc_lo")
   if shared(idx):
-    ctx.ins(f"ds_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}")
+    ctx.ins(f"ds_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}{offset_text(x)}")
     ctx.flight["lgkmcnt"].append(None)
-  else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}")
+  else: ctx.ins(f"global_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}, {ctx[idx.src[0]]}{offset_text(x)}")
   if gate is not None:
     ctx.ins(f"s_mov_b32 exec_lo, {save}")
     ctx.next_s -= 1
@@ -527,9 +569,14 @@ def vectorize(ctx: AMDKernel, x: UOp) -> str:
     if low != dh: ctx.ins(f"v_mov_b32_e32 {dh}, {low}")
   return d
 def gep(ctx: AMDKernel, x: UOp) -> str:
-  """Element x.arg of a vector, copied out (a register is freed after its own last use): a VGPR, a pair, or an 8/16-bit
-  element's bits from its VGPR, sign- or zero-extended as a load of it would leave them."""
+  """Element x.arg of a vector: of 32 or 64 bits, the vector's own VGPR or pair (the vector lives while they are read:
+  last_uses; nothing writes a source's registers but an accumulator's step), else copied out: an 8/16-bit element's
+  bits from its VGPR, sign- or zero-extended as a load of it would leave them."""
   vec, size, i = ctx[x.src[0]], x.dtype.itemsize, x.arg
+  if size >= 4 and vec.startswith("v["):
+    ctx.aliases.add(x)
+    words = split(vec)[i * size // 4:(i + 1) * size // 4]
+    return words[0] if size == 4 else f"v[{words[0][1:]}:{words[-1][1:]}]"
   if size == 8:
     d = ctx.vreg(2)
     for dh, w in zip(split(d), split(vec)[2 * i:2 * i + 2]): ctx.ins(f"v_mov_b32_e32 {dh}, {w}")
@@ -673,7 +720,8 @@ class RDNA3Renderer(ISARenderer):
   upcast_max = 4
   memory_vector = 16       # global_load/store and ds_load/store of b64 and b128: 16 bytes of consecutive elements at most
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
-  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules
+  # and a tensor core's fragment read from consecutive LDS elements is one load (fragment_load)
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules + fragment_rules
   # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
   # l % 16 of B (K = 0..15 its 16 elements; lanes 16-31 copies of lanes 0-15), and in element v of C and D the row
   # 2 v + l // 16 (rows interleaved by half-wave), column l % 16
