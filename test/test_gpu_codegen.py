@@ -442,6 +442,27 @@ def test_a_merged_sums_tile_copies_divide_each_index_once():
     assert not apart, (ren.device, apart)
   np.testing.assert_array_equal(dw.numpy(), padded_conv_reference(xs, ws, gs)[2])
 
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.bfloat16], ids=lambda d: d.name)
+def test_a_mixed_precision_matmuls_tiles_are_copied_converted(dt, monkeypatch):
+  """float32 operands cast to the tensor core's 16-bit dtype in the kernel: the tiles are copied converted (shared arrays
+  of the 16-bit dtype, each element converted once per tile where the copy stores it, after the trip's sums, not at
+  every fragment read), so NV reads them with ldmatrix, and AMD renders 256x512x128 within its 256 VGPRs (at 8a9635a
+  it needed more: float32 fragments converted at each read). The product equals numpy's within the 16-bit rounding of
+  the operands, on the emulators."""
+  def mm(dev, m, k, n): return Tensor.empty(m, k, device=dev).cast(dt) @ Tensor.empty(k, n, device=dev).cast(dt)
+  for name in ("NV", "AMD"):
+    ren = renderer(name)
+    spec = get_program(last_kernel(mm("PYTHON", 256, 512, 128)).ast, ren)
+    assert [u.dtype.base.itemsize for u in spec.uops if u.op is Ops.DEFINE_LOCAL] == [2, 2], (name, spec.name)
+    if name == "NV": assert "ldmatrix" in spec.src and "mma.sync" in spec.src
+  rng = np.random.default_rng(2)
+  a, b = rng.standard_normal((96, 80)).astype(np.float32), rng.standard_normal((80, 48)).astype(np.float32)
+  want = Tensor(a).cast(dt).float().numpy().astype(np.float64) @ Tensor(b).cast(dt).float().numpy().astype(np.float64)
+  for dev in ("NV", "AMD"):
+    monkeypatch.setenv(f"{dev}_EMULATE", "1")
+    got = (Tensor(a, device=dev).cast(dt) @ Tensor(b, device=dev).cast(dt)).float().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2 * np.abs(want).max(), err_msg=dev)
+
 def test_a_convs_input_gradient_is_stored_the_way_it_is_read():
   """A conv's input gradient (scheduled for PYTHON, whose blocks NV's and AMD's match) is two kernels: each tap's
   product (b, c, y, x, ky, kx), then those summed into pixels through a permute to (b, c, ky, y, kx, x). The products

@@ -337,6 +337,9 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True, pipelined:
     return smem, strides
   fragments: dict[tuple, list[UOp]] = {}
   copied: set[UOp] = set()
+  # a load whose one reader narrows it (a mixed-precision matmul's float32 operand cast to the tensor core's float16) is
+  # copied narrowed: converted once per tile where it is stored (linearize.py), not at every read, in half the memory
+  narrowed: dict[UOp, UOp] = {}
   for x in k.owners.get(inner, []):
     # the sum's loops inside the tile's loop are the tile's; those outside it run alike in every thread of the block
     mine = set(x.src[1 + x.src[1:].index(outer) + 1:]) if outer is not None else set(x.src[1:])
@@ -345,29 +348,31 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True, pipelined:
       for s in u.src: users.setdefault(s, []).append(u)
     for ld in (u for u in body if u.op is Ops.LOAD and u.src[0].src[0].op is Ops.DEFINE_GLOBAL and inner in k.deps[u]):
       if ld in copied or all(t in k.deps[ld] for t in threads): continue
+      if len(us := users[ld]) == 1 and us[0].op is Ops.CAST and dtypes.is_float(us[0].dtype) and dtypes.is_float(ld.dtype) and us[0].dtype.itemsize < ld.dtype.itemsize:
+        narrowed[ld] = us[0]
       tile = [a for a in k.deps[ld] if a is not outer and (a.arg[1] in tile_kinds or a in mine)]
       if any(a not in tile and a is not outer and a.arg[1] is not AxisType.GLOBAL for a in k.deps[ld]): continue
       if any(const_size(a) is None for a in tile): continue
       if any(a.arg[1] is AxisType.WARP for a in tile):   # a fragment element: its operand's loads are staged together below
         # one operand's fragment elements: one buffer, one base address but for its constant
         base = split_terms(_ungated(ld).substitute({a: UOp.const(dtypes.index, 0) for a in tile}).simplify())[0]
-        group = fragments.setdefault((ld.src[0].src[0], ld.dtype, frozenset(base.items())), [])
+        group = fragments.setdefault((ld.src[0].src[0], narrowed.get(ld, ld).dtype, frozenset(base.items())), [])
         if ld not in group: group.append(ld)
         continue
       # a padded read (the lowerer's pads: WHERE(valid, load, 0), valid a function of the load's own coordinates: a
       # conv's halo) is copied masked: the copy writes the zeros once per tile, and the sums read plain values, not a
       # select per multiply-add (a conv's 7 pixels x 4 filters: 56 selects a trip beside 112 multiply-adds)
       masked = [w for w in users[ld] if w.op is Ops.WHERE and w.src[1] is ld and w.src[2].op is Ops.CONST and w.src[2].arg == 0 and k.deps[w] <= k.deps[ld]]
-      staged = masked[0] if len(masked) == 1 and len(users[ld]) == 1 else ld
+      staged = masked[0] if len(masked) == 1 and len(users[ld]) == 1 else narrowed.get(ld, ld)
       # the layout follows the global addresses (the axis of stride 1 last): the copy reads consecutive elements
       terms = split_terms(ld.src[0].src[1])[0]
       tile.sort(key=lambda a: (-abs(terms.get(a, 0)), a.arg[0]))
       coords = lambda at: {a: (at // prod(const_size(b) for b in tile[i + 1:])) % const_size(a) for i, a in enumerate(tile)}
       # the lanes of a warp differ along the thread axes: rows along them are padded
-      smem, strides = copy(ld, [const_size(a) for a in reversed(tile)], [a in threads for a in reversed(tile)], lambda at: staged.substitute(coords(at)))
+      smem, strides = copy(staged, [const_size(a) for a in reversed(tile)], [a in threads for a in reversed(tile)], lambda at: staged.substitute(coords(at)))
       copied.add(ld)
       sub[staged] = smem.index(sum((a * s for a, s in zip(reversed(tile), strides)), this_slot * spans[-1] if pipelined else UOp.const(dtypes.index, 0)))
-      smem_bytes += smem.dtype.size * ld.dtype.itemsize
+      smem_bytes += smem.dtype.size * staged.dtype.itemsize
   for (buf, _, _), lds in fragments.items():
     reals = [_ungated(ld) for ld in lds]
     tile = sorted({a for ld in lds for a in k.deps[ld] if a.arg[1] is not AxisType.GLOBAL and a is not outer}, key=lambda a: a.arg[0])
@@ -379,14 +384,15 @@ def stage(k: Kernel, outer: UOp | None, inner: UOp, pad: bool = True, pipelined:
       addr = base + low + sum((((at // prod(sizes[:i])) % n) * s for i, (s, n) in enumerate(zip(strides, sizes))), UOp.const(dtypes.index, 0))
       # a padded operand's box runs past the buffer's ends: those copies read its first element (the sum masks them)
       ok = (addr < buf.dtype.size) & (UOp.const(dtypes.index, -1) < addr) if gated else None
-      return UOp(Ops.LOAD, ld.dtype, (buf.index(addr if ok is None else ok.where(addr, UOp.const(dtypes.index, 0))),))
+      v = UOp(Ops.LOAD, ld.dtype, (buf.index(addr if ok is None else ok.where(addr, UOp.const(dtypes.index, 0))),))
+      return v if ld not in narrowed else UOp(Ops.CAST, narrowed[ld].dtype, (v,))
     # a fragment's lanes read along every axis of the box but its contiguous one (the rows of ldmatrix's matrices)
-    smem, lay = copy(lds[0], sizes, [False] + [True] * (len(sizes) - 1), value)
-    smem_bytes += smem.dtype.size * lds[0].dtype.itemsize
+    smem, lay = copy(narrowed.get(lds[0], lds[0]), sizes, [False] + [True] * (len(sizes) - 1), value)
+    smem_bytes += smem.dtype.size * smem.dtype.base.itemsize
     for ld, real in zip(lds, reals):
       off = real.substitute({a: UOp.const(dtypes.index, 0) for a in k.deps[ld] if a not in tile}) - int(_values(reals[0], tile, 0).flat[0]) - low
       # the box's strides each divide the next: an offset's place along stride s is (off mod the next stride) // s
-      sub[ld] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * lay[i] for i, s in enumerate(strides))
+      sub[narrowed.get(ld, ld)] = smem.index(sum(((off % strides[i + 1] if i + 1 < len(strides) else off) // s) * lay[i] for i, s in enumerate(strides))
                            + (this_slot * spans[-1] if pipelined else 0))
   if not copies: raise OptError("STAGE: no load the threads of a block share")
   if smem_bytes > k.ren.shared_max and pipelined: return stage(k, outer, inner, pad, False)
