@@ -472,7 +472,7 @@ def constant_offset(x: UOp) -> UOp | None:
   return x.replace(src=(idx.replace(src=(idx.src[0], a.src[0])), *x.src[1:]), arg=off)
 def fragment_load(frag: UOp) -> UOp | None:
   """A tensor-core fragment whose elements a lane reads from consecutive LDS elements (A's row of K), 16-byte aligned:
-  one load of the whole fragment (its VGPRs as the WMMA takes them), not an ds_load_u16 and a pack per element."""
+  one load of the whole fragment (its VGPRs as the WMMA takes them), not a ds_load_u16 and a pack per element."""
   if frag.op is not Ops.VECTORIZE or any(ld.op is not Ops.LOAD or ld.src[0].op is not Ops.INDEX or len(ld.src[0].src) != 2 for ld in frag.src): return None
   buf, size = frag.src[0].src[0].src[0], frag.dtype.scalar.itemsize
   if buf.op is not Ops.DEFINE_LOCAL or any(ld.src[0].src[0] is not buf or ld.src[1:] != frag.src[0].src[1:] for ld in frag.src): return None
