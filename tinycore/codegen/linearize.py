@@ -49,8 +49,10 @@ def linearize(sink: UOp, params: list[UOp] = (), ren: Renderer | None = None) ->
     if b.op is Ops.BARRIER and b.arg == NEXT_TRIP: next_trip[b.src[0]].append(b)
   carried = {s: rng for rng, bs in next_trip.items() for b in bs for s in b.src[1:] if rng in deps[s]}
   issued_early = async_copies(order, ren) & carried.keys() if carried and ren is not None else set()
-  # what a next tile's copy computes from its loads (a conversion to the tile's dtype) waits for the copy's store
-  converted = {n for st in carried for n in st.src[1].toposort(gate=lambda u: u.op is not Ops.LOAD) if n.op is not Ops.LOAD}
+  # a next tile's copy: its loads, emitted at the start of a trip, and what it computes from them (a conversion to the
+  # tile's dtype), which waits for the copy's store
+  copied = {st: st.src[1].toposort(gate=lambda u: u.op is not Ops.LOAD) for st in carried}
+  converted = {n for nodes in copied.values() for n in nodes if n.op is not Ops.LOAD}
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
   emitted: list[UOp] = []    # the keys of `new` in the order they were added
@@ -98,10 +100,8 @@ def linearize(sink: UOp, params: list[UOp] = (), ren: Renderer | None = None) ->
       # the next trip's tile is loaded first: its loads' latency passes while this trip sums. An asynchronous copy is
       # issued whole, after the trip's barrier (it writes the buffer the trip before read): it lands while the trip
       # sums, and the next trip's barrier waits for it
-      # (its loads only: `converted` waits)
       for st in (st for st, r in carried.items() if r is rng and st not in issued_early):
-        for ld in st.src[1].toposort(gate=lambda u: u.op is not Ops.LOAD):
-          if ld.op is Ops.LOAD: emit(ld)
+        for ld in (n for n in copied[st] if n.op is Ops.LOAD): emit(ld)
       if early := [st for st, r in carried.items() if r is rng and st in issued_early]:
         for b in next_trip[rng]: emit(b)
         for st in early: emit(st)

@@ -36,7 +36,8 @@ def _runs(accesses: list[UOp], key_extra, ren: Renderer) -> list[list[UOp]]:
       n //= 2
   return runs
 
-def _vector_index(first: UOp, n: int) -> UOp:
+def vector_index(first: UOp, n: int) -> UOp:
+  """The index of n elements from first's (a LOAD's or STORE's) as one vector of its buffer's elements."""
   buf = first.src[0].src[0]
   return UOp(Ops.INDEX, buf.dtype.base.vec(n).ptr(buf.dtype.size, buf.dtype.addrspace), first.src[0].src)
 
@@ -49,7 +50,7 @@ def _merge_stores(holder: UOp, ren: Renderer) -> UOp:
     whole = vals[0].src[0] if vals[0].op is Ops.GEP else None   # a wide load's lanes stored in order (a tile's copy): that load
     in_order = whole is not None and whole.dtype.count == len(run) and all(v.op is Ops.GEP and v.src[0] is whole and v.arg == i for i, v in enumerate(vals))
     val = whole if in_order else UOp(Ops.VECTORIZE, run[0].src[1].dtype.vec(len(run)), vals)
-    merged[run[0]] = UOp(Ops.STORE, dtypes.void, (_vector_index(run[0], len(run)), val) + run[0].src[2:])
+    merged[run[0]] = UOp(Ops.STORE, dtypes.void, (vector_index(run[0], len(run)), val) + run[0].src[2:])
     merged.update({st: None for st in run[1:]})
   return holder.replace(src=tuple(m for s in holder.src if (m := merged.get(s, s)) is not None)) if merged else holder
 
@@ -71,7 +72,7 @@ def widen(sink: UOp, ren: Renderer) -> UOp:
       run, i = lane[u]
       if (vec := vectors.get(id(run))) is None:
         first = run[0].replace(src=tuple(new[s] for s in run[0].src))
-        vec = vectors[id(run)] = UOp(Ops.LOAD, u.dtype.vec(len(run)), (_vector_index(first, len(run)),) + first.src[1:])
+        vec = vectors[id(run)] = UOp(Ops.LOAD, u.dtype.vec(len(run)), (vector_index(first, len(run)),) + first.src[1:])
       new[u] = UOp(Ops.GEP, u.dtype, (vec,), i)
       continue
     new[u] = u if all(new[s] is s for s in u.src) else u.replace(src=tuple(new[s] for s in u.src))

@@ -3,7 +3,9 @@ rule returning the register that holds its value; registers named and counted pe
 from __future__ import annotations
 from collections import defaultdict
 from tinycore.dtype import DType, dtypes
+from typing import Callable
 from tinycore.uop import UOp, Ops
+from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import Renderer, KernelWriter
 
 def unsigned_divisor(x: UOp) -> int | None:
@@ -15,6 +17,20 @@ def unsigned_divisor(x: UOp) -> int | None:
 def shift_of_divisor(x: UOp) -> int | None:
   """k where x is an unsigned division (unsigned_divisor) by 2^k: a shift right or a mask of k bits; else None."""
   return d.bit_length() - 1 if (d := unsigned_divisor(x)) is not None and d & (d - 1) == 0 else None
+
+def fragment_rules(load: Callable[[UOp], UOp | None]) -> PatternMatcher:
+  """A target's rule loading a tensor core's fragment at once (NV's ldmatrix, RDNA3's wide LDS loads): `load` is given
+  each WMMA operand that is a VECTORIZE of plain loads from one shared array, ordered after the same sources, and
+  returns the one load taking their place, or None where it cannot (the elements are then loaded one by one)."""
+  def operands(x: UOp) -> UOp | None:
+    srcs = tuple(f if _shared_elements(s) and (f := load(s)) is not None else s for s in x.src[:2])
+    return x.replace(src=srcs + x.src[2:]) if srcs != x.src[:2] else None
+  return PatternMatcher([(UPat(Ops.WMMA, name="x"), operands)])
+
+def _shared_elements(frag: UOp) -> bool:
+  lds = frag.src
+  return frag.op is Ops.VECTORIZE and all(ld.op is Ops.LOAD and ld.arg is None and len(ld.src[0].src) == 2 for ld in lds) and \
+    (buf := lds[0].src[0].src[0]).op is Ops.DEFINE_LOCAL and all(ld.src[0].src[0] is buf and ld.src[1:] == lds[0].src[1:] for ld in lds)
 
 class ISAKernel(KernelWriter):
   """One kernel being written: the registers of each kind used so far, the instruction lines, the labels. A target with

@@ -9,7 +9,8 @@ from tinycore.dtype import DType, dtypes
 from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore
-from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor, unsigned_divisor
+from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor, unsigned_divisor, fragment_rules
+from tinycore.codegen.widen import vector_index
 from tinycore.runtime.errors import UnsupportedError
 from tinygrad_amd.isa import TABLE, SGPRS, VGPRS
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
@@ -473,20 +474,12 @@ def constant_offset(x: UOp) -> UOp | None:
 def fragment_load(frag: UOp) -> UOp | None:
   """A tensor-core fragment whose elements a lane reads from consecutive LDS elements (A's row of K), 16-byte aligned:
   one load of the whole fragment (its VGPRs as the WMMA takes them), not a ds_load_u16 and a pack per element."""
-  if frag.op is not Ops.VECTORIZE or any(ld.op is not Ops.LOAD or ld.src[0].op is not Ops.INDEX or len(ld.src[0].src) != 2 for ld in frag.src): return None
-  buf, size = frag.src[0].src[0].src[0], frag.dtype.scalar.itemsize
-  if buf.op is not Ops.DEFINE_LOCAL or any(ld.src[0].src[0] is not buf or ld.src[1:] != frag.src[0].src[1:] for ld in frag.src): return None
+  size = frag.dtype.scalar.itemsize
   at = [split_terms(ld.src[0].src[1]) for ld in frag.src]   # each element's index: its terms and a constant
   consts = [c for _, c in at]
   if any(t != at[0][0] for t, _ in at) or consts != list(range(consts[0], consts[0] + len(consts))) or \
      any(k * size % 16 for k in at[0][0].values()) or consts[0] * size % 16: return None
-  idx = UOp(Ops.INDEX, buf.dtype.base.vec(len(consts)).ptr(buf.dtype.size, buf.dtype.addrspace),
-            (buf, sum((t * k for t, k in at[0][0].items()), UOp.const(dtypes.index, consts[0]))))
-  return UOp(Ops.LOAD, frag.dtype, (idx, *frag.src[0].src[1:]))
-def fragment_loads(x: UOp) -> UOp | None:
-  srcs = tuple(f if (f := fragment_load(s)) is not None else s for s in x.src[:2])
-  return x.replace(src=srcs + x.src[2:]) if srcs != x.src[:2] else None
-fragment_rules = PatternMatcher([(UPat(Ops.WMMA, name="x"), fragment_loads)])
+  return UOp(Ops.LOAD, frag.dtype, (vector_index(frag.src[0], len(consts)), *frag.src[0].src[1:]))
 # on the linear program the renderer is given (an access's arg, its offset, means nothing to the passes before)
 offset_rules = PatternMatcher([(UPat((Ops.LOAD, Ops.STORE), name="x"), constant_offset)])
 def offset_text(x: UOp) -> str: return f" offset:{x.arg}" if x.arg else ""
@@ -721,7 +714,7 @@ class RDNA3Renderer(ISARenderer):
   memory_vector = 16       # global_load/store and ds_load/store of b64 and b128: 16 bytes of consecutive elements at most
   # v_sin_f32 is good near zero only, and the hardware has no float remainder and no float64 transcendentals
   # and a tensor core's fragment read from consecutive LDS elements is one load (fragment_load)
-  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules + fragment_rules
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules + fragment_rules(fragment_load)
   # v_wmma_f32_16x16x16_{f16,bf16} in wave32, laid out as the RDNA3 ISA says: lane l holds row l % 16 of A and column
   # l % 16 of B (K = 0..15 its 16 elements; lanes 16-31 copies of lanes 0-15), and in element v of C and D the row
   # 2 v + l // 16 (rows interleaved by half-wave), column l % 16

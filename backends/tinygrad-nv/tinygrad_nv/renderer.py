@@ -5,7 +5,7 @@ from tinycore.dtype import DType, dtypes, ALL_DTYPES
 from tinycore.uop import UOp, Ops, GroupOp, split_terms
 from tinycore.rewrite import PatternMatcher, UPat
 from tinycore.renderer import TensorCore, on, async_copies
-from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor, unsigned_divisor
+from tinycore.renderer.isa import ISARenderer, ISAKernel, shift_of_divisor, unsigned_divisor, fragment_rules
 from tinycore.codegen.transcendental import sin_rules, fmod_rules, exp2_log2_f64_rules
 from tinycore.runtime.errors import UnsupportedError
 
@@ -157,11 +157,8 @@ def matrix_load(frag: UOp) -> UOp | None:
   from the address of the row each lane gives. Proven from the addresses: each element's is the same sum of the other ids and loops plus
   a term of the lane id (a tensor core's lanes are lidx0) that must be ldmatrix's, and every row 16-byte aligned. None
   where they are not (the elements are then loaded one by one)."""
-  if frag.op is not Ops.VECTORIZE or frag.dtype.scalar.itemsize != 2 or len(frag.src) not in (2, 4, 8): return None
-  lds = frag.src
-  if any(ld.op is not Ops.LOAD or ld.arg is not None or len(ld.src[0].src) != 2 for ld in lds): return None
-  buf = lds[0].src[0].src[0]
-  if buf.op is not Ops.DEFINE_LOCAL or any(ld.src[0].src[0] is not buf or ld.src[1:] != lds[0].src[1:] for ld in lds): return None
+  if frag.dtype.scalar.itemsize != 2 or len(frag.src) not in (2, 4, 8): return None
+  lds, buf = frag.src, frag.src[0].src[0].src[0]
   idxs = [ld.src[0].src[1] for ld in lds]
   lane = next((u for u in idxs[0].toposort() if u.op is Ops.SPECIAL and u.arg == "lidx0"), None)
   if lane is None or lane.src[0].op is not Ops.CONST or lane.src[0].arg != WARP: return None
@@ -200,10 +197,6 @@ def matrix_load(frag: UOp) -> UOp | None:
     return UOp(Ops.LOAD, frag.dtype, (buf.index(at), *lds[0].src[1:]), (name, off * frag.dtype.scalar.itemsize))
   return None
 
-def matrix_loads(x: UOp) -> UOp | None:
-  srcs = tuple(m if (m := matrix_load(s)) is not None else s for s in x.src[:2])
-  return x.replace(src=srcs + x.src[2:]) if srcs != x.src[:2] else None
-fragment_rules = PatternMatcher([(UPat(Ops.WMMA, name="x"), matrix_loads)])
 
 def shared_index(ctx: ISAKernel, x: UOp) -> str:
   """The 32-bit shared address of element x.src[1] of a DEFINE_LOCAL (an index is below 2^31 there: shared memory is
@@ -317,7 +310,7 @@ class PTXRenderer(ISARenderer):
   index_bits = 64
   # PTX has no float remainder, no float64 transcendentals, and a sin.approx good to 2**-20.5 only inside +-100 pi
   # and a tensor core's fragments are loaded from shared memory with ldmatrix where their layout is its
-  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules + fragment_rules
+  extra_matcher = sin_rules + fmod_rules + exp2_log2_f64_rules + fragment_rules(matrix_load)
   # mma.sync m16n8k16 (sm_80+), fragments as the PTX ISA lays them out: lane = groupID*4 + threadID_in_group; A's element
   # i at row groupID + 8*((i>>1)&1), column tig*2 + (i&1) + 8*(i>>2); B's at row tig*2 + (i&1) + 8*(i>>1), column
   # groupID; C's and D's at row groupID + 8*(i>>1), column tig*2 + (i&1)
