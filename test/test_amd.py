@@ -271,6 +271,17 @@ def test_loads_land_at_the_waitcnt_that_retires_them():
   assert emulate(lds + ["s_waitcnt lgkmcnt(1)", "v_mov_b32_e32 v4, v13"], a, b, lds=128).tolist() == a.tolist()
   with pytest.raises(EmulatorError, match="reads v13"): emulate(lds + ["s_waitcnt lgkmcnt(2)", "v_mov_b32_e32 v4, v13"], a, b, lds=128)
 
+def test_d16_lds_loads_write_one_half_and_keep_the_other():
+  """ds_load_u16_d16 writes the low 16 bits of its VGPR, ds_load_u16_d16_hi the high 16, the other half kept (the ISA's
+  D16 loads); two in flight into one VGPR land together, and reading it before the second retires is an error."""
+  a, b = np.arange(32, dtype=np.uint32) * 0x00010003 + 0x12345678, np.arange(32, dtype=np.uint32) * 0x00070001 + 0x9abcdef0
+  store = ["v_lshlrev_b32_e32 v5, 2, v0", "ds_store_b32 v5, v1", "s_waitcnt lgkmcnt(0)", "v_mov_b32_e32 v4, v2"]
+  assert emulate(store + ["ds_load_u16_d16 v4, v5 offset:2", "s_waitcnt lgkmcnt(0)"], a, b, lds=128).tolist() == ((b & 0xFFFF0000) | (a >> 16)).tolist()
+  assert emulate(store + ["ds_load_u16_d16_hi v4, v5", "s_waitcnt lgkmcnt(0)"], a, b, lds=128).tolist() == ((a << 16) & 0xFFFFFFFF | (b & 0xFFFF)).tolist()
+  both = store + ["ds_load_u16_d16 v4, v5 offset:2", "ds_load_u16_d16_hi v4, v5"]
+  assert emulate(both + ["s_waitcnt lgkmcnt(0)"], a, b, lds=128).tolist() == ((a >> 16) | (a << 16) & 0xFFFFFFFF).tolist()
+  with pytest.raises(EmulatorError, match="reads v4"): emulate(both + ["s_waitcnt lgkmcnt(1)", "v_mov_b32_e32 v6, v4"], a, b, lds=128)
+
 def test_lds_b128_with_offsets_and_counters():
   """64 work-items (two waves) store 16 bytes each at 16 + 16 i, pass a barrier, load their mirror's; the counters: 16
   bytes per lane each way, one barrier for the workgroup, global traffic of the two loads and the store."""
@@ -467,15 +478,16 @@ def test_a_register_tiles_reads_share_an_address_and_read_vector_elements_in_pla
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
 def test_a_tensor_core_fragment_read_along_its_row_is_two_wide_loads(amd, dt):
   """A WMMA's A fragment is a lane's row of 16 K values: consecutive in the shared tile, it is read as two ds_load_b128
-  into the fragment's 8 VGPRs, not 16 ds_load_u16 and 8 packs (B's fragment, a column, still is). The emulator's
-  product equals numpy's within the 16-bit inputs' rounding."""
+  into the fragment's 8 VGPRs, not 16 ds_load_u16 and 8 packs. B's fragment, a column, is 16 D16 loads straight into
+  the halves of its 8 VGPRs (no pack). The emulator's product equals numpy's within the 16-bit inputs' rounding."""
   from tinycore.codegen import get_program
   d = getattr(dtypes, dt)
   src = get_program((Tensor.empty(64, 64, device="AMD", dtype=d) @ Tensor.empty(64, 64, device="AMD", dtype=d)).schedule()[-1].ast, amd.renderer).src
   loop = innermost_loop(src)
   wmma = [l for l in loop if l.startswith("v_wmma")]
   assert wmma and sum(l.startswith("ds_load_b128") for l in loop) >= 2 * len({l.split(", ")[1] for l in wmma}), loop
-  assert sum(l.startswith("ds_load_u16") for l in loop) <= 16 * len({l.split(", ")[2] for l in wmma}), loop
+  assert sum(l.startswith("ds_load_u16_d16") for l in loop) == 16 * len({l.split(", ")[2] for l in wmma}), loop
+  assert not any(l.startswith(("ds_load_u16 ", "v_lshl_or_b32", "v_perm_b32")) for l in loop), loop
   a, b = (np.random.default_rng(i).standard_normal((64, 64)).astype(np.float32) for i in range(2))
   x, y = Tensor(a, device="AMD").cast(d), Tensor(b, device="AMD").cast(d)
   want = x.float().numpy().astype(np.float64) @ y.float().numpy().astype(np.float64)
@@ -484,8 +496,9 @@ def test_a_tensor_core_fragment_read_along_its_row_is_two_wide_loads(amd, dt):
 def test_loads_are_waited_for_where_first_read(amd):
   """A load is in flight until an instruction reads it: a * 2 + b issues both loads (a 16-byte vector each), then waits
   for each where its first element is read, vmcnt(1) for a's (b's may still be in flight) at the first multiply,
-  vmcnt(0) for b's at the first add; a tensor core's fragments load from LDS back to back, each waited for by its count
-  of later accesses. The emulator, where a load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
+  vmcnt(0) for b's at the first add. A tensor core's fragments load from LDS back to back before the trip's first WMMA
+  (lds_loads_early), each WMMA waiting by the count of the loads after its own: LDS loads retire in order. The emulator,
+  where a load's data lands only at the s_waitcnt retiring it, gives numpy's results."""
   from tinycore.codegen import get_program
   a, b = (np.random.default_rng(i).standard_normal(4096).astype(np.float32) for i in range(2))
   src = get_program((Tensor.empty(4096, device="AMD") * 2 + Tensor.empty(4096, device="AMD")).schedule()[-1].ast, amd.renderer).src
@@ -496,10 +509,28 @@ def test_loads_are_waited_for_where_first_read(amd):
   after = lambda w: lines[lines.index(w) + 1].split()[0]
   assert after("s_waitcnt vmcnt(1)").startswith("v_mul_f32") and after("s_waitcnt vmcnt(0)").startswith(("v_add_f32", "v_fma_f32")), src
   np.testing.assert_array_equal((Tensor(a, device="AMD") * 2 + Tensor(b, device="AMD")).numpy(), a * 2 + b)
-  x, y = (Tensor(np.random.default_rng(i).standard_normal((64, 64)).astype(np.float16), device="AMD") for i in range(2))
-  src = get_program((x @ y).schedule()[-1].ast, amd.renderer).src
-  assert re.search(r"ds_load_\w+ [^\n]*\n\s*ds_load_\w+ [^\n]*\n(\s*ds_load_\w+ [^\n]*\n)*\s*s_waitcnt lgkmcnt\([1-9]", src), src
+  x, y = (Tensor(np.random.default_rng(i).standard_normal((128, 128)).astype(np.float16), device="AMD") for i in range(2))
+  loop = innermost_loop(get_program((x @ y).schedule()[-1].ast, amd.renderer).src)
+  first = next(i for i, l in enumerate(loop) if l.startswith("v_wmma"))
+  reads = [l for l in loop if l.startswith("ds_load")]
+  waits = [int(m.group(1)) for l in loop[first - 1:] if (m := re.fullmatch(r"s_waitcnt lgkmcnt\((\d+)\)", l))]
+  assert all(l.startswith("ds_load") for l in loop if l.startswith("ds_")) and len(reads) == sum(l.startswith("ds_load") for l in loop[:first]), loop
+  assert len(waits) >= 2 and waits[0] > 0 and waits == sorted(waits, reverse=True) and waits[-1] == 0, loop
   np.testing.assert_allclose((x @ y).float().numpy(), x.float().numpy() @ y.float().numpy(), rtol=2e-3, atol=2e-3)
+
+def test_loads_issued_early_give_way_where_the_vgprs_run_out(amd, monkeypatch):
+  """LDS loads issued early (lds_loads_early) hold VGPRs longer: where a kernel then needs more than the target has, it
+  is rendered with each load at its place; where it needs more even so, the error says so."""
+  from tinycore.codegen import get_program
+  import tinygrad_amd.renderer as R
+  x = Tensor.empty(128, 128, device="AMD", dtype=dtypes.float16)
+  spec = get_program((x @ x).schedule()[-1].ast, amd.renderer)
+  early, late = (R.AMDKernel(amd.renderer, spec.name, spec.uops, ahead).write_all().max_v for ahead in (R.LOADS_AHEAD, 0))
+  assert early > late, (early, late)
+  monkeypatch.setattr(R, "VGPRS", late)
+  assert f".vgprs {late}\n" in amd.renderer.render(spec.name, spec.uops)
+  monkeypatch.setattr(R, "VGPRS", late - 1)
+  with pytest.raises(UnsupportedError, match=f"more than {late - 1} VGPRs"): amd.renderer.render(spec.name, spec.uops)
 
 def test_a_loop_that_may_run_no_trip_settles_the_loads_before_it(amd):
   """A row's scale is loaded before a sum of a variable length and read inside the loop and after it. Its wait would sit

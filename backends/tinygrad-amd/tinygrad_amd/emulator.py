@@ -312,39 +312,41 @@ class State:
     # before their first use).
     self.issued = {VM: np.zeros(waves, np.int64), LGKM: np.zeros(waves, np.int64)}
     self.flying: set[int] = set()   # VGPRs some wave's load in flight will write
-    self.landing: tuple[np.ndarray, ...] | None = None   # (counter, issue number, data, lanes) per VGPR and wave
+    self.landing: tuple[np.ndarray, ...] | None = None   # (counter, issue number, data, bits written) per VGPR and wave
     self.order: LdsOrder | None = None   # in a kernel with LDS and workgroups of several waves: their LDS accesses' order
   def active(self, lanes: np.ndarray) -> int: return int(np.count_nonzero(lanes))
-  def issue(self, counter: int, w, dst: int = 0, values: list[np.ndarray] = (), lanes: np.ndarray | None = None) -> None:
+  def issue(self, counter: int, w, dst: int = 0, values: list[np.ndarray] = (), lanes: np.ndarray | None = None, bits: int = 0xFFFFFFFF) -> None:
     """An access counted by `counter` issued by waves w; a load's values land in VGPRs dst.. (the lanes given) when it
-    retires."""
+    retires: the `bits` of each register (a D16 load writes one half and keeps the other: the last load of a register
+    in flight lands the halves of every load of it before)."""
     self.issued[counter][w] += 1
     if not values: return
     if self.landing is None:
-      self.landing = (np.zeros(self.V.shape[:2], np.int8), np.zeros(self.V.shape[:2], np.int64), np.zeros_like(self.V), np.zeros(self.V.shape, bool))
-    kind, seq, data, mask = self.landing
+      self.landing = (np.zeros(self.V.shape[:2], np.int8), np.zeros(self.V.shape[:2], np.int64), np.zeros_like(self.V), np.zeros_like(self.V))
+    kind, seq, data, written = self.landing
     loads = lanes.any(axis=1)   # a wave with no lane on writes nothing
     for k, v in enumerate(values):
       r = dst + k
       if ((kind[r, w] != 0) & (kind[r, w] != counter) & loads).any():
         raise EmulatorError(f"v{r}: two loads in flight on different counters would write it (their order is undefined)")
-      dr, mr = data[r, w], mask[r, w]
-      dr[lanes] = v
-      data[r, w], mask[r, w] = dr, mr | lanes
+      dr, wr = data[r, w], written[r, w]
+      dr[lanes] = (dr[lanes] & ~U32(bits)) | (v & U32(bits))
+      wr[lanes] |= U32(bits)
+      data[r, w], written[r, w] = dr, wr
       kind[r, w], seq[r, w] = np.where(loads, counter, kind[r, w]), np.where(loads, self.issued[counter][w], seq[r, w])
       self.flying.add(r)
   def retire(self, counter: int, left: int, w) -> None:
     """s_waitcnt: waves w wait until at most `left` accesses counted by `counter` are in flight; the loads retired land."""
     if counter == LGKM and self.order is not None: self.order.retire(w, self.issued[LGKM][w] - left)
     if not self.flying: return
-    kind, seq, data, mask = self.landing
+    kind, seq, data, written = self.landing
     limit = self.issued[counter][w] - left
     for r in list(self.flying):   # a few registers, each over the waves (views where w is every wave)
       done = (kind[r, w] == counter) & (seq[r, w] <= limit)
       if not done.any(): continue
-      lands = mask[r, w] & done[:, None]
-      self.V[r, w] = data[r, w] if lands.all() else np.where(lands, data[r, w], self.V[r, w])
-      mask[r, w] = mask[r, w] & ~done[:, None]
+      bits = np.where(done[:, None], written[r, w], U32(0))
+      self.V[r, w] = data[r, w] if (bits == 0xFFFFFFFF).all() else (self.V[r, w] & ~bits) | (data[r, w] & bits)
+      written[r, w] = written[r, w] & ~bits
       kind[r, w] = np.where(done, 0, kind[r, w])
       if not kind[r].any(): self.flying.discard(r)
   def unsettled(self, r: int, n: int, w, d) -> None:
@@ -590,13 +592,15 @@ class Program:
       return grp, a   # each active lane's workgroup and first byte
     span = np.arange(size)
     if load:
-      dst = f["vdst"]
+      dst, half = f["vdst"], "hi" if inst.name.endswith("_d16_hi") else "lo" if inst.name.endswith("_d16") else None
       def dsload(st: State, w):
         lanes = st.lanes(w)
         if not lanes.any(): return st.issue(LGKM, w)
         g, a = where(st, w, lanes)
         st.counters.shared_read += st.active(lanes) * size
-        st.issue(LGKM, w, dst, _bytes_to_regs(st.lds[g[:, None], a[:, None] + span], t), lanes)   # in its VGPRs at the s_waitcnt lgkmcnt that retires it
+        vals = _bytes_to_regs(st.lds[g[:, None], a[:, None] + span], t)
+        # in its VGPRs at the s_waitcnt lgkmcnt that retires it; a D16 load into one half, keeping the other
+        st.issue(LGKM, w, dst, [vals[0] << U32(16)] if half == "hi" else vals, lanes, {"lo": 0xFFFF, "hi": 0xFFFF0000}.get(half, 0xFFFFFFFF))
         if st.order is not None: st.order.access(st, w, lanes, g, a, size, False, who)
       return dsload
     data = f["data0"]

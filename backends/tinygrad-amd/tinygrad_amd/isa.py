@@ -144,7 +144,9 @@ for _n, (_op, _t) in {"global_load_u8": (0x10, "u8"), "global_load_i8": (0x11, "
 for _n, (_op, _t) in {"global_store_b8": (0x18, "u8"), "global_store_b16": (0x19, "u16"), "global_store_b32": (0x1a, "b32"),
                       "global_store_b64": (0x1b, "b64"), "global_store_b128": (0x1d, "b128")}.items(): _add(_n, "GLOBAL", _op, f"u32 {_t} b64", OPERANDS["GLOBAL_STORE"])
 for _n, (_op, _t) in {"ds_load_b32": (0x36, "b32"), "ds_load_i8": (0x39, "i8"), "ds_load_u8": (0x3a, "u8"), "ds_load_i16": (0x3b, "i16"),
-                      "ds_load_u16": (0x3c, "u16"), "ds_load_b64": (0x76, "b64"), "ds_load_b128": (0xff, "b128")}.items(): _add(_n, "DS", _op, f"{_t} u32", OPERANDS["DS_LOAD"])
+                      "ds_load_u16": (0x3c, "u16"), "ds_load_b64": (0x76, "b64"), "ds_load_b128": (0xff, "b128"),
+                      # 16 bits into the low (high) half of the VGPR, the other half kept
+                      "ds_load_u16_d16": (0xa6, "u16"), "ds_load_u16_d16_hi": (0xa7, "u16")}.items(): _add(_n, "DS", _op, f"{_t} u32", OPERANDS["DS_LOAD"])
 for _n, (_op, _t) in {"ds_store_b32": (0xd, "b32"), "ds_store_b8": (0x1e, "u8"), "ds_store_b16": (0x1f, "u16"),
                       "ds_store_b64": (0x4d, "b64"), "ds_store_b128": (0xdf, "b128")}.items(): _add(_n, "DS", _op, f"u32 {_t}", OPERANDS["DS_STORE"])
 # ds_swizzle_b32 vdst, vsrc offset:pattern: lanes exchange a VGPR through the LDS crossbar, no LDS memory (its source is

@@ -85,10 +85,31 @@ def values_late(uops: list[UOp]) -> list[UOp]:
       key[i] = max(float(i), min(min(key[j] for j in users[u]) - 1e-6, limit - 0.5))
   return [uops[i] for i in sorted(range(len(uops)), key=lambda i: (key[i], i))]
 
+LOADS_AHEAD = 64   # VGPRs the LDS loads issued early (lds_loads_early) may hold beyond what they would at their place
+def lds_loads_early(uops: list[UOp], ahead: int) -> list[UOp]:
+  """uops with each LDS load issued early: moved up to just after its sources and the LDS load before it, never across a
+  loop's start or end, a branch, a barrier or a store to its array, while the loads moved hold at most `ahead` VGPRs more
+  at any point. LDS loads retire in order and each is waited for where first read (AMDKernel.settle): loads issued ahead
+  are in flight while the instructions before them run (a WMMA's next fragments load while it multiplies, a register
+  tile's next vectors while it multiplies and adds), where each read would otherwise wait out its own load's latency."""
+  pos = {u: i for i, u in enumerate(uops)}
+  key, extra = [float(i) for i in range(len(uops))], [0] * len(uops)
+  floor, stored = 0, {}   # the earliest place of the next LDS load (after a fence, or the LDS load before it); each array's last store
+  for i, u in enumerate(uops):
+    if u.op in (Ops.RANGE, Ops.ENDRANGE, Ops.BARRIER, Ops.IF, Ops.ENDIF): floor = i + 1
+    elif u.op is Ops.STORE and shared(u.src[0]): stored[u.src[0].src[0]] = i
+    elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and shared(u.src[0]):
+      at = max([floor, stored.get(u.src[0].src[0], -1) + 1] + [pos[s] + 1 for s in u.src if s in pos])
+      size, top = max(1, u.dtype.itemsize * u.dtype.count // 4), i
+      while top > at and extra[top - 1] + size <= ahead: top -= 1
+      for j in range(top, i): extra[j] += size
+      key[i], floor = top - 0.5, top   # before the instruction at `top` (loads moved there keep their order)
+  return [uops[i] for i in sorted(range(len(uops)), key=lambda i: (key[i], i))]
+
 class AMDKernel(ISAKernel):
   """Rendering one kernel: VGPRs allocated and freed after each value's last use, SGPRs for loops, the instruction lines."""
-  def __init__(self, ren: RDNA3Renderer, name: str, uops: list[UOp]):
-    super().__init__(ren, name, values_late(stores_early(rewrite_linear(uops, offset_rules, None))))
+  def __init__(self, ren: RDNA3Renderer, name: str, uops: list[UOp], ahead: int = LOADS_AHEAD):
+    super().__init__(ren, name, lds_loads_early(values_late(stores_early(rewrite_linear(uops, offset_rules, None))), ahead))
     uops = self.uops
     self.free_v = list(range(1, VGPRS))   # v0 holds the packed work-item ids for the whole kernel
     self.max_v, self.nlabel = 1, 0
@@ -472,14 +493,20 @@ def constant_offset(x: UOp) -> UOp | None:
   if a.src[0].vmin < 0 or not (0 < off < 1 << 16 if shared(idx) else -(1 << 12) <= off < 1 << 12): return None
   return x.replace(src=(idx.replace(src=(idx.src[0], a.src[0])), *x.src[1:]), arg=off)
 def fragment_load(frag: UOp) -> UOp | None:
-  """A tensor-core fragment whose elements a lane reads from consecutive LDS elements (A's row of K), 16-byte aligned:
-  one load of the whole fragment (its VGPRs as the WMMA takes them), not a ds_load_u16 and a pack per element."""
+  """A tensor-core fragment whose elements a lane reads from one LDS address plus constants: where they are consecutive
+  and 16-byte aligned (A's row of K), one load of the whole fragment (its VGPRs as the WMMA takes them); else, of 16-bit
+  elements (B's column of K, a row apart each), each element loaded into its half of its VGPR (ds_load_u16_d16(_hi),
+  the arg: their byte offsets), not a ds_load_u16 per element and a pack per two."""
   size = frag.dtype.scalar.itemsize
   at = [split_terms(ld.src[0].src[1]) for ld in frag.src]   # each element's index: its terms and a constant
   consts = [c for _, c in at]
-  if any(t != at[0][0] for t, _ in at) or consts != list(range(consts[0], consts[0] + len(consts))) or \
-     any(k * size % 16 for k in at[0][0].values()) or consts[0] * size % 16: return None
-  return UOp(Ops.LOAD, frag.dtype, (vector_index(frag.src[0], len(consts)), *frag.src[0].src[1:]))
+  if any(t != at[0][0] for t, _ in at): return None
+  if consts == list(range(consts[0], consts[0] + len(consts))) and not any(k * size % 16 for k in at[0][0].values()) and consts[0] * size % 16 == 0:
+    return UOp(Ops.LOAD, frag.dtype, (vector_index(frag.src[0], len(consts)), *frag.src[0].src[1:]))
+  idx = frag.src[0].src[0].src[1]
+  base = idx.src[0] if idx.op is Ops.ADD and idx.src[1].op is Ops.CONST else idx
+  if size != 2 or split_terms(base) != (at[0][0], 0) or base.vmin < 0 or not all(0 <= c * size < 1 << 16 for c in consts): return None
+  return UOp(Ops.LOAD, frag.dtype, (frag.src[0].src[0].replace(src=(frag.src[0].src[0].src[0], base)), *frag.src[0].src[1:]), tuple(c * size for c in consts))
 # on the linear program the renderer is given (an access's arg, its offset, means nothing to the passes before)
 offset_rules = PatternMatcher([(UPat((Ops.LOAD, Ops.STORE), name="x"), constant_offset)])
 def offset_text(x: UOp) -> str: return f" offset:{x.arg}" if x.arg else ""
@@ -489,6 +516,12 @@ def load(ctx: AMDKernel, x: UOp) -> str:
   idx, dt = x.src[0], x.dtype.scalar
   # a vector (consecutive elements, aligned to their bytes: codegen/widen.py) is one access of all its bytes, laid in
   # consecutive VGPRs as memory holds them (8/16-bit elements packed: GEP takes one out)
+  if isinstance(x.arg, tuple):   # a fragment of 16-bit elements at these byte offsets (fragment_load): two to a VGPR
+    d = ctx.new(x.dtype)
+    for e, off in enumerate(x.arg):
+      ctx.ins(f"ds_load_u16_d16{'_hi' if e % 2 else ''} {split(d)[e // 2]}, {ctx[idx]}" + (f" offset:{off}" if off else ""))
+      ctx.flight["lgkmcnt"].append(x)
+    return d
   if x.dtype.count > 1 and (nbytes := dt.itemsize * x.dtype.count) > 16:   # a tensor core's fragment (fragment_load, LDS): 16 bytes a load
     d = ctx.new(x.dtype)
     for part in range(0, nbytes, 16):
@@ -724,6 +757,11 @@ class RDNA3Renderer(ISARenderer):
                                   c=((("n", 0), ("n", 1), ("n", 2), ("n", 3), ("m", 0)), (("m", 1), ("m", 2), ("m", 3))))
                        for dt, t in ((dtypes.float16, "f16"), (dtypes.bfloat16, "bf16")))
   instruction, kernel = "  {}", AMDKernel
+  def render(self, name: str, uops: list[UOp]) -> str:
+    try: return self.render_kernel(AMDKernel(self, name, uops).write_all())
+    except UnsupportedError as e:   # the LDS loads issued early took VGPRs the kernel needs: each at its place then
+      if "VGPRs" not in str(e): raise
+      return self.render_kernel(AMDKernel(self, name, uops, ahead=0).write_all())
   def render_kernel(self, k: AMDKernel) -> str:
     k.ins("s_endpgm")
     head = [f".kernel {k.name}", f".vgprs {k.max_v}", f".sgprs {k.max_s}", f".args {k.nbufs}", f".vars {len(k.vars)}", f".lds {k.lds_bytes}"]
