@@ -400,7 +400,50 @@ def test_renders_without_a_device():
   from tinycore.codegen import get_program
   t = Tensor(np.ones((4, 5), np.float32), device="PYTHON").sum(1)
   src = get_program(t.schedule()[-1].ast, RDNA3Renderer()).src
-  assert "s_endpgm" in src and "global_store_b32" in src and "s_cbranch_execz" in src
+  assert "s_endpgm" in src and "global_store_b32" in src
+
+def test_a_selection_reads_the_comparison_left_in_vcc(amd):
+  """A WHERE right after its comparison selects on VCC as the comparison left it (no test of the bool's VGPR again); one
+  whose comparison VCC no longer holds (a division, whose steps compare, came between) tests the VGPR. Both give
+  numpy's results."""
+  a, b = (np.random.default_rng(i).standard_normal(255).astype(np.float32) for i in range(2))   # (one element a thread)
+  x, y = Tensor(a, device="AMD"), Tensor(b, device="AMD")
+  one = (x < y).where(x, y * 2)
+  lines = [l.strip() for l in program_for(one).src.splitlines()]
+  at = next(i for i, l in enumerate(lines) if l.startswith("v_cmp_lt_f32"))
+  sel = next(i for i, l in enumerate(lines) if i > at and l.startswith("v_cndmask_b32_e32"))
+  assert not any(l.startswith("v_cmp") for l in lines[at + 1:sel]), lines[at:sel + 1]
+  np.testing.assert_array_equal(one.numpy(), np.where(a < b, a, b * 2))
+  two = (x < y).where(x / y, y)
+  assert "v_cmp_ne_u32" in program_for(two).src
+  np.testing.assert_array_equal(two.numpy(), np.where(a < b, a / b, b))
+
+def test_products_with_powers_of_two_are_shifts_of_the_other_operand(amd):
+  """A product with a power of two is a shift (v_lshlrev_b32, not the quarter-rate v_mul_lo_u32) of the other operand,
+  also where both are constants the int64 emulation left unfolded (0 * 2: an int64 sum's output word; shifting the 2
+  instead wrote past the buffer)."""
+  x = np.arange(1031, dtype=np.int64) * 3 - 7
+  t = Tensor(x, device="AMD").sum()
+  assert "v_lshlrev_b32" in program_for(t).src
+  assert t.item() == x.sum()
+  y = np.arange(64, dtype=np.int32)
+  u = Tensor(y, device="AMD") * 8 + 1
+  assert "v_mul_lo_u32" not in program_for(u).src
+  np.testing.assert_array_equal(u.numpy(), y * 8 + 1)
+
+def test_loops_of_constant_trips_test_at_their_end(amd):
+  """A loop of a constant number of trips runs its body first and branches back while its count is short: an add, a
+  compare and a branch a trip, EXEC untouched. A loop whose bound is a value (it may run no trip) keeps its test at the
+  top, narrowing EXEC. Both sum as numpy does on the emulator."""
+  from tinycore import Variable
+  x = np.arange(40, dtype=np.float32).reshape(4, 10)
+  src = program_for(Tensor(x, device="AMD").sum(1)).src
+  assert re.search(r"v_add_nc_u32_e32 (v\d+), 1, \1\n\s*v_cmp_gt_i32_e32 vcc_lo, \d+, \1\n\s*s_cbranch_vccnz L\d+", src) and "exec_lo" not in src, src
+  np.testing.assert_array_equal(Tensor(x, device="AMD").sum(1).numpy(), x.sum(1))
+  v = Variable("v", 0, 10)
+  t = Tensor(x, device="AMD")[:, :v.bind(3)].sum(1)
+  assert "s_cbranch_execz" in program_for(t).src
+  np.testing.assert_array_equal(t.numpy(), x[:, :3].sum(1))
 
 def test_running_out_of_registers_is_a_clear_error():
   from tinygrad_amd.renderer import AMDKernel, RDNA3Renderer
@@ -456,7 +499,7 @@ def innermost_loop(src: str) -> list[str]:
   """The instructions of a kernel's innermost loop: from a label to the branch back to it, with no label between."""
   lines = [l.strip() for l in src.splitlines()]
   for i in reversed(range(len(lines))):
-    if (m := re.fullmatch(r"s_branch (L\d+)", lines[i])) and (top := lines.index(m.group(1) + ":")) < i and \
+    if (m := re.fullmatch(r"s_(?:branch|cbranch_vccnz) (L\d+)", lines[i])) and (top := lines.index(m.group(1) + ":")) < i and \
        not any(re.fullmatch(r"L\d+:", l) for l in lines[top + 1:i]):
       return lines[top + 1:i]
   raise AssertionError(f"no loop in:\n{src}")

@@ -118,12 +118,13 @@ class AMDKernel(ISAKernel):
     self.vars = [u for u in uops if u.op is Ops.DEFINE_VAR]
     self.next_s = self.max_s = FIRST_PARAM_SGPR + 2 * self.nbufs + len(self.vars)
     self.local = any(u.op is Ops.SPECIAL and u.arg.startswith("lidx") for u in uops)
-    self.loops: list[tuple[str, str, str]] = []   # (top label, end label, exec save SGPR)
+    self.loops: list[tuple[str, str | None, str | None]] = []   # (top label, end label, exec save SGPR; None: tested at its end)
     self.lds_bytes = 0   # LDS the shared arrays take so far (each 16-byte aligned)
     # loads in flight per s_waitcnt counter, in issue order (an LDS store counts on lgkmcnt too: None): a value is waited
     # for where an instruction first reads it (settle), so the loads issued before that are in flight together
     self.flight: dict[str, list[UOp | None]] = {"vmcnt": [], "lgkmcnt": []}
     self.aliases: set[UOp] = set()   # GEPs that are their vector's own VGPRs (gep): freed with the vector, not alone
+    self.vcc: UOp | None = None
     self.last = self.last_uses()
 
   def last_uses(self) -> dict[UOp, int]:
@@ -190,6 +191,19 @@ class AMDKernel(ISAKernel):
       else: self.ins(f"{name}_e64 {dst}, {', '.join(srcs)}")
     else: self.ins(f"{name} {dst}, {', '.join(srcs)}")
     for t in temps: self.release(t)
+
+  # VCC holds the bool `vcc` (a comparison just made, or a bool tested) until an instruction writes VCC or EXEC, or
+  # control flow joins: a selection or a gated store on that bool reads VCC as it is, not testing the bool's VGPR again
+  def ins(self, *text: str) -> str:
+    if any(("vcc" in i and not i.startswith("v_cndmask_b32")) or "exec" in i or "branch" in i for t in text for i in t.split("\n")): self.vcc = None
+    return super().ins(*text)
+  def label(self, name: str) -> str:
+    self.vcc = None
+    return super().label(name)
+  def condition(self, b: UOp) -> None:
+    """VCC = the bool b (each lane's 0/1)."""
+    if self.vcc is not b: self.vop("v_cmp_ne_u32", "vcc_lo", "0", self.vref(b))
+    self.vcc = b
 
   def vref(self, u: UOp) -> str: return self.to_vgpr(self[u])
   def element(self, vector: str, i: int) -> str: return split(vector)[i] if vector.startswith("v[") else vector   # (a constant: itself)
@@ -539,7 +553,7 @@ def store(ctx: AMDKernel, x: UOp) -> str:
   idx, val = x.src[0], x.src[1]
   v = ctx.pair(val) if val.dtype.itemsize == 8 and val.dtype.count == 1 else ctx.vref(val)
   if (gate := next((g for g in x.src[2:] if g.dtype == dtypes.bool), None)) is not None:
-    ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(gate))
+    ctx.condition(gate)
     ctx.ins(f"s_mov_b32 {(save := ctx.sreg())}, exec_lo", "s_and_b32 exec_lo, exec_lo, vcc_lo")
   if shared(idx):
     ctx.ins(f"ds_store_{STORES[val.dtype.itemsize * val.dtype.count]} {ctx[idx]}, {v}{offset_text(x)}")
@@ -629,9 +643,17 @@ def barrier(ctx: AMDKernel) -> str:
   ctx.flight["lgkmcnt"].clear()
   return ""
 def loop(ctx: AMDKernel, x: UOp) -> str:
-  """Lanes whose counter reached the end stop (exec), the loop ends when no lane is left."""
-  top, end, save, d = ctx.fresh_label(), ctx.fresh_label(), ctx.sreg(), ctx.vreg()
-  ctx.ins(f"v_mov_b32_e32 {d}, 0", f"s_mov_b32 {save}, exec_lo")
+  """A loop of a constant number of trips (one or more) is tested at its end: every lane counts alike, so the wave
+  branches back while the count is short (VCC), 3 instructions a trip. Another (its bound a value, perhaps 0) is tested
+  at its top: lanes whose counter reached the end stop (exec), the loop ends when no lane is left."""
+  d = ctx.vreg()
+  ctx.ins(f"v_mov_b32_e32 {d}, 0")
+  if x.src[0].op is Ops.CONST and x.src[0].arg >= 1:
+    ctx.label(top := ctx.fresh_label())
+    ctx.loops.append((top, None, None))
+    return d
+  top, end, save = ctx.fresh_label(), ctx.fresh_label(), ctx.sreg()
+  ctx.ins(f"s_mov_b32 {save}, exec_lo")
   ctx.label(top)
   ctx.vop("v_cmp_gt_i32", "vcc_lo", ctx[x.src[0]], d)
   ctx.ins("s_and_b32 exec_lo, exec_lo, vcc_lo", f"s_cbranch_execz {end}")
@@ -639,7 +661,11 @@ def loop(ctx: AMDKernel, x: UOp) -> str:
   return d
 def end_loop(ctx: AMDKernel, x: UOp) -> str:
   top, end, save = ctx.loops.pop()
-  ctx.vop("v_add_nc_u32", ctx[x.src[0]], "1", ctx[x.src[0]])
+  rng = x.src[0]
+  ctx.vop("v_add_nc_u32", ctx[rng], "1", ctx[rng])
+  if end is None:
+    ctx.vop("v_cmp_gt_i32", "vcc_lo", ctx[rng.src[0]], ctx[rng])
+    return ctx.ins(f"s_cbranch_vccnz {top}")
   ctx.ins(f"s_branch {top}")
   ctx.label(end)
   ctx.next_s -= 1
@@ -673,15 +699,19 @@ def alu32(ctx: AMDKernel, x: UOp) -> str:
   op, t = x.op, x.src[-1].dtype.scalar
   a = [ctx.pair(s) if s.dtype == dtypes.float64 else ctx[s] for s in x.src]
   if op is Ops.WHERE:
-    ctx.vop("v_cmp_ne_u32", "vcc_lo", "0", ctx.vref(x.src[0]))
+    ctx.condition(x.src[0])
     return ctx.select_words(ctx.new(t), a[1], a[2])
   if op in GroupOp.Comparison:
     name = {Ops.CMPLT: "lt", Ops.CMPNE: "neq" if dtypes.is_float(t) else "ne", Ops.CMPEQ: "eq"}[op]
     ctx.vop(f"v_cmp_{name}_{FT.get(t) or ('i32' if op is Ops.CMPLT and signed(t) else 'u32')}", "vcc_lo", a[0], a[1])
+    ctx.vcc = x
     return ctx.bool_from_vcc(ctx.vreg())
   if dtypes.is_float(t): return float_alu(ctx, x, ctx[ctx.into_acc[x]] if x in ctx.into_acc else ctx.new(t), a, FT[t])
   d = ctx.vreg()
   if t == dtypes.bool: ctx.vop("v_xor_b32", d, "1", a[0]) if op is Ops.NEG else ctx.vop(BOOL_OPS[op], d, a[0], a[1])
+  # a product with a power of two is a shift (v_mul_lo_u32 is a quarter-rate instruction; the low 32 bits are the same)
+  elif op is Ops.MUL and (j := next((j for j, c in enumerate(x.src) if c.op is Ops.CONST and c.arg > 0 and c.arg & (c.arg - 1) == 0), None)) is not None:
+    ctx.vop("v_lshlrev_b32", d, const_text(x.src[j].arg.bit_length() - 1, dtypes.uint32), a[1 - j])
   elif op in INT_OPS: ctx.vop(INT_OPS[op].format(s="i" if signed(t) else "u"), d, *a)
   elif op is Ops.NEG: ctx.vop("v_sub_nc_u32", d, "0", a[0])
   elif op in (Ops.SHL, Ops.SHR):   # the shift amount is the first operand, masked to 5 bits by the hardware
