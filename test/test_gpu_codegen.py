@@ -224,13 +224,14 @@ def test_a_sum_stored_twice_is_lowered_once():
 
 def test_products_fuse_into_accumulators_only_where_declared():
   """fuse_mulacc: each term of a matmul's sum becomes MULACC(a, b, acc) in the renderer's mulacc_dtypes (PYTHON: every
-  float), none without them, and an elementwise a * b + c stays a product and a sum (its two roundings are the graph's)."""
+  float), or MULACC(a, b, the terms before it) where the sum is written out (its 8 terms: no loop), none without them,
+  and an elementwise a * b + c stays a product and a sum (its two roundings are the graph's)."""
   from tinycore.runtime.builtin import PythonRenderer
   class NoFma(PythonRenderer): mulacc_dtypes = frozenset()
   a, b = (Tensor(np.arange(64, dtype=np.float32).reshape(8, 8) / 7, device="PYTHON") for _ in range(2))
   mm, ew = last_kernel(a @ b).ast, last_kernel(a * b + a).ast
   fused = [u for u in get_program(mm, PythonRenderer()).uops if u.op is Ops.MULACC]
-  assert fused and all(u.src[2].op is Ops.DEFINE_ACC for u in fused)
+  assert len(fused) == 7 and all(u.src[2].op in (Ops.DEFINE_ACC, Ops.MUL, Ops.MULACC) for u in fused)
   assert not any(u.op is Ops.MULACC for u in get_program(mm, NoFma()).uops)
   assert not any(u.op is Ops.MULACC for u in get_program(ew, PythonRenderer()).uops)
   np.testing.assert_allclose((a @ b).numpy(), a.numpy() @ b.numpy(), rtol=1e-6)

@@ -72,7 +72,8 @@ def test_values_only_the_code_after_the_loops_needs_are_computed_there():
   sum loop: their addresses, computed up front, were held in registers across the loop (ptxas spilled the 4096^2 fp16
   tensor-core kernel's accumulators)."""
   ren = Device.renderer("PYTHON")
-  for t in (Tensor.empty(256, 256) @ Tensor.empty(256, 256), Tensor.empty(16, 16384).sum(1)):   # (a short sum is written out: no loop)
+  # (a long sum's threads each take a few vectors, written out: no loop; a convolution's tiles loop)
+  for t in (Tensor.empty(256, 256) @ Tensor.empty(256, 256), Tensor.empty(8, 16, 32, 32).conv2d(Tensor.empty(32, 16, 3, 3))):
     for uops in kernels(t):
       depth, inside = 0, set()
       for u in uops:

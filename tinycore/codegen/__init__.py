@@ -16,7 +16,7 @@ from tinycore.codegen.expander import expand
 from tinycore.codegen.reduce import group_reduces, tree_sums
 from tinycore.codegen.gpudims import map_gpu_dims
 from tinycore.codegen.widen import widen
-from tinycore.codegen.linearize import linearize
+from tinycore.codegen.linearize import linearize, TERMS
 from tinycore.codegen.emulate import emulate, rewrite_linear
 
 def _index_dtype(sink: UOp, ren: Renderer):
@@ -107,13 +107,18 @@ def run_passes(sink: UOp, st: CodegenState) -> UOp:
   return sink
 
 # a reduction's order and rounding are free (docs/architecture.md "Accuracy of reductions"): where the target renders a
-# fused multiply-add of the dtype, a product joins its accumulator rounded once. Outside reductions a * b + c stays two
-# roundings, as the graph says.
-fuse_products = PatternMatcher([(UPat(Ops.ADD, src=(UPat(Ops.DEFINE_ACC, name="acc"), UPat(Ops.MUL, name="m")), name="x"),
-  lambda ctx, x, acc, m: UOp(Ops.MULACC, x.dtype, (*m.src, acc)) if x.dtype.scalar in ctx.mulacc_dtypes else None)])
+# fused multiply-add of the dtype, a product joins its accumulator rounded once, or, in a sum written out whole (its
+# loops unrolled: an ADD of TERMS, the running sum first), the sum of the terms before it. Outside reductions a * b + c
+# stays two roundings, as the graph says.
+fuse_products = PatternMatcher([
+  (UPat(Ops.ADD, src=(UPat(Ops.DEFINE_ACC, name="acc"), UPat(Ops.MUL, name="m")), name="x"),
+   lambda ctx, x, acc, m: UOp(Ops.MULACC, x.dtype, (*m.src, acc)) if x.dtype.scalar in ctx.mulacc_dtypes else None),
+  (UPat(Ops.ADD, src=(UPat.var("acc"), UPat(Ops.MUL, name="m")), name="x", arg=TERMS),
+   lambda ctx, x, acc, m: UOp(Ops.MULACC, x.dtype, (*m.src, acc)) if x.dtype.scalar in ctx.mulacc_dtypes else None)])
 
 def fuse_mulacc(uops: list[UOp], ren: Renderer) -> list[UOp]:
-  if not any(u.op is Ops.ADD and u.src[0].op is Ops.DEFINE_ACC and u.src[1].op is Ops.MUL and u.dtype.scalar in ren.mulacc_dtypes for u in uops): return uops
+  if not any(u.op is Ops.ADD and (u.src[0].op is Ops.DEFINE_ACC or u.arg == TERMS) and u.src[1].op is Ops.MUL and u.dtype.scalar in ren.mulacc_dtypes
+             for u in uops): return uops
   return rewrite_linear(uops, fuse_products, ren)
 
 def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Opt, ...] = ()) -> ProgramSpec:

@@ -269,6 +269,11 @@ def hand_coded(k: Kernel) -> Kernel:
   for i in range(len(k.reduces)):
     own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
     if own: k = _try(k, OptOps.UNROLL, min(own, key=lambda r: min([abs(s) for s in _strides(k, r)] or [1 << 62])), 4)
+  # a sum's loops of a few trips (a 3x3 window's taps) are written out: their terms' addresses are constants apart and
+  # their loads in flight together, where RDNA3 (its own scheduler) waited for each term's load and counted and branched
+  # each trip (NV's ptxas unrolled them itself: their sm_90 code only lost registers, 62 -> 39 for a conv's input gradient)
+  for r in [r for x in k.reduces for r in x.src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n <= 4]:
+    if any(x.arg[0] == r.arg[0] and x.arg[1] is AxisType.REDUCE for x in k.ranges): k = _try(k, OptOps.UNROLL, r, const_size(r))
   return k
 
 # A product's sum that _tile_matmul tiles (a matmul, a convolution) runs one block per tile of about TILE_OUTPUTS
