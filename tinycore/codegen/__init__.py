@@ -110,16 +110,13 @@ def run_passes(sink: UOp, st: CodegenState) -> UOp:
 # fused multiply-add of the dtype, a product joins its accumulator rounded once, or, in a sum written out whole (its
 # loops unrolled: an ADD of TERMS, the running sum first), the sum of the terms before it. Outside reductions a * b + c
 # stays two roundings, as the graph says.
-fuse_products = PatternMatcher([
-  (UPat(Ops.ADD, src=(UPat(Ops.DEFINE_ACC, name="acc"), UPat(Ops.MUL, name="m")), name="x"),
-   lambda ctx, x, acc, m: UOp(Ops.MULACC, x.dtype, (*m.src, acc)) if x.dtype.scalar in ctx.mulacc_dtypes else None),
-  (UPat(Ops.ADD, src=(UPat.var("acc"), UPat(Ops.MUL, name="m")), name="x", arg=TERMS),
-   lambda ctx, x, acc, m: UOp(Ops.MULACC, x.dtype, (*m.src, acc)) if x.dtype.scalar in ctx.mulacc_dtypes else None)])
+def _joins_sum(x: UOp, ren: Renderer) -> bool:
+  """x adds a product to its accumulator, or to the terms before it in a sum written out, in a dtype ren fuses."""
+  return x.src[1].op is Ops.MUL and (x.src[0].op is Ops.DEFINE_ACC or x.arg == TERMS) and x.dtype.scalar in ren.mulacc_dtypes
+fuse_products = PatternMatcher([(UPat(Ops.ADD, name="x"), lambda ctx, x: UOp(Ops.MULACC, x.dtype, (*x.src[1].src, x.src[0])) if _joins_sum(x, ctx) else None)])
 
 def fuse_mulacc(uops: list[UOp], ren: Renderer) -> list[UOp]:
-  if not any(u.op is Ops.ADD and (u.src[0].op is Ops.DEFINE_ACC or u.arg == TERMS) and u.src[1].op is Ops.MUL and u.dtype.scalar in ren.mulacc_dtypes
-             for u in uops): return uops
-  return rewrite_linear(uops, fuse_products, ren)
+  return rewrite_linear(uops, fuse_products, ren) if any(u.op is Ops.ADD and _joins_sum(u, ren) for u in uops) else uops
 
 def get_program(ast: UOp, ren: Renderer, name: str | None = None, opts: tuple[Opt, ...] = ()) -> ProgramSpec:
   """`opts`: optimisation actions (codegen/opt/kernel.py) BEAM chose; none: the target's hand-coded choice. Lowered, then

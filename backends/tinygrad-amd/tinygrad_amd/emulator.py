@@ -592,15 +592,16 @@ class Program:
       return grp, a   # each active lane's workgroup and first byte
     span = np.arange(size)
     if load:
-      dst, half = f["vdst"], "hi" if inst.name.endswith("_d16_hi") else "lo" if inst.name.endswith("_d16") else None
+      # a D16 load writes one half of its VGPR and keeps the other
+      dst, bits = f["vdst"], 0xFFFF0000 if inst.name.endswith("_d16_hi") else 0xFFFF if inst.name.endswith("_d16") else 0xFFFFFFFF
       def dsload(st: State, w):
         lanes = st.lanes(w)
         if not lanes.any(): return st.issue(LGKM, w)
         g, a = where(st, w, lanes)
         st.counters.shared_read += st.active(lanes) * size
         vals = _bytes_to_regs(st.lds[g[:, None], a[:, None] + span], t)
-        # in its VGPRs at the s_waitcnt lgkmcnt that retires it; a D16 load into one half, keeping the other
-        st.issue(LGKM, w, dst, [vals[0] << U32(16)] if half == "hi" else vals, lanes, {"lo": 0xFFFF, "hi": 0xFFFF0000}.get(half, 0xFFFFFFFF))
+        # in its VGPRs at the s_waitcnt lgkmcnt that retires it
+        st.issue(LGKM, w, dst, [vals[0] << U32(16)] if bits == 0xFFFF0000 else vals, lanes, bits)
         if st.order is not None: st.order.access(st, w, lanes, g, a, size, False, who)
       return dsload
     data = f["data0"]

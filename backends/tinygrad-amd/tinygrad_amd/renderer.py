@@ -85,6 +85,8 @@ def values_late(uops: list[UOp]) -> list[UOp]:
       key[i] = max(float(i), min(min(key[j] for j in users[u]) - 1e-6, limit - 0.5))
   return [uops[i] for i in sorted(range(len(uops)), key=lambda i: (key[i], i))]
 
+def vgprs(dt: DType) -> int: return max(1, dt.itemsize * dt.count // 4)   # a value's VGPRs (16-bit vector elements two to one)
+
 LOADS_AHEAD = 64   # VGPRs the LDS loads issued early (lds_loads_early) may hold beyond what they would at their place
 def lds_loads_early(uops: list[UOp], ahead: int) -> list[UOp]:
   """uops with each LDS load issued early: moved up to just after its sources and the LDS load before it, never across a
@@ -100,7 +102,7 @@ def lds_loads_early(uops: list[UOp], ahead: int) -> list[UOp]:
     elif u.op is Ops.STORE and shared(u.src[0]): stored[u.src[0].src[0]] = i
     elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and shared(u.src[0]):
       at = max([floor, stored.get(u.src[0].src[0], -1) + 1] + [pos[s] + 1 for s in u.src if s in pos])
-      size, top = max(1, u.dtype.itemsize * u.dtype.count // 4), i
+      size, top = vgprs(u.dtype), i
       while top > at and extra[top - 1] + size <= ahead: top -= 1
       for j in range(top, i): extra[j] += size
       key[i], floor = top - 0.5, top   # before the instruction at `top` (loads moved there keep their order)
@@ -165,7 +167,7 @@ class AMDKernel(ISAKernel):
     self.max_s = max(self.max_s, self.next_s)
     return f"s{self.next_s - 1}"
 
-  def new(self, dt: DType) -> str: return self.vreg(max(1, dt.itemsize * dt.count // 4))   # 16-bit vector elements two to a VGPR
+  def new(self, dt: DType) -> str: return self.vreg(vgprs(dt))
   def fresh_label(self) -> str:
     self.nlabel += 1
     return f"L{self.nlabel}"
@@ -530,16 +532,15 @@ def load(ctx: AMDKernel, x: UOp) -> str:
   idx, dt = x.src[0], x.dtype.scalar
   # a vector (consecutive elements, aligned to their bytes: codegen/widen.py) is one access of all its bytes, laid in
   # consecutive VGPRs as memory holds them (8/16-bit elements packed: GEP takes one out)
-  if isinstance(x.arg, tuple):   # a fragment of 16-bit elements at these byte offsets (fragment_load): two to a VGPR
+  if isinstance(x.arg, tuple) or x.dtype.count > 1 and (nbytes := dt.itemsize * x.dtype.count) > 16:
+    # a tensor core's fragment (fragment_load, LDS): 16 consecutive bytes a ds_load_b128, or each 16-bit element at its
+    # byte offset (the arg) into its half of a VGPR
     d = ctx.new(x.dtype)
-    for e, off in enumerate(x.arg):
-      ctx.ins(f"ds_load_u16_d16{'_hi' if e % 2 else ''} {split(d)[e // 2]}, {ctx[idx]}" + (f" offset:{off}" if off else ""))
-      ctx.flight["lgkmcnt"].append(x)
-    return d
-  if x.dtype.count > 1 and (nbytes := dt.itemsize * x.dtype.count) > 16:   # a tensor core's fragment (fragment_load, LDS): 16 bytes a load
-    d = ctx.new(x.dtype)
-    for part in range(0, nbytes, 16):
-      ctx.ins(f"ds_load_b128 v[{split(d)[part // 4][1:]}:{split(d)[part // 4 + 3][1:]}], {ctx[idx]}" + (f" offset:{off}" if (off := (x.arg or 0) + part) else ""))
+    regs = split(d)
+    parts = [(f"ds_load_u16_d16{'_hi' if e % 2 else ''}", regs[e // 2], off) for e, off in enumerate(x.arg)] if isinstance(x.arg, tuple) else \
+            [("ds_load_b128", f"v[{regs[p // 4][1:]}:{regs[p // 4 + 3][1:]}]", (x.arg or 0) + p) for p in range(0, nbytes, 16)]
+    for name, r, off in parts:
+      ctx.ins(f"{name} {r}, {ctx[idx]}" + (f" offset:{off}" if off else ""))
       ctx.flight["lgkmcnt"].append(x)
     return d
   if x.dtype.count > 1: kind, d = WIDE_LOADS[dt.itemsize * x.dtype.count], ctx.new(x.dtype)
@@ -788,10 +789,9 @@ class RDNA3Renderer(ISARenderer):
                        for dt, t in ((dtypes.float16, "f16"), (dtypes.bfloat16, "bf16")))
   instruction, kernel = "  {}", AMDKernel
   def render(self, name: str, uops: list[UOp]) -> str:
-    try: return self.render_kernel(AMDKernel(self, name, uops).write_all())
-    except UnsupportedError as e:   # the LDS loads issued early took VGPRs the kernel needs: each at its place then
-      if "VGPRs" not in str(e): raise
-      return self.render_kernel(AMDKernel(self, name, uops, ahead=0).write_all())
+    try: return super().render(name, uops)
+    # the LDS loads issued early took VGPRs the kernel needs: each at its place then (another error is raised again)
+    except UnsupportedError: return self.render_kernel(self.kernel(self, name, uops, ahead=0).write_all())
   def render_kernel(self, k: AMDKernel) -> str:
     k.ins("s_endpgm")
     head = [f".kernel {k.name}", f".vgprs {k.max_v}", f".sgprs {k.max_s}", f".args {k.nbufs}", f".vars {len(k.vars)}", f".lds {k.lds_bytes}"]

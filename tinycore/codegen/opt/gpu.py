@@ -75,15 +75,8 @@ def _group(k: Kernel, r: UOp, g: int) -> Kernel:
   if n > 1 and all(s == 1 for s in _strides(k, r)) and const_size(r) % (n * g) == 0:
     if len((unrolled := _try(k, OptOps.UNROLL, r, n)).applied) > len(k.applied) and \
        len((grouped := _try(unrolled, OptOps.GROUP, r.arg[0], g)).applied) > len(unrolled.applied):
-      return _unroll_rest(grouped, r)
-  return _unroll_rest(_try(k, OptOps.GROUP, r, g), r)
-
-def _unroll_rest(k: Kernel, r: UOp) -> Kernel:
-  """A few terms left per thread of a grouped sum (a softmax row of 4096 over 256 threads: 4 vectors of 4) are written
-  out, not looped over: the thread then holds its terms in registers, and another sum over the same elements (the row's
-  max, then its exp-sum) or the row's store reads them from there instead of loading them again."""
-  left = next((x for x in k.ranges if x.arg[0] == r.arg[0] and x.arg[1] is AxisType.REDUCE), None)
-  return k if left is None or const_size(left) is None or const_size(left) > ROW_STEPS else _try(k, OptOps.UNROLL, left, const_size(left))
+      return grouped
+  return _try(k, OptOps.GROUP, r, g)
 
 def _map_row_next(k: Kernel, glob: list[UOp], out: UOp, room: int) -> UOp | None:
   """The output axis a map's row continues along (the one of stride len(out)), where out, the output's contiguous axis,
@@ -269,10 +262,13 @@ def hand_coded(k: Kernel) -> Kernel:
   for i in range(len(k.reduces)):
     own = [r for r in k.reduces[i].src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n >= 8 and n % 4 == 0]
     if own: k = _try(k, OptOps.UNROLL, min(own, key=lambda r: min([abs(s) for s in _strides(k, r)] or [1 << 62])), 4)
-  # a sum's loops of a few trips (a 3x3 window's taps) are written out: their terms' addresses are constants apart and
-  # their loads in flight together, where RDNA3 (its own scheduler) waited for each term's load and counted and branched
-  # each trip (NV's ptxas unrolled them itself: their sm_90 code only lost registers, 62 -> 39 for a conv's input gradient)
-  for r in [r for x in k.reduces for r in x.src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n <= 4]:
+  # a sum's loops of ROW_STEPS trips or fewer are written out. A grouped sum's few terms left per thread (a softmax row
+  # of 4096 over 256 threads: 4 vectors of 4) are then held in registers, and another sum over the same elements (the
+  # row's max, then its exp-sum) or the row's store reads them there instead of loading them again. A 3x3 window's taps
+  # are constants apart and their loads in flight together, where RDNA3 (its own scheduler) waited for each tap's load
+  # and counted and branched each trip (ptxas unrolled them itself: sm_90 only lost registers, 62 -> 39 for a conv's
+  # input gradient)
+  for r in [r for x in k.reduces for r in x.src[1:] if r.arg[1] is AxisType.REDUCE and (n := const_size(r)) is not None and n <= ROW_STEPS]:
     if any(x.arg[0] == r.arg[0] and x.arg[1] is AxisType.REDUCE for x in k.ranges): k = _try(k, OptOps.UNROLL, r, const_size(r))
   return k
 
